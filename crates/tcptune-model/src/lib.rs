@@ -1,0 +1,21 @@
+//! Units and the closed-form TCP performance models every tuning guide starts from.
+//!
+//! Each model is a pure function from typed inputs to a result struct that carries its inputs,
+//! its outputs, the formula in words, and the conditions under which it does not apply
+//! (`caveats`). The binary prints these; the diagnosis and the lab reuse the same functions to
+//! draw theory beside measurements, so there is one implementation of each formula.
+
+pub mod bdp;
+pub mod path;
+pub mod render;
+pub mod units;
+
+pub use path::{PathError, PathSpec};
+pub use units::{Bits, Bytes, Dur, Probability, Rate, UnitError};
+
+/// Why a model's inputs were refused (not a unit error: the units were fine, the values are not).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ModelError {
+    #[error("{0}")]
+    Invalid(String),
+}

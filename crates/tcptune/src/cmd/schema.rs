@@ -1,0 +1,30 @@
+//! `tcptune schema [NAME]`: the JSON Schema of each command's `--json` output.
+
+use crate::schema::{all, SchemaEntry};
+use crate::Outcome;
+
+pub fn run(name: Option<&str>, list: bool) -> anyhow::Result<Outcome> {
+    let entries = all();
+    if list {
+        for SchemaEntry { name, command, .. } in &entries {
+            println!("{name:<24} tcptune {command} --json");
+        }
+        return Ok(Outcome::Ok);
+    }
+    let doc = match name {
+        Some(n) => {
+            let e = entries.iter().find(|e| e.name == n).ok_or_else(|| {
+                anyhow::anyhow!("no schema named '{n}'; `tcptune schema --list` shows the names")
+            })?;
+            serde_json::to_value(&e.schema)?
+        }
+        None => serde_json::Value::Object(
+            entries
+                .iter()
+                .map(|e| Ok((e.name.to_string(), serde_json::to_value(&e.schema)?)))
+                .collect::<anyhow::Result<_>>()?,
+        ),
+    };
+    println!("{}", serde_json::to_string_pretty(&doc)?);
+    Ok(Outcome::Ok)
+}

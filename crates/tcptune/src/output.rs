@@ -1,0 +1,54 @@
+//! How every command prints: human text by default, or one JSON document with `--json`.
+//!
+//! JSON output is wrapped in an [`Envelope`] that names the command and the schema version, so
+//! a consumer can check what it is reading. The schema of each command's envelope is generated
+//! from these Rust types (see `schema.rs`) and checked in under `schema/`.
+
+use std::fmt::Display;
+use std::io::{self, Write};
+
+use schemars::JsonSchema;
+use serde::Serialize;
+
+/// Bumped when a JSON field changes meaning or disappears (adding fields does not bump it).
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// The JSON document every command prints with `--json`.
+#[derive(Serialize, JsonSchema)]
+pub struct Envelope<T> {
+    /// The tool's version.
+    pub tcptune: String,
+    /// Version of the output schema.
+    pub schema_version: u32,
+    /// The command that produced this, e.g. "model bdp".
+    pub command: String,
+    /// The command's result.
+    pub result: T,
+}
+
+impl<T> Envelope<T> {
+    pub fn new(command: &str, result: T) -> Self {
+        Envelope {
+            tcptune: env!("CARGO_PKG_VERSION").into(),
+            schema_version: SCHEMA_VERSION,
+            command: command.into(),
+            result,
+        }
+    }
+}
+
+/// Prints `result` as JSON (in its envelope) or as text. A closed pipe (`| head`) is not an error.
+pub fn emit<T: Serialize + Display>(command: &str, result: &T, json: bool) -> anyhow::Result<()> {
+    let mut out = io::stdout().lock();
+    let written = if json {
+        serde_json::to_writer_pretty(&mut out, &Envelope::new(command, result))
+            .map_err(io::Error::from)
+            .and_then(|()| writeln!(out))
+    } else {
+        write!(out, "{result}")
+    };
+    match written.and_then(|()| out.flush()) {
+        Err(e) if e.kind() != io::ErrorKind::BrokenPipe => Err(e.into()),
+        _ => Ok(()),
+    }
+}
