@@ -259,6 +259,22 @@ impl Bytes {
     pub fn bits(self) -> Bits {
         Bits(self.0 as f64 * 8.0)
     }
+
+    /// A short form for prose: binary units when the size is a whole number of KiB/MiB/GiB
+    /// (buffer sizes usually are), decimal otherwise: "24 MiB", "12.5 MB", "4096 B".
+    pub fn short(self) -> String {
+        let n = self.0;
+        for (unit, name) in [(1u64 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")] {
+            if n >= unit && n % unit == 0 {
+                return format!("{} {name}", n / unit);
+            }
+        }
+        if n < 10_000 {
+            return format!("{n} B");
+        }
+        let (v, p) = si(n as f64);
+        format!("{} {p}B", fmt_sig(v, 3))
+    }
 }
 
 impl FromStr for Bytes {

@@ -29,6 +29,25 @@ pub enum Command {
         #[command(subcommand)]
         model: ModelCommand,
     },
+    /// Judge this host's (or a namespace's) TCP settings against a path; exit 1 if any should change.
+    Audit(AuditArgs),
+    /// Print, write, apply or roll back the changes `audit` recommends (dry run by default).
+    Tune {
+        #[command(flatten)]
+        audit: AuditArgs,
+        /// Install the sysctl.d drop-in (default /etc/sysctl.d/90-tcptune.conf) for the next boot.
+        #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = "/etc/sysctl.d/90-tcptune.conf")]
+        write: Option<std::path::PathBuf>,
+        /// Apply the changes now, after saving a snapshot of every value they touch.
+        #[arg(long, conflicts_with = "rollback")]
+        apply: bool,
+        /// Restore the values saved by the last --apply, exactly.
+        #[arg(long)]
+        rollback: bool,
+        /// Snapshot file (default /var/lib/tcptune/tune-snapshot[-netns-NAME].json).
+        #[arg(long, value_name = "FILE")]
+        snapshot: Option<std::path::PathBuf>,
+    },
     /// Print the JSON Schema of a command's `--json` output (all of them without a name).
     Schema {
         /// Schema name as listed by `tcptune schema --list`, e.g. model-bdp.
@@ -78,6 +97,77 @@ impl PathArgs {
             )
         })
     }
+}
+
+/// A named path, for when the numbers are not at hand.
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+pub enum Profile {
+    /// 1 Gbit/s, 0.12 ms (seed 000's home LAN)
+    Lan,
+    /// 10 Gbit/s, 1.58 ms (seed 000's datacenter path)
+    Datacenter,
+    /// 100 Mbit/s, 20 ms
+    Wan,
+    /// 1 Gbit/s, 100 ms: a long fat network
+    Lfn,
+    /// 10 Mbit/s, 20 ms (seed 000's DSL line)
+    Dsl,
+}
+
+impl Profile {
+    pub fn path(self) -> PathSpec {
+        let (rate, rtt) = match self {
+            Profile::Lan => (1e9, Dur::from_micros(120)),
+            Profile::Datacenter => (10e9, Dur::from_micros(1580)),
+            Profile::Wan => (100e6, Dur::from_millis(20)),
+            Profile::Lfn => (1e9, Dur::from_millis(100)),
+            Profile::Dsl => (10e6, Dur::from_millis(20)),
+        };
+        PathSpec {
+            rate_bps: Some(Rate::from_bps(rate)),
+            rtt_s: Some(rtt),
+            loss: None,
+        }
+    }
+}
+
+/// Which side of the bulk transfers the audited host is.
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+pub enum RoleArg {
+    Sender,
+    Receiver,
+    Both,
+}
+
+/// What `audit` and `tune` judge against, and where.
+#[derive(Args, Debug, Clone)]
+pub struct AuditArgs {
+    #[command(flatten)]
+    pub path: PathArgs,
+    /// A named path instead of --rate/--rtt.
+    #[arg(long, value_enum)]
+    pub profile: Option<Profile>,
+    /// Measure the RTT to this host with ping (the rate still comes from --rate or the profile).
+    #[arg(long, value_name = "HOST")]
+    pub to: Option<String>,
+    /// Concurrent bulk flows sharing the path and this host's memory.
+    #[arg(long, default_value_t = 1)]
+    pub flows: u32,
+    /// Memory all those flows' buffers may take: 1GiB, 512MB.
+    #[arg(long)]
+    pub memory: Option<Bytes>,
+    /// Whether this host sends, receives, or both.
+    #[arg(long, value_enum, default_value = "both")]
+    pub role: RoleArg,
+    /// Audit inside this network namespace (`ip netns` name).
+    #[arg(long)]
+    pub netns: Option<String>,
+    /// Audit a host state recorded with --save-state instead of this host.
+    #[arg(long, value_name = "FILE", conflicts_with = "netns")]
+    pub state: Option<std::path::PathBuf>,
+    /// Also write the host state that was read to FILE (JSON), to audit it elsewhere.
+    #[arg(long, value_name = "FILE")]
+    pub save_state: Option<std::path::PathBuf>,
 }
 
 #[derive(Subcommand, Debug)]

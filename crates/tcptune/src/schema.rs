@@ -29,5 +29,7 @@ pub fn all() -> Vec<SchemaEntry> {
     vec![
         entry::<bdp::Bdp>("model-bdp", "model bdp"),
         entry::<bdp::WindowBound>("model-window", "model window"),
+        entry::<tcptune_host::audit::Audit>("audit", "audit"),
+        entry::<crate::cmd::TuneReport>("tune", "tune"),
     ]
 }

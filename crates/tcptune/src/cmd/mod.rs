@@ -3,12 +3,30 @@
 use crate::cli::{Cli, Command};
 use crate::Outcome;
 
+mod audit;
 mod model;
 mod schema;
+
+pub use audit::TuneReport;
 
 pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
     match cli.command {
         Command::Model { model } => model::run(model, cli.json),
+        Command::Audit(args) => audit::audit(&args, cli.json),
+        Command::Tune {
+            audit,
+            write,
+            apply,
+            rollback,
+            snapshot,
+        } => audit::tune(
+            &audit,
+            write.as_deref(),
+            apply,
+            rollback,
+            snapshot.as_deref(),
+            cli.json,
+        ),
         Command::Schema { name, list } => schema::run(name.as_deref(), list),
     }
 }

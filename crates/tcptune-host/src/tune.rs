@@ -1,0 +1,641 @@
+//! Turning an audit into a change: a [`Plan`] printed as a sysctl.d drop-in and `ip` commands,
+//! applied with a [`Snapshot`] of every value it touches, and rolled back exactly.
+//!
+//! All writes go through [`HostIo`], so the apply/rollback logic (including the rollback of a
+//! failure midway) is tested with a fake, and the live implementation is small.
+
+use std::io;
+use std::path::Path;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::audit::{Action, Audit};
+use crate::netns;
+
+/// One change of the plan, with the value it replaces.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct PlannedChange {
+    pub action: Action,
+    /// The value now, as the audit read it.
+    pub current: String,
+    /// Why (the audit finding's sentence).
+    pub why: String,
+}
+
+/// What `tune` will do.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct Plan {
+    pub netns: Option<String>,
+    /// Changes this host (or namespace) can make.
+    pub changes: Vec<PlannedChange>,
+    /// Global settings a namespace cannot change: to be set on the host itself.
+    pub host_only: Vec<PlannedChange>,
+    /// The sysctl.d drop-in text.
+    pub dropin: String,
+    /// The `ip` commands for interface changes.
+    pub ip_commands: Vec<String>,
+}
+
+/// A value the plan refuses, with the range it accepts.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("refusing {what} = {value}: {why}")]
+pub struct Refused {
+    pub what: String,
+    pub value: String,
+    pub why: String,
+}
+
+/// Checks a change against sane ranges before anything is written.
+pub fn validate(action: &Action) -> Result<(), Refused> {
+    let refuse = |what: &str, value: &str, why: &str| {
+        Err(Refused {
+            what: what.into(),
+            value: value.into(),
+            why: why.into(),
+        })
+    };
+    match action {
+        Action::Sysctl { key, value, .. } => {
+            let nums: Vec<Option<u64>> = value.split_whitespace().map(|v| v.parse().ok()).collect();
+            let short = key.rsplit('.').next().unwrap_or(key);
+            match short {
+                "tcp_rmem" | "tcp_wmem" => {
+                    let [Some(min), Some(def), Some(max)] = nums[..] else {
+                        return refuse(key, value, "give three byte counts: min default max");
+                    };
+                    if !(min <= def && def <= max) || min < 4096 || max > i32::MAX as u64 {
+                        return refuse(key, value, "need 4096 ≤ min ≤ default ≤ max ≤ 2147483647");
+                    }
+                }
+                "rmem_max" | "wmem_max" => match nums[..] {
+                    [Some(v)] if (4096..=i32::MAX as u64).contains(&v) => {}
+                    _ => return refuse(key, value, "need one byte count from 4096 to 2147483647"),
+                },
+                "tcp_congestion_control" => {
+                    if value.is_empty()
+                        || !value.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+                    {
+                        return refuse(key, value, "need the name of a congestion control");
+                    }
+                }
+                "tcp_retries2" => match nums[..] {
+                    [Some(v)] if (8..=30).contains(&v) => {}
+                    _ => return refuse(key, value, "need 8 to 30"),
+                },
+                _ => match nums[..] {
+                    [Some(0..=2)] => {}
+                    _ => return refuse(key, value, "this setting takes 0, 1 or 2"),
+                },
+            }
+        }
+        Action::Txqueuelen { dev, value } => {
+            if !(1..=100_000).contains(value) {
+                return refuse(
+                    &format!("dev:{dev} txqueuelen"),
+                    &value.to_string(),
+                    "need 1 to 100000",
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Builds the plan from an audit's `change` findings.
+pub fn plan(audit: &Audit) -> Result<Plan, Refused> {
+    let mut changes = Vec::new();
+    let mut host_only = Vec::new();
+    for f in audit.changes() {
+        let Some(action) = f.action.clone() else {
+            continue;
+        };
+        validate(&action)?;
+        let c = PlannedChange {
+            action: action.clone(),
+            current: f.current.clone(),
+            why: f.why.clone(),
+        };
+        match action {
+            Action::Sysctl { global: true, .. } if audit.netns.is_some() => host_only.push(c),
+            _ => changes.push(c),
+        }
+    }
+    let mut dropin = format!(
+        "# Written by tcptune {} for a path of {} × {}, {} flow(s).\n# Roll back with `tcptune tune --rollback`; remove this file to drop the change at boot.\n",
+        env!("CARGO_PKG_VERSION"),
+        audit.input.rate_bps,
+        audit.input.rtt_s,
+        audit.input.flows
+    );
+    let mut ip_commands = Vec::new();
+    let ip = match &audit.netns {
+        Some(n) => format!("ip -n {n}"),
+        None => "ip".into(),
+    };
+    for c in &changes {
+        match &c.action {
+            Action::Sysctl { key, value, .. } => {
+                dropin.push_str(&format!("# was {}\n{key} = {value}\n", c.current));
+            }
+            Action::Txqueuelen { dev, value } => {
+                ip_commands.push(format!("{ip} link set dev {dev} txqueuelen {value}"));
+            }
+        }
+    }
+    Ok(Plan {
+        netns: audit.netns.clone(),
+        changes,
+        host_only,
+        dropin,
+        ip_commands,
+    })
+}
+
+/// Reads and writes the values a plan touches. Values are kept exactly as the kernel prints
+/// them, so a rollback writes back the same bytes it read.
+pub trait HostIo {
+    fn read_sysctl(&mut self, key: &str) -> io::Result<String>;
+    fn write_sysctl(&mut self, key: &str, value: &str) -> io::Result<()>;
+    fn read_txqueuelen(&mut self, dev: &str) -> io::Result<u32>;
+    fn write_txqueuelen(&mut self, dev: &str, value: u32) -> io::Result<()>;
+}
+
+/// The values a change replaced.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct Snapshot {
+    pub netns: Option<String>,
+    /// Seconds since the Unix epoch when it was taken.
+    pub taken_unix_s: u64,
+    /// Sysctl keys and their exact previous contents (as /proc/sys printed them).
+    pub sysctls: Vec<(String, String)>,
+    /// Interfaces and their previous txqueuelen.
+    pub txqueuelen: Vec<(String, u32)>,
+}
+
+/// Why applying or rolling back failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ApplyError {
+    #[error(
+        "a snapshot already exists at {0}: roll it back first (`tcptune tune --rollback`) so the original values are not lost"
+    )]
+    SnapshotExists(String),
+    #[error("no snapshot at {0}: nothing to roll back")]
+    NoSnapshot(String),
+    #[error("cannot read {what}: {source}")]
+    Read { what: String, source: io::Error },
+    #[error(
+        "applying {what} failed ({source}); the {restored} value(s) already changed were restored"
+    )]
+    Midway {
+        what: String,
+        source: io::Error,
+        restored: usize,
+    },
+    #[error("applying {what} failed ({source}) and restoring failed too: {restore}; the snapshot is kept at {snapshot}")]
+    RestoreFailed {
+        what: String,
+        source: io::Error,
+        restore: String,
+        snapshot: String,
+    },
+    #[error("rolling back {what} failed: {source}; the snapshot is kept")]
+    Rollback { what: String, source: io::Error },
+    #[error("snapshot file {path}: {why}")]
+    SnapshotFile { path: String, why: String },
+}
+
+fn now_unix() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+/// Applies the plan's changes: snapshot first (written to `snapshot_path` before any change),
+/// then each change; a failure midway restores what was already changed and removes the
+/// snapshot, so the host is left as it was.
+pub fn apply(
+    plan: &Plan,
+    io: &mut dyn HostIo,
+    snapshot_path: &Path,
+) -> Result<Snapshot, ApplyError> {
+    if snapshot_path.exists() {
+        return Err(ApplyError::SnapshotExists(
+            snapshot_path.display().to_string(),
+        ));
+    }
+    let mut snap = Snapshot {
+        netns: plan.netns.clone(),
+        taken_unix_s: now_unix(),
+        sysctls: vec![],
+        txqueuelen: vec![],
+    };
+    for c in &plan.changes {
+        match &c.action {
+            Action::Sysctl { key, .. } => {
+                let v = io.read_sysctl(key).map_err(|source| ApplyError::Read {
+                    what: key.clone(),
+                    source,
+                })?;
+                snap.sysctls.push((key.clone(), v));
+            }
+            Action::Txqueuelen { dev, .. } => {
+                let v = io.read_txqueuelen(dev).map_err(|source| ApplyError::Read {
+                    what: format!("dev:{dev} txqueuelen"),
+                    source,
+                })?;
+                snap.txqueuelen.push((dev.clone(), v));
+            }
+        }
+    }
+    write_snapshot(&snap, snapshot_path)?;
+    let mut done: Vec<&Action> = Vec::new();
+    for c in &plan.changes {
+        let r = match &c.action {
+            Action::Sysctl { key, value, .. } => io.write_sysctl(key, value),
+            Action::Txqueuelen { dev, value } => io.write_txqueuelen(dev, *value),
+        };
+        if let Err(source) = r {
+            let what = describe(&c.action);
+            let restored = done.len();
+            return match restore(&snap, &done, io) {
+                Ok(()) => {
+                    let _ = std::fs::remove_file(snapshot_path);
+                    Err(ApplyError::Midway {
+                        what,
+                        source,
+                        restored,
+                    })
+                }
+                Err(restore) => Err(ApplyError::RestoreFailed {
+                    what,
+                    source,
+                    restore,
+                    snapshot: snapshot_path.display().to_string(),
+                }),
+            };
+        }
+        done.push(&c.action);
+    }
+    Ok(snap)
+}
+
+fn describe(a: &Action) -> String {
+    match a {
+        Action::Sysctl { key, value, .. } => format!("{key} = {value}"),
+        Action::Txqueuelen { dev, value } => format!("dev:{dev} txqueuelen {value}"),
+    }
+}
+
+/// Writes back the snapshot's values for the actions in `done` (most recent first).
+fn restore(snap: &Snapshot, done: &[&Action], io: &mut dyn HostIo) -> Result<(), String> {
+    for a in done.iter().rev() {
+        let r = match a {
+            Action::Sysctl { key, .. } => {
+                let old = snap
+                    .sysctls
+                    .iter()
+                    .find(|(k, _)| k == key)
+                    .map(|(_, v)| v.as_str());
+                old.map(|v| io.write_sysctl(key, v))
+            }
+            Action::Txqueuelen { dev, .. } => {
+                let old = snap
+                    .txqueuelen
+                    .iter()
+                    .find(|(d, _)| d == dev)
+                    .map(|(_, v)| *v);
+                old.map(|v| io.write_txqueuelen(dev, v))
+            }
+        };
+        if let Some(Err(e)) = r {
+            return Err(format!("{}: {e}", describe(a)));
+        }
+    }
+    Ok(())
+}
+
+/// Restores every value of the snapshot at `snapshot_path`, checks each reads back identically,
+/// then removes the snapshot.
+pub fn rollback(io: &mut dyn HostIo, snapshot_path: &Path) -> Result<Snapshot, ApplyError> {
+    let path = snapshot_path.display().to_string();
+    let text = match std::fs::read_to_string(snapshot_path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(ApplyError::NoSnapshot(path)),
+        Err(e) => {
+            return Err(ApplyError::SnapshotFile {
+                path,
+                why: e.to_string(),
+            })
+        }
+    };
+    let snap: Snapshot = serde_json::from_str(&text).map_err(|e| ApplyError::SnapshotFile {
+        path: path.clone(),
+        why: format!("not a tcptune snapshot ({e})"),
+    })?;
+    for (key, old) in &snap.sysctls {
+        io.write_sysctl(key, old)
+            .map_err(|source| ApplyError::Rollback {
+                what: key.clone(),
+                source,
+            })?;
+        let now = io.read_sysctl(key).map_err(|source| ApplyError::Rollback {
+            what: key.clone(),
+            source,
+        })?;
+        if &now != old {
+            return Err(ApplyError::Rollback {
+                what: key.clone(),
+                source: io::Error::other(format!("reads back {now:?}, expected {old:?}")),
+            });
+        }
+    }
+    for (dev, old) in &snap.txqueuelen {
+        io.write_txqueuelen(dev, *old)
+            .map_err(|source| ApplyError::Rollback {
+                what: format!("dev:{dev} txqueuelen"),
+                source,
+            })?;
+    }
+    std::fs::remove_file(snapshot_path).map_err(|e| ApplyError::SnapshotFile {
+        path,
+        why: e.to_string(),
+    })?;
+    Ok(snap)
+}
+
+fn write_snapshot(snap: &Snapshot, path: &Path) -> Result<(), ApplyError> {
+    let err = |why: String| ApplyError::SnapshotFile {
+        path: path.display().to_string(),
+        why,
+    };
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|e| err(e.to_string()))?;
+    }
+    let tmp = path.with_extension("tmp");
+    let json = serde_json::to_vec_pretty(snap).map_err(|e| err(e.to_string()))?;
+    std::fs::write(&tmp, json)
+        .and_then(|()| std::fs::rename(&tmp, path))
+        .map_err(|e| err(e.to_string()))
+}
+
+/// The live host (or a namespace of it): /proc/sys and `ip link`.
+pub struct LiveHost {
+    pub netns: Option<String>,
+}
+
+impl LiveHost {
+    fn proc_path(key: &str) -> io::Result<std::path::PathBuf> {
+        if key.is_empty() || key.contains("..") || key.contains('/') {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("bad sysctl key {key:?}"),
+            ));
+        }
+        Ok(Path::new("/proc/sys").join(key.replace('.', "/")))
+    }
+
+    fn in_ns<T: Send>(&self, f: impl FnOnce() -> io::Result<T> + Send) -> io::Result<T> {
+        match &self.netns {
+            Some(n) => netns::in_netns(n, f).map_err(io::Error::other)?,
+            None => f(),
+        }
+    }
+
+    fn ip(&self) -> std::process::Command {
+        let mut c = std::process::Command::new("ip");
+        if let Some(n) = &self.netns {
+            c.args(["-n", n]);
+        }
+        c
+    }
+}
+
+impl HostIo for LiveHost {
+    fn read_sysctl(&mut self, key: &str) -> io::Result<String> {
+        let p = Self::proc_path(key)?;
+        self.in_ns(|| std::fs::read_to_string(p))
+    }
+
+    fn write_sysctl(&mut self, key: &str, value: &str) -> io::Result<()> {
+        let p = Self::proc_path(key)?;
+        // One write(2) of the whole value: /proc/sys parses each write separately.
+        self.in_ns(|| std::fs::write(p, value.as_bytes()))
+    }
+
+    fn read_txqueuelen(&mut self, dev: &str) -> io::Result<u32> {
+        let out = self
+            .ip()
+            .args(["-j", "link", "show", "dev", dev])
+            .output()?;
+        if !out.status.success() {
+            return Err(io::Error::other(
+                String::from_utf8_lossy(&out.stderr).trim().to_string(),
+            ));
+        }
+        let links: serde_json::Value =
+            serde_json::from_slice(&out.stdout).map_err(io::Error::other)?;
+        links[0]["txqlen"]
+            .as_u64()
+            .map(|v| v as u32)
+            .ok_or_else(|| io::Error::other(format!("ip did not report txqlen for {dev}")))
+    }
+
+    fn write_txqueuelen(&mut self, dev: &str, value: u32) -> io::Result<()> {
+        let out = self
+            .ip()
+            .args(["link", "set", "dev", dev, "txqueuelen", &value.to_string()])
+            .output()?;
+        if !out.status.success() {
+            return Err(io::Error::other(
+                String::from_utf8_lossy(&out.stderr).trim().to_string(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl std::fmt::Display for Plan {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.changes.is_empty() && self.host_only.is_empty() {
+            return writeln!(f, "Nothing to change.");
+        }
+        writeln!(
+            f,
+            "# sysctl.d drop-in (dry run; --write installs it, --apply applies it now)"
+        )?;
+        write!(f, "{}", self.dropin)?;
+        if !self.ip_commands.is_empty() {
+            writeln!(f, "\n# ip commands")?;
+            for c in &self.ip_commands {
+                writeln!(f, "{c}")?;
+            }
+        }
+        if !self.host_only.is_empty() {
+            writeln!(
+                f,
+                "\n# global settings a namespace cannot change; set them on the host:"
+            )?;
+            for c in &self.host_only {
+                writeln!(f, "#   {}", describe(&c.action))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+
+    /// A host in memory that can be told to fail a given write.
+    #[derive(Default)]
+    struct FakeHost {
+        sysctls: BTreeMap<String, String>,
+        txq: BTreeMap<String, u32>,
+        fail_on: Option<String>,
+    }
+
+    impl HostIo for FakeHost {
+        fn read_sysctl(&mut self, key: &str) -> io::Result<String> {
+            self.sysctls
+                .get(key)
+                .cloned()
+                .ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))
+        }
+        fn write_sysctl(&mut self, key: &str, value: &str) -> io::Result<()> {
+            if self.fail_on.as_deref() == Some(key) {
+                return Err(io::Error::from(io::ErrorKind::PermissionDenied));
+            }
+            self.sysctls.insert(key.into(), value.into());
+            Ok(())
+        }
+        fn read_txqueuelen(&mut self, dev: &str) -> io::Result<u32> {
+            self.txq
+                .get(dev)
+                .copied()
+                .ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))
+        }
+        fn write_txqueuelen(&mut self, dev: &str, value: u32) -> io::Result<()> {
+            self.txq.insert(dev.into(), value);
+            Ok(())
+        }
+    }
+
+    fn sysctl(key: &str, value: &str) -> PlannedChange {
+        PlannedChange {
+            action: Action::Sysctl {
+                key: key.into(),
+                value: value.into(),
+                global: false,
+            },
+            current: String::new(),
+            why: String::new(),
+        }
+    }
+
+    fn plan_of(changes: Vec<PlannedChange>) -> Plan {
+        Plan {
+            netns: None,
+            changes,
+            host_only: vec![],
+            dropin: String::new(),
+            ip_commands: vec![],
+        }
+    }
+
+    fn fake() -> FakeHost {
+        let mut h = FakeHost::default();
+        h.sysctls
+            .insert("net.ipv4.tcp_rmem".into(), "4096\t131072\t6291456\n".into());
+        h.sysctls.insert("net.ipv4.tcp_sack".into(), "0\n".into());
+        h.sysctls
+            .insert("net.ipv4.tcp_wmem".into(), "4096\t16384\t4194304\n".into());
+        h.txq.insert("eth0".into(), 16000);
+        h
+    }
+
+    #[test]
+    fn apply_then_rollback_restores_byte_for_byte() {
+        let dir = std::env::temp_dir().join(format!("tcptune-tune-{}-a", std::process::id()));
+        let snap = dir.join("snap.json");
+        let mut h = fake();
+        let before = h.sysctls.clone();
+        let mut p = plan_of(vec![
+            sysctl("net.ipv4.tcp_rmem", "4096 131072 33554432"),
+            sysctl("net.ipv4.tcp_sack", "1"),
+        ]);
+        p.changes.push(PlannedChange {
+            action: Action::Txqueuelen {
+                dev: "eth0".into(),
+                value: 1000,
+            },
+            current: String::new(),
+            why: String::new(),
+        });
+        apply(&p, &mut h, &snap).unwrap();
+        assert_eq!(h.sysctls["net.ipv4.tcp_rmem"], "4096 131072 33554432");
+        assert_eq!(h.txq["eth0"], 1000);
+        assert!(snap.exists());
+        // A second apply must not overwrite the snapshot of the original values.
+        assert!(matches!(
+            apply(&p, &mut h, &snap),
+            Err(ApplyError::SnapshotExists(_))
+        ));
+        rollback(&mut h, &snap).unwrap();
+        assert_eq!(h.sysctls, before);
+        assert_eq!(h.txq["eth0"], 16000);
+        assert!(!snap.exists());
+        assert!(matches!(
+            rollback(&mut h, &snap),
+            Err(ApplyError::NoSnapshot(_))
+        ));
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn a_failure_midway_restores_what_was_done_and_leaves_no_snapshot() {
+        let dir = std::env::temp_dir().join(format!("tcptune-tune-{}-b", std::process::id()));
+        let snap = dir.join("snap.json");
+        let mut h = fake();
+        h.fail_on = Some("net.ipv4.tcp_wmem".into());
+        let before = h.sysctls.clone();
+        let p = plan_of(vec![
+            sysctl("net.ipv4.tcp_rmem", "4096 131072 33554432"),
+            sysctl("net.ipv4.tcp_sack", "1"),
+            sysctl("net.ipv4.tcp_wmem", "4096 16384 33554432"),
+        ]);
+        let e = apply(&p, &mut h, &snap).unwrap_err();
+        assert!(matches!(e, ApplyError::Midway { restored: 2, .. }), "{e}");
+        assert!(e.to_string().contains("net.ipv4.tcp_wmem"));
+        assert_eq!(h.sysctls, before);
+        assert!(!snap.exists());
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn insane_values_are_refused() {
+        let s = |k: &str, v: &str| {
+            validate(&Action::Sysctl {
+                key: k.into(),
+                value: v.into(),
+                global: false,
+            })
+        };
+        assert!(s("net.ipv4.tcp_rmem", "4096 131072 33554432").is_ok());
+        assert!(s("net.ipv4.tcp_rmem", "4096 131072 1024").is_err());
+        assert!(s("net.ipv4.tcp_rmem", "4096 131072 4294967296").is_err());
+        assert!(s("net.ipv4.tcp_rmem", "big").is_err());
+        assert!(s("net.core.rmem_max", "100").is_err());
+        assert!(s("net.ipv4.tcp_sack", "7").is_err());
+        assert!(s("net.ipv4.tcp_congestion_control", "bbr; rm").is_err());
+        assert!(validate(&Action::Txqueuelen {
+            dev: "x".into(),
+            value: 0
+        })
+        .is_err());
+    }
+}

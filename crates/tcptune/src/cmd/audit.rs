@@ -1,0 +1,234 @@
+//! `tcptune audit` and `tcptune tune`: read the host (or a recorded state), judge it against a
+//! path, and print, write, apply or roll back the change.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{bail, Context};
+use schemars::JsonSchema;
+use serde::Serialize;
+use tcptune_host::audit::{self, Audit, AuditInput, Role};
+use tcptune_host::tune::{self, LiveHost, Plan, Snapshot};
+use tcptune_host::{read, HostState};
+use tcptune_model::{Dur, PathSpec};
+
+use crate::cli::{AuditArgs, RoleArg};
+use crate::output::emit;
+use crate::Outcome;
+
+fn host_state(args: &AuditArgs) -> anyhow::Result<HostState> {
+    let state = match &args.state {
+        Some(file) => {
+            let text = std::fs::read_to_string(file)
+                .with_context(|| format!("cannot read host state {}", file.display()))?;
+            serde_json::from_str(&text).with_context(|| {
+                format!(
+                    "{} is not a host state written by `tcptune audit --save-state`",
+                    file.display()
+                )
+            })?
+        }
+        None => read::read_host(args.netns.as_deref())?,
+    };
+    if let Some(out) = &args.save_state {
+        std::fs::write(out, serde_json::to_vec_pretty(&state)?)
+            .with_context(|| format!("cannot write host state to {}", out.display()))?;
+    }
+    Ok(state)
+}
+
+/// The minimum RTT `ping` measures to `host`, from inside the namespace when one is given.
+fn measure_rtt(host: &str, netns: Option<&str>) -> anyhow::Result<Dur> {
+    if host.starts_with('-') {
+        bail!("--to {host}: give a host name or address");
+    }
+    let mut cmd = match netns {
+        Some(n) => {
+            let mut c = Command::new("ip");
+            c.args(["netns", "exec", n, "ping"]);
+            c
+        }
+        None => Command::new("ping"),
+    };
+    let out = cmd
+        .args(["-c", "5", "-i", "0.2", "-W", "2", "-q", host])
+        .output()
+        .context("cannot run ping (install iputils-ping)")?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    // "rtt min/avg/max/mdev = 0.041/0.052/0.071/0.010 ms"
+    let min = text
+        .lines()
+        .find_map(|l| {
+            l.split_once(" = ")
+                .filter(|(k, _)| k.contains("min/avg"))
+                .map(|(_, v)| v)
+        })
+        .and_then(|v| v.split('/').next())
+        .and_then(|v| v.trim().parse::<f64>().ok());
+    match min {
+        Some(ms) => Ok(Dur::from_secs_f64(ms / 1e3)),
+        None => bail!("--to {host}: no ping reply, so no RTT; give --rtt instead"),
+    }
+}
+
+fn audit_input(args: &AuditArgs) -> anyhow::Result<AuditInput> {
+    let mut spec = args
+        .profile
+        .map(|p| p.path())
+        .unwrap_or_default()
+        .overridden_by(args.path.spec());
+    if let Some(host) = &args.to {
+        spec = spec.overridden_by(PathSpec {
+            rtt_s: Some(measure_rtt(host, args.netns.as_deref())?),
+            ..Default::default()
+        });
+    }
+    let (Some(rate), Some(rtt)) = (spec.rate_bps, spec.rtt_s) else {
+        bail!("audit needs the path: give --path rate=1gbit,rtt=20ms (or --rate and --rtt, --to HOST for the RTT, or --profile lan|datacenter|wan|lfn|dsl)");
+    };
+    if args.flows == 0 {
+        bail!("--flows 0: give the number of concurrent bulk flows, at least 1");
+    }
+    Ok(AuditInput {
+        rate_bps: rate,
+        rtt_s: rtt,
+        loss: spec.loss,
+        flows: args.flows,
+        memory_budget_bytes: args.memory,
+        role: match args.role {
+            RoleArg::Sender => Role::Sender,
+            RoleArg::Receiver => Role::Receiver,
+            RoleArg::Both => Role::Both,
+        },
+    })
+}
+
+pub fn audit(args: &AuditArgs, json: bool) -> anyhow::Result<Outcome> {
+    let input = audit_input(args)?;
+    let result = audit::audit(&host_state(args)?, &input);
+    emit("audit", &result, json)?;
+    Ok(if result.changes().next().is_some() {
+        Outcome::Problem
+    } else {
+        Outcome::Ok
+    })
+}
+
+/// What `tune` did.
+#[derive(Serialize, JsonSchema)]
+pub struct TuneReport {
+    /// `dry-run`, `write`, `apply` or `rollback`.
+    pub mode: String,
+    /// The audit the plan comes from (absent for rollback).
+    pub audit: Option<Audit>,
+    pub plan: Option<Plan>,
+    /// The drop-in file written, for --write.
+    pub wrote: Option<String>,
+    /// The snapshot saved by --apply or restored by --rollback.
+    pub snapshot: Option<Snapshot>,
+    pub snapshot_path: Option<String>,
+}
+
+impl std::fmt::Display for TuneReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if let Some(plan) = &self.plan {
+            write!(f, "{plan}")?;
+        }
+        if let Some(w) = &self.wrote {
+            writeln!(
+                f,
+                "\nwrote {w} (takes effect at boot, or now with `sysctl --system`)"
+            )?;
+        }
+        match (self.mode.as_str(), &self.snapshot, &self.snapshot_path) {
+            ("apply", Some(s), Some(p)) => writeln!(
+                f,
+                "\napplied {} value(s); the previous values are saved in {p}; undo with `tcptune tune --rollback`",
+                s.sysctls.len() + s.txqueuelen.len()
+            ),
+            ("rollback", Some(s), Some(p)) => {
+                writeln!(f, "restored from {p}:")?;
+                for (k, v) in &s.sysctls {
+                    writeln!(f, "  {k} = {}", v.trim_end().replace('\t', " "))?;
+                }
+                for (d, v) in &s.txqueuelen {
+                    writeln!(f, "  dev:{d} txqueuelen {v}")?;
+                }
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+fn default_snapshot(netns: Option<&str>) -> PathBuf {
+    let name = match netns {
+        Some(n) => format!("tune-snapshot-netns-{n}.json"),
+        None => "tune-snapshot.json".into(),
+    };
+    Path::new("/var/lib/tcptune").join(name)
+}
+
+pub fn tune(
+    args: &AuditArgs,
+    write: Option<&Path>,
+    apply: bool,
+    rollback: bool,
+    snapshot: Option<&Path>,
+    json: bool,
+) -> anyhow::Result<Outcome> {
+    let snapshot_path = snapshot
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| default_snapshot(args.netns.as_deref()));
+    let mut io = LiveHost {
+        netns: args.netns.clone(),
+    };
+    if rollback {
+        let snap = tune::rollback(&mut io, &snapshot_path)?;
+        let report = TuneReport {
+            mode: "rollback".into(),
+            audit: None,
+            plan: None,
+            wrote: None,
+            snapshot: Some(snap),
+            snapshot_path: Some(snapshot_path.display().to_string()),
+        };
+        emit("tune", &report, json)?;
+        return Ok(Outcome::Ok);
+    }
+    if args.state.is_some() && (apply || write.is_some()) {
+        bail!(
+            "--state audits a recorded host; --apply and --write change this host, so drop --state"
+        );
+    }
+    let input = audit_input(args)?;
+    let result = audit::audit(&host_state(args)?, &input);
+    let plan = tune::plan(&result)?;
+    let mut report = TuneReport {
+        mode: "dry-run".into(),
+        audit: None,
+        plan: None,
+        wrote: None,
+        snapshot: None,
+        snapshot_path: None,
+    };
+    if let Some(file) = write {
+        if args.netns.is_some() {
+            bail!("--write installs a boot-time drop-in for the host; a namespace's settings are not restored at boot, so use --apply inside it");
+        }
+        std::fs::write(file, &plan.dropin)
+            .with_context(|| format!("cannot write {}", file.display()))?;
+        report.mode = "write".into();
+        report.wrote = Some(file.display().to_string());
+    }
+    if apply {
+        let snap = tune::apply(&plan, &mut io, &snapshot_path)?;
+        report.mode = "apply".into();
+        report.snapshot = Some(snap);
+        report.snapshot_path = Some(snapshot_path.display().to_string());
+    }
+    report.audit = Some(result);
+    report.plan = Some(plan);
+    emit("tune", &report, json)?;
+    Ok(Outcome::Ok)
+}
