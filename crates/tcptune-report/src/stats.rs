@@ -1,0 +1,196 @@
+//! Summary statistics of repeated trials, as seed 001's tables report them: n, mean, standard
+//! deviation, the 95% confidence interval of the mean (Student t with n−1 degrees of freedom),
+//! median, min and max.
+
+use schemars::JsonSchema;
+use serde::Serialize;
+
+/// Statistics of one sample. `sd` and the interval are absent for n < 2.
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+pub struct Summary {
+    pub n: usize,
+    pub mean: f64,
+    /// Sample standard deviation (n − 1 in the denominator).
+    pub sd: Option<f64>,
+    /// 95% confidence interval of the mean, low end.
+    pub ci95_low: Option<f64>,
+    /// 95% confidence interval of the mean, high end.
+    pub ci95_high: Option<f64>,
+    pub median: f64,
+    pub min: f64,
+    pub max: f64,
+}
+
+/// Summarizes `values`, ignoring NaNs; `None` when nothing is left.
+pub fn summarize(values: &[f64]) -> Option<Summary> {
+    let mut v: Vec<f64> = values.iter().copied().filter(|x| !x.is_nan()).collect();
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    let mean = v.iter().sum::<f64>() / n as f64;
+    let median = if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    };
+    let (sd, lo, hi) = if n >= 2 {
+        let var = v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
+        let sd = var.sqrt();
+        let half = t_quantile(0.975, (n - 1) as f64) * sd / (n as f64).sqrt();
+        (Some(sd), Some(mean - half), Some(mean + half))
+    } else {
+        (None, None, None)
+    };
+    Some(Summary {
+        n,
+        mean,
+        sd,
+        ci95_low: lo,
+        ci95_high: hi,
+        median,
+        min: v[0],
+        max: v[n - 1],
+    })
+}
+
+/// The `p` quantile of Student's t distribution with `df` degrees of freedom (p in (0.5, 1)),
+/// found by bisection on the CDF, which is computed from the regularized incomplete beta.
+pub fn t_quantile(p: f64, df: f64) -> f64 {
+    let (mut lo, mut hi) = (0.0f64, 1e3f64);
+    for _ in 0..200 {
+        let mid = 0.5 * (lo + hi);
+        if t_cdf(mid, df) < p {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    0.5 * (lo + hi)
+}
+
+/// CDF of Student's t at `t ≥ 0`: 1 − ½·I_{df/(df+t²)}(df/2, ½).
+fn t_cdf(t: f64, df: f64) -> f64 {
+    1.0 - 0.5 * inc_beta(df / (df + t * t), df / 2.0, 0.5)
+}
+
+/// Regularized incomplete beta I_x(a, b) by its continued fraction (Lentz's method).
+fn inc_beta(x: f64, a: f64, b: f64) -> f64 {
+    if x <= 0.0 {
+        return 0.0;
+    }
+    if x >= 1.0 {
+        return 1.0;
+    }
+    // Use the symmetry I_x(a,b) = 1 − I_{1−x}(b,a) where the fraction converges faster.
+    if x > (a + 1.0) / (a + b + 2.0) {
+        return 1.0 - inc_beta(1.0 - x, b, a);
+    }
+    let ln_front = ln_gamma(a + b) - ln_gamma(a) - ln_gamma(b) + a * x.ln() + b * (1.0 - x).ln();
+    let front = ln_front.exp() / a;
+    let tiny = 1e-300;
+    let (mut c, mut d) = (1.0, 1.0 - (a + b) * x / (a + 1.0));
+    d = if d.abs() < tiny { tiny } else { d };
+    d = 1.0 / d;
+    let mut f = d;
+    for m in 1..300 {
+        let m = m as f64;
+        for num in [
+            m * (b - m) * x / ((a + 2.0 * m - 1.0) * (a + 2.0 * m)),
+            -(a + m) * (a + b + m) * x / ((a + 2.0 * m) * (a + 2.0 * m + 1.0)),
+        ] {
+            d = 1.0 + num * d;
+            d = if d.abs() < tiny { tiny } else { d };
+            c = 1.0 + num / c;
+            c = if c.abs() < tiny { tiny } else { c };
+            d = 1.0 / d;
+            f *= c * d;
+        }
+        if (c * d - 1.0).abs() < 1e-15 {
+            break;
+        }
+    }
+    front * f
+}
+
+/// ln Γ(x) for x > 0 (Lanczos approximation, g = 7).
+fn ln_gamma(x: f64) -> f64 {
+    const G: [f64; 9] = [
+        0.999_999_999_999_809_9,
+        676.520_368_121_885_1,
+        -1_259.139_216_722_402_8,
+        771.323_428_777_653_1,
+        -176.615_029_162_140_6,
+        12.507_343_278_686_905,
+        -0.138_571_095_265_720_12,
+        9.984_369_578_019_572e-6,
+        1.505_632_735_149_311_6e-7,
+    ];
+    if x < 0.5 {
+        let pi = std::f64::consts::PI;
+        return (pi / (pi * x).sin()).ln() - ln_gamma(1.0 - x);
+    }
+    let x = x - 1.0;
+    let mut a = G[0];
+    let t = x + 7.5;
+    for (i, g) in G.iter().enumerate().skip(1) {
+        a += g / (x + i as f64);
+    }
+    0.5 * (2.0 * std::f64::consts::PI).ln() + (x + 0.5) * t.ln() - t + a.ln()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn t_quantiles_match_the_tables() {
+        // Two-sided 95%: df 1 → 12.706, 9 → 2.262, 30 → 2.042, 599 → 1.964, ∞ → 1.960.
+        for (df, want) in [
+            (1.0, 12.706),
+            (2.0, 4.303),
+            (9.0, 2.262),
+            (30.0, 2.042),
+            (599.0, 1.964),
+            (1e6, 1.960),
+        ] {
+            let got = t_quantile(0.975, df);
+            assert!((got - want).abs() < 1e-3, "df {df}: {got} vs {want}");
+        }
+    }
+
+    #[test]
+    fn summary_of_a_known_sample() {
+        let s = summarize(&[2.0, 4.0, 4.0, 4.0, 5.0, 5.0, 7.0, 9.0]).unwrap();
+        assert_eq!(
+            (s.n, s.mean, s.median, s.min, s.max),
+            (8, 5.0, 4.5, 2.0, 9.0)
+        );
+        let sd = s.sd.unwrap();
+        assert!((sd - 2.138_089_935).abs() < 1e-6, "{sd}");
+        // mean ± t(0.975, 7) · sd/√8 with t = 2.364624.
+        let half = 2.364_624 * sd / 8f64.sqrt();
+        assert!((s.ci95_low.unwrap() - (5.0 - half)).abs() < 1e-4);
+        assert!((s.ci95_high.unwrap() - (5.0 + half)).abs() < 1e-4);
+    }
+
+    #[test]
+    fn small_and_empty_samples() {
+        assert!(summarize(&[]).is_none());
+        assert!(summarize(&[f64::NAN]).is_none());
+        let one = summarize(&[3.0]).unwrap();
+        assert_eq!((one.n, one.mean, one.sd), (1, 3.0, None));
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn the_interval_contains_the_mean_and_the_median_lies_within_range(
+            v in proptest::collection::vec(-1e6f64..1e6, 2..50)
+        ) {
+            let s = summarize(&v).unwrap();
+            proptest::prop_assert!(s.ci95_low.unwrap() <= s.mean && s.mean <= s.ci95_high.unwrap());
+            proptest::prop_assert!(s.min <= s.median && s.median <= s.max);
+        }
+    }
+}

@@ -1,0 +1,630 @@
+//! A small chart type rendered as standalone SVG: lines, points, steps, error bars (confidence
+//! intervals), dashed theory curves and labelled horizontal reference lines, on linear or
+//! logarithmic axes with "nice" ticks. No scripts, fonts or external resources, so a chart
+//! opens anywhere and embeds in a self-contained HTML page.
+//!
+//! Large series (a Stevens graph of millions of segments) are decimated per pixel column,
+//! keeping each column's extremes, so the file stays small and no spike disappears.
+
+use std::fmt::Write;
+
+/// Okabe–Ito colours: distinguishable with the common colour-vision deficiencies.
+pub const PALETTE: [&str; 8] = [
+    "#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000", "#F0E442",
+];
+
+/// How a series is drawn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Style {
+    Line,
+    Points,
+    LinePoints,
+    /// A step function (holds each value until the next x): windows, cwnd.
+    Step,
+    /// A dashed line: theory drawn beside measurements.
+    Dashed,
+}
+
+/// One data point; `err` is an interval drawn as an error bar (e.g. the 95% CI).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Point {
+    pub x: f64,
+    pub y: f64,
+    pub err: Option<(f64, f64)>,
+}
+
+impl Point {
+    pub fn new(x: f64, y: f64) -> Self {
+        Point { x, y, err: None }
+    }
+    pub fn with_err(x: f64, y: f64, low: f64, high: f64) -> Self {
+        Point {
+            x,
+            y,
+            err: Some((low, high)),
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Series {
+    pub name: String,
+    pub points: Vec<Point>,
+    pub style: Style,
+    /// Colour; the palette's next one when `None`.
+    pub color: Option<String>,
+}
+
+impl Series {
+    pub fn new(name: impl Into<String>, style: Style, points: Vec<Point>) -> Self {
+        Series {
+            name: name.into(),
+            points,
+            style,
+            color: None,
+        }
+    }
+    pub fn color(mut self, c: &str) -> Self {
+        self.color = Some(c.into());
+        self
+    }
+}
+
+/// A labelled horizontal line (a path rate, a model's bound).
+#[derive(Debug, Clone)]
+pub struct RefLine {
+    pub name: String,
+    pub y: f64,
+}
+
+/// A chart. Build it, then [`Chart::render`].
+#[derive(Debug, Clone)]
+pub struct Chart {
+    pub title: String,
+    pub x_label: String,
+    pub y_label: String,
+    pub x_log: bool,
+    pub y_log: bool,
+    /// Start the y axis at zero (throughput, windows) rather than at the data's minimum.
+    pub y_from_zero: bool,
+    /// Caps the y axis (a theory curve that runs far above the measurements).
+    pub y_max: Option<f64>,
+    pub series: Vec<Series>,
+    pub refs: Vec<RefLine>,
+    pub width: u32,
+    pub height: u32,
+}
+
+impl Chart {
+    pub fn new(
+        title: impl Into<String>,
+        x_label: impl Into<String>,
+        y_label: impl Into<String>,
+    ) -> Self {
+        Chart {
+            title: title.into(),
+            x_label: x_label.into(),
+            y_label: y_label.into(),
+            x_log: false,
+            y_log: false,
+            y_from_zero: true,
+            y_max: None,
+            series: Vec::new(),
+            refs: Vec::new(),
+            width: 720,
+            height: 400,
+        }
+    }
+    pub fn x_log(mut self, on: bool) -> Self {
+        self.x_log = on;
+        self
+    }
+    pub fn y_log(mut self, on: bool) -> Self {
+        self.y_log = on;
+        self
+    }
+    pub fn y_from_zero(mut self, on: bool) -> Self {
+        self.y_from_zero = on;
+        self
+    }
+    pub fn y_max(mut self, v: f64) -> Self {
+        self.y_max = Some(v);
+        self
+    }
+    pub fn series(mut self, s: Series) -> Self {
+        self.series.push(s);
+        self
+    }
+    pub fn reference(mut self, name: impl Into<String>, y: f64) -> Self {
+        self.refs.push(RefLine {
+            name: name.into(),
+            y,
+        });
+        self
+    }
+
+    /// The chart as an SVG document.
+    pub fn render(&self) -> String {
+        const L: f64 = 70.0; // left margin: y tick labels and axis label
+        const R: f64 = 20.0;
+        const T: f64 = 36.0;
+        const B: f64 = 50.0;
+        let (w, h) = (self.width as f64, self.height as f64);
+        let legend_rows = self.series.len() + self.refs.len();
+        let legend_h = 16.0 * legend_rows as f64 + if legend_rows > 0 { 8.0 } else { 0.0 };
+        let plot_w = w - L - R;
+        let plot_h = h - T - B - legend_h;
+
+        let usable = |v: f64, log: bool| v.is_finite() && (!log || v > 0.0);
+        let xs = self
+            .series
+            .iter()
+            .flat_map(|s| s.points.iter().map(|p| p.x))
+            .filter(|&x| usable(x, self.x_log));
+        let mut ys: Vec<f64> = self
+            .series
+            .iter()
+            .flat_map(|s| {
+                s.points
+                    .iter()
+                    .flat_map(|p| [Some(p.y), p.err.map(|e| e.0), p.err.map(|e| e.1)])
+            })
+            .flatten()
+            .chain(self.refs.iter().map(|r| r.y))
+            .filter(|&y| usable(y, self.y_log))
+            .map(|y| self.y_max.map_or(y, |m| y.min(m)))
+            .collect();
+        if self.y_from_zero && !self.y_log {
+            ys.push(0.0);
+        }
+        let x_axis = Axis::fit(xs, self.x_log);
+        let y_axis = Axis::fit(ys.into_iter(), self.y_log);
+        let px = |x: f64| L + x_axis.frac(x) * plot_w;
+        let py = |y: f64| T + plot_h - y_axis.frac(y) * plot_h;
+
+        let mut s = String::new();
+        let _ = write!(
+            s,
+            r#"<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {w} {h}" width="{w}" height="{h}" font-family="sans-serif" font-size="12">"#
+        );
+        let _ = write!(s, r##"<rect width="{w}" height="{h}" fill="#ffffff"/>"##);
+        let _ = write!(
+            s,
+            r#"<text x="{}" y="22" text-anchor="middle" font-size="15" font-weight="bold">{}</text>"#,
+            w / 2.0,
+            esc(&self.title)
+        );
+        // Grid and ticks.
+        for t in &x_axis.ticks {
+            let x = px(*t);
+            let _ = write!(
+                s,
+                r##"<line x1="{x:.1}" y1="{T}" x2="{x:.1}" y2="{:.1}" stroke="#e5e5e5"/><text x="{x:.1}" y="{:.1}" text-anchor="middle">{}</text>"##,
+                T + plot_h,
+                T + plot_h + 16.0,
+                tick_label(*t)
+            );
+        }
+        for t in &y_axis.ticks {
+            let y = py(*t);
+            let _ = write!(
+                s,
+                r##"<line x1="{L}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="#e5e5e5"/><text x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"##,
+                L + plot_w,
+                L - 6.0,
+                y + 4.0,
+                tick_label(*t)
+            );
+        }
+        let _ = write!(
+            s,
+            r##"<rect x="{L}" y="{T}" width="{plot_w:.1}" height="{plot_h:.1}" fill="none" stroke="#444"/>"##
+        );
+        let _ = write!(
+            s,
+            r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
+            L + plot_w / 2.0,
+            T + plot_h + 36.0,
+            esc(&self.x_label)
+        );
+        let _ = write!(
+            s,
+            r#"<text transform="translate(16 {:.1}) rotate(-90)" text-anchor="middle">{}</text>"#,
+            T + plot_h / 2.0,
+            esc(&self.y_label)
+        );
+        // Reference lines.
+        for (i, r) in self.refs.iter().enumerate() {
+            if !usable(r.y, self.y_log) {
+                continue;
+            }
+            let y = py(r.y);
+            let _ = write!(
+                s,
+                r##"<line x1="{L}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="#777" stroke-dasharray="2 3" data-ref="{i}"/>"##,
+                L + plot_w
+            );
+        }
+        // Series, clipped to the plot area. The clip id must be unique within an HTML page that
+        // holds several charts, and stable so the same chart renders to the same bytes.
+        let id = self.clip_id();
+        let _ = write!(
+            s,
+            r#"<clipPath id="{id}"><rect x="{L}" y="{T}" width="{plot_w:.1}" height="{plot_h:.1}"/></clipPath><g clip-path="url(#{id})">"#
+        );
+        let mut colors = Vec::new();
+        for (i, ser) in self.series.iter().enumerate() {
+            let color = ser
+                .color
+                .clone()
+                .unwrap_or_else(|| PALETTE[i % PALETTE.len()].to_string());
+            colors.push(color.clone());
+            let pts: Vec<Point> = decimate(&ser.points, plot_w as usize)
+                .into_iter()
+                .filter(|p| usable(p.x, self.x_log) && usable(p.y, self.y_log))
+                .collect();
+            let _ = write!(s, r#"<g data-series="{}">"#, esc(&ser.name));
+            if matches!(
+                ser.style,
+                Style::Line | Style::LinePoints | Style::Step | Style::Dashed
+            ) && pts.len() > 1
+            {
+                let mut d = String::new();
+                for (j, p) in pts.iter().enumerate() {
+                    let (x, y) = (px(p.x), py(p.y));
+                    if j == 0 {
+                        let _ = write!(d, "M{x:.1} {y:.1}");
+                    } else if ser.style == Style::Step {
+                        let _ = write!(d, "H{x:.1}V{y:.1}");
+                    } else {
+                        let _ = write!(d, "L{x:.1} {y:.1}");
+                    }
+                }
+                let dash = if ser.style == Style::Dashed {
+                    r#" stroke-dasharray="6 4""#
+                } else {
+                    ""
+                };
+                let _ = write!(
+                    s,
+                    r#"<path d="{d}" fill="none" stroke="{color}" stroke-width="1.6"{dash}/>"#
+                );
+            }
+            for p in &pts {
+                let (x, y) = (px(p.x), py(p.y));
+                if let Some((lo, hi)) = p
+                    .err
+                    .filter(|(lo, hi)| usable(*lo, self.y_log) && usable(*hi, self.y_log))
+                {
+                    let (ylo, yhi) = (py(lo), py(hi));
+                    let _ = write!(
+                        s,
+                        r#"<path d="M{x:.1} {ylo:.1}V{yhi:.1}M{:.1} {ylo:.1}h8M{:.1} {yhi:.1}h8" stroke="{color}" stroke-width="1.2"/>"#,
+                        x - 4.0,
+                        x - 4.0
+                    );
+                }
+                if matches!(ser.style, Style::Points | Style::LinePoints) || p.err.is_some() {
+                    let _ = write!(
+                        s,
+                        r#"<circle cx="{x:.1}" cy="{y:.1}" r="2.8" fill="{color}"/>"#
+                    );
+                }
+            }
+            s.push_str("</g>");
+        }
+        s.push_str("</g>");
+        // Legend below the plot.
+        let mut ly = T + plot_h + 50.0;
+        for (ser, color) in self.series.iter().zip(&colors) {
+            let dash = if ser.style == Style::Dashed {
+                r#" stroke-dasharray="6 4""#
+            } else {
+                ""
+            };
+            let _ = write!(
+                s,
+                r#"<line x1="{L}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="{color}" stroke-width="2"{dash}/><text x="{:.1}" y="{ly:.1}">{}</text>"#,
+                ly - 4.0,
+                L + 24.0,
+                ly - 4.0,
+                L + 30.0,
+                esc(&ser.name)
+            );
+            ly += 16.0;
+        }
+        for r in &self.refs {
+            let _ = write!(
+                s,
+                r##"<line x1="{L}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="#777" stroke-dasharray="2 3"/><text x="{:.1}" y="{ly:.1}">{} ({})</text>"##,
+                ly - 4.0,
+                L + 24.0,
+                ly - 4.0,
+                L + 30.0,
+                esc(&r.name),
+                tick_label(r.y)
+            );
+            ly += 16.0;
+        }
+        s.push_str("</svg>\n");
+        s
+    }
+}
+
+impl Chart {
+    /// An FNV-1a hash of what the chart shows, as an element id.
+    fn clip_id(&self) -> String {
+        let mut h: u64 = 0xcbf29ce484222325;
+        let mut eat = |bytes: &[u8]| {
+            for b in bytes {
+                h = (h ^ u64::from(*b)).wrapping_mul(0x100000001b3);
+            }
+        };
+        eat(self.title.as_bytes());
+        for s in &self.series {
+            eat(s.name.as_bytes());
+            eat(&(s.points.len() as u64).to_le_bytes());
+            for p in s.points.iter().take(64) {
+                eat(&p.x.to_le_bytes());
+                eat(&p.y.to_le_bytes());
+            }
+        }
+        eat(&(self.refs.len() as u64).to_le_bytes());
+        format!("clip{h:016x}")
+    }
+}
+
+/// Escapes text for SVG/HTML content and attributes.
+pub fn esc(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+/// Tick labels with SI suffixes: 1500000 → "1.5M", 0.002 → "2m".
+pub fn tick_label(v: f64) -> String {
+    let a = v.abs();
+    let (scaled, suffix) = if a >= 1e12 {
+        (v / 1e12, "T")
+    } else if a >= 1e9 {
+        (v / 1e9, "G")
+    } else if a >= 1e6 {
+        (v / 1e6, "M")
+    } else if a >= 1e4 {
+        (v / 1e3, "k")
+    } else if a == 0.0 || a >= 0.1 {
+        (v, "")
+    } else if a >= 1e-4 {
+        (v * 1e3, "m")
+    } else {
+        (v * 1e6, "µ")
+    };
+    let s = format!("{scaled:.3}");
+    let s = s.trim_end_matches('0').trim_end_matches('.');
+    format!("{s}{suffix}")
+}
+
+struct Axis {
+    lo: f64,
+    hi: f64,
+    log: bool,
+    ticks: Vec<f64>,
+}
+
+impl Axis {
+    fn fit(values: impl Iterator<Item = f64>, log: bool) -> Axis {
+        let (mut lo, mut hi) = values.fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), v| {
+            (l.min(v), h.max(v))
+        });
+        if !lo.is_finite() {
+            (lo, hi) = if log { (1.0, 10.0) } else { (0.0, 1.0) };
+        }
+        if log {
+            let (l, h) = (
+                lo.log10().floor(),
+                hi.log10().ceil().max(lo.log10().floor() + 1.0),
+            );
+            let decades = (h - l) as i32;
+            let mut ticks = Vec::new();
+            for e in l as i32..=h as i32 {
+                for m in [1.0, 2.0, 5.0] {
+                    let t = m * 10f64.powi(e);
+                    if (m == 1.0 || decades <= 3) && t >= 10f64.powf(l) && t <= 10f64.powf(h) {
+                        ticks.push(t);
+                    }
+                }
+            }
+            return Axis {
+                lo: 10f64.powf(l),
+                hi: 10f64.powf(h),
+                log,
+                ticks,
+            };
+        }
+        if hi <= lo {
+            let pad = if lo == 0.0 { 1.0 } else { lo.abs() * 0.1 };
+            (lo, hi) = (lo - pad, hi + pad);
+        }
+        let raw = (hi - lo) / 6.0;
+        let mag = 10f64.powf(raw.log10().floor());
+        let step = [1.0, 2.0, 2.5, 5.0, 10.0]
+            .iter()
+            .map(|m| m * mag)
+            .find(|s| *s >= raw)
+            .unwrap_or(10.0 * mag);
+        let (lo, hi) = ((lo / step).floor() * step, (hi / step).ceil() * step);
+        let n = ((hi - lo) / step).round() as usize;
+        let ticks = (0..=n).map(|i| lo + i as f64 * step).collect();
+        Axis { lo, hi, log, ticks }
+    }
+
+    fn frac(&self, v: f64) -> f64 {
+        if self.log {
+            (v.log10() - self.lo.log10()) / (self.hi.log10() - self.lo.log10())
+        } else {
+            (v - self.lo) / (self.hi - self.lo)
+        }
+    }
+}
+
+/// Keeps at most about four points per pixel column (first, min, max, last) when a series has
+/// far more points than the chart has columns; points must be sorted by x.
+pub fn decimate(points: &[Point], columns: usize) -> Vec<Point> {
+    let columns = columns.max(1);
+    if points.len() <= columns * 4 || points.iter().any(|p| p.err.is_some()) {
+        return points.to_vec();
+    }
+    let (x0, x1) = (points[0].x, points[points.len() - 1].x);
+    let width = (x1 - x0) / columns as f64;
+    if width.partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater) {
+        return points.to_vec();
+    }
+    let mut out = Vec::with_capacity(columns * 4);
+    let mut start = 0;
+    while start < points.len() {
+        let col = ((points[start].x - x0) / width).floor();
+        let mut end = start;
+        while end < points.len() && ((points[end].x - x0) / width).floor() == col {
+            end += 1;
+        }
+        let bucket = &points[start..end];
+        let min = bucket
+            .iter()
+            .copied()
+            .min_by(|a, b| a.y.total_cmp(&b.y))
+            .unwrap_or(bucket[0]);
+        let max = bucket
+            .iter()
+            .copied()
+            .max_by(|a, b| a.y.total_cmp(&b.y))
+            .unwrap_or(bucket[0]);
+        let mut keep = vec![bucket[0], min, max, bucket[bucket.len() - 1]];
+        keep.sort_by(|a, b| a.x.total_cmp(&b.x));
+        keep.dedup();
+        out.extend(keep);
+        start = end.max(start + 1);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chart() -> Chart {
+        Chart::new(
+            "Throughput <vs> buffer",
+            "receive buffer (bytes)",
+            "goodput (bit/s)",
+        )
+        .x_log(true)
+        .series(Series::new(
+            "measured",
+            Style::LinePoints,
+            vec![
+                Point::with_err(4096.0, 1.5e6, 1.2e6, 1.8e6),
+                Point::with_err(65536.0, 2.4e7, 2.2e7, 2.6e7),
+            ],
+        ))
+        .series(Series::new(
+            "window / RTT",
+            Style::Dashed,
+            vec![Point::new(4096.0, 1.6e6), Point::new(65536.0, 2.6e7)],
+        ))
+        .reference("path rate", 1e8)
+    }
+
+    #[test]
+    fn renders_well_formed_svg_with_every_part() {
+        let svg = chart().render();
+        let doc = roxmltree::Document::parse(&svg).expect("well-formed XML");
+        let root = doc.root_element();
+        assert_eq!(root.tag_name().name(), "svg");
+        let texts: Vec<&str> = doc.descendants().filter_map(|n| n.text()).collect();
+        assert!(
+            texts.contains(&"Throughput <vs> buffer"),
+            "title escaped and kept"
+        );
+        assert!(texts.iter().any(|t| t.starts_with("path rate (100M")));
+        assert!(doc
+            .descendants()
+            .any(|n| n.attribute("data-series") == Some("window / RTT")));
+        // One error bar per measured point, two points drawn.
+        let measured = doc
+            .descendants()
+            .find(|n| n.attribute("data-series") == Some("measured"))
+            .unwrap();
+        assert_eq!(
+            measured
+                .children()
+                .filter(|n| n.tag_name().name() == "circle")
+                .count(),
+            2
+        );
+        assert!(svg.contains("stroke-dasharray=\"6 4\""), "theory is dashed");
+        assert!(!svg.contains("NaN") && !svg.contains("inf"));
+        // Charts that differ get different clip ids (several share one HTML page).
+        let other = Chart::new("other", "x", "y").render();
+        let id = |s: &str| {
+            s.split("clipPath id=\"")
+                .nth(1)
+                .unwrap()
+                .split('"')
+                .next()
+                .unwrap()
+                .to_string()
+        };
+        assert_ne!(id(&svg), id(&other));
+        assert_eq!(svg, chart().render(), "rendering is deterministic");
+    }
+
+    #[test]
+    fn nice_ticks_and_labels() {
+        let a = Axis::fit([0.0, 97.0].into_iter(), false);
+        assert_eq!(a.ticks, vec![0.0, 20.0, 40.0, 60.0, 80.0, 100.0]);
+        let l = Axis::fit([4096.0, 16.0 * 1048576.0].into_iter(), true);
+        assert_eq!(l.ticks.first(), Some(&1000.0));
+        assert_eq!(l.ticks.last(), Some(&1e8));
+        assert_eq!(tick_label(1.5e6), "1.5M");
+        assert_eq!(tick_label(0.002), "2m");
+        assert_eq!(tick_label(25.0), "25");
+    }
+
+    #[test]
+    fn empty_and_degenerate_charts_still_render() {
+        for c in [
+            Chart::new("empty", "x", "y"),
+            Chart::new("one", "x", "y").series(Series::new(
+                "s",
+                Style::Line,
+                vec![Point::new(1.0, 1.0)],
+            )),
+            Chart::new("nan", "x", "y").y_log(true).series(Series::new(
+                "s",
+                Style::Points,
+                vec![
+                    Point::new(f64::NAN, 1.0),
+                    Point::new(1.0, 0.0),
+                    Point::new(2.0, 3.0),
+                ],
+            )),
+        ] {
+            let svg = c.render();
+            roxmltree::Document::parse(&svg).unwrap();
+            assert!(!svg.contains("NaN"), "{svg}");
+        }
+    }
+
+    #[test]
+    fn decimation_keeps_extremes_and_bounds_size() {
+        let pts: Vec<Point> = (0..100_000)
+            .map(|i| Point::new(i as f64, if i == 54_321 { 1e9 } else { (i % 7) as f64 }))
+            .collect();
+        let d = decimate(&pts, 500);
+        assert!(d.len() <= 2000, "{}", d.len());
+        assert!(d.iter().any(|p| p.y == 1e9), "the spike survives");
+        assert_eq!(d.first().unwrap().x, 0.0);
+        assert_eq!(d.last().unwrap().x, 99_999.0);
+    }
+}
