@@ -89,6 +89,8 @@ pub struct Chart {
     pub y_from_zero: bool,
     /// Caps the y axis (a theory curve that runs far above the measurements).
     pub y_max: Option<f64>,
+    /// Labels at given x positions instead of numeric ticks (a sweep over names).
+    pub x_ticks: Option<Vec<(f64, String)>>,
     pub series: Vec<Series>,
     pub refs: Vec<RefLine>,
     pub width: u32,
@@ -109,6 +111,7 @@ impl Chart {
             y_log: false,
             y_from_zero: true,
             y_max: None,
+            x_ticks: None,
             series: Vec::new(),
             refs: Vec::new(),
             width: 720,
@@ -129,6 +132,10 @@ impl Chart {
     }
     pub fn y_max(mut self, v: f64) -> Self {
         self.y_max = Some(v);
+        self
+    }
+    pub fn x_ticks(mut self, ticks: Vec<(f64, String)>) -> Self {
+        self.x_ticks = Some(ticks);
         self
     }
     pub fn series(mut self, s: Series) -> Self {
@@ -177,7 +184,26 @@ impl Chart {
         if self.y_from_zero && !self.y_log {
             ys.push(0.0);
         }
-        let x_axis = Axis::fit(xs, self.x_log);
+        let mut x_axis = Axis::fit(xs, self.x_log);
+        let mut x_labels: Vec<(f64, String)> =
+            x_axis.ticks.iter().map(|t| (*t, tick_label(*t))).collect();
+        if let Some(ticks) = &self.x_ticks {
+            // Categories: half a step of room on each side.
+            let (lo, hi) = ticks
+                .iter()
+                .fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), (x, _)| {
+                    (l.min(*x), h.max(*x))
+                });
+            if lo.is_finite() {
+                x_axis = Axis {
+                    lo: lo - 0.5,
+                    hi: hi + 0.5,
+                    log: false,
+                    ticks: Vec::new(),
+                };
+                x_labels = ticks.clone();
+            }
+        }
         let y_axis = Axis::fit(ys.into_iter(), self.y_log);
         let px = |x: f64| L + x_axis.frac(x) * plot_w;
         let py = |y: f64| T + plot_h - y_axis.frac(y) * plot_h;
@@ -195,14 +221,14 @@ impl Chart {
             esc(&self.title)
         );
         // Grid and ticks.
-        for t in &x_axis.ticks {
+        for (t, label) in &x_labels {
             let x = px(*t);
             let _ = write!(
                 s,
                 r##"<line x1="{x:.1}" y1="{T}" x2="{x:.1}" y2="{:.1}" stroke="#e5e5e5"/><text x="{x:.1}" y="{:.1}" text-anchor="middle">{}</text>"##,
                 T + plot_h,
                 T + plot_h + 16.0,
-                tick_label(*t)
+                esc(label)
             );
         }
         for t in &y_axis.ticks {

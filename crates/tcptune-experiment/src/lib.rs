@@ -1,0 +1,13 @@
+//! Experiments as files: a TOML spec ([`spec`]) of a path, hosts, a workload and sweeps;
+//! a plan of trials ([`plan`]); a runner loop that records each trial and resumes where an
+//! interrupted run stopped ([`run`]); statistics per sweep point and the HTML report
+//! ([`report`]).
+//!
+//! How a trial runs is behind [`run::TrialRunner`]: the lab implements it with namespaces and
+//! the link emulator; tests implement it with a deterministic model.
+
+pub mod plan;
+pub mod report;
+pub mod run;
+pub mod settings;
+pub mod spec;

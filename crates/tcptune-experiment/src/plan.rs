@@ -1,0 +1,252 @@
+//! From a spec to the list of trials: sweep points (the cross product of every `[sweep]` list
+//! and every `[[paired]]` group's rows), repetitions, a warm-up before each point's first
+//! measured trial, and the order (shuffled with the spec's seed, or sequential). Every trial
+//! gets its own seed derived from the spec's, so a rerun makes the same impairment decisions.
+
+use serde::{Deserialize, Serialize};
+
+use crate::settings::Settings;
+use crate::spec::{Order, Spec};
+
+/// One combination of settings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Point {
+    pub index: usize,
+    /// All settings of the point (the base with the swept values applied).
+    pub settings: Settings,
+    /// Only the swept settings and their values here, in spec order: the point's label.
+    pub varied: Vec<(String, String)>,
+}
+
+impl Point {
+    /// "link.delay=5ms, client.mtu=9000" (or "base" when nothing is swept).
+    pub fn label(&self) -> String {
+        if self.varied.is_empty() {
+            return "base".into();
+        }
+        self.varied
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+/// One run of a point.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Trial {
+    /// Stable id: "p003-r02", "p003-warmup".
+    pub id: String,
+    pub point: usize,
+    /// Repetition number (from 1), `None` for the warm-up.
+    pub rep: Option<u32>,
+    pub warmup: bool,
+    /// Seed of this trial's random decisions (link impairments).
+    pub seed: u64,
+}
+
+/// A small, well-mixed generator (SplitMix64): enough for shuffling and deriving seeds, and
+/// stable across platforms and versions, which a reproducible order needs.
+pub struct SplitMix64(u64);
+
+impl SplitMix64 {
+    pub fn new(seed: u64) -> Self {
+        SplitMix64(seed)
+    }
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    /// Uniform in 0..n (n > 0), without modulo bias worth caring about for n ≪ 2^64.
+    pub fn below(&mut self, n: usize) -> usize {
+        ((self.next_u64() as u128 * n as u128) >> 64) as usize
+    }
+}
+
+/// Every sweep point, in spec order.
+pub fn points(spec: &Spec) -> Vec<Point> {
+    // Each dimension is a list of alternatives; an alternative sets one or more keys.
+    let mut dims: Vec<Vec<Vec<(String, String)>>> = Vec::new();
+    for axis in &spec.sweep {
+        dims.push(
+            axis.values
+                .iter()
+                .map(|v| vec![(axis.key.clone(), v.clone())])
+                .collect(),
+        );
+    }
+    for group in &spec.paired {
+        dims.push(
+            group
+                .rows
+                .iter()
+                .map(|row| {
+                    group
+                        .keys
+                        .iter()
+                        .cloned()
+                        .zip(row.iter().cloned())
+                        .collect()
+                })
+                .collect(),
+        );
+    }
+    let mut combos: Vec<Vec<(String, String)>> = vec![Vec::new()];
+    for dim in &dims {
+        combos = combos
+            .iter()
+            .flat_map(|c| {
+                dim.iter()
+                    .map(move |alt| c.iter().cloned().chain(alt.iter().cloned()).collect())
+            })
+            .collect();
+    }
+    combos
+        .into_iter()
+        .enumerate()
+        .map(|(index, varied)| {
+            let mut settings = spec.base.clone();
+            for (k, v) in &varied {
+                settings.insert(k.clone(), v.clone());
+            }
+            Point {
+                index,
+                settings,
+                varied,
+            }
+        })
+        .collect()
+}
+
+/// Every trial, in the order they run.
+pub fn trials(spec: &Spec, points: &[Point]) -> Vec<Trial> {
+    let mut seeds = SplitMix64::new(spec.seed);
+    let mut measured: Vec<Trial> = Vec::new();
+    for p in points {
+        for rep in 1..=spec.repetitions {
+            measured.push(Trial {
+                id: format!("p{:03}-r{rep:02}", p.index),
+                point: p.index,
+                rep: Some(rep),
+                warmup: false,
+                seed: seeds.next_u64(),
+            });
+        }
+    }
+    let warmup_seeds: Vec<u64> = points.iter().map(|_| seeds.next_u64()).collect();
+    if spec.order == Order::Random {
+        // Fisher–Yates with the spec's seed.
+        let mut rng = SplitMix64::new(spec.seed ^ 0x5EED_0F0D_E12A_1500);
+        for i in (1..measured.len()).rev() {
+            let j = rng.below(i + 1);
+            measured.swap(i, j);
+        }
+    }
+    if !spec.warmup {
+        return measured;
+    }
+    // The warm-up of a point runs right before its first measured trial.
+    let mut out = Vec::with_capacity(measured.len() + points.len());
+    let mut warmed = vec![false; points.len()];
+    for t in measured {
+        if !warmed[t.point] {
+            warmed[t.point] = true;
+            out.push(Trial {
+                id: format!("p{:03}-warmup", t.point),
+                point: t.point,
+                rep: None,
+                warmup: true,
+                seed: warmup_seeds[t.point],
+            });
+        }
+        out.push(t);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::settings::tests::FakeCaps;
+    use crate::spec::parse;
+
+    fn spec(extra: &str) -> Spec {
+        let text = format!(
+            "name = \"t\"\nseed = 3\nrepetitions = 3\n{extra}\n[link]\nrate = \"100mbit\"\n[sweep]\n\"link.delay\" = [\"5ms\", \"50ms\"]\n\"client.mtu\" = [1500, 9000, 4000]\n[[paired]]\n\"link.rate\" = [\"1gbit\", \"10gbit\"]\n\"client.txqueuelen\" = [1000, 8000]\n"
+        );
+        parse(&text, &FakeCaps).unwrap()
+    }
+
+    #[test]
+    fn cross_product_with_paired_rows() {
+        let s = spec("");
+        let ps = points(&s);
+        assert_eq!(ps.len(), 2 * 3 * 2);
+        // Paired values always go together and override the base.
+        for p in &ps {
+            let pair = (
+                p.settings["link.rate"].as_str(),
+                p.settings["client.txqueuelen"].as_str(),
+            );
+            assert!(
+                pair == ("1gbit", "1000") || pair == ("10gbit", "8000"),
+                "{pair:?}"
+            );
+        }
+        let labels: std::collections::BTreeSet<String> = ps.iter().map(Point::label).collect();
+        assert_eq!(labels.len(), ps.len(), "every point is distinct");
+        assert_eq!(
+            ps[0].label(),
+            "link.delay=5ms, client.mtu=1500, link.rate=1gbit, client.txqueuelen=1000"
+        );
+    }
+
+    #[test]
+    fn random_order_is_reproducible_and_warmups_come_first() {
+        let s = spec("");
+        let ps = points(&s);
+        let a = trials(&s, &ps);
+        assert_eq!(a, trials(&s, &ps), "same seed, same order and seeds");
+        assert_eq!(a.len(), ps.len() * (3 + 1));
+        let mut seen = vec![false; ps.len()];
+        for t in &a {
+            if t.warmup {
+                assert!(
+                    !seen[t.point],
+                    "one warm-up per point, before its measured trials"
+                );
+            } else {
+                assert!(
+                    seen[t.point],
+                    "a measured trial ran before its warm-up: {}",
+                    t.id
+                );
+            }
+            seen[t.point] = true;
+        }
+        // Shuffled: not all of a point's trials are adjacent.
+        let sequential: Vec<usize> = a.iter().map(|t| t.point).collect();
+        let mut sorted = sequential.clone();
+        sorted.sort();
+        assert_ne!(sequential, sorted);
+        // A different seed gives a different order; ids and seeds are unique.
+        let mut s2 = s.clone();
+        s2.seed = 4;
+        assert_ne!(trials(&s2, &ps), a);
+        let ids: std::collections::BTreeSet<&str> = a.iter().map(|t| t.id.as_str()).collect();
+        assert_eq!(ids.len(), a.len());
+    }
+
+    #[test]
+    fn sequential_order_without_warmup() {
+        let s = spec("order = \"sequential\"\nwarmup = false");
+        let ps = points(&s);
+        let t = trials(&s, &ps);
+        assert_eq!(t.len(), ps.len() * 3);
+        assert!(t.windows(2).all(|w| w[0].point <= w[1].point));
+        assert!(t.iter().all(|t| !t.warmup));
+    }
+}

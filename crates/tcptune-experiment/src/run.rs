@@ -1,0 +1,467 @@
+//! The runner loop: runs each planned trial through a [`TrialRunner`], appends its record to
+//! `trials.jsonl` as soon as it ends (flushed and synced, so a killed run loses at most the
+//! trial in progress), reports progress with an ETA, and on a second start with the same spec
+//! skips the trials already recorded.
+//!
+//! Results directory:
+//! - `spec.toml`: the spec as given; `plan.json`: points, trial order, the spec's hash;
+//! - `environment.json`: kernel, settings, backend, tool version (from the runner);
+//! - `trials.jsonl`: one [`TrialRecord`] per line; `series/<trial>.jsonl`: [`SeriesSample`]s;
+//! - `summary.csv`, `report.html`, `plots/*.svg`: written by [`crate::report`].
+
+use std::collections::BTreeSet;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::plan::{self, Point, Trial};
+use crate::spec::Spec;
+
+/// Shares of the trial's time the sender was limited by each cause (fractions of 1).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct LimitShares {
+    pub rwnd: f64,
+    pub sndbuf: f64,
+    pub cwnd: f64,
+    pub app: f64,
+}
+
+/// What a trial measured.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Measurement {
+    /// Application bytes delivered per second, bits per second.
+    pub goodput_bps: f64,
+    pub bytes: u64,
+    pub duration_s: f64,
+    pub retransmits: Option<u64>,
+    pub rtt_min_s: Option<f64>,
+    pub rtt_mean_s: Option<f64>,
+    pub rtt_p99_s: Option<f64>,
+    pub limits: Option<LimitShares>,
+    /// The diagnosis in one line.
+    pub verdict: Option<String>,
+    /// Link counters (packets, drops by cause, …) as the backend reports them.
+    pub link: Option<serde_json::Value>,
+    /// Time series file, relative to the results directory.
+    pub series: Option<String>,
+    /// Packet capture file, relative to the results directory.
+    pub capture: Option<String>,
+}
+
+/// One line of `trials.jsonl`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct TrialRecord {
+    pub id: String,
+    pub point: usize,
+    pub rep: Option<u32>,
+    pub warmup: bool,
+    pub seed: u64,
+    pub started_unix_s: u64,
+    /// Wall-clock time the trial took, set-up included.
+    pub wall_s: f64,
+    pub result: Option<Measurement>,
+    /// Why the trial failed, when it did.
+    pub error: Option<String>,
+}
+
+/// One sample of a trial's time series (`series/<trial>.jsonl`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct SeriesSample {
+    /// Seconds since the trial's transfer started.
+    pub t_s: f64,
+    pub goodput_bps: Option<f64>,
+    pub snd_cwnd_bytes: Option<u64>,
+    pub rwnd_bytes: Option<u64>,
+    pub rtt_s: Option<f64>,
+    pub retransmits: Option<u64>,
+}
+
+/// Runs one trial of a point. `dir` is the results directory (for series and captures).
+pub trait TrialRunner {
+    /// Kernel, settings and backend, recorded once per run.
+    fn environment(&mut self) -> serde_json::Value;
+    fn run(&mut self, point: &Point, trial: &Trial, dir: &Path) -> Result<Measurement, String>;
+}
+
+/// Progress after each trial.
+#[derive(Debug, Clone)]
+pub struct Progress<'a> {
+    pub done: usize,
+    pub total: usize,
+    pub record: &'a TrialRecord,
+    pub point_label: String,
+    /// Estimated seconds left, from the mean wall time of the trials run so far.
+    pub eta_s: Option<f64>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("{dir} holds results of a different spec; give another --out or remove it")]
+    DifferentSpec { dir: String },
+    #[error("{path}: {source}")]
+    Io {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("{path}: {why}")]
+    Corrupt { path: String, why: String },
+}
+
+fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> RunError + '_ {
+    move |source| RunError::Io {
+        path: path.display().to_string(),
+        source,
+    }
+}
+
+/// The plan as stored in `plan.json`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct StoredPlan {
+    pub name: String,
+    /// FNV-1a of the spec text: a resumed run must use the same spec.
+    pub spec_hash: String,
+    pub points: Vec<Point>,
+    pub trials: Vec<Trial>,
+}
+
+pub fn spec_hash(text: &str) -> String {
+    let mut h: u64 = 0xcbf29ce484222325;
+    for b in text.as_bytes() {
+        h = (h ^ u64::from(*b)).wrapping_mul(0x100000001b3);
+    }
+    format!("{h:016x}")
+}
+
+/// Reads the records of a results directory. A last line cut by a crash is dropped (and cut
+/// from the file, so later appends start on a fresh line).
+pub fn load_records(dir: &Path) -> Result<Vec<TrialRecord>, RunError> {
+    let path = dir.join("trials.jsonl");
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(io_err(&path)(e)),
+    };
+    let complete = match text.rfind('\n') {
+        Some(i) => &text[..=i],
+        None => "",
+    };
+    if complete.len() != text.len() {
+        std::fs::write(&path, complete).map_err(io_err(&path))?;
+    }
+    complete
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(i, l)| {
+            serde_json::from_str(l).map_err(|e| RunError::Corrupt {
+                path: path.display().to_string(),
+                why: format!("line {}: {e}", i + 1),
+            })
+        })
+        .collect()
+}
+
+pub fn load_plan(dir: &Path) -> Result<StoredPlan, RunError> {
+    let path = dir.join("plan.json");
+    let text = std::fs::read_to_string(&path).map_err(io_err(&path))?;
+    serde_json::from_str(&text).map_err(|e| RunError::Corrupt {
+        path: path.display().to_string(),
+        why: e.to_string(),
+    })
+}
+
+fn now_unix() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+/// What a run did.
+#[derive(Debug, Clone)]
+pub struct RunOutcome {
+    pub dir: PathBuf,
+    pub ran: usize,
+    pub skipped: usize,
+    pub failed: usize,
+}
+
+/// Runs every trial of `spec` not yet recorded in `dir`.
+pub fn run(
+    spec: &Spec,
+    runner: &mut dyn TrialRunner,
+    dir: &Path,
+    progress: &mut dyn FnMut(&Progress),
+) -> Result<RunOutcome, RunError> {
+    std::fs::create_dir_all(dir.join("series")).map_err(io_err(dir))?;
+    let hash = spec_hash(&spec.text);
+    let plan_path = dir.join("plan.json");
+    let stored = if plan_path.exists() {
+        let p = load_plan(dir)?;
+        if p.spec_hash != hash {
+            return Err(RunError::DifferentSpec {
+                dir: dir.display().to_string(),
+            });
+        }
+        p
+    } else {
+        let points = plan::points(spec);
+        let trials = plan::trials(spec, &points);
+        let p = StoredPlan {
+            name: spec.name.clone(),
+            spec_hash: hash,
+            points,
+            trials,
+        };
+        let spec_path = dir.join("spec.toml");
+        std::fs::write(&spec_path, &spec.text).map_err(io_err(&spec_path))?;
+        let json = serde_json::to_vec_pretty(&p).map_err(|e| RunError::Corrupt {
+            path: plan_path.display().to_string(),
+            why: e.to_string(),
+        })?;
+        std::fs::write(&plan_path, json).map_err(io_err(&plan_path))?;
+        p
+    };
+    let env_path = dir.join("environment.json");
+    if !env_path.exists() {
+        let env = serde_json::to_vec_pretty(&runner.environment()).unwrap_or_default();
+        std::fs::write(&env_path, env).map_err(io_err(&env_path))?;
+    }
+    // Failed trials are tried again on resume; successful ones are kept.
+    let done: BTreeSet<String> = load_records(dir)?
+        .into_iter()
+        .filter(|r| r.result.is_some())
+        .map(|r| r.id)
+        .collect();
+    let records_path = dir.join("trials.jsonl");
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&records_path)
+        .map_err(io_err(&records_path))?;
+    let total = stored.trials.len();
+    let skipped = stored
+        .trials
+        .iter()
+        .filter(|t| done.contains(&t.id))
+        .count();
+    let (mut ran, mut failed, mut wall_sum) = (0usize, 0usize, 0.0f64);
+    for trial in stored.trials.iter().filter(|t| !done.contains(&t.id)) {
+        let point = &stored.points[trial.point];
+        let started = std::time::Instant::now();
+        let started_unix_s = now_unix();
+        let result = runner.run(point, trial, dir);
+        let wall_s = started.elapsed().as_secs_f64();
+        let (result, error) = match result {
+            Ok(m) => (Some(m), None),
+            Err(e) => (None, Some(e)),
+        };
+        failed += usize::from(error.is_some());
+        let record = TrialRecord {
+            id: trial.id.clone(),
+            point: trial.point,
+            rep: trial.rep,
+            warmup: trial.warmup,
+            seed: trial.seed,
+            started_unix_s,
+            wall_s,
+            result,
+            error,
+        };
+        let mut line = serde_json::to_string(&record).unwrap_or_default();
+        line.push('\n');
+        file.write_all(line.as_bytes())
+            .and_then(|()| file.sync_data())
+            .map_err(io_err(&records_path))?;
+        ran += 1;
+        wall_sum += wall_s;
+        let left = total - skipped - ran;
+        progress(&Progress {
+            done: skipped + ran,
+            total,
+            record: &record,
+            point_label: point.label(),
+            eta_s: Some(wall_sum / ran as f64 * left as f64),
+        });
+    }
+    Ok(RunOutcome {
+        dir: dir.to_path_buf(),
+        ran,
+        skipped,
+        failed,
+    })
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::settings::tests::FakeCaps;
+    use crate::spec::parse;
+    use tcptune_model::{Bytes, Dur, Rate};
+
+    /// A deterministic "lab": goodput = min(path rate × 0.95, window / RTT) with a
+    /// seed-dependent ±2% wobble, failing trials whose seed the test names.
+    pub struct ModelRunner {
+        pub fail_seeds: Vec<u64>,
+        pub calls: usize,
+    }
+
+    impl TrialRunner for ModelRunner {
+        fn environment(&mut self) -> serde_json::Value {
+            serde_json::json!({"kernel": "model", "backend": "test"})
+        }
+        fn run(&mut self, point: &Point, trial: &Trial, dir: &Path) -> Result<Measurement, String> {
+            self.calls += 1;
+            if self.fail_seeds.contains(&trial.seed) {
+                return Err("emulator crashed".into());
+            }
+            let s = &point.settings;
+            let rate: Rate = s["link.rate"].parse().unwrap();
+            let rtt = Dur::from_nanos(2 * s["link.delay"].parse::<Dur>().unwrap().nanos());
+            let rmem: Bytes = s["server.sysctl.net.ipv4.tcp_rmem"]
+                .split(' ')
+                .nth(2)
+                .unwrap()
+                .parse()
+                .unwrap();
+            let window = rmem.get() as f64 / 2.0;
+            let wobble = 1.0 + ((trial.seed % 41) as f64 - 20.0) / 1000.0;
+            let goodput = (rate.bps() * 0.95).min(window * 8.0 / rtt.secs()) * wobble;
+            let series = format!("series/{}.jsonl", trial.id);
+            let samples: String = (0..5)
+                .map(|i| {
+                    serde_json::to_string(&SeriesSample {
+                        t_s: i as f64,
+                        goodput_bps: Some(goodput),
+                        snd_cwnd_bytes: Some(100_000),
+                        rwnd_bytes: Some(window as u64),
+                        rtt_s: Some(rtt.secs()),
+                        retransmits: Some(0),
+                    })
+                    .unwrap()
+                        + "\n"
+                })
+                .collect();
+            std::fs::write(dir.join(&series), samples).map_err(|e| e.to_string())?;
+            let limited = window * 8.0 / rtt.secs() < rate.bps() * 0.95;
+            Ok(Measurement {
+                goodput_bps: goodput,
+                bytes: (goodput / 8.0 * 5.0) as u64,
+                duration_s: 5.0,
+                retransmits: Some(0),
+                rtt_min_s: Some(rtt.secs()),
+                rtt_mean_s: Some(rtt.secs() * 1.1),
+                rtt_p99_s: Some(rtt.secs() * 1.3),
+                limits: Some(if limited {
+                    LimitShares {
+                        rwnd: 0.93,
+                        cwnd: 0.07,
+                        ..Default::default()
+                    }
+                } else {
+                    LimitShares {
+                        cwnd: 1.0,
+                        ..Default::default()
+                    }
+                }),
+                verdict: Some(if limited {
+                    "receiver-window limited".into()
+                } else {
+                    "path capacity".into()
+                }),
+                link: None,
+                series: Some(series),
+                capture: None,
+            })
+        }
+    }
+
+    pub const SPEC: &str = r#"
+name = "model-buffers"
+seed = 11
+repetitions = 4
+[link]
+rate = "100mbit"
+delay = "10ms"
+[server.sysctl]
+"net.ipv4.tcp_rmem" = "4096 131072 6291456"
+[sweep]
+"server.sysctl.net.ipv4.tcp_rmem" = ["4096 16384 16384", "4096 65536 65536", "4096 131072 262144", "4096 131072 1048576", "4096 131072 6291456"]
+"#;
+
+    pub fn tempdir(tag: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("tcptune-exp-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        d
+    }
+
+    #[test]
+    fn runs_every_trial_then_resumes_without_repeating() {
+        let spec = parse(SPEC, &FakeCaps).unwrap();
+        let dir = tempdir("resume");
+        let total = 5 * (4 + 1);
+        // First run: two trials fail.
+        let plan_trials = plan::trials(&spec, &plan::points(&spec));
+        let fail: Vec<u64> = plan_trials.iter().skip(3).take(2).map(|t| t.seed).collect();
+        let mut r = ModelRunner {
+            fail_seeds: fail,
+            calls: 0,
+        };
+        let mut seen = Vec::new();
+        let out = run(&spec, &mut r, &dir, &mut |p| {
+            seen.push((p.done, p.eta_s.unwrap()))
+        })
+        .unwrap();
+        assert_eq!((out.ran, out.skipped, out.failed), (total, 0, 2));
+        assert_eq!(seen.last().unwrap().0, total);
+        assert_eq!(seen.last().unwrap().1, 0.0, "nothing left at the end");
+        assert_eq!(load_records(&dir).unwrap().len(), total);
+        // Resume: only the two failed trials run again.
+        let mut r2 = ModelRunner {
+            fail_seeds: vec![],
+            calls: 0,
+        };
+        let out = run(&spec, &mut r2, &dir, &mut |_| {}).unwrap();
+        assert_eq!((out.ran, out.skipped, r2.calls), (2, total - 2, 2));
+        // A different spec in the same directory is refused.
+        let other = parse(&SPEC.replace("seed = 11", "seed = 12"), &FakeCaps).unwrap();
+        assert!(matches!(
+            run(&other, &mut r2, &dir, &mut |_| {}),
+            Err(RunError::DifferentSpec { .. })
+        ));
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn a_record_cut_by_a_crash_is_dropped_and_rerun() {
+        let spec = parse(SPEC, &FakeCaps).unwrap();
+        let dir = tempdir("cut");
+        let mut r = ModelRunner {
+            fail_seeds: vec![],
+            calls: 0,
+        };
+        run(&spec, &mut r, &dir, &mut |_| {}).unwrap();
+        // Simulate a crash while writing: drop the last record and leave half of it.
+        let path = dir.join("trials.jsonl");
+        let text = std::fs::read_to_string(&path).unwrap();
+        let mut lines: Vec<&str> = text.lines().collect();
+        let last = lines.pop().unwrap().to_string();
+        let cut = format!("{}\n{}", lines.join("\n"), &last[..last.len() / 2]);
+        std::fs::write(&path, cut).unwrap();
+        let mut r2 = ModelRunner {
+            fail_seeds: vec![],
+            calls: 0,
+        };
+        let out = run(&spec, &mut r2, &dir, &mut |_| {}).unwrap();
+        assert_eq!(out.ran, 1);
+        let recs = load_records(&dir).unwrap();
+        assert_eq!(recs.len(), 25);
+        assert_eq!(
+            recs.iter().map(|r| &r.id).collect::<BTreeSet<_>>().len(),
+            25
+        );
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}

@@ -1,0 +1,286 @@
+//! The settings an experiment can fix or sweep, named by path (`link.rate`,
+//! `link.up.delay`, `server.sysctl.net.ipv4.tcp_rmem`, `client.mtu`, `workload.parallel`), and
+//! how each value is checked before any trial runs: units parse, ranges hold, and the kernel
+//! has what is asked for (a congestion control, a sysctl).
+
+use std::collections::BTreeMap;
+
+use tcptune_model::{Bytes, Dur, Probability, Rate};
+
+/// Settings of one sweep point: path → value as written (numbers and booleans as text).
+pub type Settings = BTreeMap<String, String>;
+
+/// What this kernel offers, asked before any trial runs.
+pub trait Capabilities {
+    /// Congestion controls that can be selected (tcp_available_congestion_control).
+    fn congestion_controls(&self) -> Vec<String>;
+    /// Whether `/proc/sys/<key>` exists (dotted key).
+    fn sysctl_exists(&self, key: &str) -> bool;
+}
+
+/// The running kernel.
+pub struct LiveCapabilities;
+
+impl Capabilities for LiveCapabilities {
+    fn congestion_controls(&self) -> Vec<String> {
+        std::fs::read_to_string("/proc/sys/net/ipv4/tcp_available_congestion_control")
+            .map(|s| s.split_whitespace().map(str::to_string).collect())
+            .unwrap_or_default()
+    }
+    fn sysctl_exists(&self, key: &str) -> bool {
+        !key.contains("..")
+            && std::path::Path::new("/proc/sys")
+                .join(key.replace('.', "/"))
+                .is_file()
+    }
+}
+
+/// Link settings (per direction under `link.up.` / `link.down.`, both under `link.`).
+pub const LINK_KEYS: [&str; 14] = [
+    "rate",
+    "delay",
+    "jitter",
+    "distribution",
+    "loss",
+    "loss_every",
+    "gemodel",
+    "duplicate",
+    "corrupt",
+    "reorder",
+    "reorder_gap",
+    "queue",
+    "queue_bytes",
+    "overhead",
+];
+
+/// Host settings under `client.` / `server.` (plus `sysctl.<key>`).
+pub const HOST_KEYS: [&str; 9] = [
+    "mtu",
+    "txqueuelen",
+    "initcwnd",
+    "initrwnd",
+    "ssthresh",
+    "congctl",
+    "cpu_hog",
+    "rcvbuf",
+    "sndbuf",
+];
+
+/// Workload settings under `workload.`.
+pub const WORKLOAD_KEYS: [&str; 9] = [
+    "kind",
+    "direction",
+    "duration",
+    "bytes",
+    "parallel",
+    "cc",
+    "client_command",
+    "server_command",
+    "file_size",
+];
+
+/// Capture settings under `capture.`.
+pub const CAPTURE_KEYS: [&str; 2] = ["snaplen", "hosts"];
+
+/// Checks one setting; the error is the reason (the caller adds the line).
+pub fn check(path: &str, value: &str, caps: &dyn Capabilities) -> Result<(), String> {
+    let parts: Vec<&str> = path.splitn(2, '.').collect();
+    let [section, rest] = parts[..] else {
+        return Err(format!(
+            "'{path}' is not a setting; settings start with link., client., server., workload. or capture."
+        ));
+    };
+    match section {
+        "link" => {
+            let key = rest.strip_prefix("up.").or_else(|| rest.strip_prefix("down.")).unwrap_or(rest);
+            check_link(key, value)
+        }
+        "client" | "server" => check_host(rest, value, caps),
+        "workload" => check_workload(rest, value),
+        "capture" => match rest {
+            "snaplen" => uint(value, 0, 262_144).map(drop),
+            "hosts" => Ok(()),
+            _ => Err(unknown("capture", rest, &CAPTURE_KEYS)),
+        },
+        _ => Err(format!(
+            "'{path}' is not a setting; settings start with link., client., server., workload. or capture."
+        )),
+    }
+}
+
+fn unknown(section: &str, key: &str, known: &[&str]) -> String {
+    format!(
+        "'{section}.{key}' is not a known setting; {section} settings are: {}",
+        known.join(", ")
+    )
+}
+
+fn uint(value: &str, min: u64, max: u64) -> Result<u64, String> {
+    match value.trim().parse::<u64>() {
+        Ok(v) if (min..=max).contains(&v) => Ok(v),
+        _ => Err(format!(
+            "'{value}' must be a whole number from {min} to {max}"
+        )),
+    }
+}
+
+fn check_link(key: &str, value: &str) -> Result<(), String> {
+    let e = |r: Result<(), tcptune_model::UnitError>| r.map_err(|e| e.to_string());
+    match key {
+        "rate" => e(value.parse::<Rate>().map(drop)),
+        "delay" | "jitter" => e(value.parse::<Dur>().map(drop)),
+        "loss" | "duplicate" | "corrupt" | "reorder" => e(value.parse::<Probability>().map(drop)),
+        "distribution" => match value {
+            "uniform" | "normal" | "pareto" | "paretonormal" => Ok(()),
+            _ => Err(format!("'{value}' is not a jitter distribution; use uniform, normal, pareto or paretonormal")),
+        },
+        "loss_every" => uint(value, 1, u32::MAX as u64).map(drop),
+        "gemodel" => {
+            let ps: Vec<_> = value.split_whitespace().collect();
+            if (1..=4).contains(&ps.len()) && ps.iter().all(|p| p.parse::<Probability>().is_ok()) {
+                Ok(())
+            } else {
+                Err(format!("'{value}' is not a Gilbert-Elliott model; write \"p r 1-h 1-k\" as netem does, e.g. \"1% 10% 100% 0%\""))
+            }
+        }
+        "reorder_gap" => uint(value, 1, 1_000_000).map(drop),
+        "queue" => uint(value, 1, 10_000_000).map(drop),
+        "queue_bytes" => e(value.parse::<Bytes>().map(drop)),
+        "overhead" => match value.trim().parse::<i32>() {
+            Ok(v) if (-1000..=10_000).contains(&v) => Ok(()),
+            _ => Err(format!("'{value}' must be a byte count from -1000 to 10000")),
+        },
+        _ => Err(unknown("link", key, &LINK_KEYS)),
+    }
+}
+
+fn check_cc(name: &str, caps: &dyn Capabilities) -> Result<(), String> {
+    let available = caps.congestion_controls();
+    if available.iter().any(|c| c == name) {
+        Ok(())
+    } else {
+        Err(format!(
+            "congestion control '{name}' is not available in this kernel (available: {})",
+            available.join(", ")
+        ))
+    }
+}
+
+fn check_host(rest: &str, value: &str, caps: &dyn Capabilities) -> Result<(), String> {
+    if let Some(key) = rest.strip_prefix("sysctl.") {
+        if !key.starts_with("net.") {
+            return Err(format!(
+                "sysctl '{key}' is not a network setting; lab hosts take net.* sysctls"
+            ));
+        }
+        if !caps.sysctl_exists(key) {
+            return Err(format!("sysctl '{key}' does not exist in this kernel"));
+        }
+        if key == "net.ipv4.tcp_congestion_control" {
+            return check_cc(value, caps);
+        }
+        return Ok(());
+    }
+    match rest {
+        "mtu" => uint(value, 68, 65535).map(drop),
+        "txqueuelen" => uint(value, 1, 100_000).map(drop),
+        "initcwnd" | "initrwnd" => uint(value, 1, 65535).map(drop),
+        "ssthresh" => {
+            if value == "inf" {
+                Ok(())
+            } else {
+                uint(value, 2, u32::MAX as u64).map(drop)
+            }
+        }
+        "congctl" => check_cc(value, caps),
+        "cpu_hog" => match value {
+            "true" | "false" => Ok(()),
+            _ => Err(format!("'{value}' must be true or false")),
+        },
+        "rcvbuf" | "sndbuf" => value.parse::<Bytes>().map(drop).map_err(|e| e.to_string()),
+        _ => Err(unknown("host", rest, &HOST_KEYS).replace("'host.", "'client./server.")),
+    }
+}
+
+fn check_workload(key: &str, value: &str) -> Result<(), String> {
+    match key {
+        "kind" => match value {
+            "bulk" | "iperf3" | "http" | "command" => Ok(()),
+            _ => Err(format!("workload kind '{value}' is unknown; use bulk, iperf3, http or command")),
+        },
+        "direction" => match value {
+            "upload" | "download" => Ok(()),
+            _ => Err(format!("direction '{value}' is unknown; use upload (client sends) or download (server sends)")),
+        },
+        "duration" => value.parse::<Dur>().map(drop).map_err(|e| e.to_string()),
+        "bytes" | "file_size" => value.parse::<Bytes>().map(drop).map_err(|e| e.to_string()),
+        "parallel" => uint(value, 1, 128).map(drop),
+        "cc" => Ok(()),
+        "client_command" | "server_command" => Ok(()),
+        _ => Err(unknown("workload", key, &WORKLOAD_KEYS)),
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// A kernel like the build machines': reno, cubic and bbr, and a handful of sysctls.
+    pub struct FakeCaps;
+    impl Capabilities for FakeCaps {
+        fn congestion_controls(&self) -> Vec<String> {
+            vec!["reno".into(), "bbr".into(), "cubic".into()]
+        }
+        fn sysctl_exists(&self, key: &str) -> bool {
+            [
+                "net.ipv4.tcp_rmem",
+                "net.ipv4.tcp_wmem",
+                "net.ipv4.tcp_sack",
+                "net.ipv4.tcp_timestamps",
+                "net.ipv4.tcp_window_scaling",
+                "net.ipv4.tcp_congestion_control",
+                "net.core.rmem_max",
+            ]
+            .contains(&key)
+        }
+    }
+
+    #[test]
+    fn known_settings_pass_and_unknown_ones_say_what_exists() {
+        let ok = [
+            ("link.rate", "100mbit"),
+            ("link.up.delay", "10ms"),
+            ("link.down.loss", "1%"),
+            ("link.gemodel", "1% 10% 100% 0%"),
+            ("server.sysctl.net.ipv4.tcp_rmem", "4096 131072 6291456"),
+            ("client.mtu", "9000"),
+            ("client.ssthresh", "inf"),
+            ("server.congctl", "cubic"),
+            ("workload.parallel", "4"),
+        ];
+        for (k, v) in ok {
+            check(k, v, &FakeCaps).unwrap_or_else(|e| panic!("{k}={v}: {e}"));
+        }
+        let bad = [
+            ("link.rtt", "10ms", "link settings are: rate, delay"),
+            ("link.rate", "10m", "ambiguous"),
+            ("link.loss", "150%", "out of range"),
+            ("client.mtu", "20", "from 68"),
+            ("server.congctl", "vegas", "not available in this kernel"),
+            (
+                "server.sysctl.net.ipv4.tcp_congestion_control",
+                "westwood",
+                "not available",
+            ),
+            ("server.sysctl.net.ipv4.tcp_nonsense", "1", "does not exist"),
+            ("server.sysctl.kernel.pid_max", "1", "not a network setting"),
+            ("router.mtu", "1500", "not a setting"),
+        ];
+        for (k, v, want) in bad {
+            let e = check(k, v, &FakeCaps)
+                .err()
+                .unwrap_or_else(|| panic!("{k}={v} was accepted"));
+            assert!(e.contains(want), "{k}={v}: {e}");
+        }
+    }
+}

@@ -1,0 +1,454 @@
+//! The experiment spec: one TOML file that names the path, the hosts' settings, the workload,
+//! what is swept, how often, and in what order. Parsing checks everything before any trial
+//! runs; an error names the line and the reason.
+//!
+//! ```toml
+//! name = "buffers"
+//! seed = 1
+//! repetitions = 5          # measured trials per sweep point
+//! warmup = true            # one discarded trial before each point's first
+//! order = "random"         # or "sequential"
+//!
+//! [link]                   # both directions; [link.up] / [link.down] per direction
+//! rate = "100mbit"
+//! delay = "10ms"           # one way
+//!
+//! [server.sysctl]
+//! "net.ipv4.tcp_rmem" = "4096 131072 6291456"
+//!
+//! [workload]
+//! kind = "bulk"
+//! duration = "10s"
+//!
+//! [sweep]                  # cross product of every list
+//! "server.sysctl.net.ipv4.tcp_rmem" = ["4096 4096 4096", "4096 131072 6291456"]
+//!
+//! [[paired]]               # lists of equal length whose values go together
+//! "link.rate" = ["1gbit", "10gbit"]
+//! "link.delay" = ["0.745ms", "0.79ms"]
+//! ```
+
+use std::fmt;
+
+use toml_edit::{ImDocument, Item, Table, Value};
+
+use crate::settings::{self, Capabilities, Settings};
+
+/// Trial order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Order {
+    /// Shuffled with the spec's seed, so slow drifts (time of day, thermal state) spread over
+    /// all points instead of biasing one (seed 001's warning).
+    Random,
+    Sequential,
+}
+
+/// A list of values swept for one setting.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Axis {
+    pub key: String,
+    pub values: Vec<String>,
+}
+
+/// Settings whose values go together, row by row.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Paired {
+    pub keys: Vec<String>,
+    /// rows[i][j] is the value of keys[j] in row i.
+    pub rows: Vec<Vec<String>>,
+}
+
+/// A parsed, checked spec.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Spec {
+    pub name: String,
+    pub description: String,
+    pub seed: u64,
+    pub repetitions: u32,
+    pub warmup: bool,
+    pub order: Order,
+    /// Every fixed setting, by path.
+    pub base: Settings,
+    pub sweep: Vec<Axis>,
+    pub paired: Vec<Paired>,
+    /// The spec's text, kept so results carry exactly what was run.
+    #[serde(skip)]
+    pub text: String,
+}
+
+/// Why a spec was refused: where and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SpecError {
+    /// 1-based line, when known.
+    pub line: Option<usize>,
+    pub message: String,
+}
+
+impl fmt::Display for SpecError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.line {
+            Some(l) => write!(f, "line {l}: {}", self.message),
+            None => f.write_str(&self.message),
+        }
+    }
+}
+
+impl std::error::Error for SpecError {}
+
+fn line_of(text: &str, offset: Option<usize>) -> Option<usize> {
+    offset.map(|o| {
+        text[..o.min(text.len())]
+            .bytes()
+            .filter(|b| *b == b'\n')
+            .count()
+            + 1
+    })
+}
+
+/// The value of a TOML scalar as setting text; arrays and tables are not settings.
+fn scalar(v: &Value) -> Option<String> {
+    match v {
+        Value::String(s) => Some(s.value().clone()),
+        Value::Integer(i) => Some(i.value().to_string()),
+        Value::Float(f) => Some(f.value().to_string()),
+        Value::Boolean(b) => Some(b.value().to_string()),
+        _ => None,
+    }
+}
+
+struct Parser<'a> {
+    text: &'a str,
+    caps: &'a dyn Capabilities,
+}
+
+impl Parser<'_> {
+    fn err(&self, span: Option<std::ops::Range<usize>>, message: impl Into<String>) -> SpecError {
+        SpecError {
+            line: line_of(self.text, span.map(|s| s.start)),
+            message: message.into(),
+        }
+    }
+
+    /// Flattens a settings table into `prefix.key` paths, checking each.
+    fn flatten(&self, prefix: &str, table: &Table, out: &mut Settings) -> Result<(), SpecError> {
+        for (key, item) in table.iter() {
+            let path = format!("{prefix}.{key}");
+            let span = table
+                .key(key)
+                .and_then(|k| k.span())
+                .or_else(|| item.span());
+            match item {
+                Item::Table(t) => self.flatten(&path, t, out)?,
+                Item::Value(Value::InlineTable(t)) => {
+                    let t = t.clone().into_table();
+                    self.flatten(&path, &t, out)?
+                }
+                Item::Value(v) => {
+                    let Some(s) = scalar(v) else {
+                        return Err(self.err(
+                            span,
+                            format!("'{path}' must be a single value; lists go under [sweep]"),
+                        ));
+                    };
+                    settings::check(&path, &s, self.caps).map_err(|m| self.err(span, m))?;
+                    out.insert(path, s);
+                }
+                _ => return Err(self.err(span, format!("'{path}' must be a value"))),
+            }
+        }
+        Ok(())
+    }
+
+    /// A `[sweep]` or `[[paired]]` table: quoted setting paths → lists of values.
+    fn lists(&self, table: &Table, what: &str) -> Result<Vec<Axis>, SpecError> {
+        let mut axes = Vec::new();
+        for (key, item) in table.iter() {
+            let span = table
+                .key(key)
+                .and_then(|k| k.span())
+                .or_else(|| item.span());
+            let Some(Value::Array(arr)) = item.as_value() else {
+                return Err(self.err(
+                    span,
+                    format!("{what} '{key}' must be a list of values, e.g. [\"10ms\", \"50ms\"]"),
+                ));
+            };
+            let mut values = Vec::new();
+            for v in arr.iter() {
+                let s = scalar(v).ok_or_else(|| {
+                    self.err(
+                        v.span().or(span.clone()),
+                        format!("{what} '{key}': every value must be a string, number or boolean"),
+                    )
+                })?;
+                settings::check(key, &s, self.caps)
+                    .map_err(|m| self.err(v.span().or(span.clone()), m))?;
+                values.push(s);
+            }
+            if values.is_empty() {
+                return Err(self.err(span, format!("{what} '{key}' has no values")));
+            }
+            axes.push(Axis {
+                key: key.to_string(),
+                values,
+            });
+        }
+        Ok(axes)
+    }
+}
+
+const TOP_KEYS: [&str; 13] = [
+    "name",
+    "description",
+    "seed",
+    "repetitions",
+    "warmup",
+    "order",
+    "link",
+    "client",
+    "server",
+    "workload",
+    "capture",
+    "sweep",
+    "paired",
+];
+
+/// Parses and checks a spec against this kernel's capabilities.
+pub fn parse(text: &str, caps: &dyn Capabilities) -> Result<Spec, SpecError> {
+    let doc = ImDocument::parse(text).map_err(|e| SpecError {
+        line: line_of(text, e.span().map(|s| s.start)),
+        message: format!("not valid TOML: {}", e.message()),
+    })?;
+    let p = Parser { text, caps };
+    let root: &Table = &doc;
+    for (key, item) in root.iter() {
+        if !TOP_KEYS.contains(&key) {
+            let span = root.key(key).and_then(|k| k.span()).or_else(|| item.span());
+            return Err(p.err(
+                span,
+                format!(
+                    "'{key}' is not part of a spec; the parts are: {}",
+                    TOP_KEYS.join(", ")
+                ),
+            ));
+        }
+    }
+    let str_of = |k: &str| -> Result<Option<String>, SpecError> {
+        match root.get(k) {
+            None => Ok(None),
+            Some(i) => i
+                .as_str()
+                .map(|s| Some(s.to_string()))
+                .ok_or_else(|| p.err(i.span(), format!("'{k}' must be a string"))),
+        }
+    };
+    let int_of = |k: &str, min: i64, max: i64| -> Result<Option<i64>, SpecError> {
+        match root.get(k) {
+            None => Ok(None),
+            Some(i) => match i.as_integer() {
+                Some(v) if (min..=max).contains(&v) => Ok(Some(v)),
+                _ => Err(p.err(
+                    i.span(),
+                    format!("'{k}' must be a whole number from {min} to {max}"),
+                )),
+            },
+        }
+    };
+    let name = str_of("name")?.ok_or_else(|| p.err(None, "the spec needs a name = \"…\""))?;
+    if name.is_empty()
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+    {
+        return Err(p.err(
+            root.get("name").and_then(|i| i.span()),
+            "name may hold letters, digits, '-', '_' and '.' only",
+        ));
+    }
+    let order = match str_of("order")?.as_deref() {
+        None | Some("random") => Order::Random,
+        Some("sequential") => Order::Sequential,
+        Some(o) => {
+            return Err(p.err(
+                root.get("order").and_then(|i| i.span()),
+                format!("order '{o}' is unknown; use random or sequential"),
+            ))
+        }
+    };
+    let warmup = match root.get("warmup") {
+        None => true,
+        Some(i) => i
+            .as_bool()
+            .ok_or_else(|| p.err(i.span(), "'warmup' must be true or false"))?,
+    };
+
+    let mut base = Settings::new();
+    for section in ["link", "client", "server", "workload", "capture"] {
+        match root.get(section) {
+            None => {}
+            Some(Item::Table(t)) => p.flatten(section, t, &mut base)?,
+            Some(i) => {
+                return Err(p.err(
+                    i.span(),
+                    format!("'{section}' must be a table: [{section}]"),
+                ))
+            }
+        }
+    }
+    let sweep = match root.get("sweep") {
+        None => Vec::new(),
+        Some(Item::Table(t)) => p.lists(t, "sweep")?,
+        Some(i) => return Err(p.err(i.span(), "'sweep' must be a table: [sweep]")),
+    };
+    let mut paired = Vec::new();
+    match root.get("paired") {
+        None => {}
+        Some(Item::ArrayOfTables(a)) => {
+            for t in a.iter() {
+                let axes = p.lists(t, "paired")?;
+                let n = axes.first().map(|a| a.values.len()).unwrap_or(0);
+                if let Some(bad) = axes.iter().find(|a| a.values.len() != n) {
+                    return Err(p.err(
+                        t.span(),
+                        format!(
+                        "paired lists must have equal lengths: '{}' has {} values, '{}' has {n}",
+                        bad.key, bad.values.len(), axes[0].key
+                    ),
+                    ));
+                }
+                let rows = (0..n)
+                    .map(|i| axes.iter().map(|a| a.values[i].clone()).collect())
+                    .collect();
+                paired.push(Paired {
+                    keys: axes.into_iter().map(|a| a.key).collect(),
+                    rows,
+                });
+            }
+        }
+        Some(i) => return Err(p.err(i.span(), "'paired' must be a list of tables: [[paired]]")),
+    }
+    // A setting may vary in one place only.
+    let mut seen = std::collections::BTreeSet::new();
+    for k in sweep
+        .iter()
+        .map(|a| &a.key)
+        .chain(paired.iter().flat_map(|g| g.keys.iter()))
+    {
+        if !seen.insert(k.clone()) {
+            return Err(p.err(
+                None,
+                format!("'{k}' is swept twice; list it in one [sweep] or [[paired]] only"),
+            ));
+        }
+    }
+    Ok(Spec {
+        name,
+        description: str_of("description")?.unwrap_or_default(),
+        seed: int_of("seed", 0, i64::MAX)?.unwrap_or(1) as u64,
+        repetitions: int_of("repetitions", 1, 100_000)?.unwrap_or(3) as u32,
+        warmup,
+        order,
+        base,
+        sweep,
+        paired,
+        text: text.to_string(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::settings::tests::FakeCaps;
+
+    const GOOD: &str = r#"
+name = "buffers"
+seed = 7
+repetitions = 4
+order = "sequential"
+
+[link]
+rate = "100mbit"
+delay = "10ms"
+[link.down]
+loss = "1%"
+
+[server.sysctl]
+"net.ipv4.tcp_rmem" = "4096 131072 6291456"
+
+[client]
+mtu = 1500
+sysctl."net.ipv4.tcp_sack" = 0
+
+[workload]
+kind = "bulk"
+duration = "5s"
+
+[sweep]
+"server.sysctl.net.ipv4.tcp_rmem" = ["4096 4096 4096", "4096 131072 6291456"]
+"link.delay" = ["5ms", "50ms"]
+
+[[paired]]
+"client.mtu" = [1500, 9000]
+"client.txqueuelen" = [1000, 8000]
+"#;
+
+    #[test]
+    fn a_full_spec_parses() {
+        let s = parse(GOOD, &FakeCaps).unwrap();
+        assert_eq!(
+            (s.name.as_str(), s.seed, s.repetitions, s.order),
+            ("buffers", 7, 4, Order::Sequential)
+        );
+        assert_eq!(s.base["link.rate"], "100mbit");
+        assert_eq!(s.base["link.down.loss"], "1%");
+        assert_eq!(
+            s.base["server.sysctl.net.ipv4.tcp_rmem"],
+            "4096 131072 6291456"
+        );
+        assert_eq!(s.base["client.sysctl.net.ipv4.tcp_sack"], "0");
+        assert_eq!(s.base["client.mtu"], "1500");
+        assert_eq!(s.sweep.len(), 2);
+        assert_eq!(
+            s.paired[0].rows,
+            vec![vec!["1500", "1000"], vec!["9000", "8000"]]
+        );
+    }
+
+    fn err(text: &str) -> SpecError {
+        parse(text, &FakeCaps).unwrap_err()
+    }
+
+    #[test]
+    fn errors_name_the_line_and_the_reason() {
+        let e = err("name = \"x\"\n[link]\nrate = \"100mbit\"\nrtt = \"10ms\"\n");
+        assert_eq!(e.line, Some(4), "{e}");
+        assert!(
+            e.message.contains("'link.rtt' is not a known setting"),
+            "{e}"
+        );
+
+        let e = err("name = \"x\"\n\n[sweep]\n\"server.congctl\" = [\"cubic\", \"vegas\"]\n");
+        assert_eq!(e.line, Some(4), "{e}");
+        assert!(e.message.contains("not available in this kernel"), "{e}");
+
+        let e = err("name = \"x\"\n[link\n");
+        assert_eq!(e.line, Some(2), "{e}");
+        assert!(e.message.starts_with("not valid TOML"), "{e}");
+
+        let e = err("name = \"x\"\nrepetitions = 0\n");
+        assert_eq!(e.line, Some(2));
+
+        let e = err("name = \"x\"\n[[paired]]\n\"link.rate\" = [\"1gbit\", \"10gbit\"]\n\"link.delay\" = [\"1ms\"]\n");
+        assert!(e.message.contains("equal lengths"), "{e}");
+
+        let e = err("name = \"x\"\nbogus = 1\n");
+        assert!(e.message.contains("not part of a spec"), "{e}");
+
+        let e = err("name = \"x\"\n[sweep]\n\"link.rate\" = [\"1gbit\"]\n[[paired]]\n\"link.rate\" = [\"2gbit\"]\n");
+        assert!(e.message.contains("swept twice"), "{e}");
+
+        assert!(err("seed = 1\n").message.contains("needs a name"));
+        assert!(err("name = \"a b\"\n").message.contains("letters, digits"));
+    }
+}
