@@ -231,6 +231,13 @@ pub fn buffers(q: &BufferQuery) -> Result<Buffers, ModelError> {
                 .into(),
         );
     }
+    if q.scaling_ratio.is_some() && !q.kernel.has_scaling_ratio() {
+        caveats.push(format!(
+            "Kernel {} predates the per-socket scaling_ratio (6.6); the given ratio was ignored \
+             and tcp_adv_win_scale decides.",
+            q.kernel
+        ));
+    }
     if q.adv_win_scale.is_some() && q.kernel.has_scaling_ratio() {
         caveats.push(
             "tcp_adv_win_scale is obsolete since 6.6 (accepted, no effect); it was ignored.".into(),
@@ -365,7 +372,7 @@ impl std::fmt::Display for Buffers {
             (
                 "tcp_rmem max",
                 format!(
-                    "≥ {}; {} leaves autotuning its 2× headroom",
+                    "≥ {}; {} B leaves autotuning its 2× headroom",
                     self.tcp_rmem_max_bytes,
                     self.tcp_rmem_headroom_bytes.get()
                 ),

@@ -31,12 +31,24 @@ pub enum Ssthresh {
     Infinite,
 }
 
+/// Why an ssthresh value was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("'{input}' is neither a size nor inf; write 65535, 64KiB or inf")]
+pub struct SsthreshError {
+    input: String,
+}
+
 impl FromStr for Ssthresh {
-    type Err = UnitError;
-    fn from_str(s: &str) -> Result<Self, UnitError> {
+    type Err = SsthreshError;
+    fn from_str(s: &str) -> Result<Self, SsthreshError> {
         match s.trim().to_ascii_lowercase().as_str() {
             "inf" | "infinite" | "infinity" | "∞" => Ok(Ssthresh::Infinite),
-            _ => s.parse().map(Ssthresh::Bytes),
+            _ => s
+                .parse()
+                .map(Ssthresh::Bytes)
+                .map_err(|_: UnitError| SsthreshError {
+                    input: s.trim().into(),
+                }),
         }
     }
 }
@@ -369,9 +381,9 @@ pub fn ramp(q: RampQuery, ssthresh: &[Ssthresh]) -> Result<Ramp, ModelError> {
     }
     if ssthresh.iter().any(|s| matches!(s, Ssthresh::Bytes(_))) {
         caveats.push(
-            "Linux starts with an infinite ssthresh; a route's `ssthresh` metric sets another \
-             (in segments), but is ignored on kernels where tcp_no_ssthresh_metrics_save=1 \
-             (the default) until the 2025 fixes."
+            "Linux starts with an infinite ssthresh; a route's `ssthresh` metric (in segments) \
+             is ignored while tcp_no_ssthresh_metrics_save=1 (the default) on kernels without \
+             the 2025 tcp_metrics fixes; check `ss -ti`'s ssthresh."
                 .into(),
         );
     }
