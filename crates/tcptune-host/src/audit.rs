@@ -9,9 +9,10 @@ use std::fmt;
 
 use schemars::JsonSchema;
 use serde::Serialize;
-use tcptune_model::{bdp, Bytes, Dur, Probability, Rate};
+use tcptune_model::kernel::{CongestionControl, KernelVersion, WindowRule, MAX_WINDOW_BYTES};
+use tcptune_model::{bdp, buffers, Bytes, Dur, Probability, Rate};
 
-use crate::state::{HostState, KernelVersion};
+use crate::state::HostState;
 
 /// Which side of the bulk transfers this host is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
@@ -143,23 +144,6 @@ pub fn is_global(key: &str) -> bool {
         )
 }
 
-/// The share of a receive buffer Linux advertises as window: since 6.6 the per-socket
-/// scaling_ratio (at least 50% once the 2024 fix is in; assume that), before it
-/// 1 − 2^−tcp_adv_win_scale (or 2^adv_win_scale when ≤ 0).
-pub fn window_fraction(kernel: Option<KernelVersion>, adv_win_scale: Option<i64>) -> f64 {
-    match kernel {
-        Some(k) if !k.at_least(6, 6) => {
-            let s = adv_win_scale.unwrap_or(1).clamp(-31, 31) as i32;
-            if s > 0 {
-                1.0 - 2f64.powi(-s)
-            } else {
-                2f64.powi(s)
-            }
-        }
-        _ => 0.5,
-    }
-}
-
 const SRC_RMEM: &str = "ip-sysctl.rst tcp_rmem/tcp_moderate_rcvbuf; tcp_rcvbuf_grow() and the 6.6 \
                         scaling_ratio (dfa2f0483360, 697a6c8cec03)";
 const SRC_WMEM: &str = "ip-sysctl.rst tcp_wmem; tcp_sndbuf_expand() (factor 2; 3 in tcp_bbr.c)";
@@ -190,14 +174,21 @@ pub fn audit(state: &HostState, input: &AuditInput) -> Audit {
     let adv = state
         .sysctl("net.ipv4.tcp_adv_win_scale")
         .and_then(|v| v.trim().parse().ok());
-    let fraction = window_fraction(state.kernel, adv);
+    // Without a known kernel, assume a recent one (the 6.6+ rule).
+    let kernel = state.kernel.unwrap_or(KernelVersion::SCALING_RATIO_SINCE);
+    let rule = WindowRule::for_kernel(kernel, None, adv);
+    let fraction = rule.payload_fraction();
     let cc = state
         .sysctl("net.ipv4.tcp_congestion_control")
         .unwrap_or("")
         .to_string();
-    let snd_factor = if cc == "bbr" { 3.0 } else { 2.0 };
-    let rmem_needed = round_buffer(flow_bdp.get() as f64 / fraction);
-    let wmem_needed = round_buffer(flow_bdp.get() as f64 * snd_factor);
+    let model_cc = if cc == "bbr" {
+        CongestionControl::Bbr
+    } else {
+        CongestionControl::Cubic
+    };
+    let rmem_needed = round_buffer(buffers::receive_buffer_for(flow_bdp, rule).get() as f64);
+    let wmem_needed = round_buffer(buffers::send_buffer_for(flow_bdp, model_cc).get() as f64);
     let mut ctx = Ctx {
         state,
         input,
@@ -415,7 +406,12 @@ impl Ctx<'_> {
                 format!(
                     "the sender keeps unacknowledged data plus its overhead in the send buffer: \
                      {}× the BDP of {}{per_flow} with {}",
-                    if self.cc == "bbr" { 3 } else { 2 },
+                    if self.cc == "bbr" {
+                        CongestionControl::Bbr
+                    } else {
+                        CongestionControl::Cubic
+                    }
+                    .sndbuf_expand_factor(),
                     fmt_bytes(self.flow_bdp),
                     if self.cc.is_empty() {
                         "this congestion control"
@@ -426,15 +422,14 @@ impl Ctx<'_> {
                 SRC_WMEM,
             );
         }
-        const MAX_WINDOW: u64 = 65535 << 14;
-        if self.flow_bdp > MAX_WINDOW {
+        if self.flow_bdp > MAX_WINDOW_BYTES {
             let n = (self
                 .input
                 .rate_bps
                 .times(self.input.rtt_s)
                 .to_bytes_ceil()
                 .get())
-            .div_ceil(MAX_WINDOW);
+            .div_ceil(MAX_WINDOW_BYTES);
             self.push(
                 "R3",
                 "flows",

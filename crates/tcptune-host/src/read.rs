@@ -49,7 +49,7 @@ pub fn read_host(netns_name: Option<&str>) -> Result<HostState, ReadError> {
     };
     let kernel = fs::read_to_string("/proc/sys/kernel/osrelease")
         .ok()
-        .and_then(|r| KernelVersion::parse(&r));
+        .and_then(|r| r.parse::<KernelVersion>().ok());
     Ok(HostState {
         netns: netns_name.map(str::to_string),
         kernel,

@@ -5,54 +5,11 @@
 //! audit rules are pure functions of it.
 
 use std::collections::BTreeMap;
-use std::fmt;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-/// A kernel release as `major.minor.patch` (the rest of `uname -r` is ignored).
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
-)]
-pub struct KernelVersion {
-    pub major: u32,
-    pub minor: u32,
-    pub patch: u32,
-}
-
-impl KernelVersion {
-    pub const fn new(major: u32, minor: u32, patch: u32) -> Self {
-        KernelVersion {
-            major,
-            minor,
-            patch,
-        }
-    }
-
-    /// Parses `6.18.44-fc-v769`, `6.6`, `5.15.0-91-generic`; `None` if it does not start with
-    /// `N.N`.
-    pub fn parse(release: &str) -> Option<Self> {
-        let mut parts = release.trim().split(|c: char| !c.is_ascii_digit());
-        let major = parts.next()?.parse().ok()?;
-        let minor = parts.next()?.parse().ok()?;
-        let patch = parts.next().and_then(|p| p.parse().ok()).unwrap_or(0);
-        Some(KernelVersion {
-            major,
-            minor,
-            patch,
-        })
-    }
-
-    pub fn at_least(self, major: u32, minor: u32) -> bool {
-        (self.major, self.minor) >= (major, minor)
-    }
-}
-
-impl fmt::Display for KernelVersion {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}.{}.{}", self.major, self.minor, self.patch)
-    }
-}
+pub use tcptune_model::kernel::KernelVersion;
 
 /// One network interface as the audit needs it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -175,25 +132,6 @@ pub fn normalize_value(raw: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn kernel_versions() {
-        assert_eq!(
-            KernelVersion::parse("6.18.44-fc-v769"),
-            Some(KernelVersion::new(6, 18, 44))
-        );
-        assert_eq!(
-            KernelVersion::parse("6.6"),
-            Some(KernelVersion::new(6, 6, 0))
-        );
-        assert_eq!(
-            KernelVersion::parse("5.15.0-91-generic"),
-            Some(KernelVersion::new(5, 15, 0))
-        );
-        assert_eq!(KernelVersion::parse("linux"), None);
-        assert!(KernelVersion::new(6, 6, 0).at_least(6, 6));
-        assert!(!KernelVersion::new(6, 5, 9).at_least(6, 6));
-    }
 
     #[test]
     fn vector_sysctls() {

@@ -201,7 +201,7 @@ fn bbr_on_old_kernels_wants_fq() {
         .insert("net.ipv4.tcp_congestion_control".into(), "bbr".into());
     let a = audit(&s, &input("1gbit", "20ms"));
     assert_eq!(finding(&a, "net.ipv4.tcp_congestion_control").rule, "R11");
-    s.kernel = Some(tcptune_host::state::KernelVersion::new(4, 9, 0));
+    s.kernel = Some(tcptune_host::state::KernelVersion::new(4, 9));
     let a = audit(&s, &input("1gbit", "20ms"));
     assert_eq!(finding(&a, "net.ipv4.tcp_congestion_control").rule, "R10");
     s.interfaces[1].qdisc = "fq".into();

@@ -202,4 +202,19 @@ mod tests {
         let r = rate_for_window(Bytes::new(65535), "20ms".parse().unwrap());
         assert!((r.rate_bps.bps() - 26_214_000.0).abs() < 1e-3);
     }
+
+    proptest::proptest! {
+        #[test]
+        fn window_for_rate_inverts_rate_for_window(bps in 1e3f64..1e12, rtt_us in 1u64..10_000_000) {
+            let (rate, rtt) = (Rate::from_bps(bps), Dur::from_micros(rtt_us));
+            let w = window_for_rate(rate, rtt);
+            let back = rate_for_window(w.window_bytes, rtt);
+            // Rounding the window up to whole bytes adds less than one byte per RTT.
+            proptest::prop_assert!(back.rate_bps.bps() >= bps * (1.0 - 1e-12));
+            proptest::prop_assert!(back.rate_bps.bps() - bps <= 8.0 / rtt.secs() * (1.0 + 1e-9) + bps * 1e-12);
+            // And the other way: the window a window's rate needs is that window.
+            let again = window_for_rate(back.rate_bps, rtt);
+            proptest::prop_assert_eq!(again.window_bytes, w.window_bytes);
+        }
+    }
 }

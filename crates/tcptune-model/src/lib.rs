@@ -6,7 +6,13 @@
 //! draw theory beside measurements, so there is one implementation of each formula.
 
 pub mod bdp;
+pub mod buffers;
+pub mod cubic;
+pub mod kernel;
+pub mod mathis;
 pub mod path;
+pub mod pftk;
+pub mod ramp;
 pub mod render;
 pub mod units;
 

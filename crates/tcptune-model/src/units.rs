@@ -369,9 +369,16 @@ impl Bits {
     }
     /// Whole bytes, rounding up: a window must hold the last partial byte too.
     pub fn to_bytes_ceil(self) -> Bytes {
-        // Rounding to 1e-6 first keeps 165000.00000000003 bits from becoming an extra byte.
-        let b = (self.0 / 8.0 * 1e6).round() / 1e6;
-        Bytes(b.ceil() as u64)
+        // A value within floating-point noise of a whole byte is that byte, so that
+        // 165000.00000000003 does not become an extra byte (relative tolerance: the noise of
+        // a product grows with its size).
+        let b = self.0 / 8.0;
+        let nearest = b.round();
+        if (b - nearest).abs() <= 1e-6_f64.max(nearest.abs() * 1e-12) {
+            Bytes(nearest as u64)
+        } else {
+            Bytes(b.ceil() as u64)
+        }
     }
 }
 

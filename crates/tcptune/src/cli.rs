@@ -4,6 +4,8 @@
 //! naming the option.
 
 use clap::{Args, Parser, Subcommand};
+use tcptune_model::kernel::{CongestionControl, KernelVersion};
+use tcptune_model::ramp::Ssthresh;
 use tcptune_model::{Bytes, Dur, PathSpec, Probability, Rate};
 
 #[derive(Parser, Debug)]
@@ -88,6 +90,11 @@ impl PathArgs {
             anyhow::anyhow!(
                 "this model needs the path rate; give --rate 100mbit (or --path rate=…)"
             )
+        })
+    }
+    pub fn loss(&self) -> anyhow::Result<Probability> {
+        self.spec().loss.ok_or_else(|| {
+            anyhow::anyhow!("this model needs the loss rate; give --loss 0.01% (or --path loss=…)")
         })
     }
     pub fn rtt(&self) -> anyhow::Result<Dur> {
@@ -182,4 +189,117 @@ pub enum ModelCommand {
         #[arg(long)]
         window: Option<Bytes>,
     },
+    /// Socket buffers a path needs: tcp_rmem/tcp_wmem maxima, SO_RCVBUF/SO_SNDBUF with
+    /// rmem_max/wmem_max, for --flows concurrent flows, and the memory that costs.
+    Buffers(BuffersArgs),
+    /// Mathis bound (rate ≤ MSS/RTT · C/√p) for --loss, or the largest loss for --target-rate.
+    Mathis(MathisArgs),
+    /// Padhye (PFTK) throughput with the timeout term and the receive window cap.
+    Pftk(PftkArgs),
+    /// CUBIC response function (RFC 9438) and its Reno-friendly region, against Reno.
+    Cubic(CubicArgs),
+    /// cwnd growth through slow start and congestion avoidance, and the time to reach a share
+    /// of the path rate.
+    Ramp(RampArgs),
+}
+
+/// `--mss`, shared by the loss models and the ramp.
+#[derive(Args, Debug, Clone)]
+pub struct MssArg {
+    /// Maximum segment size (TCP payload per packet): 1448 is a 1500-byte MTU with TCP
+    /// timestamps, 1460 without.
+    #[arg(long, default_value = "1448")]
+    pub mss: Bytes,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct BuffersArgs {
+    #[command(flatten)]
+    pub path: PathArgs,
+    /// Concurrent bulk flows; they share --rate unless --per-flow is given.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    pub flows: u32,
+    /// --rate is each flow's own rate (a server with N clients), not shared by the flows.
+    #[arg(long)]
+    pub per_flow: bool,
+    /// Memory the host may spend on these buffers (per role): 512MiB, 2GB.
+    #[arg(long)]
+    pub memory: Option<Bytes>,
+    /// Kernel to model (6.1, 6.18); default: the running kernel.
+    #[arg(long)]
+    pub kernel: Option<KernelVersion>,
+    /// Measured payload share of receive buffers, 6.6+ (0.66, 86%); default 50%.
+    #[arg(long)]
+    pub scaling_ratio: Option<Probability>,
+    /// net.ipv4.tcp_adv_win_scale, before 6.6 (default 1: half the buffer is window).
+    #[arg(long, allow_hyphen_values = true, value_parser = clap::value_parser!(i8).range(-31..=31))]
+    pub adv_win_scale: Option<i8>,
+    /// Congestion control of the sender: reno, cubic or bbr (bbr needs 3× in the send buffer).
+    #[arg(long, default_value = "cubic")]
+    pub cc: CongestionControl,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct MathisArgs {
+    #[command(flatten)]
+    pub path: PathArgs,
+    #[command(flatten)]
+    pub mss: MssArg,
+    /// Compute the largest loss rate that still allows this rate (instead of the bound).
+    #[arg(long, conflicts_with = "loss")]
+    pub target_rate: Option<Rate>,
+    /// Use C = √(3/4) for delayed ACKs (default √(3/2)).
+    #[arg(long)]
+    pub delayed_ack: bool,
+    /// Use this constant C instead (the Web100 paper uses 1).
+    #[arg(long, conflicts_with = "delayed_ack")]
+    pub constant: Option<f64>,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct PftkArgs {
+    #[command(flatten)]
+    pub path: PathArgs,
+    #[command(flatten)]
+    pub mss: MssArg,
+    /// Retransmission timeout T0.
+    #[arg(long, default_value = "200ms")]
+    pub rto: Dur,
+    /// Packets acknowledged per ACK (2 with delayed ACKs).
+    #[arg(long = "b", default_value_t = 2)]
+    pub packets_per_ack: u32,
+    /// Receive window cap Wmax: 65535, 4MiB.
+    #[arg(long)]
+    pub window: Option<Bytes>,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct CubicArgs {
+    #[command(flatten)]
+    pub path: PathArgs,
+    #[command(flatten)]
+    pub mss: MssArg,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct RampArgs {
+    #[command(flatten)]
+    pub path: PathArgs,
+    #[command(flatten)]
+    pub mss: MssArg,
+    /// Initial congestion window, segments.
+    #[arg(long, default_value_t = 10)]
+    pub initcwnd: u32,
+    /// Initial slow-start threshold(s): bytes or inf; several compare: 65535,inf.
+    #[arg(long, value_delimiter = ',', default_value = "inf")]
+    pub ssthresh: Vec<Ssthresh>,
+    /// Congestion avoidance: reno or cubic.
+    #[arg(long, default_value = "cubic")]
+    pub cc: CongestionControl,
+    /// Share of the path rate to reach: 90%, 0.5.
+    #[arg(long, default_value = "90%")]
+    pub target: Probability,
+    /// Receive window cap: 65535, 4MiB.
+    #[arg(long)]
+    pub window: Option<Bytes>,
 }

@@ -19,8 +19,23 @@ pub enum Outcome {
 }
 
 fn main() -> ExitCode {
-    // clap prints usage errors itself and exits with 2.
-    let cli = cli::Cli::parse();
+    let cli = match cli::Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) if !e.use_stderr() => {
+            // --help and --version: printed as clap formats them, exit 0.
+            let _ = e.print();
+            return ExitCode::SUCCESS;
+        }
+        Err(e) if e.kind() == clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            // `tcptune model` alone: the list of subcommands is the useful answer.
+            let _ = e.print();
+            return ExitCode::from(2);
+        }
+        Err(e) => {
+            eprintln!("tcptune: error: {}", usage_error_sentence(&e));
+            return ExitCode::from(2);
+        }
+    };
     match cmd::run(cli) {
         Ok(Outcome::Ok) => ExitCode::SUCCESS,
         Ok(Outcome::Problem) => ExitCode::from(1),
@@ -29,5 +44,18 @@ fn main() -> ExitCode {
             eprintln!("tcptune: error: {e:#}");
             ExitCode::from(2)
         }
+    }
+}
+
+/// A clap usage error as one line: its message and, when clap has one, its tip (usage and the
+/// "try --help" footer are left out, so every error reads the same way as the others).
+fn usage_error_sentence(e: &clap::Error) -> String {
+    let text = e.render().to_string();
+    let mut lines = text.lines().map(str::trim).filter(|l| !l.is_empty());
+    let first = lines.next().unwrap_or("invalid usage; see --help");
+    let first = first.strip_prefix("error: ").unwrap_or(first);
+    match lines.find(|l| l.starts_with("tip:")) {
+        Some(tip) => format!("{first} ({tip})"),
+        None => first.to_string(),
     }
 }

@@ -25,10 +25,15 @@ fn entry<T: JsonSchema>(name: &'static str, command: &'static str) -> SchemaEntr
 }
 
 pub fn all() -> Vec<SchemaEntry> {
-    use tcptune_model::bdp;
+    use tcptune_model::{bdp, buffers, cubic, mathis, pftk, ramp};
     vec![
         entry::<bdp::Bdp>("model-bdp", "model bdp"),
         entry::<bdp::WindowBound>("model-window", "model window"),
+        entry::<buffers::Buffers>("model-buffers", "model buffers"),
+        entry::<mathis::Mathis>("model-mathis", "model mathis"),
+        entry::<pftk::Pftk>("model-pftk", "model pftk"),
+        entry::<cubic::Cubic>("model-cubic", "model cubic"),
+        entry::<ramp::Ramp>("model-ramp", "model ramp"),
         entry::<tcptune_host::audit::Audit>("audit", "audit"),
         entry::<crate::cmd::TuneReport>("tune", "tune"),
     ]

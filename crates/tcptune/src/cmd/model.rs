@@ -1,10 +1,21 @@
 //! `tcptune model …`: the closed-form models of `tcptune-model`, printed.
 
-use tcptune_model::bdp;
+use std::path::Path;
 
-use crate::cli::ModelCommand;
+use anyhow::Context;
+use tcptune_model::kernel::{self, KernelSource, KernelVersion};
+use tcptune_model::{bdp, buffers, cubic, mathis, pftk, ramp};
+
+use crate::cli::{BuffersArgs, MathisArgs, ModelCommand, PftkArgs, RampArgs};
 use crate::output::emit;
 use crate::Outcome;
+
+/// Where the running kernel's release string lives (`uname -r` reads the same).
+const OSRELEASE: &str = "/proc/sys/kernel/osrelease";
+
+/// The kernel assumed when neither `--kernel` nor the running kernel is known: the first with
+/// the scaling-ratio rule, whose conservative 50 % equals the old rule's half.
+const ASSUMED_KERNEL: KernelVersion = KernelVersion::new(6, 6);
 
 pub fn run(cmd: ModelCommand, json: bool) -> anyhow::Result<Outcome> {
     match cmd {
@@ -23,6 +34,118 @@ pub fn run(cmd: ModelCommand, json: bool) -> anyhow::Result<Outcome> {
             };
             emit("model window", &result, json)?;
         }
+        ModelCommand::Buffers(args) => emit("model buffers", &run_buffers(&args)?, json)?,
+        ModelCommand::Mathis(args) => emit("model mathis", &run_mathis(&args)?, json)?,
+        ModelCommand::Pftk(args) => emit("model pftk", &run_pftk(&args)?, json)?,
+        ModelCommand::Cubic(args) => {
+            let result = cubic::cubic(args.mss.mss, args.path.rtt()?, args.path.loss()?)?;
+            emit("model cubic", &result, json)?;
+        }
+        ModelCommand::Ramp(args) => emit("model ramp", &run_ramp(&args)?, json)?,
     }
     Ok(Outcome::Ok)
+}
+
+/// The kernel version in an osrelease file, if it can be read and parsed. Kept apart from the
+/// model so tests (and `--kernel`) never depend on the machine they run on.
+fn kernel_from(path: &Path) -> Option<KernelVersion> {
+    std::fs::read_to_string(path).ok()?.parse().ok()
+}
+
+fn run_buffers(a: &BuffersArgs) -> anyhow::Result<buffers::Buffers> {
+    let (kernel, kernel_source) = match a.kernel {
+        Some(k) => (k, KernelSource::Given),
+        None => match kernel_from(Path::new(OSRELEASE)) {
+            Some(k) => (k, KernelSource::Detected),
+            None => (ASSUMED_KERNEL, KernelSource::Assumed),
+        },
+    };
+    let query = buffers::BufferQuery {
+        rate: a.path.rate()?,
+        rtt: a.path.rtt()?,
+        flows: a.flows,
+        sharing: if a.per_flow {
+            buffers::FlowSharing::PerFlow
+        } else {
+            buffers::FlowSharing::Shared
+        },
+        memory_budget: a.memory,
+        kernel,
+        kernel_source,
+        scaling_ratio: a
+            .scaling_ratio
+            .map(|r| kernel::scaling_ratio_from_fraction(r.get())),
+        adv_win_scale: a.adv_win_scale,
+        cc: a.cc,
+    };
+    if a.scaling_ratio.is_some_and(|r| r.get() == 0.0) {
+        anyhow::bail!("--scaling-ratio must be above zero; measured values are 0.5 to 0.86");
+    }
+    Ok(buffers::buffers(&query)?)
+}
+
+fn run_mathis(a: &MathisArgs) -> anyhow::Result<mathis::Mathis> {
+    let constant = match (a.constant, a.delayed_ack) {
+        (Some(c), _) => mathis::MathisConstant::Given(c),
+        (None, true) => mathis::MathisConstant::DelayedAck,
+        (None, false) => mathis::MathisConstant::Periodic,
+    };
+    let rtt = a.path.rtt()?;
+    let spec = a.path.spec();
+    let result = match (a.target_rate, spec.loss) {
+        (Some(target), _) => mathis::loss_for_rate(a.mss.mss, rtt, target, constant)?,
+        (None, Some(loss)) => mathis::rate_for_loss(a.mss.mss, rtt, loss, constant, spec.rate_bps)?,
+        (None, None) => anyhow::bail!(
+            "model mathis needs --loss (for the throughput bound) or --target-rate (for the \
+             largest loss rate that allows it)"
+        ),
+    };
+    Ok(result)
+}
+
+fn run_pftk(a: &PftkArgs) -> anyhow::Result<pftk::Pftk> {
+    Ok(pftk::pftk(&pftk::PftkQuery {
+        mss: a.mss.mss,
+        rtt: a.path.rtt()?,
+        loss: a.path.loss()?,
+        rto: a.rto,
+        packets_per_ack: a.packets_per_ack,
+        window: a.window,
+    })?)
+}
+
+fn run_ramp(a: &RampArgs) -> anyhow::Result<ramp::Ramp> {
+    let first = *a
+        .ssthresh
+        .first()
+        .context("--ssthresh needs at least one value, such as 65535 or inf")?;
+    Ok(ramp::ramp(
+        ramp::RampQuery {
+            rate: a.path.rate()?,
+            rtt: a.path.rtt()?,
+            mss: a.mss.mss,
+            initcwnd: a.initcwnd,
+            ssthresh: first,
+            cc: a.cc,
+            target: a.target,
+            window: a.window,
+        },
+        &a.ssthresh,
+    )?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kernel_is_read_from_an_osrelease_file() {
+        let dir = std::env::temp_dir().join(format!("tcptune-osrelease-{}", std::process::id()));
+        std::fs::write(&dir, "6.18.0-1-amd64\n").unwrap();
+        assert_eq!(kernel_from(&dir), Some(KernelVersion::new(6, 18)));
+        std::fs::write(&dir, "garbage\n").unwrap();
+        assert_eq!(kernel_from(&dir), None);
+        std::fs::remove_file(&dir).unwrap();
+        assert_eq!(kernel_from(&dir), None);
+    }
 }
