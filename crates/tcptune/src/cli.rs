@@ -50,6 +50,11 @@ pub enum Command {
         #[arg(long, value_name = "FILE")]
         snapshot: Option<std::path::PathBuf>,
     },
+    /// Redraw the HTML report, plots and summary.csv of an experiment's results directory.
+    Report {
+        /// A directory written by `tcptune lab run SPEC --out DIR`.
+        dir: std::path::PathBuf,
+    },
     /// Print the JSON Schema of a command's `--json` output (all of them without a name).
     Schema {
         /// Schema name as listed by `tcptune schema --list`, e.g. model-bdp.

@@ -36,5 +36,6 @@ pub fn all() -> Vec<SchemaEntry> {
         entry::<ramp::Ramp>("model-ramp", "model ramp"),
         entry::<tcptune_host::audit::Audit>("audit", "audit"),
         entry::<crate::cmd::TuneReport>("tune", "tune"),
+        entry::<crate::cmd::ReportResult>("report", "report"),
     ]
 }

@@ -5,9 +5,11 @@ use crate::Outcome;
 
 mod audit;
 mod model;
+mod report;
 mod schema;
 
 pub use audit::TuneReport;
+pub use report::ReportResult;
 
 pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
     match cli.command {
@@ -27,6 +29,7 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
             snapshot.as_deref(),
             cli.json,
         ),
+        Command::Report { dir } => report::run(&dir, cli.json),
         Command::Schema { name, list } => schema::run(name.as_deref(), list),
     }
 }
