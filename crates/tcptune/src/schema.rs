@@ -24,10 +24,24 @@ fn entry<T: JsonSchema>(name: &'static str, command: &'static str) -> SchemaEntr
     }
 }
 
+/// A schema of output that is not wrapped in the envelope (JSON lines, one object per line).
+fn line_entry<T: JsonSchema>(name: &'static str, command: &'static str) -> SchemaEntry {
+    SchemaEntry {
+        name,
+        command,
+        schema: schema_for!(T),
+    }
+}
+
 pub fn all() -> Vec<SchemaEntry> {
     use tcptune_model::bdp;
     vec![
         entry::<bdp::Bdp>("model-bdp", "model bdp"),
         entry::<bdp::WindowBound>("model-window", "model window"),
+        entry::<tcptune_diagnose::conn::ConnTable>("conns", "conns"),
+        line_entry::<tcptune_diagnose::conn::RecordLine>(
+            "watch-record",
+            "watch --json / --record (one per line)",
+        ),
     ]
 }
