@@ -39,9 +39,6 @@ pub fn all() -> Vec<SchemaEntry> {
         entry::<bdp::Bdp>("model-bdp", "model bdp"),
         entry::<bdp::WindowBound>("model-window", "model window"),
         entry::<tcptune_diagnose::conn::ConnTable>("conns", "conns"),
-        line_entry::<tcptune_diagnose::conn::RecordLine>(
-            "watch-record",
-            "watch --json / --record (one per line)",
-        ),
+        line_entry::<tcptune_diagnose::conn::RecordLine>("watch-record", "watch"),
     ]
 }
