@@ -55,6 +55,11 @@ pub enum Command {
         /// A directory written by `tcptune lab run SPEC --out DIR`.
         dir: std::path::PathBuf,
     },
+    /// List TCP connections with what limits each: figures from tcp_info and a verdict.
+    Conns(ConnsArgs),
+    /// Watch TCP connections live: a refreshing view sorted by throughput, one connection's
+    /// history, final statistics of closing connections, JSON-lines recording.
+    Watch(WatchArgs),
     /// Print the JSON Schema of a command's `--json` output (all of them without a name).
     Schema {
         /// Schema name as listed by `tcptune schema --list`, e.g. model-bdp.
@@ -307,4 +312,70 @@ pub struct RampArgs {
     /// Receive window cap: 65535, 4MiB.
     #[arg(long)]
     pub window: Option<Bytes>,
+}
+
+/// Which sockets, where: shared by `conns` and `watch`.
+#[derive(Args, Debug, Clone)]
+pub struct SockArgs {
+    /// Filter in the spirit of ss: `state established`, `dport 443`, `sport :5201`,
+    /// `port 1000-2000`, `dst 198.18.0.0/24`, `src [2001:2::1]:80`, `addr 198.18.0.2`, `ipv4`.
+    /// Different keys must all hold; a key given twice means either.
+    #[arg(value_name = "FILTER")]
+    pub filter: Vec<String>,
+    /// Look inside this named network namespace (`ip netns list`).
+    #[arg(long, value_name = "NAME", conflicts_with = "all_netns")]
+    pub netns: Option<String>,
+    /// Look in the current and every named network namespace.
+    #[arg(long)]
+    pub all_netns: bool,
+    /// Find the process owning each socket (scans /proc; slower).
+    #[arg(long, short = 'p')]
+    pub processes: bool,
+    /// The path's bottleneck rate, when known: verdicts then compare windows with the BDP.
+    #[arg(long)]
+    pub rate: Option<Rate>,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ConnsArgs {
+    #[command(flatten)]
+    pub sock: SockArgs,
+    /// Show every tcp_info field and socket memory.
+    #[arg(long)]
+    pub all: bool,
+    /// Take a second sample after this long and report rates and limit shares over it.
+    #[arg(long, value_name = "DURATION")]
+    pub over: Option<Dur>,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct WatchArgs {
+    #[command(flatten)]
+    pub sock: SockArgs,
+    /// Time between samples: 1s, 100ms; down to 1ms when watching one connection.
+    #[arg(long, default_value = "1s")]
+    pub interval: Dur,
+    /// Stop after this many samples (default: until interrupted).
+    #[arg(long)]
+    pub count: Option<u64>,
+    /// Stop after this long (default: until interrupted).
+    #[arg(long, value_name = "DURATION")]
+    pub duration: Option<Dur>,
+    /// Show one connection in detail with its history (the filter must match exactly one, or
+    /// give its cookie with --cookie).
+    #[arg(long)]
+    pub detail: bool,
+    /// The connection to show in detail, by socket cookie (from `conns --all`).
+    #[arg(long)]
+    pub cookie: Option<u64>,
+    /// Append every sample as a JSON line to FILE (read by the report tools).
+    #[arg(long, value_name = "FILE")]
+    pub record: Option<std::path::PathBuf>,
+    /// Print the final statistics of each connection as it closes (kernel destroy events),
+    /// instead of the refreshing view.
+    #[arg(long)]
+    pub closed: bool,
+    /// How many rows the live view shows.
+    #[arg(long, default_value_t = 20)]
+    pub top: usize,
 }

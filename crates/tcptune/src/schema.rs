@@ -24,6 +24,15 @@ fn entry<T: JsonSchema>(name: &'static str, command: &'static str) -> SchemaEntr
     }
 }
 
+/// A schema of output that is not wrapped in the envelope (JSON lines, one object per line).
+fn line_entry<T: JsonSchema>(name: &'static str, command: &'static str) -> SchemaEntry {
+    SchemaEntry {
+        name,
+        command,
+        schema: schema_for!(T),
+    }
+}
+
 pub fn all() -> Vec<SchemaEntry> {
     use tcptune_model::{bdp, buffers, cubic, mathis, pftk, ramp};
     vec![
@@ -37,5 +46,7 @@ pub fn all() -> Vec<SchemaEntry> {
         entry::<tcptune_host::audit::Audit>("audit", "audit"),
         entry::<crate::cmd::TuneReport>("tune", "tune"),
         entry::<crate::cmd::ReportResult>("report", "report"),
+        entry::<tcptune_diagnose::conn::ConnTable>("conns", "conns"),
+        line_entry::<tcptune_diagnose::conn::RecordLine>("watch-record", "watch"),
     ]
 }

@@ -4,9 +4,11 @@ use crate::cli::{Cli, Command};
 use crate::Outcome;
 
 mod audit;
+mod conns;
 mod model;
 mod report;
 mod schema;
+mod watch;
 
 pub use audit::TuneReport;
 pub use report::ReportResult;
@@ -30,6 +32,8 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
             cli.json,
         ),
         Command::Report { dir } => report::run(&dir, cli.json),
+        Command::Conns(args) => conns::run(args, cli.json),
+        Command::Watch(args) => watch::run(args, cli.json),
         Command::Schema { name, list } => schema::run(name.as_deref(), list),
     }
 }

@@ -1,0 +1,300 @@
+//! Rows of `tcptune conns` and `tcptune watch`: a socket as sock_diag reports it, joined with
+//! the figures and verdict derived from it (and from its previous sample, matched by cookie),
+//! plus the JSON-lines record format that `watch --record` writes and reports read back.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::net::SocketAddr;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use tcptune_kernel::procs::Owner;
+use tcptune_kernel::tcp_info::state_name;
+use tcptune_kernel::{BbrInfo, CongName, DiagSocket, SkMemInfo, TcpInfo};
+use tcptune_model::{Dur, Rate};
+
+use crate::{interval, size, snapshot, verdict, Context, Interval, Sample, Snapshot, Verdict};
+
+/// One connection with what limits it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Conn {
+    /// The named network namespace it lives in (absent: the current one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub netns: Option<String>,
+    /// TCP state as `ss` names it (ESTAB, CLOSE-WAIT, …).
+    pub state: String,
+    pub local: SocketAddr,
+    pub remote: SocketAddr,
+    /// The kernel's socket cookie (stable for the socket's life; joins samples).
+    pub cookie: u64,
+    pub uid: u32,
+    pub inode: u32,
+    /// The owning process, when asked for and found.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub process: Option<Owner>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub congestion: Option<CongName>,
+    /// Unread bytes queued for the application.
+    pub rqueue_bytes: u32,
+    /// Unacknowledged plus unsent bytes.
+    pub wqueue_bytes: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot: Option<Snapshot>,
+    /// Figures since the previous sample (watch, conns --over).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interval: Option<Interval>,
+    pub verdict: Verdict,
+    /// Every `tcp_info` field (with `--all`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tcp_info: Option<TcpInfo>,
+    /// Socket memory (with `--all`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skmem: Option<SkMemInfo>,
+    /// BBR's model (with `--all`, when the socket uses BBR).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bbr: Option<BbrInfo>,
+}
+
+impl Conn {
+    /// Builds a row from a socket taken at `at`, and its previous sample if there is one.
+    pub fn new(
+        s: &DiagSocket,
+        at: Dur,
+        prev: Option<&Sample>,
+        ctx: &Context,
+        all: bool,
+    ) -> (Conn, Option<Sample>) {
+        let sample = s.info.as_ref().map(|info| Sample {
+            at_s: at,
+            info: info.clone(),
+            skmem: s.skmem,
+        });
+        let (snap, iv, v) = match &sample {
+            Some(b) => (
+                Some(snapshot(&b.info)),
+                prev.map(|a| interval(a, b)),
+                verdict(prev, b, ctx),
+            ),
+            None => (
+                None,
+                None,
+                Verdict {
+                    limit: crate::Limit::Unknown,
+                    share: None,
+                    text: "no tcp_info in this state".into(),
+                },
+            ),
+        };
+        let conn = Conn {
+            netns: None,
+            state: state_name(s.state).into(),
+            local: s.src,
+            remote: s.dst,
+            cookie: s.cookie,
+            uid: s.uid,
+            inode: s.inode,
+            process: None,
+            congestion: s.congestion,
+            rqueue_bytes: s.rqueue_bytes,
+            wqueue_bytes: s.wqueue_bytes,
+            snapshot: snap,
+            interval: iv,
+            verdict: v,
+            tcp_info: if all { s.info.clone() } else { None },
+            skmem: if all { s.skmem } else { None },
+            bbr: if all { s.bbr } else { None },
+        };
+        (conn, sample)
+    }
+
+    /// The rate used to sort rows: goodput over the interval, else the delivery rate.
+    pub fn sort_rate(&self) -> f64 {
+        self.interval
+            .as_ref()
+            .and_then(Interval::main_rate)
+            .or_else(|| self.snapshot.as_ref().and_then(|s| s.delivery_rate_bps))
+            .map(Rate::bps)
+            .unwrap_or(0.0)
+    }
+}
+
+/// Previous samples by (namespace, cookie), to turn dumps into intervals.
+#[derive(Default)]
+pub struct History {
+    prev: HashMap<(Option<String>, u64), Sample>,
+}
+
+impl History {
+    /// Rows for one dump taken at `at`; remembers this dump's samples for the next call.
+    pub fn rows(
+        &mut self,
+        netns: Option<&str>,
+        socks: &[DiagSocket],
+        at: Dur,
+        ctx: &Context,
+        all: bool,
+    ) -> Vec<Conn> {
+        let mut rows = Vec::with_capacity(socks.len());
+        for s in socks {
+            let key = (netns.map(str::to_string), s.cookie);
+            let (mut c, sample) = Conn::new(s, at, self.prev.get(&key), ctx, all);
+            c.netns = netns.map(str::to_string);
+            if let Some(sample) = sample {
+                self.prev.insert(key, sample);
+            }
+            rows.push(c);
+        }
+        rows
+    }
+
+    /// The latest sample of a connection.
+    pub fn get(&self, netns: Option<&str>, cookie: u64) -> Option<&Sample> {
+        self.prev.get(&(netns.map(str::to_string), cookie))
+    }
+
+    /// Forgets connections not seen in the latest dumps (keys not in `seen`).
+    pub fn retain(&mut self, seen: &std::collections::HashSet<(Option<String>, u64)>) {
+        self.prev.retain(|k, _| seen.contains(k));
+    }
+}
+
+/// The result of `tcptune conns`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ConnTable {
+    /// Connections, highest rate first.
+    pub connections: Vec<Conn>,
+    /// Show every field in text output.
+    #[serde(skip)]
+    pub all: bool,
+}
+
+fn rate_short(r: Option<Rate>) -> String {
+    r.map(|r| r.to_string().replace("bit/s", "b/s"))
+        .unwrap_or_else(|| "-".into())
+}
+
+impl fmt::Display for ConnTable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.connections.is_empty() {
+            return writeln!(f, "no TCP connections match");
+        }
+        writeln!(
+            f,
+            "{:<10} {:<24} {:<24} {:>9} {:>9} {:>9} {:>11} VERDICT",
+            "STATE", "LOCAL", "REMOTE", "RTT", "CWND", "PEER WND", "RATE"
+        )?;
+        for c in &self.connections {
+            let s = c.snapshot.as_ref();
+            let rate = c
+                .interval
+                .as_ref()
+                .and_then(Interval::main_rate)
+                .or_else(|| s.and_then(|s| s.delivery_rate_bps));
+            writeln!(
+                f,
+                "{:<10} {:<24} {:<24} {:>9} {:>9} {:>9} {:>11} {}",
+                c.state,
+                c.local.to_string(),
+                c.remote.to_string(),
+                s.and_then(|s| s.rtt_s)
+                    .map(|d| d.to_string())
+                    .unwrap_or_else(|| "-".into()),
+                s.and_then(|s| s.cwnd_bytes)
+                    .map(size)
+                    .unwrap_or_else(|| "-".into()),
+                s.and_then(|s| s.snd_wnd_bytes)
+                    .map(|w| size(w as u64))
+                    .unwrap_or_else(|| "-".into()),
+                rate_short(rate),
+                c.verdict.text
+            )?;
+            if self.all {
+                write_details(f, c)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+fn write_details(f: &mut fmt::Formatter<'_>, c: &Conn) -> fmt::Result {
+    let mut line = format!("    cookie {} uid {} inode {}", c.cookie, c.uid, c.inode);
+    if let Some(ns) = &c.netns {
+        line += &format!(" netns {ns}");
+    }
+    if let Some(p) = &c.process {
+        line += &format!(" process {} ({})", p.pid, p.comm);
+    }
+    if let Some(cc) = c.congestion {
+        line += &format!(" cc {cc}");
+    }
+    writeln!(f, "{line}")?;
+    if let Some(s) = &c.snapshot {
+        let n = &s.negotiated;
+        let flag = |b: Option<bool>, name: &str| match b {
+            Some(true) => format!(" {name}"),
+            _ => String::new(),
+        };
+        writeln!(
+            f,
+            "    options:{}{}{}{} wscale {}/{} mss {}",
+            flag(n.sack, "sack"),
+            flag(n.timestamps, "ts"),
+            flag(n.window_scaling, "wscale"),
+            flag(n.ecn, "ecn"),
+            n.snd_wscale.map(|v| v.to_string()).unwrap_or("-".into()),
+            n.rcv_wscale.map(|v| v.to_string()).unwrap_or("-".into()),
+            n.snd_mss.map(|v| v.to_string()).unwrap_or("-".into()),
+        )?;
+        if let Some(sh) = &s.lifetime_shares {
+            writeln!(
+                f,
+                "    lifetime busy: rwnd {:.0}% sndbuf {:.0}% network {:.0}%",
+                sh.rwnd * 100.0,
+                sh.sndbuf * 100.0,
+                sh.network * 100.0
+            )?;
+        }
+    }
+    if let Some(i) = &c.tcp_info {
+        // Every decoded field, in the kernel's order, as key=value pairs.
+        if let Ok(serde_json::Value::Object(m)) = serde_json::to_value(i) {
+            let pairs: Vec<String> = m.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            for chunk in pairs.chunks(8) {
+                writeln!(f, "    {}", chunk.join(" "))?;
+            }
+        }
+    }
+    if let Some(m) = &c.skmem {
+        writeln!(
+            f,
+            "    skmem: rmem {} rcvbuf {} wmem {} sndbuf {} queued {} drops {}",
+            m.rmem_alloc,
+            m.rcvbuf,
+            m.wmem_alloc,
+            m.sndbuf,
+            m.wmem_queued,
+            m.drops.unwrap_or(0)
+        )?;
+    }
+    Ok(())
+}
+
+/// One line of `watch --record FILE` (JSON lines): a sample of one connection, or its final
+/// statistics when it closed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct RecordLine {
+    /// Seconds since the watch started.
+    pub t_s: Dur,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub netns: Option<String>,
+    pub cookie: u64,
+    pub local: SocketAddr,
+    pub remote: SocketAddr,
+    pub state: String,
+    /// True for the final statistics of a closing connection (destroy event).
+    #[serde(default)]
+    pub closed: bool,
+    pub sample: Sample,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub congestion: Option<CongName>,
+}

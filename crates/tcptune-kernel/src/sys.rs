@@ -1,0 +1,546 @@
+//! The edge to the kernel: the NETLINK_SOCK_DIAG socket (dumps, exact queries, destroy
+//! events), entering a named network namespace, `getsockopt(TCP_INFO)` on our own sockets, and
+//! the running kernel's version. This is the only netlink I/O in tcptune; everything it
+//! receives is decoded by the sans-IO code in `diag.rs` and `tcp_info.rs`.
+
+use std::ffi::CString;
+use std::io;
+use std::net::SocketAddr;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use crate::diag::{self, DiagSocket, DumpRequest, AF_INET, AF_INET6};
+use crate::filter::Filter;
+use crate::tcp_info::{KernelVersion, TailLayout, TcpInfo};
+
+/// Why talking to the kernel failed. Messages are one sentence naming the object and the fix.
+#[derive(Debug, thiserror::Error)]
+pub enum KernelError {
+    #[error("cannot open a NETLINK_SOCK_DIAG socket: {0}")]
+    Socket(io::Error),
+    #[error("netlink {what} failed: {source}")]
+    Io {
+        what: &'static str,
+        source: io::Error,
+    },
+    #[error("the kernel refused the sock_diag request: {0}")]
+    Refused(io::Error),
+    #[error("cannot decode the kernel's answer: {0}")]
+    Decode(#[from] diag::DecodeError),
+    #[error("network namespace '{0}' does not exist; `ip netns list` shows the names")]
+    NoSuchNetns(String),
+    #[error("entering network namespace '{0}' needs root (CAP_SYS_ADMIN); run with sudo")]
+    NetnsPermission(String),
+    #[error("cannot enter network namespace '{name}': {source}")]
+    Netns { name: String, source: io::Error },
+}
+
+type Result<T> = std::result::Result<T, KernelError>;
+
+/// The running kernel's `major.minor`, from uname(2).
+pub fn kernel_version() -> Option<KernelVersion> {
+    static V: OnceLock<Option<KernelVersion>> = OnceLock::new();
+    *V.get_or_init(|| {
+        // SAFETY: utsname is plain bytes; uname fills it and NUL-terminates each field.
+        let mut u: libc::utsname = unsafe { std::mem::zeroed() };
+        if unsafe { libc::uname(&mut u) } != 0 {
+            return None;
+        }
+        let rel: Vec<u8> = u
+            .release
+            .iter()
+            .take_while(|&&c| c != 0)
+            .map(|&c| c as u8)
+            .collect();
+        KernelVersion::parse(&String::from_utf8_lossy(&rel))
+    })
+}
+
+/// The `tcp_info` tail layout of the running kernel (6.18 when the version is unknown).
+pub fn running_tail_layout() -> TailLayout {
+    kernel_version()
+        .map(TailLayout::for_kernel)
+        .unwrap_or(TailLayout::Linux6_18)
+}
+
+/// `getsockopt(fd, IPPROTO_TCP, TCP_INFO)` on one of our own sockets, through the same decoder
+/// as sock_diag answers.
+pub fn tcp_info_of(fd: BorrowedFd<'_>) -> io::Result<TcpInfo> {
+    Ok(TcpInfo::decode(&tcp_info_raw(fd)?, running_tail_layout()))
+}
+
+/// The raw `tcp_info` bytes of one of our own sockets, as long as the kernel's struct.
+pub fn tcp_info_raw(fd: BorrowedFd<'_>) -> io::Result<Vec<u8>> {
+    let mut buf = [0u8; 512];
+    let mut len = buf.len() as libc::socklen_t;
+    // SAFETY: buf is valid for len bytes; the kernel writes at most len and updates len.
+    let rc = unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            buf.as_mut_ptr().cast(),
+            &mut len,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(buf[..(len as usize).min(buf.len())].to_vec())
+}
+
+fn netlink_socket() -> io::Result<OwnedFd> {
+    // SAFETY: plain syscall; the returned fd is owned by us alone.
+    let fd = unsafe {
+        libc::socket(
+            libc::AF_NETLINK,
+            libc::SOCK_RAW | libc::SOCK_CLOEXEC,
+            libc::NETLINK_SOCK_DIAG,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: fd is a fresh descriptor nobody else owns.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    // A large receive buffer keeps destroy events from overflowing (ENOBUFS) in bursts.
+    setsockopt_int(&fd, libc::SOL_SOCKET, libc::SO_RCVBUF, 4 << 20)?;
+    Ok(fd)
+}
+
+fn setsockopt_int(fd: &OwnedFd, level: i32, name: i32, v: i32) -> io::Result<()> {
+    // SAFETY: v lives across the call and its size is passed.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            level,
+            name,
+            (&v as *const i32).cast(),
+            std::mem::size_of::<i32>() as libc::socklen_t,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// The receive buffer: the kernel sizes dump datagrams up to 32 KiB (more with 64 KiB pages),
+/// and a too-small buffer truncates them.
+const RECV_BUF: usize = 256 * 1024;
+
+/// A NETLINK_SOCK_DIAG socket, bound to the network namespace it was created in.
+pub struct Diag {
+    fd: OwnedFd,
+    seq: u32,
+    buf: Vec<u8>,
+    tail: TailLayout,
+}
+
+/// What one dump did, for callers that want to know (and the benchmark).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DumpStats {
+    pub datagrams: usize,
+    pub sockets: usize,
+    pub bytes: usize,
+    /// The socket tables changed during the dump (NLM_F_DUMP_INTR): some sockets may be
+    /// missing or repeated.
+    pub interrupted: bool,
+}
+
+impl Diag {
+    /// A sock_diag socket in the current network namespace.
+    pub fn open() -> Result<Diag> {
+        Ok(Diag {
+            fd: netlink_socket().map_err(KernelError::Socket)?,
+            seq: 0,
+            buf: vec![0u8; RECV_BUF],
+            tail: running_tail_layout(),
+        })
+    }
+
+    /// A sock_diag socket in the named network namespace (`/run/netns/NAME`, as `ip netns`
+    /// creates them). Only a short-lived helper thread enters the namespace; a netlink socket
+    /// stays bound to the namespace it was created in, so the rest of the process stays put.
+    pub fn open_in_netns(name: &str) -> Result<Diag> {
+        let fd = in_netns(name, netlink_socket)?.map_err(KernelError::Socket)?;
+        Ok(Diag {
+            fd,
+            seq: 0,
+            buf: vec![0u8; RECV_BUF],
+            tail: running_tail_layout(),
+        })
+    }
+
+    /// Opens in `netns` when given, else here.
+    pub fn open_maybe_in(netns: Option<&str>) -> Result<Diag> {
+        match netns {
+            Some(n) => Diag::open_in_netns(n),
+            None => Diag::open(),
+        }
+    }
+
+    fn send(&mut self, msg: &[u8]) -> Result<()> {
+        // SAFETY: a zeroed sockaddr_nl with nl_pid 0 addresses the kernel.
+        let mut to: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
+        to.nl_family = libc::AF_NETLINK as u16;
+        let rc = unsafe {
+            libc::sendto(
+                self.fd.as_raw_fd(),
+                msg.as_ptr().cast(),
+                msg.len(),
+                0,
+                (&to as *const libc::sockaddr_nl).cast(),
+                std::mem::size_of::<libc::sockaddr_nl>() as libc::socklen_t,
+            )
+        };
+        if rc < 0 {
+            return Err(KernelError::Io {
+                what: "send",
+                source: io::Error::last_os_error(),
+            });
+        }
+        Ok(())
+    }
+
+    fn recv(&mut self) -> Result<usize> {
+        loop {
+            // SAFETY: buf is valid for its length.
+            let n = unsafe {
+                libc::recv(
+                    self.fd.as_raw_fd(),
+                    self.buf.as_mut_ptr().cast(),
+                    self.buf.len(),
+                    0,
+                )
+            };
+            if n < 0 {
+                let e = io::Error::last_os_error();
+                if e.kind() == io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return Err(KernelError::Io {
+                    what: "receive",
+                    source: e,
+                });
+            }
+            return Ok(n as usize);
+        }
+    }
+
+    /// Sends one dump request and hands each socket's raw `inet_diag_msg` payload to `each`.
+    /// The building block of [`Diag::dump`]; the benchmark uses it to time the kernel alone.
+    pub fn dump_raw(
+        &mut self,
+        req: &DumpRequest,
+        mut each: impl FnMut(&[u8], TailLayout) -> Result<()>,
+    ) -> Result<DumpStats> {
+        self.seq = self.seq.wrapping_add(1);
+        let seq = self.seq;
+        self.send(&req.encode(seq))?;
+        let mut stats = DumpStats::default();
+        loop {
+            let n = self.recv()?;
+            stats.datagrams += 1;
+            stats.bytes += n;
+            // The buffer is swapped out while its messages are visited, so `each` may borrow
+            // it while `self` stays usable.
+            let buf = std::mem::take(&mut self.buf);
+            let mut done = false;
+            let mut result = Ok(());
+            for m in diag::messages(&buf[..n]) {
+                let m = match m {
+                    Ok(m) => m,
+                    Err(e) => {
+                        result = Err(e.into());
+                        break;
+                    }
+                };
+                if m.seq != seq {
+                    continue; // a stale answer to an earlier, abandoned request
+                }
+                if m.flags & diag::NLM_F_DUMP_INTR != 0 {
+                    stats.interrupted = true;
+                }
+                match m.kind {
+                    diag::SOCK_DIAG_BY_FAMILY => {
+                        stats.sockets += 1;
+                        if let Err(e) = each(m.payload, self.tail) {
+                            result = Err(e);
+                            break;
+                        }
+                    }
+                    diag::NLMSG_DONE => {
+                        done = true;
+                        break;
+                    }
+                    diag::NLMSG_ERROR => {
+                        let code = diag::error_code(m.payload);
+                        if code != 0 {
+                            result = Err(KernelError::Refused(io::Error::from_raw_os_error(code)));
+                        }
+                        done = true;
+                        break;
+                    }
+                    _ => {}
+                }
+            }
+            self.buf = buf;
+            result?;
+            if done {
+                return Ok(stats);
+            }
+        }
+    }
+
+    /// Dumps the TCP sockets that pass `filter` (states and conditions applied by the kernel),
+    /// both families as the filter asks, with the extensions in `ext` (`diag::ext::*`).
+    pub fn dump(&mut self, filter: &Filter, ext: u8) -> Result<Vec<DiagSocket>> {
+        let mut out = Vec::new();
+        self.dump_each(filter, ext, |s| out.push(s))?;
+        Ok(out)
+    }
+
+    /// Like [`Diag::dump`], handing each socket to `each` instead of collecting them.
+    pub fn dump_each(
+        &mut self,
+        filter: &Filter,
+        ext: u8,
+        mut each: impl FnMut(DiagSocket),
+    ) -> Result<DumpStats> {
+        let bytecode = filter.bytecode();
+        let mut total = DumpStats::default();
+        for (family, wanted) in [(AF_INET, filter.ipv4), (AF_INET6, filter.ipv6)] {
+            if !wanted {
+                continue;
+            }
+            let req = DumpRequest {
+                family,
+                states: filter.states,
+                ext,
+                bytecode: bytecode.clone(),
+            };
+            let st = self.dump_raw(&req, |p, tail| {
+                each(DiagSocket::decode(p, tail)?);
+                Ok(())
+            })?;
+            total.datagrams += st.datagrams;
+            total.sockets += st.sockets;
+            total.bytes += st.bytes;
+            total.interrupted |= st.interrupted;
+        }
+        Ok(total)
+    }
+
+    /// Asks for exactly one socket by its local and remote address (no dump; cheap enough to
+    /// poll one connection at kHz rates). `None` when no such socket exists.
+    pub fn query(
+        &mut self,
+        src: SocketAddr,
+        dst: SocketAddr,
+        ext: u8,
+    ) -> Result<Option<DiagSocket>> {
+        self.seq = self.seq.wrapping_add(1);
+        let seq = self.seq;
+        self.send(&diag::exact_request(src, dst, ext, seq))?;
+        loop {
+            let n = self.recv()?;
+            for m in diag::messages(&self.buf[..n]) {
+                let m = m?;
+                if m.seq != seq {
+                    continue;
+                }
+                match m.kind {
+                    diag::SOCK_DIAG_BY_FAMILY => {
+                        return Ok(Some(DiagSocket::decode(m.payload, self.tail)?))
+                    }
+                    diag::NLMSG_ERROR | diag::NLMSG_DONE => {
+                        let code = diag::error_code(m.payload);
+                        if code == libc::ENOENT || code == 0 {
+                            return Ok(None);
+                        }
+                        return Err(KernelError::Refused(io::Error::from_raw_os_error(code)));
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+}
+
+/// Runs `f` on a helper thread that has entered the network namespace `/run/netns/NAME`.
+pub fn in_netns<T: Send>(name: &str, f: impl FnOnce() -> T + Send) -> Result<T> {
+    if name.is_empty() || name.contains('/') || name == "." || name == ".." {
+        return Err(KernelError::NoSuchNetns(name.into()));
+    }
+    let path = format!("/run/netns/{name}");
+    let cpath = CString::new(path).map_err(|_| KernelError::NoSuchNetns(name.into()))?;
+    std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                // SAFETY: cpath is a valid C string; the fd is owned below.
+                let fd = unsafe { libc::open(cpath.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+                if fd < 0 {
+                    let e = io::Error::last_os_error();
+                    return Err(match e.raw_os_error() {
+                        Some(libc::ENOENT) => KernelError::NoSuchNetns(name.into()),
+                        Some(libc::EACCES) | Some(libc::EPERM) => {
+                            KernelError::NetnsPermission(name.into())
+                        }
+                        _ => KernelError::Netns {
+                            name: name.into(),
+                            source: e,
+                        },
+                    });
+                }
+                // SAFETY: fd is ours.
+                let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+                // SAFETY: setns affects only this thread, which ends after `f`.
+                if unsafe { libc::setns(fd.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
+                    let e = io::Error::last_os_error();
+                    return Err(match e.raw_os_error() {
+                        Some(libc::EPERM) => KernelError::NetnsPermission(name.into()),
+                        Some(libc::EINVAL) => KernelError::NoSuchNetns(name.into()),
+                        _ => KernelError::Netns {
+                            name: name.into(),
+                            source: e,
+                        },
+                    });
+                }
+                Ok(f())
+            })
+            .join()
+            .unwrap_or_else(|p| std::panic::resume_unwind(p))
+    })
+}
+
+/// The named network namespaces (`ip netns list`), sorted.
+pub fn named_netns() -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir("/run/netns")
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .filter_map(|e| e.file_name().into_string().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+/// A subscription to the kernel's multicast of every TCP socket destruction
+/// (`SKNLGRP_INET_TCP_DESTROY` / `SKNLGRP_INET6_TCP_DESTROY`), each carrying the socket's
+/// final `tcp_info` — also for connections too short for any poll to see.
+pub struct DestroyEvents {
+    fd: OwnedFd,
+    buf: Vec<u8>,
+    tail: TailLayout,
+}
+
+const SKNLGRP_INET_TCP_DESTROY: i32 = 1;
+const SKNLGRP_INET6_TCP_DESTROY: i32 = 3;
+
+impl DestroyEvents {
+    /// Subscribes in the current namespace, or in `netns` when given.
+    pub fn subscribe(netns: Option<&str>) -> Result<DestroyEvents> {
+        let make = || -> io::Result<OwnedFd> {
+            let fd = netlink_socket()?;
+            // Bind first (port id chosen by the kernel): multicast is delivered to bound
+            // sockets only.
+            // SAFETY: a zeroed sockaddr_nl asks the kernel to pick the port id.
+            let mut local: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
+            local.nl_family = libc::AF_NETLINK as u16;
+            let rc = unsafe {
+                libc::bind(
+                    fd.as_raw_fd(),
+                    (&local as *const libc::sockaddr_nl).cast(),
+                    std::mem::size_of::<libc::sockaddr_nl>() as libc::socklen_t,
+                )
+            };
+            if rc != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            for g in [SKNLGRP_INET_TCP_DESTROY, SKNLGRP_INET6_TCP_DESTROY] {
+                setsockopt_int(&fd, libc::SOL_NETLINK, libc::NETLINK_ADD_MEMBERSHIP, g)?;
+            }
+            // Overflow is reported by a counter below rather than an error that ends the watch.
+            let _ = setsockopt_int(&fd, libc::SOL_NETLINK, libc::NETLINK_NO_ENOBUFS, 1);
+            Ok(fd)
+        };
+        let fd = match netns {
+            Some(n) => in_netns(n, make)?,
+            None => make(),
+        }
+        .map_err(KernelError::Socket)?;
+        Ok(DestroyEvents {
+            fd,
+            buf: vec![0u8; RECV_BUF],
+            tail: running_tail_layout(),
+        })
+    }
+
+    /// Waits up to `timeout` for events and returns the sockets destroyed (possibly none).
+    pub fn next(&mut self, timeout: Duration) -> Result<Vec<DiagSocket>> {
+        let mut out = Vec::new();
+        for d in self.next_raw(timeout)? {
+            for m in diag::messages(&d) {
+                let m = m?;
+                if m.kind == diag::SOCK_DIAG_BY_FAMILY {
+                    out.push(DiagSocket::decode(m.payload, self.tail)?);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Waits up to `timeout` and returns the raw datagrams queued (for fixtures).
+    pub fn next_raw(&mut self, timeout: Duration) -> Result<Vec<Vec<u8>>> {
+        let mut pfd = libc::pollfd {
+            fd: self.fd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
+        // SAFETY: one valid pollfd.
+        let rc = unsafe { libc::poll(&mut pfd, 1, ms) };
+        if rc < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                return Ok(Vec::new());
+            }
+            return Err(KernelError::Io {
+                what: "poll",
+                source: e,
+            });
+        }
+        let mut out = Vec::new();
+        if rc == 0 {
+            return Ok(out);
+        }
+        loop {
+            // SAFETY: buf is valid for its length; non-blocking so we drain what is queued.
+            let n = unsafe {
+                libc::recv(
+                    self.fd.as_raw_fd(),
+                    self.buf.as_mut_ptr().cast(),
+                    self.buf.len(),
+                    libc::MSG_DONTWAIT,
+                )
+            };
+            if n < 0 {
+                let e = io::Error::last_os_error();
+                match e.kind() {
+                    io::ErrorKind::WouldBlock => return Ok(out),
+                    io::ErrorKind::Interrupted => continue,
+                    _ => {
+                        return Err(KernelError::Io {
+                            what: "receive",
+                            source: e,
+                        })
+                    }
+                }
+            }
+            out.push(self.buf[..n as usize].to_vec());
+        }
+    }
+}

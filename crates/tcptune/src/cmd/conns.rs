@@ -1,0 +1,112 @@
+//! `tcptune conns`: one dump (or two, `--over`) of the TCP sockets that pass the filter, with
+//! figures and a verdict for each. Also the shared plumbing of `watch`: parsing the filter and
+//! opening a sock_diag socket per network namespace.
+
+use std::collections::HashSet;
+use std::time::Instant;
+
+use anyhow::Context as _;
+use tcptune_diagnose::conn::{Conn, ConnTable, History};
+use tcptune_diagnose::Context;
+use tcptune_kernel::diag::ext;
+use tcptune_kernel::{procs, sys, Diag, Filter};
+use tcptune_model::Dur;
+
+use crate::cli::{ConnsArgs, SockArgs};
+use crate::output;
+use crate::Outcome;
+
+/// A sock_diag socket and the namespace it looks into (`None`: ours).
+pub(super) struct Target {
+    pub netns: Option<String>,
+    pub diag: Diag,
+}
+
+pub(super) fn parse_filter(words: &[String]) -> anyhow::Result<Filter> {
+    let text = words.join(" ");
+    text.parse::<Filter>()
+        .with_context(|| format!("bad filter '{text}'"))
+}
+
+pub(super) fn targets(sock: &SockArgs) -> anyhow::Result<Vec<Target>> {
+    let mut names: Vec<Option<String>> = Vec::new();
+    if sock.all_netns {
+        names.push(None);
+        names.extend(sys::named_netns().into_iter().map(Some));
+    } else {
+        names.push(sock.netns.clone());
+    }
+    names
+        .into_iter()
+        .map(|netns| {
+            let diag = Diag::open_maybe_in(netns.as_deref())?;
+            Ok(Target { netns, diag })
+        })
+        .collect()
+}
+
+pub(super) fn context(sock: &SockArgs) -> Context {
+    Context {
+        path_rate: sock.rate,
+    }
+}
+
+pub(super) fn since(start: Instant) -> Dur {
+    Dur::from(start.elapsed())
+}
+
+/// Fills in owning processes (one /proc scan for all rows).
+pub(super) fn add_processes(rows: &mut [Conn]) {
+    let inodes: HashSet<u32> = rows.iter().map(|c| c.inode).filter(|&i| i != 0).collect();
+    let owners = procs::owners(&inodes);
+    for c in rows {
+        c.process = owners.get(&c.inode).cloned();
+    }
+}
+
+/// One dump of every target, turned into rows with the help of `history`.
+pub(super) fn sample_all(
+    targets: &mut [Target],
+    filter: &Filter,
+    history: &mut History,
+    start: Instant,
+    ctx: &Context,
+    all: bool,
+) -> anyhow::Result<Vec<Conn>> {
+    let mut rows = Vec::new();
+    for t in targets.iter_mut() {
+        let socks = t
+            .diag
+            .dump(filter, ext::TCPTUNE)
+            .with_context(|| match &t.netns {
+                Some(n) => format!("dumping sockets in network namespace '{n}'"),
+                None => "dumping sockets".to_string(),
+            })?;
+        let at = since(start);
+        rows.extend(history.rows(t.netns.as_deref(), &socks, at, ctx, all));
+    }
+    Ok(rows)
+}
+
+pub fn run(args: ConnsArgs, json: bool) -> anyhow::Result<Outcome> {
+    let filter = parse_filter(&args.sock.filter)?;
+    let mut targets = targets(&args.sock)?;
+    let ctx = context(&args.sock);
+    let start = Instant::now();
+    let mut history = History::default();
+    let mut rows = sample_all(&mut targets, &filter, &mut history, start, &ctx, args.all)?;
+    if let Some(over) = args.over {
+        std::thread::sleep(over.std());
+        rows = sample_all(&mut targets, &filter, &mut history, start, &ctx, args.all)?;
+    }
+    if args.sock.processes {
+        add_processes(&mut rows);
+    }
+    rows.sort_by(|a, b| b.sort_rate().total_cmp(&a.sort_rate()));
+    let table = ConnTable {
+        connections: rows,
+        all: args.all,
+    };
+    output::emit("conns", &table, json)?;
+    Ok(Outcome::Ok)
+}
