@@ -11,3 +11,4 @@ pub mod report;
 pub mod run;
 pub mod settings;
 pub mod spec;
+pub mod workload;

@@ -1,0 +1,525 @@
+//! Workloads on lab hosts, measured: iperf3 (the reference bulk test), an HTTP download with a
+//! real server and client (`python3 -m http.server`, `curl`), or any command per host. While
+//! the workload runs, the sender's connection is sampled through sock_diag inside the sender's
+//! network namespace, which gives the time series (cwnd, receive window, RTT, goodput), the
+//! limit shares and the verdict the same way `tcptune conns` computes them.
+//!
+//! This is the I/O edge of the experiment runner; hosts are reached through [`Hosts`], so the
+//! same code serves the lab and the privileged tests' plain namespaces.
+
+use std::net::IpAddr;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tcptune_diagnose::{interval, verdict, Context, Sample};
+use tcptune_kernel::diag::{ext, DiagSocket};
+use tcptune_kernel::filter::Filter;
+use tcptune_kernel::sys::{DestroyEvents, Diag};
+use tcptune_model::{Bytes, Dur, Rate};
+
+use crate::run::{LimitShares, Measurement, SeriesSample};
+use crate::settings::Settings;
+
+/// How to reach the lab's hosts.
+pub trait Hosts {
+    /// A command that runs `program` inside host `host` ("client" or "server").
+    fn command(&self, host: &str, program: &str) -> Command;
+    /// The network namespace (`ip netns` name) of `host`.
+    fn netns(&self, host: &str) -> String;
+    /// The address the other host reaches `host` at.
+    fn address(&self, host: &str) -> IpAddr;
+}
+
+/// A child process that is killed when dropped (a workload's server, a capture).
+struct Guard(Option<Child>);
+
+impl Guard {
+    fn stop(mut self) -> Option<std::process::Output> {
+        let mut c = self.0.take()?;
+        // SIGINT lets tcpdump flush and iperf3 print; then wait.
+        // SAFETY: kill(2) with a pid we own.
+        unsafe { libc::kill(c.id() as i32, libc::SIGINT) };
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while c.try_wait().ok().flatten().is_none() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let _ = c.kill();
+        c.wait_with_output().ok()
+    }
+}
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        if let Some(c) = &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// Waits until a socket listens on `port` in `netns` (a real event, polled with a deadline).
+fn wait_listening(netns: &str, port: u16, limit: Duration) -> Result<(), String> {
+    let filter: Filter = format!("state listening sport {port}")
+        .parse()
+        .map_err(|e| format!("{e}"))?;
+    let mut diag = Diag::open_in_netns(netns).map_err(|e| format!("{e}"))?;
+    let deadline = Instant::now() + limit;
+    loop {
+        if !diag
+            .dump(&filter, 0)
+            .map_err(|e| format!("{e}"))?
+            .is_empty()
+        {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err(format!(
+                "nothing listened on port {port} in {netns} within {limit:?}"
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+type Samples = Result<Vec<(Dur, DiagSocket)>, String>;
+
+/// Samples the connections matching a filter in a namespace until stopped, and records the
+/// final state of each matching connection as it closes (sock_diag destroy events), so a
+/// transfer shorter than the sampling period is still seen.
+struct Sampler {
+    netns: String,
+    filter: Filter,
+    stop: Arc<AtomicBool>,
+    polls: std::thread::JoinHandle<Samples>,
+    closes: std::thread::JoinHandle<Samples>,
+}
+
+impl Sampler {
+    fn start(netns: String, filter: Filter, period: Duration) -> Result<Sampler, String> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (netns_copy, filter_copy) = (netns.clone(), filter.clone());
+        let t0 = Instant::now();
+        // Subscribe before the workload starts so no close is missed.
+        let mut events = DestroyEvents::subscribe(Some(&netns)).map_err(|e| format!("{e}"))?;
+        let (flag, mut f) = (stop.clone(), filter.clone());
+        // A destroyed socket reports state CLOSE, which a connected-states filter would reject.
+        f.states = u32::MAX;
+        let closes = std::thread::spawn(move || {
+            let mut out = Vec::new();
+            let mut take = |batch: Vec<DiagSocket>, out: &mut Vec<(Dur, DiagSocket)>| {
+                for s in batch.into_iter().filter(|s| f.matches(s)) {
+                    out.push((Dur::from(t0.elapsed()), s));
+                }
+            };
+            while !flag.load(Ordering::Relaxed) {
+                take(
+                    events
+                        .next(Duration::from_millis(20))
+                        .map_err(|e| format!("{e}"))?,
+                    &mut out,
+                );
+            }
+            // Events queued before the stop are in the socket buffer already: drain them.
+            take(
+                events.next(Duration::ZERO).map_err(|e| format!("{e}"))?,
+                &mut out,
+            );
+            Ok(out)
+        });
+        let flag = stop.clone();
+        let polls = std::thread::spawn(move || {
+            let mut diag = Diag::open_in_netns(&netns).map_err(|e| format!("{e}"))?;
+            let mut out = Vec::new();
+            while !flag.load(Ordering::Relaxed) {
+                let at = Dur::from(t0.elapsed());
+                for s in diag
+                    .dump(&filter, ext::INFO | ext::SKMEMINFO)
+                    .map_err(|e| format!("{e}"))?
+                {
+                    out.push((at, s));
+                }
+                std::thread::sleep(period);
+            }
+            Ok(out)
+        });
+        Ok(Sampler {
+            netns: netns_copy,
+            filter: filter_copy,
+            stop,
+            polls,
+            closes,
+        })
+    }
+
+    /// Stops sampling once the workload's connections have closed (or after a grace period),
+    /// so their final statistics arrive as destroy events first.
+    fn finish(self) -> Samples {
+        const TIME_WAIT: u8 = 6;
+        if let Ok(mut diag) = Diag::open_in_netns(&self.netns) {
+            let deadline = Instant::now() + Duration::from_secs(3);
+            while Instant::now() < deadline {
+                match diag.dump(&self.filter, 0) {
+                    Ok(open) if open.iter().any(|s| s.state != TIME_WAIT) => {
+                        std::thread::sleep(Duration::from_millis(10))
+                    }
+                    _ => break,
+                }
+            }
+        }
+        self.stop.store(true, Ordering::Relaxed);
+        let panicked = |_| "the sampler thread panicked".to_string();
+        let mut all = self.polls.join().map_err(panicked)??;
+        all.extend(self.closes.join().map_err(panicked)??);
+        all.sort_by_key(|(at, _)| *at);
+        Ok(all)
+    }
+}
+
+/// What the samples of the busiest connection say.
+struct Observed {
+    series: Vec<SeriesSample>,
+    limits: Option<LimitShares>,
+    verdict: Option<String>,
+    rtt_min_s: Option<f64>,
+    rtt_mean_s: Option<f64>,
+    rtt_p99_s: Option<f64>,
+    retransmits: Option<u64>,
+}
+
+fn observe(samples: Vec<(Dur, DiagSocket)>, path_rate: Option<Rate>) -> Option<Observed> {
+    // The data connection is the one that moved the most bytes (iperf3 also has a control
+    // connection on the same port).
+    let busiest = samples
+        .iter()
+        .max_by_key(|(_, s)| s.info.as_ref().and_then(|i| i.bytes_acked).unwrap_or(0))?
+        .1
+        .cookie;
+    let conn: Vec<Sample> = samples
+        .into_iter()
+        .filter(|(_, s)| s.cookie == busiest)
+        .filter_map(|(at, s)| {
+            Some(Sample {
+                at_s: at,
+                info: s.info?,
+                skmem: s.skmem,
+            })
+        })
+        .collect();
+    let (first, last) = (conn.first()?, conn.last()?);
+    let mut series = Vec::with_capacity(conn.len());
+    let t0 = first.at_s.secs();
+    for w in conn.windows(2) {
+        let iv = interval(&w[0], &w[1]);
+        let i = &w[1].info;
+        series.push(SeriesSample {
+            t_s: w[1].at_s.secs() - t0,
+            goodput_bps: iv.goodput_bps.map(Rate::bps),
+            snd_cwnd_bytes: i.cwnd_bytes(),
+            rwnd_bytes: i.snd_wnd.map(u64::from),
+            rtt_s: i.srtt_us().map(|r| r as f64 / 1e6),
+            retransmits: i.total_retrans.map(u64::from),
+        });
+    }
+    let whole = interval(first, last);
+    // One sample (a transfer shorter than the period, seen only as it closed): judge the
+    // connection over its life.
+    let v = if conn.len() > 1 {
+        verdict(Some(first), last, &Context { path_rate })
+    } else {
+        verdict(None, last, &Context { path_rate })
+    };
+    let mut rtts: Vec<f64> = conn
+        .iter()
+        .filter_map(|s| s.info.srtt_us())
+        .map(|r| r as f64 / 1e6)
+        .collect();
+    rtts.sort_by(f64::total_cmp);
+    let p99 = rtts
+        .get(((rtts.len() as f64 * 0.99).ceil() as usize).saturating_sub(1))
+        .copied();
+    Some(Observed {
+        series,
+        limits: whole.shares.map(|s| LimitShares {
+            rwnd: s.rwnd,
+            sndbuf: s.sndbuf,
+            cwnd: s.network,
+            app: s.application.unwrap_or(0.0),
+        }),
+        verdict: Some(v.text),
+        rtt_min_s: last.info.min_rtt().map(|r| r as f64 / 1e6),
+        rtt_mean_s: (!rtts.is_empty()).then(|| rtts.iter().sum::<f64>() / rtts.len() as f64),
+        rtt_p99_s: p99,
+        retransmits: last.info.total_retrans.map(u64::from),
+    })
+}
+
+/// Which host sends the data.
+fn sender(s: &Settings) -> (&'static str, &'static str) {
+    let download = match (
+        s.get("workload.direction").map(String::as_str),
+        s.get("workload.kind").map(String::as_str),
+    ) {
+        (Some(d), _) => d == "download",
+        (None, Some("http")) => true,
+        _ => false,
+    };
+    if download {
+        ("server", "client")
+    } else {
+        ("client", "server")
+    }
+}
+
+fn spawn(mut cmd: Command) -> Result<Guard, String> {
+    let line = format!("{cmd:?}");
+    cmd.stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map(|c| Guard(Some(c)))
+        .map_err(|e| format!("cannot start {line}: {e}"))
+}
+
+fn run_to_end(mut cmd: Command, limit: Duration) -> Result<std::process::Output, String> {
+    let line = format!("{cmd:?}");
+    let mut g = spawn({
+        cmd.stdin(Stdio::null());
+        cmd
+    })?;
+    let start = Instant::now();
+    let child = g.0.as_mut().ok_or("no child")?;
+    while child.try_wait().map_err(|e| e.to_string())?.is_none() {
+        if start.elapsed() > limit {
+            return Err(format!("{line} did not finish within {limit:?}"));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out =
+        g.0.take()
+            .ok_or("no child")?
+            .wait_with_output()
+            .map_err(|e| e.to_string())?;
+    if !out.status.success() {
+        return Err(format!(
+            "{line} failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    Ok(out)
+}
+
+/// A workload's measurement and the sender's time series.
+#[derive(Debug, Clone, Default)]
+pub struct WorkloadResult {
+    pub measurement: Measurement,
+    pub series: Vec<SeriesSample>,
+}
+
+/// Runs the point's workload once and measures it. `port` should differ between trials that
+/// might overlap; `capture` is a pcap path to record on the client, with its snaplen.
+pub fn run(
+    hosts: &dyn Hosts,
+    s: &Settings,
+    port: u16,
+    capture: Option<(&std::path::Path, u32)>,
+) -> Result<WorkloadResult, String> {
+    let kind = s
+        .get("workload.kind")
+        .map(String::as_str)
+        .unwrap_or("iperf3");
+    let duration = s
+        .get("workload.duration")
+        .and_then(|d| d.parse::<Dur>().ok())
+        .unwrap_or(Dur::from_millis(10_000));
+    let path_rate = ["link.rate", "link.up.rate", "link.down.rate"]
+        .iter()
+        .find_map(|k| s.get(*k)?.parse::<Rate>().ok());
+    let (send_host, _recv_host) = sender(s);
+    let server_addr = hosts.address("server");
+
+    let cap = match capture {
+        Some((path, snaplen)) => {
+            let mut c = hosts.command("client", "tcpdump");
+            c.args(["-i", "any", "-s", &snaplen.to_string(), "-U", "-w"])
+                .arg(path);
+            c.args(["tcp", "port", &port.to_string()]);
+            let g = spawn(c)?;
+            Some(g)
+        }
+        None => None,
+    };
+
+    let filter: Filter = match send_host {
+        "client" => format!("dport {port}"),
+        _ => format!("sport {port}"),
+    }
+    .parse()
+    .map_err(|e| format!("{e}"))?;
+
+    let (measured, observed) = match kind {
+        "iperf3" | "bulk" => {
+            let mut srv = hosts.command("server", "iperf3");
+            srv.args(["-s", "-1", "-p", &port.to_string()]);
+            let server = spawn(srv)?;
+            wait_listening(&hosts.netns("server"), port, Duration::from_secs(10))?;
+            let sampler =
+                Sampler::start(hosts.netns(send_host), filter, Duration::from_millis(50))?;
+            let mut cli = hosts.command("client", "iperf3");
+            cli.args([
+                "-c",
+                &server_addr.to_string(),
+                "-p",
+                &port.to_string(),
+                "--json",
+            ]);
+            cli.args(["-t", &format!("{:.3}", duration.secs())]);
+            if send_host == "server" {
+                cli.arg("-R");
+            }
+            if let Some(p) = s.get("workload.parallel") {
+                cli.args(["-P", p]);
+            }
+            if let Some(cc) = s.get("workload.cc") {
+                cli.args(["-C", cc]);
+            }
+            let out = run_to_end(cli, duration.std() + Duration::from_secs(30));
+            let samples = sampler.finish();
+            drop(server);
+            let out = out?;
+            let v: serde_json::Value = serde_json::from_slice(&out.stdout)
+                .map_err(|e| format!("iperf3 printed no JSON result ({e})"))?;
+            if let Some(err) = v.get("error").and_then(|e| e.as_str()) {
+                return Err(format!("iperf3: {err}"));
+            }
+            let recv = &v["end"]["sum_received"];
+            let m = Measurement {
+                goodput_bps: recv["bits_per_second"]
+                    .as_f64()
+                    .ok_or("iperf3 reported no throughput")?,
+                bytes: recv["bytes"].as_u64().unwrap_or(0),
+                duration_s: recv["seconds"].as_f64().unwrap_or(duration.secs()),
+                retransmits: v["end"]["sum_sent"]["retransmits"].as_u64(),
+                ..Default::default()
+            };
+            (m, samples?)
+        }
+        "http" => {
+            let size = s
+                .get("workload.file_size")
+                .and_then(|b| b.parse::<Bytes>().ok())
+                .unwrap_or(Bytes::new(100_000_000));
+            let dir =
+                std::env::temp_dir().join(format!("tcptune-http-{}-{port}", std::process::id()));
+            std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+            let file = std::fs::File::create(dir.join("file")).map_err(|e| e.to_string())?;
+            file.set_len(size.get()).map_err(|e| e.to_string())?;
+            let mut srv = hosts.command("server", "python3");
+            srv.args([
+                "-m",
+                "http.server",
+                &port.to_string(),
+                "--bind",
+                &server_addr.to_string(),
+                "--directory",
+            ])
+            .arg(&dir);
+            let server = spawn(srv)?;
+            let listening = wait_listening(&hosts.netns("server"), port, Duration::from_secs(10));
+            let sampler =
+                Sampler::start(hosts.netns(send_host), filter, Duration::from_millis(50))?;
+            let mut cli = hosts.command("client", "curl");
+            let host = match server_addr {
+                IpAddr::V6(a) => format!("[{a}]"),
+                IpAddr::V4(a) => a.to_string(),
+            };
+            cli.args([
+                "-sS",
+                "-o",
+                "/dev/null",
+                "-w",
+                "%{size_download} %{time_total}",
+            ]);
+            cli.args(["--max-time", &format!("{:.0}", duration.secs().max(1.0))]);
+            cli.arg(format!("http://{host}:{port}/file"));
+            let out =
+                listening.and_then(|()| run_to_end(cli, duration.std() + Duration::from_secs(30)));
+            let samples = sampler.finish();
+            drop(server);
+            let _ = std::fs::remove_dir_all(&dir);
+            let out = out?;
+            let text = String::from_utf8_lossy(&out.stdout);
+            let mut it = text.split_whitespace();
+            let bytes: u64 = it
+                .next()
+                .and_then(|b| b.parse().ok())
+                .ok_or("curl reported no size")?;
+            let secs: f64 = it
+                .next()
+                .and_then(|t| t.parse().ok())
+                .ok_or("curl reported no time")?;
+            let m = Measurement {
+                goodput_bps: bytes as f64 * 8.0 / secs.max(1e-9),
+                bytes,
+                duration_s: secs,
+                ..Default::default()
+            };
+            (m, samples?)
+        }
+        "command" => {
+            let server = match s.get("workload.server_command") {
+                Some(c) => {
+                    let mut cmd = hosts.command("server", "sh");
+                    cmd.args(["-c", c]);
+                    Some(spawn(cmd)?)
+                }
+                None => None,
+            };
+            let sampler =
+                Sampler::start(hosts.netns(send_host), filter, Duration::from_millis(50))?;
+            let started = Instant::now();
+            let client = s
+                .get("workload.client_command")
+                .ok_or("workload kind command needs workload.client_command")?;
+            let mut cmd = hosts.command("client", "sh");
+            cmd.args(["-c", client]);
+            let out = run_to_end(cmd, duration.std() + Duration::from_secs(30));
+            let secs = started.elapsed().as_secs_f64();
+            let samples = sampler.finish()?;
+            drop(server);
+            out?;
+            // Goodput from what the busiest connection had acknowledged.
+            let bytes = samples
+                .iter()
+                .filter_map(|(_, s)| s.info.as_ref()?.bytes_acked)
+                .max()
+                .unwrap_or(0);
+            let m = Measurement {
+                goodput_bps: bytes as f64 * 8.0 / secs.max(1e-9),
+                bytes,
+                duration_s: secs,
+                ..Default::default()
+            };
+            (m, samples)
+        }
+        other => return Err(format!("workload kind '{other}' is unknown")),
+    };
+    if let Some(g) = cap {
+        g.stop();
+    }
+    let mut m = measured;
+    let mut series = Vec::new();
+    if let Some(o) = observe(observed, path_rate) {
+        m.retransmits = m.retransmits.or(o.retransmits);
+        m.rtt_min_s = o.rtt_min_s;
+        m.rtt_mean_s = o.rtt_mean_s;
+        m.rtt_p99_s = o.rtt_p99_s;
+        m.limits = o.limits;
+        m.verdict = o.verdict;
+        series = o.series;
+    }
+    Ok(WorkloadResult {
+        measurement: m,
+        series,
+    })
+}
