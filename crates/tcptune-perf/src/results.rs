@@ -63,13 +63,24 @@ fn number(m: &Map<String, Value>, key: &'static str) -> Option<f64> {
     m.get(key).and_then(Value::as_f64)
 }
 
+/// A whole number. iperf3 3.12 writes −1 through an unsigned conversion, as
+/// 18446744073709551615: values above i64::MAX are read back as the two's-complement
+/// negative they came from.
+fn integer(m: &Map<String, Value>, key: &'static str) -> Option<i64> {
+    let v = m.get(key)?;
+    v.as_i64()
+        .or_else(|| v.as_u64().map(|u| u as i64))
+        .or_else(|| v.as_f64().map(|f| f as i64))
+}
+
 impl Results {
     pub fn from_json(m: &Map<String, Value>) -> Result<Results, ResultsError> {
         let req = |k: &'static str| number(m, k).ok_or(ResultsError::Field(k, "a number"));
         let cpu_util_total = req("cpu_util_total")?;
         let cpu_util_user = req("cpu_util_user")?;
         let cpu_util_system = req("cpu_util_system")?;
-        let sender_has_retransmits = req("sender_has_retransmits")? as i64;
+        let sender_has_retransmits = integer(m, "sender_has_retransmits")
+            .ok_or(ResultsError::Field("sender_has_retransmits", "a number"))?;
         let list = m
             .get("streams")
             .and_then(Value::as_array)
@@ -84,24 +95,32 @@ impl Results {
                 field: "(entry)",
             })?;
             let req = |field: &'static str| {
-                number(s, field).ok_or(ResultsError::StreamField { index, field })
+                integer(s, field).ok_or(ResultsError::StreamField { index, field })
             };
-            let omitted_errors = number(s, "omitted_errors");
-            let omitted_packets = number(s, "omitted_packets");
+            let omitted_errors = integer(s, "omitted_errors");
+            let omitted_packets = integer(s, "omitted_packets");
             if omitted_errors.is_some() != omitted_packets.is_some() {
                 return Err(ResultsError::OmittedPair(index));
             }
-            // A negative byte count is nonsense; clamp rather than wrap.
-            let bytes = req("bytes")?;
+            let bytes = s
+                .get("bytes")
+                .and_then(|v| v.as_u64().or_else(|| v.as_f64().map(|f| f.max(0.0) as u64)))
+                .ok_or(ResultsError::StreamField {
+                    index,
+                    field: "bytes",
+                })?;
             streams.push(StreamResult {
-                id: req("id")? as i64,
-                bytes: if bytes > 0.0 { bytes as u64 } else { 0 },
-                retransmits: req("retransmits")? as i64,
-                jitter: req("jitter")?,
-                errors: req("errors")? as i64,
-                omitted_errors: omitted_errors.map(|v| v as i64),
-                packets: req("packets")? as i64,
-                omitted_packets: omitted_packets.map(|v| v as i64),
+                id: req("id")?,
+                bytes,
+                retransmits: req("retransmits")?,
+                jitter: number(s, "jitter").ok_or(ResultsError::StreamField {
+                    index,
+                    field: "jitter",
+                })?,
+                errors: req("errors")?,
+                omitted_errors,
+                packets: req("packets")?,
+                omitted_packets,
                 start_time: number(s, "start_time"),
                 end_time: number(s, "end_time"),
             });
