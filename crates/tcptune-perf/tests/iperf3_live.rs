@@ -167,8 +167,12 @@ fn receive(mut s: TcpStream) -> JoinHandle<u64> {
     })
 }
 
-#[test]
-fn our_client_against_iperf3_server() {
+/// A running `iperf3 -s -1`, its port, and its stdout lines so far (up to "Server listening").
+type StartedServer = (Reaped, u16, mpsc::Receiver<String>, Vec<String>);
+
+/// Starts `iperf3 -s -1` on a port that was free a moment ago; `None` if iperf3 exits before
+/// listening (another process took the port in between), so the caller can try again.
+fn start_iperf3_server() -> Option<StartedServer> {
     let port = {
         let l = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
         l.local_addr().unwrap().port()
@@ -182,7 +186,7 @@ fn our_client_against_iperf3_server() {
             .spawn()
             .unwrap(),
     ));
-    // Wait for the server's "Server listening" line (a pipe read, with a deadline).
+    // Wait for the "Server listening" line: a pipe read with a deadline.
     let stdout = server.child().stdout.take().unwrap();
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
@@ -191,17 +195,27 @@ fn our_client_against_iperf3_server() {
         }
     });
     let ready = Instant::now() + Duration::from_secs(10);
-    let mut server_output = Vec::new();
+    let mut output = Vec::new();
     loop {
-        let line = rx
-            .recv_timeout(ready.saturating_duration_since(Instant::now()))
-            .expect("iperf3 -s did not start listening");
-        let listening = line.contains("Server listening");
-        server_output.push(line);
-        if listening {
-            break;
+        match rx.recv_timeout(ready.saturating_duration_since(Instant::now())) {
+            Ok(line) => {
+                let listening = line.contains("Server listening");
+                output.push(line);
+                if listening {
+                    return Some((server, port, rx, output));
+                }
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => return None,
+            Err(mpsc::RecvTimeoutError::Timeout) => panic!("iperf3 -s is silent: {output:?}"),
         }
     }
+}
+
+#[test]
+fn our_client_against_iperf3_server() {
+    let (mut server, port, rx, mut server_output) = (0..5)
+        .find_map(|_| start_iperf3_server())
+        .expect("iperf3 -s did not start listening on a free port in five attempts");
 
     let start = Instant::now();
     let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
