@@ -108,7 +108,7 @@ impl Sampler {
         f.states = u32::MAX;
         let closes = std::thread::spawn(move || {
             let mut out = Vec::new();
-            let mut take = |batch: Vec<DiagSocket>, out: &mut Vec<(Dur, DiagSocket)>| {
+            let take = |batch: Vec<DiagSocket>, out: &mut Vec<(Dur, DiagSocket)>| {
                 for s in batch.into_iter().filter(|s| f.matches(s)) {
                     out.push((Dur::from(t0.elapsed()), s));
                 }

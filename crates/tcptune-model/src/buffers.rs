@@ -137,7 +137,8 @@ pub struct Buffers {
     pub so_sndbuf_bytes: Bytes,
     /// net.core.wmem_max needed to let that SO_SNDBUF through, bytes.
     pub wmem_max_bytes: Bytes,
-    /// Receive window scale Linux negotiates at SYN time with tcp_rmem max at the value above.
+    /// Receive window scale Linux negotiates at SYN time with tcp_rmem max at the value above
+    /// (and net.core.rmem_max no larger: the kernel uses the larger of the two).
     pub rcv_wscale: u8,
     /// Whether one flow needs more than the largest TCP window (65535 × 2^14 B).
     pub exceeds_max_window: bool,
