@@ -13,9 +13,9 @@
 //! 4. **corrupt**: one bit flipped where the receiver's checksum sees it;
 //! 5. **limit**: netem's `limit`, packets held anywhere including the delay line (optional);
 //! 6. **reorder**: a packet picked for reordering skips delay and rate and leaves at once;
-//! 7. **delay + jitter**, then **rate**: `departure = max(previous departure, arrival + delay)
-//!    + tx_time(len + overhead)`, exactly netem's arithmetic; in front of the rate sits the
-//!    bottleneck drop-tail **queue** (packets and/or bytes).
+//! 7. **delay + jitter**, then **rate**: departure is the later of the previous departure and
+//!    arrival + delay, plus tx_time(len + overhead): exactly netem's arithmetic. In front of
+//!    the rate sits the bottleneck drop-tail **queue** (packets and/or bytes).
 //!
 //! Where netem is odd, and what we do:
 //! - netem's `limit` counts packets still in the delay line, so a long delay caps the rate at
