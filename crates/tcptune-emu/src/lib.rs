@@ -6,7 +6,7 @@
 //! - [`config`]: the settings of a direction and of a link, validated;
 //! - [`rng`]: the seeded generator behind every random decision (same seed, same decisions).
 //!
-//! The TUN I/O edge lives in `sys` (Linux only).
+//! - `sys`: the TUN I/O edge and the event loop (Linux only).
 
 pub mod config;
 pub mod pipeline;
@@ -15,3 +15,5 @@ pub mod rng;
 pub use config::{ConfigError, Distribution, JitterOrder, LinkConfig, LinkSpec, Loss};
 pub use pipeline::{Counters, Direction, Nanos, Packet};
 pub use rng::Rng;
+#[cfg(target_os = "linux")]
+pub mod sys;

@@ -90,7 +90,9 @@ pub fn corrupt_ip(pkt: &mut [u8], rng: &mut Rng) {
     pkt[i] ^= 1 << rng.below(8);
 }
 
-/// Packets and bytes through one direction, and why packets were dropped.
+/// Packets and bytes through one direction, and why packets were dropped. Packets are the
+/// units the pipeline handled (an offloaded super-packet counts once); queue depths count
+/// wire packets.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Counters {
     /// Packets offered to the link (duplicates not included).
@@ -146,6 +148,8 @@ struct Slot {
     depart: Nanos,
     bytes: u64,
     cum_before: u64,
+    /// Wire packets before this one (a super-packet counts as the packets it stands for).
+    cum_pkts_before: u64,
 }
 
 /// Streams: one per impairment, so enabling one does not shift another's decisions.
@@ -176,6 +180,7 @@ pub struct Direction<P> {
     last_time: Nanos,
     rateq: VecDeque<Slot>,
     cum_bytes: u64,
+    cum_pkts: u64,
     counters: Counters,
 }
 
@@ -205,6 +210,7 @@ impl<P: Packet> Direction<P> {
             last_time: 0,
             rateq: VecDeque::new(),
             cum_bytes: 0,
+            cum_pkts: 0,
             counters: Counters::default(),
         })
     }
@@ -228,6 +234,7 @@ impl<P: Packet> Direction<P> {
             .iter()
             .filter(|s| s.arrive <= now && now < s.depart);
         let (n, b) = in_queue.fold((0, 0), |(n, b), s| (n + 1, b + s.bytes));
+        // (n counts slots; a slot may be a super-packet, close enough for a status display)
         c.queue_packets = n;
         c.queue_bytes = b;
         c.held_packets = self.held.len() as u64;
@@ -353,15 +360,17 @@ impl<P: Packet> Direction<P> {
                 }
                 // The packets still in the queue when this one reaches it.
                 let ahead = self.rateq.partition_point(|s| s.depart <= arrive);
-                let q_pkts = (self.rateq.len() - ahead) as u64;
-                let q_bytes = self
-                    .rateq
-                    .get(ahead)
-                    .map_or(0, |s| self.cum_bytes - s.cum_before);
+                let (q_pkts, q_bytes) = self.rateq.get(ahead).map_or((0, 0), |s| {
+                    (
+                        self.cum_pkts - s.cum_pkts_before,
+                        self.cum_bytes - s.cum_before,
+                    )
+                });
+                let n = u64::from(pkt.wire_packets());
                 let full_pkts = self
                     .cfg
                     .effective_queue_packets()
-                    .is_some_and(|l| q_pkts >= u64::from(l));
+                    .is_some_and(|l| q_pkts + n > u64::from(l));
                 let full_bytes = self
                     .cfg
                     .queue_bytes
@@ -370,15 +379,17 @@ impl<P: Packet> Direction<P> {
                     self.counters.dropped_queue += 1;
                     return;
                 }
-                self.counters.max_queue_packets = self.counters.max_queue_packets.max(q_pkts + 1);
+                self.counters.max_queue_packets = self.counters.max_queue_packets.max(q_pkts + n);
                 let depart = self.last_depart.max(arrive) + self.tx_time(&pkt);
                 self.rateq.push_back(Slot {
                     arrive,
                     depart,
                     bytes,
                     cum_before: self.cum_bytes,
+                    cum_pkts_before: self.cum_pkts,
                 });
                 self.cum_bytes += bytes;
+                self.cum_pkts += n;
                 self.last_depart = depart;
                 time = depart;
             }
