@@ -104,7 +104,7 @@ pub struct EmuStatus {
 #[serde(tag = "cmd", rename_all = "snake_case")]
 pub enum Request {
     Status,
-    SetLink { link: LinkSpec },
+    SetLink { link: Box<LinkSpec> },
     SetLineRate { side: Side, rate_bps: Option<Rate> },
     Stop,
 }
@@ -206,6 +206,7 @@ impl Emulator {
             Request::Status => Ok(Some(self.status())),
             Request::SetLink { link } => {
                 link.validate().map_err(|e| e.to_string())?;
+                let link = *link;
                 self.up
                     .set_config(link.up.clone())
                     .map_err(|e| e.to_string())?;

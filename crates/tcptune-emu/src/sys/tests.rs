@@ -66,9 +66,14 @@ fn ping_crosses_the_emulator_with_the_configured_delay_and_status_counts_it() {
     let mut lossy = st.link.clone();
     lossy.up.loss = crate::config::Loss::EveryNth { n: 2 };
     assert!(
-        request(&sock, &Request::SetLink { link: lossy })
-            .unwrap()
-            .ok
+        request(
+            &sock,
+            &Request::SetLink {
+                link: Box::new(lossy)
+            }
+        )
+        .unwrap()
+        .ok
     );
     let st = request(&sock, &Request::Status).unwrap().status.unwrap();
     assert!(!st.offloads);
@@ -76,7 +81,13 @@ fn ping_crosses_the_emulator_with_the_configured_delay_and_status_counts_it() {
     let mut bad = st.link.clone();
     bad.up.reorder = tcptune_model::Probability::new(0.5).unwrap();
     bad.up.delay_s = Dur::ZERO;
-    let r = request(&sock, &Request::SetLink { link: bad }).unwrap();
+    let r = request(
+        &sock,
+        &Request::SetLink {
+            link: Box::new(bad),
+        },
+    )
+    .unwrap();
     assert!(!r.ok && r.error.unwrap().contains("delay"));
 
     // SAFETY: writing one byte to our own pipe.
