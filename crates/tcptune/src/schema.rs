@@ -29,5 +29,9 @@ pub fn all() -> Vec<SchemaEntry> {
     vec![
         entry::<bdp::Bdp>("model-bdp", "model bdp"),
         entry::<bdp::WindowBound>("model-window", "model window"),
+        entry::<tcptune_lab::LabStatus>("lab-up", "lab up"),
+        entry::<tcptune_lab::LabList>("lab-status", "lab status"),
+        entry::<tcptune_lab::LabStatus>("lab-set", "lab set"),
+        entry::<tcptune_lab::Removed>("lab-down", "lab down"),
     ]
 }
