@@ -5,6 +5,7 @@ use crate::Outcome;
 
 mod audit;
 mod conns;
+mod lab;
 mod model;
 mod report;
 mod schema;
@@ -34,6 +35,7 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Report { dir } => report::run(&dir, cli.json),
         Command::Conns(args) => conns::run(args, cli.json),
         Command::Watch(args) => watch::run(args, cli.json),
+        Command::Lab { lab } => lab::run(*lab, cli.json),
         Command::Schema { name, list } => schema::run(name.as_deref(), list),
     }
 }
