@@ -30,7 +30,8 @@ pub struct Theory {
     pub window_bound_bps: Option<f64>,
     /// Mathis et al. (C = √(3/2)) for the configured loss.
     pub mathis_bps: Option<f64>,
-    /// The smallest of the three: what the point should reach.
+    /// The smallest of the payload share of the path rate, the window bound and Mathis: what
+    /// the point should reach.
     pub expected_bps: Option<f64>,
 }
 
@@ -89,7 +90,7 @@ pub fn theory(s: &Settings) -> Theory {
     let rtt_s = (rtt > 0.0).then_some(rtt);
     // The window a receiver can advertise: an explicit SO_RCVBUF v gives 2v × ratio; autotuning
     // grows to tcp_rmem[2] × ratio. The ratio is taken as ½ (6.6+ kernels' floor).
-    let window = match s.get(&format!("{receiver}.rcvbuf")) {
+    let window = match s.get("workload.window") {
         Some(v) => v.parse::<Bytes>().ok().map(|b| b.get() as f64),
         None => s
             .get(&format!("{receiver}.sysctl.net.ipv4.tcp_rmem"))
@@ -335,7 +336,7 @@ fn goodput_chart(points: &[PointSummary], title: &str) -> Chart {
             .collect();
         if !expected.is_empty() {
             let label = if name.is_empty() {
-                "expected: min(path rate, window/RTT, Mathis)".to_string()
+                "expected: min(payload rate, window/RTT, Mathis)".to_string()
             } else {
                 format!("{name}: expected")
             };
@@ -500,7 +501,7 @@ pub fn write_report(dir: &Path) -> Result<ReportFiles, RunError> {
     );
     let mut figures: Vec<Block> = svgs.iter().take(1).map(|s| Block::Svg(s.clone())).collect();
     figures.push(Block::Text(
-        "Dashed: what the models expect for each point's settings, the smallest of the path rate, the receive window over the RTT (half the configured receive buffer, the share a 6.6+ kernel advertises at least) and the Mathis bound for the configured loss (C = √(3/2)).".into(),
+        "Dashed: what the models expect for each point's settings, the smallest of the path's payload rate (the link rate × MSS / (MTU + per-packet overhead)), the receive window over the RTT (half the configured receive buffer, the share a 6.6+ kernel advertises at least) and the Mathis bound for the configured loss (C = √(3/2)).".into(),
     ));
     page.section("Goodput against the swept setting", figures);
     if svgs.len() > 1 {
@@ -637,9 +638,9 @@ mod tests {
         // Mathis: 1448 B × 8 / 20 ms × 1.2247 / 0.1 = 7.09 Mbit/s.
         assert!((t.mathis_bps.unwrap() - 1448.0 * 8.0 / 0.02 * 1.5f64.sqrt() / 0.1).abs() < 1.0);
         assert_eq!(t.expected_bps, t.mathis_bps);
-        // A download is limited by the client's receive buffer.
+        // An explicit socket buffer (iperf3 -w, both ends) gives a window of about its size.
         s.insert("workload.direction".into(), "download".into());
-        s.insert("client.rcvbuf".into(), "64KiB".into());
+        s.insert("workload.window".into(), "64KiB".into());
         assert!((theory(&s).window_bound_bps.unwrap() - 65536.0 * 8.0 / 0.02).abs() < 1e-6);
     }
 

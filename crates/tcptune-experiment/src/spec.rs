@@ -421,10 +421,10 @@ duration = "5s"
 
     #[test]
     fn errors_name_the_line_and_the_reason() {
-        let e = err("name = \"x\"\n[link]\nrate = \"100mbit\"\nrtt = \"10ms\"\n");
+        let e = err("name = \"x\"\n[link]\nrate = \"100mbit\"\nlatency = \"10ms\"\n");
         assert_eq!(e.line, Some(4), "{e}");
         assert!(
-            e.message.contains("'link.rtt' is not a known setting"),
+            e.message.contains("'link.latency' is not a known setting"),
             "{e}"
         );
 

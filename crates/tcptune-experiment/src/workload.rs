@@ -383,6 +383,11 @@ pub fn run(
             if let Some(cc) = s.get("workload.cc") {
                 cli.args(["-C", cc]);
             }
+            if let Some(w) = s.get("workload.window") {
+                // iperf3 -w sets SO_SNDBUF and SO_RCVBUF on both ends' data sockets.
+                let w = w.parse::<Bytes>().map_err(|e| e.to_string())?;
+                cli.args(["-w", &w.get().to_string()]);
+            }
             let out = run_to_end(cli, duration.std() + Duration::from_secs(30));
             let samples = sampler.finish();
             drop(server);

@@ -515,6 +515,21 @@ pub enum LabCommand {
         #[arg(long, value_name = "HOST.KEY=VALUE")]
         host: Vec<String>,
     },
+    /// Run an experiment: every trial of a TOML spec on fresh labs, then the report.
+    /// An interrupted run resumes where it stopped when run again with the same --out.
+    Run {
+        /// The experiment spec (TOML; see examples/).
+        spec: std::path::PathBuf,
+        /// Results directory (trials.jsonl, series/, summary.csv, report.html, plots/).
+        #[arg(long)]
+        out: std::path::PathBuf,
+        /// Name of the labs the trials use.
+        #[arg(long, default_value = "exp")]
+        name: String,
+        /// Only check the spec and print the plan; run nothing.
+        #[arg(long)]
+        check: bool,
+    },
     /// Remove a lab (or all labs, including leftovers of killed ones).
     Down {
         #[arg(long, required_unless_present = "all", conflicts_with = "all")]

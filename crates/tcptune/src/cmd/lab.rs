@@ -18,6 +18,12 @@ fn apply(spec: &mut LabSpec, link: &LinkArgs, hosts: &[String]) -> anyhow::Resul
 
 pub fn run(cmd: LabCommand, json: bool) -> anyhow::Result<Outcome> {
     match cmd {
+        LabCommand::Run {
+            spec,
+            out,
+            name,
+            check,
+        } => return super::experiment::run(&spec, &out, &name, check, json),
         LabCommand::Up {
             name,
             link,

@@ -5,6 +5,7 @@ use crate::Outcome;
 
 mod audit;
 mod conns;
+mod experiment;
 mod lab;
 mod model;
 mod report;
