@@ -163,7 +163,13 @@ pub fn summarize(plan: &StoredPlan, records: &[TrialRecord]) -> Vec<PointSummary
             PointSummary {
                 index: p.index,
                 label: p.label(),
-                varied: p.varied.clone(),
+                // What names the point: a row label stands for the settings of its group.
+                varied: p
+                    .varied
+                    .iter()
+                    .filter(|(k, _)| !p.labelled(k))
+                    .cloned()
+                    .collect(),
                 goodput_bps: stats(&ok.iter().map(|m| m.goodput_bps).collect::<Vec<_>>()),
                 retransmits_mean: mean(
                     ok.iter()

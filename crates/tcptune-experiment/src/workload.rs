@@ -283,28 +283,44 @@ fn spawn(mut cmd: Command) -> Result<Guard, String> {
 
 fn run_to_end(mut cmd: Command, limit: Duration) -> Result<std::process::Output, String> {
     let line = format!("{cmd:?}");
-    let mut g = spawn({
-        cmd.stdin(Stdio::null());
-        cmd
-    })?;
-    let start = Instant::now();
-    let child = g.0.as_mut().ok_or("no child")?;
-    while child.try_wait().map_err(|e| e.to_string())?.is_none() {
-        if start.elapsed() > limit {
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let child = cmd
+        .spawn()
+        .map_err(|e| format!("cannot start {line}: {e}"))?;
+    let pid = child.id();
+    // Collect the output on a thread (draining the pipes so the child never blocks on them)
+    // and wait for it with a deadline.
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    let out = match rx.recv_timeout(limit) {
+        Ok(r) => r.map_err(|e| format!("{line}: {e}"))?,
+        Err(_) => {
+            // SAFETY: kill(2) on the pid of our own child, which has not been reaped.
+            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
             return Err(format!("{line} did not finish within {limit:?}"));
         }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let out =
-        g.0.take()
-            .ok_or("no child")?
-            .wait_with_output()
-            .map_err(|e| e.to_string())?;
+    };
     if !out.status.success() {
-        return Err(format!(
-            "{line} failed: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
+        // iperf3 --json reports its error in the JSON on stdout, not on stderr.
+        let json_error = serde_json::from_slice::<serde_json::Value>(&out.stdout)
+            .ok()
+            .and_then(|v| v.get("error").and_then(|e| e.as_str()).map(str::to_string));
+        let why = json_error.unwrap_or_else(|| {
+            let err = String::from_utf8_lossy(&out.stderr).trim().to_string();
+            if err.is_empty() {
+                let so = String::from_utf8_lossy(&out.stdout);
+                so.chars()
+                    .skip(so.chars().count().saturating_sub(300))
+                    .collect()
+            } else {
+                err
+            }
+        });
+        return Err(format!("{line} failed ({}): {why}", out.status));
     }
     Ok(out)
 }
