@@ -195,6 +195,15 @@ impl TrialRunner for LabRunner {
             .collect();
         std::fs::write(dir.join(&series_rel), lines).map_err(|e| e.to_string())?;
         m.series = Some(series_rel);
+        let receiver_rel = format!("series/{}-receiver.jsonl", trial.id);
+        let lines: String = result
+            .receiver_series
+            .iter()
+            .filter_map(|s| serde_json::to_string(s).ok())
+            .map(|l| l + "\n")
+            .collect();
+        std::fs::write(dir.join(&receiver_rel), lines).map_err(|e| e.to_string())?;
+        m.receiver_series = Some(receiver_rel);
         m.capture = capture.map(|(rel, _)| rel);
         m.link = tcptune_lab::lab::status(Some(&self.lab))
             .ok()

@@ -220,6 +220,7 @@ fn observe(samples: Vec<(Dur, DiagSocket)>, path_rate: Option<Rate>) -> Option<O
             rwnd_bytes: i.snd_wnd.map(u64::from),
             rtt_s: i.srtt_us().map(|r| r as f64 / 1e6),
             retransmits: i.total_retrans.map(u64::from),
+            ..Default::default()
         });
     }
     let whole = interval(first, last);
@@ -325,11 +326,53 @@ fn run_to_end(mut cmd: Command, limit: Duration) -> Result<std::process::Output,
     Ok(out)
 }
 
-/// A workload's measurement and the sender's time series.
+/// A workload's measurement and the time series of both ends.
 #[derive(Debug, Clone, Default)]
 pub struct WorkloadResult {
     pub measurement: Measurement,
+    /// The sender's connection.
     pub series: Vec<SeriesSample>,
+    /// The receiver's connection: bytes received, the window it advertises, its receive space.
+    pub receiver_series: Vec<SeriesSample>,
+}
+
+/// The receiver's view, from the samples of its busiest connection.
+fn receiver_view(samples: Vec<(Dur, DiagSocket)>) -> Vec<SeriesSample> {
+    let Some(busiest) = samples
+        .iter()
+        .max_by_key(|(_, s)| s.info.as_ref().and_then(|i| i.bytes_received).unwrap_or(0))
+        .map(|(_, s)| s.cookie)
+    else {
+        return Vec::new();
+    };
+    let conn: Vec<(Dur, tcptune_kernel::tcp_info::TcpInfo)> = samples
+        .into_iter()
+        .filter(|(_, s)| s.cookie == busiest)
+        .filter_map(|(at, s)| Some((at, s.info?)))
+        .collect();
+    let Some(t0) = conn.first().map(|(at, _)| at.secs()) else {
+        return Vec::new();
+    };
+    conn.windows(2)
+        .map(|w| {
+            let ((ta, a), (tb, b)) = (&w[0], &w[1]);
+            let dt = tb.secs() - ta.secs();
+            let got = b
+                .bytes_received
+                .zip(a.bytes_received)
+                .map(|(b, a)| b.saturating_sub(a));
+            SeriesSample {
+                t_s: tb.secs() - t0,
+                goodput_bps: got.filter(|_| dt > 0.0).map(|g| g as f64 * 8.0 / dt),
+                snd_cwnd_bytes: None,
+                rwnd_bytes: b.rcv_wnd.map(u64::from),
+                rtt_s: b.rcv_rtt_us.filter(|r| *r > 0).map(|r| r as f64 / 1e6),
+                retransmits: None,
+                rcv_space_bytes: b.rcv_space.map(u64::from),
+                rcv_ssthresh_bytes: b.rcv_ssthresh.map(u64::from),
+            }
+        })
+        .collect()
 }
 
 /// Runs the point's workload once and measures it. `port` should differ between trials that
@@ -366,12 +409,29 @@ pub fn run(
         None => None,
     };
 
-    let filter: Filter = match send_host {
-        "client" => format!("dport {port}"),
-        _ => format!("sport {port}"),
-    }
-    .parse()
-    .map_err(|e| format!("{e}"))?;
+    let (filter, recv_filter): (String, String) = match send_host {
+        "client" => (format!("dport {port}"), format!("sport {port}")),
+        _ => (format!("sport {port}"), format!("dport {port}")),
+    };
+    let filter: Filter = filter.parse().map_err(|e| format!("{e}"))?;
+    let recv_filter: Filter = recv_filter.parse().map_err(|e| format!("{e}"))?;
+    let recv_host = if send_host == "client" {
+        "server"
+    } else {
+        "client"
+    };
+    // The receiver's socket is sampled from the moment its server listens (or at once).
+    let mut receiver: Option<Sampler> = None;
+    let mut start_receiver = || -> Result<(), String> {
+        if receiver.is_none() {
+            receiver = Some(Sampler::start(
+                hosts.netns(recv_host),
+                recv_filter.clone(),
+                Duration::from_millis(100),
+            )?);
+        }
+        Ok(())
+    };
 
     let (measured, observed) = match kind {
         "iperf3" | "bulk" => {
@@ -379,6 +439,7 @@ pub fn run(
             srv.args(["-s", "-1", "-p", &port.to_string()]);
             let server = spawn(srv)?;
             wait_listening(&hosts.netns("server"), port, Duration::from_secs(10))?;
+            start_receiver()?;
             let sampler =
                 Sampler::start(hosts.netns(send_host), filter, Duration::from_millis(50))?;
             let mut cli = hosts.command("client", "iperf3");
@@ -447,6 +508,7 @@ pub fn run(
             .arg(&dir);
             let server = spawn(srv)?;
             let listening = wait_listening(&hosts.netns("server"), port, Duration::from_secs(10));
+            start_receiver()?;
             let sampler =
                 Sampler::start(hosts.netns(send_host), filter, Duration::from_millis(50))?;
             let mut cli = hosts.command("client", "curl");
@@ -496,6 +558,7 @@ pub fn run(
                 }
                 None => None,
             };
+            start_receiver()?;
             let sampler =
                 Sampler::start(hosts.netns(send_host), filter, Duration::from_millis(50))?;
             let started = Instant::now();
@@ -528,6 +591,10 @@ pub fn run(
     if let Some(g) = cap {
         g.stop();
     }
+    let receiver_series = match receiver {
+        Some(r) => receiver_view(r.finish()?),
+        None => Vec::new(),
+    };
     let mut m = measured;
     let mut series = Vec::new();
     if let Some(o) = observe(observed, path_rate) {
@@ -542,5 +609,6 @@ pub fn run(
     Ok(WorkloadResult {
         measurement: m,
         series,
+        receiver_series,
     })
 }
