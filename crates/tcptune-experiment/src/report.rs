@@ -81,9 +81,15 @@ pub fn theory(s: &Settings) -> Theory {
     let rate = link("rate")
         .and_then(|v| v.parse::<Rate>().ok())
         .map(Rate::bps);
+    // Each direction's one-way delay; a link `rtt` counts half in each direction.
     let delay = |d: &str| {
         get(s, &[&format!("link.{d}.delay"), "link.delay"])
             .and_then(|v| v.parse::<Dur>().ok())
+            .or_else(|| {
+                get(s, &[&format!("link.{d}.rtt"), "link.rtt"])
+                    .and_then(|v| v.parse::<Dur>().ok())
+                    .map(|r| Dur::from_nanos(r.nanos() / 2))
+            })
             .unwrap_or(Dur::ZERO)
     };
     let rtt = delay("up").secs() + delay("down").secs();
@@ -115,7 +121,13 @@ pub fn theory(s: &Settings) -> Theory {
     let mathis_bps = loss
         .zip(rtt_s)
         .map(|(p, r)| mss * 8.0 / r * 1.5f64.sqrt() / p.sqrt());
-    let expected_bps = [rate, window_bound_bps, mathis_bps]
+    // TCP payload's share of the wire rate: MSS of every MTU plus the link's per-packet
+    // overhead (the emulator counts 14 bytes, an Ethernet header, unless told otherwise).
+    let overhead = link("overhead")
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .unwrap_or(14.0);
+    let payload_rate = rate.map(|r| r * mss / (mtu + overhead));
+    let expected_bps = [payload_rate, window_bound_bps, mathis_bps]
         .into_iter()
         .flatten()
         .reduce(f64::min);
@@ -644,6 +656,13 @@ mod tests {
         // Mathis: 1448 B × 8 / 20 ms × 1.2247 / 0.1 = 7.09 Mbit/s.
         assert!((t.mathis_bps.unwrap() - 1448.0 * 8.0 / 0.02 * 1.5f64.sqrt() / 0.1).abs() < 1.0);
         assert_eq!(t.expected_bps, t.mathis_bps);
+        // A link rtt splits into both directions; the path's payload rate caps the expectation.
+        let mut r = Settings::new();
+        r.insert("link.rate".into(), "100mbit".into());
+        r.insert("link.rtt".into(), "20ms".into());
+        let t = theory(&r);
+        assert_eq!(t.rtt_s, Some(0.02));
+        assert!((t.expected_bps.unwrap() - 100e6 * 1448.0 / 1514.0).abs() < 1.0);
         // An explicit socket buffer (iperf3 -w, both ends) gives a window of about its size.
         s.insert("workload.direction".into(), "download".into());
         s.insert("workload.window".into(), "64KiB".into());
