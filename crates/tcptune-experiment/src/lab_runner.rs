@@ -163,6 +163,10 @@ impl TrialRunner for LabRunner {
         })
     }
 
+    fn should_stop(&self) -> bool {
+        tcptune_lab::os::interrupted()
+    }
+
     fn run(&mut self, point: &Point, trial: &Trial, dir: &Path) -> Result<Measurement, String> {
         let spec = lab_spec(&point.settings, trial.seed)?;
         tcptune_lab::lab::up(&self.lab, spec).map_err(|e| format!("lab up: {e}"))?;
