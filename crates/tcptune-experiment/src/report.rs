@@ -270,6 +270,41 @@ fn numeric(key: &str, value: &str) -> Option<(f64, &'static str)> {
 
 /// The goodput chart: x from the first swept setting, one series per combination of the others.
 fn goodput_chart(points: &[PointSummary], title: &str) -> Chart {
+    // The x axis is the first swept setting that is a number at every point and takes at least
+    // three values (a buffer size rather than a congestion control's name); the other settings
+    // make one series per combination.
+    let keys: Vec<String> = points
+        .first()
+        .map(|p| p.varied.iter().map(|(k, _)| k.clone()).collect())
+        .unwrap_or_default();
+    let axis = keys.iter().position(|k| {
+        let values: std::collections::BTreeSet<&str> = points
+            .iter()
+            .filter_map(|p| {
+                p.varied
+                    .iter()
+                    .find(|(pk, _)| pk == k)
+                    .map(|(_, v)| v.as_str())
+            })
+            .collect();
+        values.len() >= 3 && values.iter().all(|v| numeric(k, v).is_some())
+    });
+    let reordered: Vec<PointSummary>;
+    let points: &[PointSummary] = match axis {
+        Some(i) if i > 0 => {
+            reordered = points
+                .iter()
+                .map(|p| {
+                    let mut q = p.clone();
+                    let x = q.varied.remove(i);
+                    q.varied.insert(0, x);
+                    q
+                })
+                .collect();
+            &reordered
+        }
+        _ => points,
+    };
     let x_key = points
         .first()
         .and_then(|p| p.varied.first())

@@ -47,8 +47,8 @@ pub fn run(
         })?;
     }
     if check {
-        println!(
-            "{}: {} point(s) × {} repetition(s){} = {} trials, order {:?}",
+        let mut t = format!(
+            "{}: {} point(s) × {} repetition(s){} = {} trials, order {:?}\n",
             spec.name,
             points.len(),
             spec.repetitions,
@@ -57,8 +57,9 @@ pub fn run(
             spec.order
         );
         for p in &points {
-            println!("  p{:03}  {}", p.index, p.label());
+            t.push_str(&format!("  p{:03}  {}\n", p.index, p.label()));
         }
+        crate::output::text(&t)?;
         return Ok(Outcome::Ok);
     }
     if out.exists()
