@@ -435,6 +435,32 @@ pub fn run(
 
     let (measured, observed) = match kind {
         "iperf3" | "bulk" => {
+            // Short transfers first, so the client's TCP metrics cache knows the server (the
+            // only way a route's ssthresh reaches a connection: tcp_init_metrics reads the
+            // cache entry that an earlier connection to the destination left).
+            let primes: u32 = s
+                .get("workload.prime_connections")
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0);
+            for _ in 0..primes {
+                let mut srv = hosts.command("server", "iperf3");
+                srv.args(["-s", "-1", "-p", &port.to_string()]);
+                let server = spawn(srv)?;
+                wait_listening(&hosts.netns("server"), port, Duration::from_secs(10))?;
+                let mut cli = hosts.command("client", "iperf3");
+                cli.args([
+                    "-c",
+                    &server_addr.to_string(),
+                    "-p",
+                    &port.to_string(),
+                    "-n",
+                    "100K",
+                    "--json",
+                ]);
+                run_to_end(cli, Duration::from_secs(30))?;
+                // The one-off server exits after its test; wait for that before the next one.
+                server.stop();
+            }
             let mut srv = hosts.command("server", "iperf3");
             srv.args(["-s", "-1", "-p", &port.to_string()]);
             let server = spawn(srv)?;
