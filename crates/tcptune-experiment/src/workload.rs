@@ -326,6 +326,15 @@ fn run_to_end(mut cmd: Command, limit: Duration) -> Result<std::process::Output,
     Ok(out)
 }
 
+/// Starts a one-off iperf3 server on the server host and waits until it listens.
+fn iperf3_server(hosts: &dyn Hosts, port: u16) -> Result<Guard, String> {
+    let mut srv = hosts.command("server", "iperf3");
+    srv.args(["-s", "-1", "-p", &port.to_string()]);
+    let server = spawn(srv)?;
+    wait_listening(&hosts.netns("server"), port, Duration::from_secs(10))?;
+    Ok(server)
+}
+
 /// A workload's measurement and the time series of both ends.
 #[derive(Debug, Clone, Default)]
 pub struct WorkloadResult {
@@ -443,10 +452,7 @@ pub fn run(
                 .and_then(|v| v.parse().ok())
                 .unwrap_or(0);
             for _ in 0..primes {
-                let mut srv = hosts.command("server", "iperf3");
-                srv.args(["-s", "-1", "-p", &port.to_string()]);
-                let server = spawn(srv)?;
-                wait_listening(&hosts.netns("server"), port, Duration::from_secs(10))?;
+                let server = iperf3_server(hosts, port)?;
                 let mut cli = hosts.command("client", "iperf3");
                 cli.args([
                     "-c",
@@ -461,10 +467,7 @@ pub fn run(
                 // The one-off server exits after its test; wait for that before the next one.
                 server.stop();
             }
-            let mut srv = hosts.command("server", "iperf3");
-            srv.args(["-s", "-1", "-p", &port.to_string()]);
-            let server = spawn(srv)?;
-            wait_listening(&hosts.netns("server"), port, Duration::from_secs(10))?;
+            let server = iperf3_server(hosts, port)?;
             start_receiver()?;
             let sampler =
                 Sampler::start(hosts.netns(send_host), filter, Duration::from_millis(50))?;
