@@ -29,5 +29,6 @@ pub fn all() -> Vec<SchemaEntry> {
     vec![
         entry::<bdp::Bdp>("model-bdp", "model bdp"),
         entry::<bdp::WindowBound>("model-window", "model window"),
+        entry::<tcptune_analyze::AnalyzeReport>("analyze", "analyze"),
     ]
 }
