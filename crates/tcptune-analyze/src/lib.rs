@@ -383,6 +383,11 @@ fn explain(seg: &TcpSegment, v: &Verdict) -> String {
             format!("{:.3} ms", ns as f64 / 1e6)
         }
     };
+    let dups = if w.rev_dupacks == u32::MAX {
+        "the ACKed-unseen marker as".to_string()
+    } else {
+        w.rev_dupacks.to_string()
+    };
     let mut why = Vec::new();
     let f = v.flags;
     if f.has(Flags::REUSED_PORTS) {
@@ -400,7 +405,7 @@ fn explain(seg: &TcpSegment, v: &Verdict) -> String {
     if f.has(Flags::FAST_RETRANSMISSION) {
         why.push(format!(
             "seq {} < next expected {}, equals the peer's ACK after {} duplicate ACKs, {} after the peer's last packet (< 20 ms)",
-            seg.seq, w.nextseq, w.rev_dupacks, ms(w.t_fast_ns)
+            seg.seq, w.nextseq, dups, ms(w.t_fast_ns)
         ));
     }
     if f.has(Flags::OUT_OF_ORDER) {
@@ -417,7 +422,7 @@ fn explain(seg: &TcpSegment, v: &Verdict) -> String {
             "seq {} < next expected {} and not fast ({} dup ACKs, {} since the peer's last packet) nor out-of-order ({} since the highest segment)",
             seg.seq,
             w.nextseq,
-            w.rev_dupacks,
+            dups,
             ms(w.t_fast_ns),
             ms(w.t_ooo_ns)
         ));

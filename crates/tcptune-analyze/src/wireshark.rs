@@ -104,7 +104,9 @@ pub struct DirState {
     pub lastack: u32,
     pub lastack_time: i64,
     pub lastnondupack: u64,
-    pub dupacknum: i32,
+    /// Unsigned as in Wireshark: the "ACKed unseen" marker -1 is `u32::MAX`, which also passes
+    /// the fast-retransmission test `dupacknum >= 2` (a 4.0 quirk reproduced on purpose).
+    pub dupacknum: u32,
     /// Last raw window; `u32::MAX` until the first segment.
     pub window: u32,
     /// -1 unknown, -2 no scaling used, else the shift.
@@ -162,7 +164,7 @@ pub struct ConvState {
 pub struct Why {
     pub nextseq: u32,
     pub rev_lastack: u32,
-    pub rev_dupacks: i32,
+    pub rev_dupacks: u32,
     pub rev_window: u32,
     /// Time since the peer's last packet (fast-retransmission test), ns (may be "negative").
     pub t_fast_ns: i64,
@@ -374,13 +376,13 @@ impl ConvState {
             }
             // DUPLICATE ACK
             if same_ack && window != 0 && window == fwd.window {
-                fwd.dupacknum = if fwd.dupacknum == -1 {
+                fwd.dupacknum = if fwd.dupacknum == u32::MAX {
                     1
                 } else {
                     fwd.dupacknum + 1
                 };
                 *f |= Flags::DUPLICATE_ACK;
-                v.dupack_num = fwd.dupacknum.max(0) as u32;
+                v.dupack_num = fwd.dupacknum;
                 v.dupack_frame = fwd.lastnondupack;
             }
         }
@@ -398,7 +400,7 @@ impl ConvState {
                 if rev.dupacknum == 0 {
                     *f |= Flags::ACK_LOST_PACKET;
                 }
-                rev.dupacknum = -1;
+                rev.dupacknum = u32::MAX;
             }
         }
 

@@ -8,6 +8,7 @@
 
 pub mod capture;
 pub mod packet;
+pub mod write;
 
 pub use capture::{CaptureError, CaptureInfo, CaptureReader, Frame, LinkType};
 pub use packet::{parse_frame, Addr, Parsed, SkipReason, TcpOptions, TcpSegment};
