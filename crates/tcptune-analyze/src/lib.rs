@@ -41,8 +41,28 @@ pub struct Options {
 pub type Endpoint = (Addr, u16);
 
 /// A conversation key: both endpoints, lower one first, so both directions find it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct ConvKey(Endpoint, Endpoint);
+
+impl std::hash::Hash for ConvKey {
+    /// Three words instead of the derived byte-by-byte walk: the lookup is on the hot path.
+    fn hash<H: Hasher>(&self, h: &mut H) {
+        let word = |a: &Addr| {
+            let (lo, hi) = a.bytes.split_at(8);
+            let lo = u64::from_le_bytes(lo.try_into().unwrap_or([0; 8]));
+            let hi = u64::from_le_bytes(hi.try_into().unwrap_or([0; 8]));
+            lo ^ hi.rotate_left(29)
+        };
+        h.write_u64(word(&self.0 .0));
+        h.write_u64(word(&self.1 .0));
+        h.write_u64(
+            u64::from(self.0 .1)
+                | u64::from(self.1 .1) << 16
+                | u64::from(self.0 .0.v6) << 32
+                | u64::from(self.1 .0.v6) << 33,
+        );
+    }
+}
 
 impl ConvKey {
     fn of(seg: &TcpSegment) -> ConvKey {
