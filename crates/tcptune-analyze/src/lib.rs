@@ -367,7 +367,7 @@ fn endpoint(e: &Endpoint) -> String {
 }
 
 fn flow_report(fl: Flow, capture_start: i64) -> FlowReport {
-    let duration = fl.last_ns - fl.first_ns;
+    let duration = fl.last_ns.saturating_sub(fl.first_ns);
     let a_to_b = dir_stats(&fl.dirs[0], duration);
     let b_to_a = dir_stats(&fl.dirs[1], duration);
     let mut flags = a_to_b.flags;
@@ -379,7 +379,7 @@ fn flow_report(fl: Flow, capture_start: i64) -> FlowReport {
         client: fl
             .client
             .map(|c| if c == 0 { "a" } else { "b" }.to_string()),
-        start_s: ns_dur(fl.first_ns - capture_start),
+        start_s: ns_dur(fl.first_ns.saturating_sub(capture_start)),
         duration_s: ns_dur(duration),
         packets: fl.dirs[0].packets + fl.dirs[1].packets,
         initial_rtt_s: (fl.ws.ts_first_rtt > 0).then(|| ns_dur(fl.ws.ts_first_rtt)),

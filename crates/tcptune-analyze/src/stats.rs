@@ -98,7 +98,7 @@ impl DirAcc {
         self.packets += 1;
         match self.first_ns {
             None => self.first_ns = Some(now),
-            Some(_) => self.max_idle_ns = self.max_idle_ns.max(now - self.last_ns),
+            Some(_) => self.max_idle_ns = self.max_idle_ns.max(now.saturating_sub(self.last_ns)),
         }
         self.last_ns = now;
         let len = seg.seglen.unwrap_or(0);
@@ -210,7 +210,7 @@ impl DirAcc {
                 break;
             }
             if o.end == ack && !o.retransmitted && !ambiguous && now >= o.sent_ns {
-                let s = (now - o.sent_ns) as f64 / 1e9;
+                let s = now.saturating_sub(o.sent_ns) as f64 / 1e9;
                 self.rtt.add(s);
                 sample = Some(s);
             }
