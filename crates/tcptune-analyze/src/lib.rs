@@ -524,3 +524,26 @@ pub fn analyze_reader<R: Read>(
     let format = reader.info().format;
     Ok(an.finish(input, format, problem))
 }
+
+/// Runs every stage on arbitrary bytes, as the fuzz target and its corpus replay do: read,
+/// decode, analyse with all options, render the text and the graphs. Returns the rendered text
+/// length (so the work is not optimised away); never panics on any input.
+#[doc(hidden)]
+pub fn fuzz_one(data: &[u8]) -> usize {
+    let opts = Options {
+        packets: true,
+        series: true,
+    };
+    let Ok(done) = analyze_reader(data, "fuzz", opts) else {
+        return 0;
+    };
+    let mut n = done.report.to_string().len();
+    for (_, s) in &done.series {
+        for d in &s.dirs {
+            for (_, plot) in svg::flow_plots("fuzz", d, done.capture_start_ns) {
+                n += plot.render().len();
+            }
+        }
+    }
+    n
+}

@@ -11,8 +11,22 @@ fn flags_equal_tshark_packet_by_packet_on_every_fixture() {
         eprintln!("SKIP flags_equal_tshark_packet_by_packet_on_every_fixture: {why}");
         return;
     }
-    let files = common::fixtures();
+    let mut files = common::fixtures();
     assert!(files.len() >= 6, "expected the fixtures, found {files:?}");
+    // The same packets on every link type and byte order (see fuzz/make-corpus.py).
+    let corpus =
+        std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/analyze");
+    for name in [
+        "raw-ipv4",
+        "null-loopback",
+        "loop",
+        "linux-sll",
+        "linux-sll2",
+        "vlan-qinq",
+        "big-endian",
+    ] {
+        files.push(corpus.join(format!("{name}.pcap")));
+    }
     let mut failures = Vec::new();
     let mut compared = 0;
     for path in &files {
