@@ -547,3 +547,77 @@ pub fn fuzz_one(data: &[u8]) -> usize {
     }
     n
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tcptune_wire::TcpOptions;
+
+    fn seg(sport: u16, seq: u32, ack: u32, flags: u16, len: u32) -> TcpSegment {
+        TcpSegment {
+            src: Addr::v4([10, 0, 0, 1]),
+            dst: Addr::v4([10, 0, 0, 2]),
+            sport,
+            dport: 80,
+            seq,
+            ack,
+            flags,
+            window: 100,
+            hlen: 20,
+            seglen: Some(len),
+            options: TcpOptions::default(),
+            ip_id: 0,
+        }
+    }
+
+    #[test]
+    fn per_flow_memory_is_bounded_however_many_packets() {
+        // One-way data with no ACKs captured: the worst case for every per-flow list.
+        let mut an = Analyzer::new(Options {
+            packets: false,
+            series: true,
+        });
+        let mut seq = 1u32;
+        for i in 0..300_000u64 {
+            an.frame(
+                i + 1,
+                1_000_000_000 + i as i64 * 1000,
+                &Ok(seg(1, seq, 1, th::ACK, 1000)),
+            );
+            seq = seq.wrapping_add(1000);
+        }
+        let f = &an.flows[0];
+        assert_eq!(an.flows.len(), 1);
+        assert!(f.ws.dirs[0].unacked.len() <= 10_000);
+        assert!(f.dirs[0].outstanding_len() <= stats::MAX_RTT_OUTSTANDING);
+        let s = f.series.as_ref().unwrap();
+        assert!(s.dirs[0].segments.points().len() <= series::MAX_POINTS);
+        assert!(s.dirs[0].progress.points().len() <= series::MAX_POINTS);
+        let r = an.finish("t", "pcap", None).report;
+        assert_eq!(r.flows[0].a_to_b.unique_bytes, Bytes::new(300_000_000));
+    }
+
+    #[test]
+    fn a_syn_with_a_new_isn_starts_a_new_stream_flagged_reused_ports() {
+        let mut an = Analyzer::new(Options {
+            packets: true,
+            series: false,
+        });
+        an.frame(1, 1_000_000_000, &Ok(seg(7, 100, 0, th::SYN, 0)));
+        an.frame(2, 1_000_001_000, &Ok(seg(7, 101, 1, th::ACK, 10)));
+        an.frame(3, 1_000_002_000, &Ok(seg(7, 900, 0, th::SYN, 0)));
+        an.frame(4, 1_000_003_000, &Ok(seg(8, 5, 0, th::SYN, 0)));
+        let r = an.finish("t", "pcap", None).report;
+        let streams: Vec<_> = r
+            .packets
+            .as_ref()
+            .unwrap()
+            .iter()
+            .map(|p| (p.frame, p.stream))
+            .collect();
+        assert_eq!(streams, vec![(3, 1)]);
+        assert_eq!(r.flows.len(), 3);
+        assert_eq!(r.flows[1].flags.reused_ports, 1);
+        assert_eq!(r.flows[2].stream, 2);
+    }
+}

@@ -220,6 +220,11 @@ impl DirAcc {
         sample
     }
 
+    /// Segments remembered for RTT sampling (at most [`MAX_RTT_OUTSTANDING`]).
+    pub fn outstanding_len(&self) -> usize {
+        self.outstanding.len()
+    }
+
     /// Bytes sent but not yet acknowledged by `peer_ack`.
     pub fn in_flight(&self, peer_ack: Option<u32>) -> u64 {
         match (self.snd_max, peer_ack) {

@@ -474,8 +474,11 @@ pub struct Unacked {
 }
 
 impl Unacked {
-    fn len(&self) -> usize {
+    pub fn len(&self) -> usize {
         self.ends.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.ends.is_empty()
     }
     fn insert(&mut self, nextseq: u32) {
         let anchor = *self.anchor.get_or_insert(nextseq);
@@ -507,5 +510,203 @@ fn split(dirs: &mut [DirState; 2], d: usize) -> (&mut DirState, &mut DirState) {
         (a, b)
     } else {
         (b, a)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tcptune_wire::{Addr, TcpOptions};
+
+    /// A conversation fed segment by segment; `c` (direction 0) is the client.
+    struct Conv {
+        st: ConvState,
+        frame: u64,
+    }
+
+    fn seg(seq: u32, ack: u32, flags: u16, window: u16, len: u32, ws: Option<u8>) -> TcpSegment {
+        TcpSegment {
+            src: Addr::v4([10, 0, 0, 1]),
+            dst: Addr::v4([10, 0, 0, 2]),
+            sport: 1,
+            dport: 2,
+            seq,
+            ack,
+            flags,
+            window,
+            hlen: 20,
+            seglen: Some(len),
+            options: TcpOptions {
+                wscale: ws,
+                ..TcpOptions::default()
+            },
+            ip_id: 0,
+        }
+    }
+
+    impl Conv {
+        fn new() -> Conv {
+            Conv {
+                st: ConvState::default(),
+                frame: 0,
+            }
+        }
+        fn send(&mut self, d: usize, t_us: i64, s: TcpSegment) -> Verdict {
+            self.frame += 1;
+            let mut pre = Flags(0);
+            let _ = self.st.syn_check(d, &s, &mut pre);
+            // Time 0 is Wireshark's "unset" sentinel: start the clock at 1 s.
+            self.st
+                .segment(d, self.frame, (1_000_000 + t_us) * 1000, &s, pre)
+        }
+        /// Handshake with window scale `ws` on both sides; client ISN 1000, server 5000.
+        fn handshake(&mut self, ws: Option<u8>) {
+            self.send(0, 0, seg(1000, 0, th::SYN, 1000, 0, ws));
+            self.send(1, 100, seg(5000, 1001, th::SYN | th::ACK, 1000, 0, ws));
+            self.send(0, 200, seg(1001, 5001, th::ACK, 1000, 0, None));
+        }
+    }
+
+    const A: u16 = th::ACK;
+
+    #[test]
+    fn duplicate_acks_are_numbered_and_a_changed_ack_resets_the_run() {
+        let mut c = Conv::new();
+        c.handshake(None);
+        c.send(0, 300, seg(1001, 5001, A, 1000, 100, None));
+        c.send(1, 400, seg(5001, 1101, A, 1000, 0, None));
+        let d1 = c.send(1, 500, seg(5001, 1101, A, 1000, 0, None));
+        let d2 = c.send(1, 600, seg(5001, 1101, A, 1000, 0, None));
+        assert!(d1.flags.has(Flags::DUPLICATE_ACK) && d2.flags.has(Flags::DUPLICATE_ACK));
+        assert_eq!((d1.dupack_num, d2.dupack_num), (1, 2));
+        assert_eq!(d1.dupack_frame, 5, "duplicates the last ACK that changed");
+        // A different window is a window update, not a duplicate.
+        let wu = c.send(1, 700, seg(5001, 1101, A, 900, 0, None));
+        assert_eq!(wu.flags, Flags(Flags::WINDOW_UPDATE));
+    }
+
+    #[test]
+    fn resend_after_two_dup_acks_within_20ms_is_fast_else_plain() {
+        let mut c = Conv::new();
+        c.handshake(None);
+        for i in 0..3 {
+            c.send(
+                0,
+                300 + i,
+                seg(1001 + 100 * i as u32, 5001, A, 1000, 100, None),
+            );
+        }
+        for t in [400, 410, 420] {
+            c.send(1, t, seg(5001, 1101, A, 1000, 0, None));
+        }
+        let fast = c.send(0, 430, seg(1101, 5001, A, 1000, 100, None));
+        assert_eq!(fast.flags, Flags(Flags::FAST_RETRANSMISSION));
+        // 25 ms after the peer's last packet and 3 ms past the OOO threshold: a retransmission.
+        let plain = c.send(0, 430 + 25_000, seg(1101, 5001, A, 1000, 100, None));
+        assert_eq!(plain.flags, Flags(Flags::RETRANSMISSION));
+        // Already acknowledged data is spurious.
+        let sp = c.send(0, 60_000, seg(1001, 5001, A, 1000, 100, None));
+        assert_eq!(sp.flags, Flags(Flags::SPURIOUS_RETRANSMISSION));
+    }
+
+    #[test]
+    fn out_of_order_needs_the_irtt_threshold() {
+        let mut c = Conv::new();
+        c.handshake(None); // iRTT = 200 µs
+        c.send(0, 300, seg(1001, 5001, A, 1000, 100, None));
+        c.send(0, 310, seg(1201, 5001, A, 1000, 100, None)); // 1101..1201 missing
+        let ooo = c.send(0, 400, seg(1101, 5001, A, 1000, 100, None));
+        assert_eq!(ooo.flags, Flags(Flags::OUT_OF_ORDER));
+        c.send(0, 500, seg(1401, 5001, A, 1000, 100, None));
+        let late = c.send(0, 900, seg(1301, 5001, A, 1000, 100, None));
+        assert_eq!(late.flags, Flags(Flags::RETRANSMISSION), "400 µs > iRTT");
+    }
+
+    #[test]
+    fn zero_window_probe_and_its_ack() {
+        let mut c = Conv::new();
+        c.handshake(None);
+        c.send(0, 300, seg(1001, 5001, A, 1000, 100, None));
+        let zw = c.send(1, 400, seg(5001, 1101, A, 0, 0, None));
+        assert_eq!(zw.flags, Flags(Flags::ZERO_WINDOW));
+        let probe = c.send(0, 500_000, seg(1101, 5001, A, 1000, 1, None));
+        assert_eq!(probe.flags, Flags(Flags::ZERO_WINDOW_PROBE));
+        let pack = c.send(1, 500_100, seg(5001, 1101, A, 0, 0, None));
+        // Zero window is tested first and does not end the checks.
+        assert_eq!(
+            pack.flags,
+            Flags(Flags::ZERO_WINDOW | Flags::ZERO_WINDOW_PROBE_ACK)
+        );
+        // The probe did not advance nextseq: the same byte again is a probe again.
+        let again = c.send(0, 900_000, seg(1101, 5001, A, 1000, 1, None));
+        assert!(again.flags.has(Flags::ZERO_WINDOW_PROBE));
+    }
+
+    #[test]
+    fn keep_alive_and_its_ack() {
+        let mut c = Conv::new();
+        c.handshake(None);
+        c.send(0, 300, seg(1001, 5001, A, 1000, 100, None));
+        c.send(1, 400, seg(5001, 1101, A, 1000, 0, None));
+        let ka = c.send(0, 5_000_000, seg(1100, 5001, A, 1000, 0, None));
+        assert_eq!(ka.flags, Flags(Flags::KEEP_ALIVE));
+        let kaa = c.send(1, 5_000_100, seg(5001, 1101, A, 1000, 0, None));
+        assert_eq!(kaa.flags, Flags(Flags::KEEP_ALIVE_ACK));
+    }
+
+    #[test]
+    fn window_full_uses_the_scale_but_not_on_the_syn_window() {
+        let mut c = Conv::new();
+        c.handshake(Some(2));
+        // The client's data fills the server's advertised 1000 bytes exactly: unscaled, as the
+        // server has sent nothing but its SYN/ACK yet.
+        let full = c.send(0, 300, seg(1001, 5001, A, 1000, 1000, None));
+        assert!(full.flags.has(Flags::WINDOW_FULL), "{full:?}");
+        // After the server's first plain ACK its window 100 is scaled by 4: edge 2001 + 400.
+        c.send(1, 400, seg(5001, 2001, A, 100, 0, None));
+        let full = c.send(0, 500, seg(2001, 5001, A, 1000, 400, None));
+        assert!(full.flags.has(Flags::WINDOW_FULL));
+        // Without a captured handshake the scale is unknown: never window-full.
+        let mut u = Conv::new();
+        u.send(1, 0, seg(5001, 1001, A, 100, 0, None));
+        let v = u.send(0, 10, seg(1001, 5001, A, 1000, 100, None));
+        assert!(!v.flags.has(Flags::WINDOW_FULL));
+    }
+
+    #[test]
+    fn lost_segment_and_acked_unseen() {
+        let mut c = Conv::new();
+        c.handshake(None);
+        c.send(0, 300, seg(1001, 5001, A, 1000, 100, None));
+        let gap = c.send(0, 310, seg(1201, 5001, A, 1000, 100, None));
+        assert_eq!(gap.flags, Flags(Flags::LOST_PACKET));
+        let unseen = c.send(1, 400, seg(5001, 1501, A, 1000, 0, None));
+        assert!(unseen.flags.has(Flags::ACK_LOST_PACKET));
+        // The unseen-ACK marker makes the next resend "fast" (4.0's unsigned dupacknum).
+        let fast = c.send(0, 410, seg(1101, 5001, A, 1000, 100, None));
+        assert_eq!(
+            fast.flags,
+            Flags(Flags::SPURIOUS_RETRANSMISSION),
+            "below the ACK"
+        );
+    }
+
+    #[test]
+    fn syn_with_a_new_isn_asks_for_a_new_conversation() {
+        let mut c = Conv::new();
+        c.handshake(None);
+        let mut pre = Flags(0);
+        let s = seg(7777, 0, th::SYN, 1000, 0, None);
+        assert!(matches!(
+            c.st.syn_check(0, &s, &mut pre),
+            SynCheck::NewConversation
+        ));
+        let again = seg(1000, 0, th::SYN, 1000, 0, None);
+        assert!(matches!(
+            c.st.syn_check(0, &again, &mut pre),
+            SynCheck::Same
+        ));
+        let v = c.st.segment(0, 99, 1_000_000, &again, pre);
+        assert_eq!(v.flags, Flags(Flags::RETRANSMISSION), "a repeated SYN");
     }
 }
