@@ -603,7 +603,10 @@ mod tests {
         f
     }
 
-    fn read_all(bytes: &[u8]) -> (Vec<(u64, i64, u32, Vec<u8>)>, Option<CaptureError>) {
+    /// (frame number, timestamp ns, original length, data) of each frame read.
+    type Frames = Vec<(u64, i64, u32, Vec<u8>)>;
+
+    fn read_all(bytes: &[u8]) -> (Frames, Option<CaptureError>) {
         let mut out = Vec::new();
         let mut r = match CaptureReader::new(bytes) {
             Ok(r) => r,
