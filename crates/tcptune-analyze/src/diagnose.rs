@@ -31,13 +31,13 @@ fn dir_findings(name: &str, peer: &str, d: &DirStats, out: &mut Vec<String>) {
         let timeouts = f.plain_retransmission;
         out.push(format!(
             "{name}: {} retransmissions ({:.2}% of data segments): {} fast, {} after a timeout or \
-             tail loss, {} spurious; {} retransmitted bytes",
+             tail loss, {} spurious; {} bytes retransmitted",
             f.retransmission,
             pct(f.retransmission, d.data_packets),
             f.fast_retransmission,
             timeouts,
             f.spurious_retransmission,
-            d.retransmitted_bytes
+            d.retransmitted_bytes.get()
         ));
     }
     if f.out_of_order > 0 {
@@ -66,8 +66,9 @@ pub fn diagnose(r: &FlowReport) -> Vec<String> {
             let who = if name == "a->b" { &r.a } else { &r.b };
             out.push(format!(
                 "{who} advertised a zero window {} times: its application did not read fast \
-                 enough and the sender stalled ({} probes)",
-                d.flags.zero_window, other.flags.zero_window_probe
+                 enough and the sender stalled ({} zero-window probes, {} keep-alives, which \
+                 is how Wireshark labels Linux's probes)",
+                d.flags.zero_window, other.flags.zero_window_probe, other.flags.keep_alive
             ));
         }
         let _ = peer;

@@ -293,6 +293,21 @@ fn fmt_rate(r: Rate) -> String {
     r.to_string()
 }
 
+/// Bytes in four significant digits with a decimal prefix ("41.45 kB"), for the text report.
+fn short(b: Bytes) -> String {
+    let n = b.get() as f64;
+    let (v, unit) = if n < 1e3 {
+        return format!("{} B", b.get());
+    } else if n < 1e6 {
+        (n / 1e3, "kB")
+    } else if n < 1e9 {
+        (n / 1e6, "MB")
+    } else {
+        (n / 1e9, "GB")
+    };
+    format!("{} {unit}", tcptune_model::units::fmt_sig(v, 4))
+}
+
 impl fmt::Display for AnalyzeReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
@@ -337,44 +352,61 @@ impl fmt::Display for AnalyzeReport {
             )?;
             write_flags(f, "  flags:", &fl.flags)?;
             for (name, d) in [("a->b", &fl.a_to_b), ("b->a", &fl.b_to_a)] {
-                write!(
+                writeln!(
                     f,
-                    "  {name}: {} pkts, {} data ({}), {} pure ACKs, unique {}, retransmitted {} pkts/{}, \
-                     throughput {}",
+                    "  {name}  {} packets ({} data, {} pure ACKs, {} SYN, {} FIN, {} RST); data {}, \
+                     unique {}, retransmitted {} packets / {}",
                     d.packets,
                     d.data_packets,
-                    d.data_bytes,
                     d.pure_acks,
-                    d.unique_bytes,
+                    d.syn,
+                    d.fin,
+                    d.rst,
+                    short(d.data_bytes),
+                    short(d.unique_bytes),
                     d.retransmitted_packets,
-                    d.retransmitted_bytes,
-                    fmt_rate(d.throughput_bps)
+                    short(d.retransmitted_bytes)
+                )?;
+                writeln!(
+                    f,
+                    "        throughput {}, max idle {}, max in flight {}",
+                    fmt_rate(d.throughput_bps),
+                    d.max_idle_s,
+                    short(d.max_in_flight_bytes)
                 )?;
                 if let Some(w) = &d.window {
-                    write!(
+                    writeln!(
                         f,
-                        ", rwnd {}..{} (mean {}), {} zero",
-                        w.min_bytes, w.max_bytes, w.mean_bytes, w.zero_windows
+                        "        advertises a receive window of {}..{} (mean {}), zero {} times",
+                        short(w.min_bytes),
+                        short(w.max_bytes),
+                        short(w.mean_bytes),
+                        w.zero_windows
                     )?;
                 }
                 if let Some(r) = &d.rtt {
-                    write!(
+                    writeln!(
                         f,
-                        ", RTT {}/{}/{} min/mean/max sd {} ({} samples)",
+                        "        RTT min {} mean {} max {} stdev {} ({} samples, Karn)",
                         r.min_s, r.mean_s, r.max_s, r.stdev_s, r.samples
                     )?;
                 }
                 if let Some(o) = &d.syn_options {
-                    write!(
-                        f,
-                        ", SYN mss {} ws {} sack {} ts {}",
-                        o.mss.map(|m| m.to_string()).unwrap_or("-".into()),
-                        o.window_scale.map(|m| m.to_string()).unwrap_or("-".into()),
-                        if o.sack_permitted { "yes" } else { "no" },
-                        if o.timestamps { "yes" } else { "no" }
-                    )?;
+                    let mut opts = vec![
+                        format!("MSS {}", o.mss.map(|m| m.to_string()).unwrap_or("-".into())),
+                        format!(
+                            "window scale {}",
+                            o.window_scale.map(|m| m.to_string()).unwrap_or("-".into())
+                        ),
+                    ];
+                    if o.sack_permitted {
+                        opts.push("SACK".into());
+                    }
+                    if o.timestamps {
+                        opts.push("timestamps".into());
+                    }
+                    writeln!(f, "        SYN options: {}", opts.join(", "))?;
                 }
-                writeln!(f, ", max idle {}", d.max_idle_s)?;
             }
             for d in &fl.diagnosis {
                 writeln!(f, "  - {d}")?;
