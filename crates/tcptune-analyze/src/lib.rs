@@ -396,6 +396,11 @@ fn flow_report(fl: Flow, capture_start: i64) -> FlowReport {
 fn explain(seg: &TcpSegment, v: &Verdict) -> String {
     let w = &v.why;
     let len = seg.seglen.unwrap_or(0);
+    // Relative numbers, as Wireshark shows them: ours from our base, ACKs from the peer's.
+    let rs = |x: u32| x.wrapping_sub(w.base);
+    let ra = |x: u32| x.wrapping_sub(w.rev_base);
+    let seq = rs(seg.seq);
+    let ack = ra(seg.ack);
     let ms = |ns: i64| {
         if ns < 0 {
             "a negative time (capture out of order)".to_string()
@@ -419,20 +424,20 @@ fn explain(seg: &TcpSegment, v: &Verdict) -> String {
     if f.has(Flags::SPURIOUS_RETRANSMISSION) {
         why.push(format!(
             "seq {}+{len} ends at or below the peer's last ACK {}: all of it was already acknowledged",
-            seg.seq, w.rev_lastack
+            seq, ra(w.rev_lastack)
         ));
     }
     if f.has(Flags::FAST_RETRANSMISSION) {
         why.push(format!(
             "seq {} < next expected {}, equals the peer's ACK after {} duplicate ACKs, {} after the peer's last packet (< 20 ms)",
-            seg.seq, w.nextseq, dups, ms(w.t_fast_ns)
+            seq, rs(w.nextseq), dups, ms(w.t_fast_ns)
         ));
     }
     if f.has(Flags::OUT_OF_ORDER) {
         why.push(format!(
             "seq {} < next expected {}, {} after the highest segment (< {} threshold)",
-            seg.seq,
-            w.nextseq,
+            seq,
+            rs(w.nextseq),
             ms(w.t_ooo_ns),
             ms(w.ooo_threshold_ns)
         ));
@@ -440,8 +445,8 @@ fn explain(seg: &TcpSegment, v: &Verdict) -> String {
     if f.has(Flags::RETRANSMISSION) {
         why.push(format!(
             "seq {} < next expected {} and not fast ({} dup ACKs, {} since the peer's last packet) nor out-of-order ({} since the highest segment)",
-            seg.seq,
-            w.nextseq,
+            seq,
+            rs(w.nextseq),
             dups,
             ms(w.t_fast_ns),
             ms(w.t_ooo_ns)
@@ -450,18 +455,18 @@ fn explain(seg: &TcpSegment, v: &Verdict) -> String {
     if f.has(Flags::LOST_PACKET) {
         why.push(format!(
             "seq {} > next expected {}: {} bytes before it were not captured",
-            seg.seq,
-            w.nextseq,
+            seq,
+            rs(w.nextseq),
             seg.seq.wrapping_sub(w.nextseq)
         ));
     }
     if f.has(Flags::ACK_LOST_PACKET) {
-        why.push(format!("ACK {} covers data that was not captured", seg.ack));
+        why.push(format!("ACK {} covers data that was not captured", ack));
     }
     if f.has(Flags::DUPLICATE_ACK) {
         why.push(format!(
             "same ACK {}, window and seq as frame {} with no data: duplicate #{}",
-            seg.ack, v.dupack_frame, v.dupack_num
+            ack, v.dupack_frame, v.dupack_num
         ));
     }
     if f.has(Flags::ZERO_WINDOW) {
@@ -470,7 +475,7 @@ fn explain(seg: &TcpSegment, v: &Verdict) -> String {
     if f.has(Flags::ZERO_WINDOW_PROBE) {
         why.push(format!(
             "1 byte at the next expected seq {} while the peer's window is 0",
-            seg.seq
+            seq
         ));
     }
     if f.has(Flags::ZERO_WINDOW_PROBE_ACK) {
@@ -479,21 +484,18 @@ fn explain(seg: &TcpSegment, v: &Verdict) -> String {
     if f.has(Flags::WINDOW_FULL) {
         why.push(format!(
             "ends at {}, exactly the peer's advertised right edge (ACK {} + window)",
-            seg.seq.wrapping_add(len),
-            w.rev_lastack
+            seq.wrapping_add(len),
+            ra(w.rev_lastack)
         ));
     }
     if f.has(Flags::WINDOW_UPDATE) {
         why.push(format!(
             "no data, same ACK {}, window changed to {}",
-            seg.ack, seg.window
+            ack, seg.window
         ));
     }
     if f.has(Flags::KEEP_ALIVE) {
-        why.push(format!(
-            "{len} bytes at seq {} = next expected - 1",
-            seg.seq
-        ));
+        why.push(format!("{len} bytes at seq {} = next expected - 1", seq));
     }
     if f.has(Flags::KEEP_ALIVE_ACK) {
         why.push("repeats its ACK after the peer's keep-alive".into());

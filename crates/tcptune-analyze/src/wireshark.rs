@@ -172,6 +172,10 @@ pub struct Why {
     pub t_ooo_ns: i64,
     pub ooo_threshold_ns: i64,
     pub window_edge: u32,
+    /// Base sequence numbers of this direction and the peer's, to print relative numbers as
+    /// Wireshark does.
+    pub base: u32,
+    pub rev_base: u32,
 }
 
 /// The verdict on one packet.
@@ -311,6 +315,8 @@ impl ConvState {
             t_ooo_ns: now.wrapping_sub(fwd.nextseq_time),
             ooo_threshold_ns: ooo_threshold,
             window_edge: 0,
+            base: fwd.base_seq,
+            rev_base: rev.base_seq,
         };
 
         'fwd: {
