@@ -13,7 +13,7 @@ use tcptune_kernel::tcp_info::state_name;
 use tcptune_kernel::{BbrInfo, CongName, DiagSocket, SkMemInfo, TcpInfo};
 use tcptune_model::{Dur, Rate};
 
-use crate::{interval, size, snapshot, verdict, Context, Interval, Sample, Snapshot, Verdict};
+use crate::{interval, size, snapshot, verdict_with, Context, Interval, Sample, Snapshot, Verdict};
 
 /// One connection with what limits it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -70,11 +70,11 @@ impl Conn {
             skmem: s.skmem,
         });
         let (snap, iv, v) = match &sample {
-            Some(b) => (
-                Some(snapshot(&b.info)),
-                prev.map(|a| interval(a, b)),
-                verdict(prev, b, ctx),
-            ),
+            Some(b) => {
+                let snap = snapshot(&b.info);
+                let v = verdict_with(prev, b, &snap, ctx);
+                (Some(snap), prev.map(|a| interval(a, b)), v)
+            }
             None => (
                 None,
                 None,

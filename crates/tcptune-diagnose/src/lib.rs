@@ -397,7 +397,11 @@ fn evidence(limit: Limit, b: &Sample, snap: &Snapshot, ctx: &Context) -> String 
 /// The verdict over the interval from `a` to `b` (or over the connection's life when `a` is
 /// `None`).
 pub fn verdict(a: Option<&Sample>, b: &Sample, ctx: &Context) -> Verdict {
-    let snap = snapshot(&b.info);
+    verdict_with(a, b, &snapshot(&b.info), ctx)
+}
+
+/// [`verdict`] with the snapshot of `b` already computed (saves recomputing it per row).
+pub fn verdict_with(a: Option<&Sample>, b: &Sample, snap: &Snapshot, ctx: &Context) -> Verdict {
     let (shares, over, moved_out, moved_in) = match a {
         Some(a) => {
             let iv = interval(a, b);
@@ -438,7 +442,7 @@ pub fn verdict(a: Option<&Sample>, b: &Sample, ctx: &Context) -> Verdict {
         };
     };
     let (limit, share) = dominant(&shares);
-    let ev = evidence(limit, b, &snap, ctx);
+    let ev = evidence(limit, b, snap, ctx);
     let text = if ev.is_empty() {
         format!("{} {} {over}", limit.label(), pct(share))
     } else {

@@ -88,13 +88,47 @@ pub(super) fn sample_all(
     Ok(rows)
 }
 
+/// One dump of every target, rows built as the sockets are decoded.
+fn once(
+    targets: &mut [Target],
+    filter: &Filter,
+    start: Instant,
+    ctx: &Context,
+    all: bool,
+) -> anyhow::Result<Vec<Conn>> {
+    let mut rows = Vec::new();
+    for t in targets.iter_mut() {
+        let at = since(start);
+        let netns = t.netns.clone();
+        t.diag
+            .dump_each(filter, ext::TCPTUNE, |s| {
+                let (mut c, _) = Conn::new(&s, at, None, ctx, all);
+                c.netns.clone_from(&netns);
+                rows.push(c);
+            })
+            .with_context(|| dump_context(&t.netns))?;
+    }
+    Ok(rows)
+}
+
+fn dump_context(netns: &Option<String>) -> String {
+    match netns {
+        Some(n) => format!("dumping sockets in network namespace '{n}'"),
+        None => "dumping sockets".to_string(),
+    }
+}
+
 pub fn run(args: ConnsArgs, json: bool) -> anyhow::Result<Outcome> {
     let filter = parse_filter(&args.sock.filter)?;
     let mut targets = targets(&args.sock)?;
     let ctx = context(&args.sock);
     let start = Instant::now();
     let mut history = History::default();
-    let mut rows = sample_all(&mut targets, &filter, &mut history, start, &ctx, args.all)?;
+    let mut rows = match args.over {
+        // One sample: no history to keep.
+        None => once(&mut targets, &filter, start, &ctx, args.all)?,
+        Some(_) => sample_all(&mut targets, &filter, &mut history, start, &ctx, args.all)?,
+    };
     if let Some(over) = args.over {
         std::thread::sleep(over.std());
         rows = sample_all(&mut targets, &filter, &mut history, start, &ctx, args.all)?;
