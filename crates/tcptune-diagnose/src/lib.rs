@@ -394,6 +394,31 @@ fn evidence(limit: Limit, b: &Sample, snap: &Snapshot, ctx: &Context) -> String 
     }
 }
 
+/// Whether sample `b` shows a sender held back by its send buffer rather than by cwnd: the
+/// buffer is (nearly) full, nothing written waits to be sent, and well under a cwnd (and under
+/// the peer's window) of data is in flight. Returns the evidence.
+fn send_buffer_full(b: &Sample) -> Option<String> {
+    let m = b.skmem?;
+    let i = &b.info;
+    let cwnd = i.snd_cwnd?;
+    let mss = i.snd_mss?.max(1);
+    let in_flight = (i.unacked? + i.retrans.unwrap_or(0))
+        .saturating_sub(i.sacked.unwrap_or(0) + i.lost.unwrap_or(0));
+    let full = m.sndbuf > 0 && m.wmem_queued as u64 * 4 >= m.sndbuf as u64 * 3;
+    let nothing_waits = i.notsent_bytes? < mss;
+    let room_in_cwnd = in_flight > 0 && (in_flight as u64) * 4 < cwnd as u64 * 3;
+    let room_in_peer_window = i
+        .snd_wnd
+        .is_none_or(|w| w as u64 > (in_flight as u64 + 2) * mss as u64);
+    (full && nothing_waits && room_in_cwnd && room_in_peer_window).then(|| {
+        format!(
+            "send buffer {} full ({} queued) with {in_flight} of cwnd {cwnd} segments in flight",
+            size(m.sndbuf as u64),
+            size(m.wmem_queued as u64)
+        )
+    })
+}
+
 /// The verdict over the interval from `a` to `b` (or over the connection's life when `a` is
 /// `None`).
 pub fn verdict(a: Option<&Sample>, b: &Sample, ctx: &Context) -> Verdict {
@@ -441,8 +466,18 @@ pub fn verdict_with(a: Option<&Sample>, b: &Sample, snap: &Snapshot, ctx: &Conte
             text: "unknown: this kernel does not report busy/rwnd/sndbuf time (needs 4.10+)".into(),
         };
     };
-    let (limit, share) = dominant(&shares);
-    let ev = evidence(limit, b, snap, ctx);
+    let (mut limit, mut share) = dominant(&shares);
+    let mut ev = evidence(limit, b, snap, ctx);
+    if limit == Limit::Network {
+        if let Some(why) = send_buffer_full(b) {
+            // Measured on 6.18: a sender blocked on a 4 KiB SO_SNDBUF across a 20 ms RTT had
+            // 46 segments in flight, cwnd 1051 (still growing) and sndbuf_limited 0 — the
+            // kernel counted it as cwnd-limited. Socket memory shows the real limit.
+            limit = Limit::SendBuffer;
+            share += shares.sndbuf;
+            ev = why;
+        }
+    }
     let text = if ev.is_empty() {
         format!("{} {} {over}", limit.label(), pct(share))
     } else {
@@ -563,6 +598,45 @@ mod tests {
         let v = verdict(Some(&a), &b3, &Context::default());
         assert_eq!(v.limit, Limit::Network);
         assert!(v.text.contains("in recovery"), "{}", v.text);
+    }
+
+    #[test]
+    fn full_send_buffer_with_room_in_cwnd_is_send_buffer_limited() {
+        // The kernel called all of this busy time "network" (sndbuf_limited 0), but 46 of
+        // 1051 segments are in flight and the 8 KiB buffer is full: numbers from a 6.18 run.
+        let a = sample(0, |_| {});
+        let mut b = sample(1000, |i| {
+            i.bytes_sent = Some(3_000_000);
+            i.busy_time_us = Some(1_000_000);
+            i.snd_cwnd = Some(1051);
+            i.unacked = Some(46);
+            i.notsent_bytes = Some(0);
+            i.snd_wnd = Some(3_000_000);
+        });
+        b.skmem = Some(SkMemInfo {
+            sndbuf: 8192,
+            wmem_queued: 67200,
+            ..SkMemInfo::default()
+        });
+        let v = verdict(Some(&a), &b, &Context::default());
+        assert_eq!(v.limit, Limit::SendBuffer, "{}", v.text);
+        assert_eq!(
+            v.text,
+            "send-buffer limited 100% of the last 1 s: send buffer 8 KiB full (65.6 KiB queued) with 46 of cwnd 1051 segments in flight"
+        );
+        // The same sample with cwnd nearly used up stays network-limited.
+        b.info.snd_cwnd = Some(50);
+        assert_eq!(
+            verdict(Some(&a), &b, &Context::default()).limit,
+            Limit::Network
+        );
+        // And with a half-empty buffer too.
+        b.info.snd_cwnd = Some(1051);
+        b.skmem.as_mut().unwrap().wmem_queued = 2000;
+        assert_eq!(
+            verdict(Some(&a), &b, &Context::default()).limit,
+            Limit::Network
+        );
     }
 
     #[test]

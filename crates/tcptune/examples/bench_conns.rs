@@ -202,7 +202,10 @@ fn main() {
         let s = DiagSocket::decode(p, tail).unwrap();
         rows.push(Conn::new(&s, Dur::ZERO, None, &ctx, false).0);
     }
-    let table = tcptune_diagnose::conn::ConnTable { connections: rows, all: false };
+    let table = tcptune_diagnose::conn::ConnTable {
+        connections: rows,
+        all: false,
+    };
     let t = Instant::now();
     let text = table.to_string();
     let render_text = t.elapsed();

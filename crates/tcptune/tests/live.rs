@@ -298,6 +298,57 @@ fn slow_writer_is_application_limited() {
 }
 
 #[test]
+fn small_send_buffer_makes_the_sender_send_buffer_limited() {
+    if !privileged("small_send_buffer_makes_the_sender_send_buffer_limited") {
+        return;
+    }
+    // A real RTT (20 ms through a TUN delay line; this kernel has no netem): a small send
+    // buffer only limits a sender that has to wait for ACKs.
+    let a = Netns::new("sndbufa");
+    let b = Netns::new("sndbufb");
+    let (_line, _, addr_b) = tcptune_testkit::DelayLine::new(&a, &b, 64, Duration::from_millis(10));
+    let port = 5204;
+    let l = in_ns(&b, || listen(&format!("{addr_b}:{port}"), None));
+    let target: SocketAddr = format!("{addr_b}:{port}").parse().unwrap();
+    let client = in_ns(&a, || connect(target, Some(4096)));
+    let (server, _) = l.accept().unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let shut = client.try_clone().unwrap();
+    let _written = writer(client, 65536, None, stop.clone());
+    let _read = reader(server, 1 << 20, None);
+    let r = json(&[
+        "conns",
+        "--netns",
+        a.name(),
+        "--over",
+        "1s",
+        "--all",
+        "dport",
+        &port.to_string(),
+    ]);
+    stop.store(true, Ordering::SeqCst);
+    shut.shutdown(Shutdown::Both).unwrap();
+    let c = sender_row(&r, port);
+    assert_eq!(c["verdict"]["limit"], "send_buffer", "{}", c["verdict"]);
+    assert!(
+        c["verdict"]["share"].as_f64().unwrap() > 0.5,
+        "{}",
+        c["verdict"]
+    );
+    // The kernel doubles SO_SNDBUF; the path's RTT is the delay line's 2 × 10 ms.
+    assert_eq!(c["skmem"]["sndbuf"], 8192);
+    let min_rtt = c["snapshot"]["min_rtt_s"].as_f64().unwrap();
+    assert!(min_rtt >= 0.020, "min RTT {min_rtt}");
+    // At most what the send buffer holds (the kernel lets one skb overshoot it) per RTT.
+    let held = (c["skmem"]["wmem_queued"].as_f64().unwrap() + 8192.0) * 8.0;
+    let goodput = c["interval"]["goodput_bps"].as_f64().unwrap();
+    assert!(
+        goodput > 0.0 && goodput < held / min_rtt * 1.2,
+        "{goodput} vs {held}/{min_rtt}"
+    );
+}
+
+#[test]
 fn filter_runs_in_the_kernel_and_picks_the_right_connections() {
     if !privileged("filter_runs_in_the_kernel_and_picks_the_right_connections") {
         return;
