@@ -9,7 +9,7 @@ use anyhow::Context as _;
 use tcptune_diagnose::conn::{Conn, ConnTable, History};
 use tcptune_diagnose::Context;
 use tcptune_kernel::diag::ext;
-use tcptune_kernel::{procs, sys, Diag, Filter};
+use tcptune_kernel::{procs, sys, Diag, Filter, KernelError};
 use tcptune_model::Dur;
 
 use crate::cli::{ConnsArgs, SockArgs};
@@ -36,13 +36,16 @@ pub(super) fn targets(sock: &SockArgs) -> anyhow::Result<Vec<Target>> {
     } else {
         names.push(sock.netns.clone());
     }
-    names
-        .into_iter()
-        .map(|netns| {
-            let diag = Diag::open_maybe_in(netns.as_deref())?;
-            Ok(Target { netns, diag })
-        })
-        .collect()
+    let mut out = Vec::new();
+    for netns in names {
+        match Diag::open_maybe_in(netns.as_deref()) {
+            Ok(diag) => out.push(Target { netns, diag }),
+            // Listed a moment ago and deleted since: nothing to look at there.
+            Err(KernelError::NoSuchNetns(_)) if sock.all_netns => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(out)
 }
 
 pub(super) fn context(sock: &SockArgs) -> Context {
