@@ -2,6 +2,7 @@
 //! the figures and verdict derived from it (and from its previous sample, matched by cookie),
 //! plus the JSON-lines record format that `watch --record` writes and reports read back.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fmt;
 use std::net::SocketAddr;
@@ -13,7 +14,7 @@ use tcptune_kernel::tcp_info::state_name;
 use tcptune_kernel::{BbrInfo, CongName, DiagSocket, SkMemInfo, TcpInfo};
 use tcptune_model::{Dur, Rate};
 
-use crate::{interval, size, snapshot, verdict_with, Context, Interval, Sample, Snapshot, Verdict};
+use crate::{interval, snapshot, verdict_with, Context, Interval, Sample, Snapshot, Verdict};
 
 /// One connection with what limits it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -22,7 +23,7 @@ pub struct Conn {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub netns: Option<String>,
     /// TCP state as `ss` names it (ESTAB, CLOSE-WAIT, …).
-    pub state: String,
+    pub state: Cow<'static, str>,
     pub local: SocketAddr,
     pub remote: SocketAddr,
     /// The kernel's socket cookie (stable for the socket's life; joins samples).
@@ -44,9 +45,9 @@ pub struct Conn {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interval: Option<Interval>,
     pub verdict: Verdict,
-    /// Every `tcp_info` field (with `--all`).
+    /// Every `tcp_info` field (with `--all`; boxed, so rows without it stay small).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tcp_info: Option<TcpInfo>,
+    pub tcp_info: Option<Box<TcpInfo>>,
     /// Socket memory (with `--all`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub skmem: Option<SkMemInfo>,
@@ -87,7 +88,7 @@ impl Conn {
         };
         let conn = Conn {
             netns: None,
-            state: state_name(s.state).into(),
+            state: Cow::Borrowed(state_name(s.state)),
             local: s.src,
             remote: s.dst,
             cookie: s.cookie,
@@ -100,7 +101,11 @@ impl Conn {
             snapshot: snap,
             interval: iv,
             verdict: v,
-            tcp_info: if all { s.info.clone() } else { None },
+            tcp_info: if all {
+                s.info.clone().map(Box::new)
+            } else {
+                None
+            },
             skmem: if all { s.skmem } else { None },
             bbr: if all { s.bbr } else { None },
         };
@@ -168,11 +173,6 @@ pub struct ConnTable {
     pub all: bool,
 }
 
-fn rate_short(r: Option<Rate>) -> String {
-    r.map(|r| r.to_string().replace("bit/s", "b/s"))
-        .unwrap_or_else(|| "-".into())
-}
-
 impl fmt::Display for ConnTable {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.connections.is_empty() {
@@ -194,18 +194,12 @@ impl fmt::Display for ConnTable {
                 f,
                 "{:<10} {:<24} {:<24} {:>9} {:>9} {:>9} {:>11} {}",
                 c.state,
-                c.local.to_string(),
-                c.remote.to_string(),
-                s.and_then(|s| s.rtt_s)
-                    .map(|d| d.to_string())
-                    .unwrap_or_else(|| "-".into()),
-                s.and_then(|s| s.cwnd_bytes)
-                    .map(size)
-                    .unwrap_or_else(|| "-".into()),
-                s.and_then(|s| s.snd_wnd_bytes)
-                    .map(|w| size(w as u64))
-                    .unwrap_or_else(|| "-".into()),
-                rate_short(rate),
+                c.local,
+                c.remote,
+                Cell::dur(s.and_then(|s| s.rtt_s)),
+                Cell::size(s.and_then(|s| s.cwnd_bytes)),
+                Cell::size(s.and_then(|s| s.snd_wnd_bytes).map(u64::from)),
+                Cell::rate(rate),
                 c.verdict.text
             )?;
             if self.all {
@@ -213,6 +207,102 @@ impl fmt::Display for ConnTable {
             }
         }
         Ok(())
+    }
+}
+
+/// A table cell formatted on the stack: a table of 20,000 connections should not cost an
+/// allocation per cell (see bench/conns).
+struct Cell {
+    buf: [u8; 24],
+    len: usize,
+}
+
+impl fmt::Write for Cell {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        let end = self.len + s.len();
+        if end > self.buf.len() {
+            return Err(fmt::Error);
+        }
+        self.buf[self.len..end].copy_from_slice(s.as_bytes());
+        self.len = end;
+        Ok(())
+    }
+}
+
+impl Cell {
+    fn new(args: Option<fmt::Arguments<'_>>) -> Cell {
+        let mut c = Cell {
+            buf: [0; 24],
+            len: 0,
+        };
+        match args {
+            Some(a) => {
+                if fmt::Write::write_fmt(&mut c, a).is_err() {
+                    c.len = 0;
+                    let _ = fmt::Write::write_str(&mut c, "?");
+                }
+            }
+            None => {
+                let _ = fmt::Write::write_str(&mut c, "-");
+            }
+        }
+        c
+    }
+
+    /// "27 µs", "1.23 ms", "2.5 s": three significant digits from integer arithmetic.
+    fn dur(d: Option<Dur>) -> Cell {
+        let Some(d) = d else { return Cell::new(None) };
+        let us = d.nanos() / 1000;
+        if us < 1000 {
+            Cell::new(Some(format_args!("{us} µs")))
+        } else if us < 1_000_000 {
+            Cell::new(Some(format_args!("{}.{:02} ms", us / 1000, us % 1000 / 10)))
+        } else {
+            Cell::new(Some(format_args!(
+                "{}.{:02} s",
+                us / 1_000_000,
+                us % 1_000_000 / 10_000
+            )))
+        }
+    }
+
+    /// "900 B", "14.1 KiB", "2.5 MiB".
+    fn size(b: Option<u64>) -> Cell {
+        let Some(b) = b else { return Cell::new(None) };
+        let tenths = |unit: u64| (b * 10 + unit / 2) / unit;
+        if b < 1024 {
+            Cell::new(Some(format_args!("{b} B")))
+        } else if b < 1 << 20 {
+            let t = tenths(1 << 10);
+            Cell::new(Some(format_args!("{}.{} KiB", t / 10, t % 10)))
+        } else if b < 1 << 30 {
+            let t = tenths(1 << 20);
+            Cell::new(Some(format_args!("{}.{} MiB", t / 10, t % 10)))
+        } else {
+            let t = tenths(1 << 30);
+            Cell::new(Some(format_args!("{}.{} GiB", t / 10, t % 10)))
+        }
+    }
+
+    /// "15.9 Mb/s": bits per second with a decimal prefix.
+    fn rate(r: Option<Rate>) -> Cell {
+        let Some(r) = r else { return Cell::new(None) };
+        let bps = r.bps().max(0.0) as u64;
+        let (unit, p) = match bps {
+            0..1_000 => return Cell::new(Some(format_args!("{bps} b/s"))),
+            1_000..1_000_000 => (1_000, "k"),
+            1_000_000..1_000_000_000 => (1_000_000, "M"),
+            _ => (1_000_000_000, "G"),
+        };
+        let t = (bps * 10 + unit / 2) / unit;
+        Cell::new(Some(format_args!("{}.{} {p}b/s", t / 10, t % 10)))
+    }
+}
+
+impl fmt::Display for Cell {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Only whole &str pieces were written, so the bytes are UTF-8.
+        f.pad(std::str::from_utf8(&self.buf[..self.len]).unwrap_or("?"))
     }
 }
 

@@ -17,7 +17,9 @@ use tcptune_kernel::tcp_info::state_name;
 use tcptune_kernel::{DestroyEvents, DiagSocket};
 use tcptune_model::Dur;
 
-use super::conns::{add_processes, context, parse_filter, sample_all, since, targets, Target};
+use super::conns::{
+    add_processes, context, parse_filter, sample_all, since, sort_by_rate, targets, Target,
+};
 use crate::cli::WatchArgs;
 use crate::Outcome;
 
@@ -167,7 +169,7 @@ fn table(
                         cookie: c.cookie,
                         local: c.local,
                         remote: c.remote,
-                        state: c.state.clone(),
+                        state: c.state.to_string(),
                         closed: false,
                         sample: s,
                         congestion: c.congestion,
@@ -182,7 +184,7 @@ fn table(
             if args.sock.processes {
                 add_processes(&mut rows);
             }
-            rows.sort_by(|a, b| b.sort_rate().total_cmp(&a.sort_rate()));
+            sort_by_rate(&mut rows);
             let total = rows.len();
             rows.truncate(args.top);
             let mut out = std::io::stdout().lock();
