@@ -326,7 +326,7 @@ fn write_details(f: &mut fmt::Formatter<'_>, c: &Conn) -> fmt::Result {
         };
         writeln!(
             f,
-            "    options:{}{}{}{} wscale {}/{} mss {}",
+            "    options:{}{}{}{}  window scale snd/rcv {}/{}  mss {}",
             flag(n.sack, "sack"),
             flag(n.timestamps, "ts"),
             flag(n.window_scaling, "wscale"),
@@ -346,7 +346,7 @@ fn write_details(f: &mut fmt::Formatter<'_>, c: &Conn) -> fmt::Result {
         }
     }
     if let Some(i) = &c.tcp_info {
-        // Every decoded field, in the kernel's order, as key=value pairs.
+        // Every decoded field (alphabetically) as key=value pairs.
         if let Ok(serde_json::Value::Object(m)) = serde_json::to_value(i) {
             let pairs: Vec<String> = m.iter().map(|(k, v)| format!("{k}={v}")).collect();
             for chunk in pairs.chunks(8) {

@@ -333,7 +333,13 @@ fn dominant(s: &Shares) -> (Limit, f64) {
     best
 }
 
-fn evidence(limit: Limit, b: &Sample, snap: &Snapshot, ctx: &Context) -> String {
+fn evidence(
+    limit: Limit,
+    b: &Sample,
+    snap: &Snapshot,
+    ctx: &Context,
+    goodput: Option<Rate>,
+) -> String {
     let i = &b.info;
     let rtt = snap.rtt_s;
     match limit {
@@ -351,6 +357,14 @@ fn evidence(limit: Limit, b: &Sample, snap: &Snapshot, ctx: &Context) -> String 
                 (None, Some(r)) => {
                     let cap = Rate::from_bps(w as f64 * 8.0 / r.secs().max(1e-9));
                     s += &format!(" per RTT {r} caps the rate at {cap}");
+                    // Web100's reading: a window that stays small is a small buffer; goodput far
+                    // below what even that window allows means it is often closed — the
+                    // receiving application does not read fast enough.
+                    if let Some(g) = goodput.filter(|g| g.bps() < cap.bps() / 4.0) {
+                        s += &format!(
+                            "; goodput {g} is far lower: the receiver reads slowly (window often closed)"
+                        );
+                    }
                 }
                 _ => {}
             }
@@ -427,18 +441,20 @@ pub fn verdict(a: Option<&Sample>, b: &Sample, ctx: &Context) -> Verdict {
 
 /// [`verdict`] with the snapshot of `b` already computed (saves recomputing it per row).
 pub fn verdict_with(a: Option<&Sample>, b: &Sample, snap: &Snapshot, ctx: &Context) -> Verdict {
-    let (shares, over, moved_out, moved_in) = match a {
+    let (shares, over, moved_out, moved_in, goodput) = match a {
         Some(a) => {
             let iv = interval(a, b);
             let out = delta(a.info.bytes_sent, b.info.bytes_sent).unwrap_or(0);
             let inn = delta(a.info.bytes_received, b.info.bytes_received).unwrap_or(0);
-            (iv.shares, format!("of the last {}", iv.over_s), out, inn)
+            let over = format!("of the last {}", iv.over_s);
+            (iv.shares, over, out, inn, iv.goodput_bps)
         }
         None => (
             snap.lifetime_shares,
             "of its busy time".to_string(),
             b.info.bytes_sent.unwrap_or(0),
             b.info.bytes_received.unwrap_or(0),
+            None,
         ),
     };
     if moved_out == 0 {
@@ -467,7 +483,7 @@ pub fn verdict_with(a: Option<&Sample>, b: &Sample, snap: &Snapshot, ctx: &Conte
         };
     };
     let (mut limit, mut share) = dominant(&shares);
-    let mut ev = evidence(limit, b, snap, ctx);
+    let mut ev = evidence(limit, b, snap, ctx, goodput);
     if limit == Limit::Network {
         if let Some(why) = send_buffer_full(b) {
             // Measured on 6.18: a sender blocked on a 4 KiB SO_SNDBUF across a 20 ms RTT had

@@ -9,6 +9,7 @@ use anyhow::Context as _;
 use tcptune_diagnose::conn::{Conn, ConnTable, History};
 use tcptune_diagnose::Context;
 use tcptune_kernel::diag::ext;
+use tcptune_kernel::tcp_info::{KernelVersion, TailLayout};
 use tcptune_kernel::{procs, sys, Diag, Filter, KernelError};
 use tcptune_model::Dur;
 
@@ -28,7 +29,28 @@ pub(super) fn parse_filter(words: &[String]) -> anyhow::Result<Filter> {
         .with_context(|| format!("bad filter '{text}'"))
 }
 
+/// Recorded kernel answers to use instead of the kernel (CLI tests without root): a file of
+/// netlink messages as under fixtures/kernel/, and the kernel version it came from.
+const REPLAY_ENV: &str = "TCPTUNE_REPLAY_SOCK_DIAG";
+const REPLAY_KERNEL_ENV: &str = "TCPTUNE_REPLAY_KERNEL";
+
 pub(super) fn targets(sock: &SockArgs) -> anyhow::Result<Vec<Target>> {
+    if let Some(path) = std::env::var_os(REPLAY_ENV) {
+        let rec = std::fs::read(&path).with_context(|| {
+            format!(
+                "cannot read {REPLAY_ENV}={}",
+                std::path::Path::new(&path).display()
+            )
+        })?;
+        let release = std::env::var(REPLAY_KERNEL_ENV).unwrap_or_else(|_| "6.18".into());
+        let version = KernelVersion::parse(&release).with_context(|| {
+            format!("{REPLAY_KERNEL_ENV}={release} is not a kernel version such as 6.18")
+        })?;
+        return Ok(vec![Target {
+            netns: sock.netns.clone(),
+            diag: Diag::replay(rec, TailLayout::for_kernel(version)),
+        }]);
+    }
     let mut names: Vec<Option<String>> = Vec::new();
     if sock.all_netns {
         names.push(None);
