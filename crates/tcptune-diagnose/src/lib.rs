@@ -485,7 +485,8 @@ pub fn verdict_with(a: Option<&Sample>, b: &Sample, snap: &Snapshot, ctx: &Conte
     let (mut limit, mut share) = dominant(&shares);
     let mut ev = evidence(limit, b, snap, ctx, goodput);
     if limit == Limit::Network {
-        if let Some(why) = send_buffer_full(b) {
+        // Either end of the interval will do: one instant can fall between the app's writes.
+        if let Some(why) = send_buffer_full(b).or_else(|| a.and_then(send_buffer_full)) {
             // Measured on 6.18: a sender blocked on a 4 KiB SO_SNDBUF across a 20 ms RTT had
             // 46 segments in flight, cwnd 1051 (still growing) and sndbuf_limited 0 — the
             // kernel counted it as cwnd-limited. Socket memory shows the real limit.
