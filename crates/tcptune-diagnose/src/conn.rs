@@ -185,11 +185,16 @@ impl fmt::Display for ConnTable {
         )?;
         for c in &self.connections {
             let s = c.snapshot.as_ref();
+            // Without an interval the rate is the kernel's last delivery-rate sample, which
+            // is 0 on a socket that only receives: show "-" rather than a misleading 0.
             let rate = c
                 .interval
                 .as_ref()
                 .and_then(Interval::main_rate)
-                .or_else(|| s.and_then(|s| s.delivery_rate_bps));
+                .or_else(|| {
+                    s.and_then(|s| s.delivery_rate_bps)
+                        .filter(|r| r.bps() > 0.0)
+                });
             writeln!(
                 f,
                 "{:<10} {:<24} {:<24} {:>9} {:>9} {:>9} {:>11} {}",
