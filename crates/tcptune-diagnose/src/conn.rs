@@ -207,6 +207,10 @@ impl fmt::Display for ConnTable {
                 Cell::rate(rate),
                 c.verdict.text
             )?;
+            if let Some(p) = &c.process {
+                // Appended to the row (after the verdict) so the columns stay aligned.
+                writeln!(f, "{:>12} process {} (pid {})", "", p.comm, p.pid)?;
+            }
             if self.all {
                 write_details(f, c)?;
             }
@@ -315,9 +319,6 @@ fn write_details(f: &mut fmt::Formatter<'_>, c: &Conn) -> fmt::Result {
     let mut line = format!("    cookie {} uid {} inode {}", c.cookie, c.uid, c.inode);
     if let Some(ns) = &c.netns {
         line += &format!(" netns {ns}");
-    }
-    if let Some(p) = &c.process {
-        line += &format!(" process {} ({})", p.pid, p.comm);
     }
     if let Some(cc) = c.congestion {
         line += &format!(" cc {cc}");
