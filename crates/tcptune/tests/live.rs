@@ -435,6 +435,9 @@ fn filter_runs_in_the_kernel_and_picks_the_right_connections() {
         vec![(7001, 0), (7002, 0)]
     );
     assert!(ports(&json(&["conns", "--netns", ns.name(), "dst", "10.0.0.0/8"])).is_empty());
+    // -p finds the owner: this test process holds every one of these sockets.
+    let r = json(&["conns", "--netns", ns.name(), "-p", "dport", "7001"]);
+    assert_eq!(r["connections"][0]["process"]["pid"], std::process::id());
     // The connections are not visible from outside the namespace.
     let here = json(&["conns", "port", "7001"]);
     assert!(ports(&here).iter().all(|&(l, r)| l != c4 && r != c4));
