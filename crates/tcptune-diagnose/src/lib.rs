@@ -3,7 +3,9 @@
 //! Samples of `tcp_info` (and socket memory) go in, with the time each was taken passed in by
 //! the caller; figures and a one-line verdict with its evidence come out. The same code serves
 //! `tcptune conns`/`watch` (dumps), `tcptune test` (getsockopt on its own sockets) and lab
-//! reports (recorded samples), so a verdict means the same thing everywhere.
+//! reports (recorded samples), so a verdict means the same thing everywhere. For a socket of
+//! one's own, build a [`Sample`] from `tcptune_kernel::sys::tcp_info_of` and `skmem_of`
+//! (getsockopt `TCP_INFO` / `SO_MEMINFO`) and a monotonic clock.
 //!
 //! The limit breakdown is Web100's "triage" rebuilt on the kernel's chronograph counters
 //! (4.10+): `busy_time` is the time with data outstanding, of which `rwnd_limited` was spent

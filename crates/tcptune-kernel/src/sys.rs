@@ -10,7 +10,7 @@ use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use crate::diag::{self, DiagSocket, DumpRequest, AF_INET, AF_INET6};
+use crate::diag::{self, DiagSocket, DumpRequest, SkMemInfo, AF_INET, AF_INET6};
 use crate::filter::Filter;
 use crate::tcp_info::{KernelVersion, TailLayout, TcpInfo};
 
@@ -88,6 +88,30 @@ pub fn tcp_info_raw(fd: BorrowedFd<'_>) -> io::Result<Vec<u8>> {
         return Err(io::Error::last_os_error());
     }
     Ok(buf[..(len as usize).min(buf.len())].to_vec())
+}
+
+/// `getsockopt(fd, SOL_SOCKET, SO_MEMINFO)` (4.12+): the same socket memory figures as
+/// `INET_DIAG_SKMEMINFO`, for one of our own sockets.
+pub fn skmem_of(fd: BorrowedFd<'_>) -> io::Result<SkMemInfo> {
+    // SO_MEMINFO is 55 on the generic socket ABI (x86, arm, riscv …); not in every libc yet.
+    const SO_MEMINFO: libc::c_int = 55;
+    let mut buf = [0u8; 64];
+    let mut len = buf.len() as libc::socklen_t;
+    // SAFETY: buf is valid for len bytes; the kernel writes at most len and updates len.
+    let rc = unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            SO_MEMINFO,
+            buf.as_mut_ptr().cast(),
+            &mut len,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    SkMemInfo::decode(&buf[..(len as usize).min(buf.len())])
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "SO_MEMINFO answer too short"))
 }
 
 fn netlink_socket() -> io::Result<OwnedFd> {

@@ -48,7 +48,11 @@ fn getsockopt_query_and_dump_agree_on_one_connection() {
         .expect("the connection exists");
     assert_eq!(q.src, c.local_addr().unwrap());
     assert_eq!(q.info.as_ref().unwrap().bytes_acked, mine.bytes_acked);
-    assert!(q.skmem.is_some() && q.congestion.is_some());
+    assert!(q.congestion.is_some());
+    // SO_MEMINFO on our socket gives the same buffer sizes as the dump's SKMEMINFO.
+    let m = sys::skmem_of(c.as_fd()).unwrap();
+    assert_eq!(m.sndbuf, q.skmem.unwrap().sndbuf);
+    assert_eq!(m.rcvbuf, q.skmem.unwrap().rcvbuf);
 
     // A dump filtered in the kernel by the client's port finds exactly both ends.
     let port = c.local_addr().unwrap().port();
