@@ -187,9 +187,8 @@ fn table(
             sort_by_rate(&mut rows);
             let total = rows.len();
             rows.truncate(args.top);
-            let mut out = std::io::stdout().lock();
-            write!(
-                out,
+            // One write per frame, so the terminal never shows a half-drawn table.
+            let frame = format!(
                 "{}tcptune watch  t={:.1}s  {} connections (top {} by rate, every {})\n{}",
                 clear_screen(tty),
                 t.secs(),
@@ -200,8 +199,9 @@ fn table(
                     connections: rows,
                     all: false,
                 }
-            )
-            .ok();
+            );
+            let mut out = std::io::stdout().lock();
+            out.write_all(frame.as_bytes()).ok();
             out.flush().ok();
         }
         if stop.tick() {
