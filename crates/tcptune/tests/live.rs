@@ -674,12 +674,21 @@ fn bad_input_is_one_sentence_and_exit_2() {
         return;
     }
     let ns = Netns::new("perm");
-    // An unprivileged user may not enter a network namespace.
+    // An unprivileged user may not enter a network namespace. The binary is copied to a
+    // world-readable place first: the build directory may not be reachable for that user.
+    let dir = std::env::temp_dir().join(format!("tt-perm-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let bin = dir.join("tcptune");
+    std::fs::copy(env!("CARGO_BIN_EXE_tcptune"), &bin).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
     fails_with(
-        tcptune()
+        Command::new(&bin)
             .args(["conns", "--netns", ns.name()])
             .uid(65534)
             .gid(65534),
         "needs root",
     );
+    std::fs::remove_dir_all(&dir).unwrap();
 }
