@@ -248,8 +248,15 @@ fn one(
     let start = Instant::now();
     let mut stop = Stop::new(args, start);
     let tty = std::io::stdout().is_terminal();
-    let mut prev: Option<Sample> = None;
+    // History rows cover at least 100 ms each (the kernel's chrono counters tick in jiffies,
+    // so 1 ms rows would say nothing); the verdict covers the last HISTORY_FOR_VERDICT rows.
+    let row_period = args.interval.max(Dur::from_millis(100));
+    const HISTORY_ROWS: usize = 20;
+    const HISTORY_FOR_VERDICT: usize = 10;
+    // Samples at row boundaries, oldest first.
+    let mut marks: VecDeque<Sample> = VecDeque::new();
     let mut rows: VecDeque<Row> = VecDeque::new();
+    let mut last_draw: Option<Instant> = None;
     let mut next = Instant::now();
     let mut current = first;
     loop {
@@ -257,25 +264,33 @@ fn one(
         if let Some(line) = record_line(t, netns.as_deref(), &current, false) {
             sink.write(&line)?;
             let b = line.sample;
-            if let Some(a) = &prev {
-                let snap = snapshot(&b.info);
-                rows.push_back(Row {
-                    t,
-                    iv: interval(a, &b),
-                    cwnd: snap.cwnd_bytes,
-                    snd_wnd: snap.snd_wnd_bytes,
-                    rtt: snap.rtt_s,
-                });
-                if rows.len() > 20 {
-                    rows.pop_front();
+            let due = marks
+                .back()
+                .is_none_or(|m| b.at_s.nanos() - m.at_s.nanos() >= row_period.nanos());
+            if due {
+                if let Some(a) = marks.back() {
+                    let snap = snapshot(&b.info);
+                    rows.push_back(Row {
+                        t,
+                        iv: interval(a, &b),
+                        cwnd: snap.cwnd_bytes,
+                        snd_wnd: snap.snd_wnd_bytes,
+                        rtt: snap.rtt_s,
+                    });
+                    if rows.len() > HISTORY_ROWS {
+                        rows.pop_front();
+                    }
+                }
+                marks.push_back(b.clone());
+                if marks.len() > HISTORY_FOR_VERDICT + 1 {
+                    marks.pop_front();
                 }
             }
-            // Redraw at most ~20 times a second however fast we sample.
-            let redraw = prev.is_none()
-                || args.interval >= Dur::from_millis(50)
-                || stop.done % ((50 / args.interval.nanos().div_ceil(1_000_000)).max(1)) == 0;
+            // Redraw at most 20 times a second however fast we sample.
+            let redraw = last_draw.is_none_or(|d| d.elapsed() >= Duration::from_millis(50));
             if redraw && !sink.json {
-                let v = verdict(prev.as_ref(), &b, &ctx);
+                let base = marks.front().filter(|m| m.at_s < b.at_s);
+                let v = verdict(base, &b, &ctx);
                 draw_detail(
                     tty,
                     &current,
@@ -285,8 +300,8 @@ fn one(
                     &rows,
                     args.interval,
                 );
+                last_draw = Some(Instant::now());
             }
-            prev = Some(b);
         }
         sink.flush()?;
         if stop.tick() {
