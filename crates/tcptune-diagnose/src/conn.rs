@@ -183,6 +183,7 @@ impl fmt::Display for ConnTable {
             "{:<10} {:<24} {:<24} {:>9} {:>9} {:>9} {:>11} VERDICT",
             "STATE", "LOCAL", "REMOTE", "RTT", "CWND", "PEER WND", "RATE"
         )?;
+        let mut line = Row::default();
         for c in &self.connections {
             let s = c.snapshot.as_ref();
             // Without an interval the rate is the kernel's last delivery-rate sample, which
@@ -195,18 +196,17 @@ impl fmt::Display for ConnTable {
                     s.and_then(|s| s.delivery_rate_bps)
                         .filter(|r| r.bps() > 0.0)
                 });
-            writeln!(
-                f,
-                "{:<10} {:<24} {:<24} {:>9} {:>9} {:>9} {:>11} {}",
-                c.state,
-                c.local,
-                c.remote,
-                Cell::dur(s.and_then(|s| s.rtt_s)),
-                Cell::size(s.and_then(|s| s.cwnd_bytes)),
-                Cell::size(s.and_then(|s| s.snd_wnd_bytes).map(u64::from)),
-                Cell::rate(rate),
-                c.verdict.text
-            )?;
+            line.buf.clear();
+            line.left(&c.state, 10);
+            line.addr(c.local, 24);
+            line.addr(c.remote, 24);
+            line.dur(s.and_then(|s| s.rtt_s), 9);
+            line.size(s.and_then(|s| s.cwnd_bytes), 9);
+            line.size(s.and_then(|s| s.snd_wnd_bytes).map(u64::from), 9);
+            line.rate(rate, 11);
+            line.buf.push_str(&c.verdict.text);
+            line.buf.push('\n');
+            f.write_str(&line.buf)?;
             if let Some(p) = &c.process {
                 // Appended to the row (after the verdict) so the columns stay aligned.
                 writeln!(f, "{:>12} process {} (pid {})", "", p.comm, p.pid)?;
@@ -219,100 +219,162 @@ impl fmt::Display for ConnTable {
     }
 }
 
-/// A table cell formatted on the stack: a table of 20,000 connections should not cost an
-/// allocation per cell (see bench/conns).
-struct Cell {
-    buf: [u8; 24],
-    len: usize,
+/// One table row, built by hand: with thousands of connections, the generic formatting
+/// machinery (padding char by char, a `fmt::write` per cell) was a fifth of `tcptune conns`'s
+/// time (see bench/conns). Each method appends a cell and the separating space.
+#[derive(Default)]
+struct Row {
+    buf: String,
+    /// Scratch space for one right-aligned cell (reused).
+    cell: String,
 }
 
-impl fmt::Write for Cell {
-    fn write_str(&mut self, s: &str) -> fmt::Result {
-        let end = self.len + s.len();
-        if end > self.buf.len() {
-            return Err(fmt::Error);
+const SPACES: &str = "                                ";
+
+impl Row {
+    fn pad(&mut self, n: usize) {
+        let mut n = n;
+        while n > 0 {
+            let k = n.min(SPACES.len());
+            self.buf.push_str(&SPACES[..k]);
+            n -= k;
         }
-        self.buf[self.len..end].copy_from_slice(s.as_bytes());
-        self.len = end;
-        Ok(())
     }
-}
-
-impl Cell {
-    fn new(args: Option<fmt::Arguments<'_>>) -> Cell {
-        let mut c = Cell {
-            buf: [0; 24],
-            len: 0,
-        };
-        match args {
-            Some(a) => {
-                if fmt::Write::write_fmt(&mut c, a).is_err() {
-                    c.len = 0;
-                    let _ = fmt::Write::write_str(&mut c, "?");
+    fn left(&mut self, s: &str, width: usize) {
+        self.buf.push_str(s);
+        self.pad(width.saturating_sub(s.chars().count()) + 1);
+    }
+    /// A right-aligned cell whose text `fill` appends; `fill` returns its width in chars.
+    fn right(&mut self, width: usize, fill: impl FnOnce(&mut String) -> usize) {
+        let mut cell = std::mem::take(&mut self.cell);
+        cell.clear();
+        let n = fill(&mut cell);
+        self.pad(width.saturating_sub(n));
+        self.buf.push_str(&cell);
+        self.buf.push(' ');
+        self.cell = cell;
+    }
+    fn addr(&mut self, a: SocketAddr, width: usize) {
+        let start = self.buf.len();
+        match a {
+            SocketAddr::V4(v4) => {
+                let o = v4.ip().octets();
+                for (i, b) in o.iter().enumerate() {
+                    if i > 0 {
+                        self.buf.push('.');
+                    }
+                    push_u64(&mut self.buf, *b as u64);
                 }
+                self.buf.push(':');
+                push_u64(&mut self.buf, v4.port() as u64);
             }
-            None => {
-                let _ = fmt::Write::write_str(&mut c, "-");
+            SocketAddr::V6(_) => {
+                let _ = fmt::Write::write_fmt(&mut self.buf, format_args!("{a}"));
             }
         }
-        c
+        let n = self.buf.len() - start; // addresses are ASCII
+        self.pad(width.saturating_sub(n) + 1);
     }
-
-    /// "27 µs", "1.23 ms", "2.5 s": three significant digits from integer arithmetic.
-    fn dur(d: Option<Dur>) -> Cell {
-        let Some(d) = d else { return Cell::new(None) };
-        let us = d.nanos() / 1000;
-        if us < 1000 {
-            Cell::new(Some(format_args!("{us} µs")))
-        } else if us < 1_000_000 {
-            Cell::new(Some(format_args!("{}.{:02} ms", us / 1000, us % 1000 / 10)))
-        } else {
-            Cell::new(Some(format_args!(
-                "{}.{:02} s",
-                us / 1_000_000,
-                us % 1_000_000 / 10_000
-            )))
-        }
+    /// "27 µs", "1.23 ms", "2.50 s".
+    fn dur(&mut self, d: Option<Dur>, width: usize) {
+        self.right(width, |c| {
+            let Some(d) = d else {
+                c.push('-');
+                return 1;
+            };
+            let us = d.nanos() / 1000;
+            let (whole, frac, unit) = if us < 1000 {
+                (us, None, " µs")
+            } else if us < 1_000_000 {
+                (us / 1000, Some(us % 1000 / 10), " ms")
+            } else {
+                (us / 1_000_000, Some(us % 1_000_000 / 10_000), " s")
+            };
+            push_u64(c, whole);
+            if let Some(f) = frac {
+                c.push('.');
+                if f < 10 {
+                    c.push('0');
+                }
+                push_u64(c, f);
+            }
+            c.push_str(unit);
+            c.chars().count()
+        });
     }
-
     /// "900 B", "14.1 KiB", "2.5 MiB".
-    fn size(b: Option<u64>) -> Cell {
-        let Some(b) = b else { return Cell::new(None) };
-        let tenths = |unit: u64| (b * 10 + unit / 2) / unit;
-        if b < 1024 {
-            Cell::new(Some(format_args!("{b} B")))
-        } else if b < 1 << 20 {
-            let t = tenths(1 << 10);
-            Cell::new(Some(format_args!("{}.{} KiB", t / 10, t % 10)))
-        } else if b < 1 << 30 {
-            let t = tenths(1 << 20);
-            Cell::new(Some(format_args!("{}.{} MiB", t / 10, t % 10)))
-        } else {
-            let t = tenths(1 << 30);
-            Cell::new(Some(format_args!("{}.{} GiB", t / 10, t % 10)))
-        }
+    fn size(&mut self, b: Option<u64>, width: usize) {
+        self.right(width, |c| {
+            let Some(b) = b else {
+                c.push('-');
+                return 1;
+            };
+            if b < 1024 {
+                push_u64(c, b);
+                c.push_str(" B");
+            } else {
+                let (unit, name) = if b < 1 << 20 {
+                    (1u64 << 10, " KiB")
+                } else if b < 1 << 30 {
+                    (1 << 20, " MiB")
+                } else {
+                    (1 << 30, " GiB")
+                };
+                push_tenths(c, (b * 10 + unit / 2) / unit);
+                c.push_str(name);
+            }
+            c.len()
+        });
     }
-
     /// "15.9 Mb/s": bits per second with a decimal prefix.
-    fn rate(r: Option<Rate>) -> Cell {
-        let Some(r) = r else { return Cell::new(None) };
-        let bps = r.bps().max(0.0) as u64;
-        let (unit, p) = match bps {
-            0..1_000 => return Cell::new(Some(format_args!("{bps} b/s"))),
-            1_000..1_000_000 => (1_000, "k"),
-            1_000_000..1_000_000_000 => (1_000_000, "M"),
-            _ => (1_000_000_000, "G"),
-        };
-        let t = (bps * 10 + unit / 2) / unit;
-        Cell::new(Some(format_args!("{}.{} {p}b/s", t / 10, t % 10)))
+    fn rate(&mut self, r: Option<Rate>, width: usize) {
+        self.right(width, |c| {
+            let Some(r) = r else {
+                c.push('-');
+                return 1;
+            };
+            let bps = r.bps().max(0.0) as u64;
+            let (unit, p) = match bps {
+                0..1_000 => (1, ""),
+                1_000..1_000_000 => (1_000, "k"),
+                1_000_000..1_000_000_000 => (1_000_000, "M"),
+                _ => (1_000_000_000, "G"),
+            };
+            if unit == 1 {
+                push_u64(c, bps);
+            } else {
+                push_tenths(c, (bps * 10 + unit / 2) / unit);
+            }
+            c.push(' ');
+            c.push_str(p);
+            c.push_str("b/s");
+            c.len()
+        });
     }
 }
 
-impl fmt::Display for Cell {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        // Only whole &str pieces were written, so the bytes are UTF-8.
-        f.pad(std::str::from_utf8(&self.buf[..self.len]).unwrap_or("?"))
+/// Appends a decimal integer without the formatting machinery.
+fn push_u64(s: &mut String, mut v: u64) {
+    let mut digits = [0u8; 20];
+    let mut i = digits.len();
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
     }
+    for &d in &digits[i..] {
+        s.push(d as char);
+    }
+}
+
+/// Appends `tenths / 10` with one decimal: 141 → "14.1".
+fn push_tenths(s: &mut String, tenths: u64) {
+    push_u64(s, tenths / 10);
+    s.push('.');
+    push_u64(s, tenths % 10);
 }
 
 fn write_details(f: &mut fmt::Formatter<'_>, c: &Conn) -> fmt::Result {
@@ -393,4 +455,48 @@ pub struct RecordLine {
     pub sample: Sample,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub congestion: Option<CongName>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cell(f: impl FnOnce(&mut Row)) -> String {
+        let mut r = Row::default();
+        f(&mut r);
+        r.buf
+    }
+
+    #[test]
+    fn cells_are_aligned_and_rounded() {
+        assert_eq!(cell(|r| r.size(Some(0), 6)), "   0 B ");
+        assert_eq!(cell(|r| r.size(Some(1023), 7)), " 1023 B ");
+        assert_eq!(cell(|r| r.size(Some(1024), 7)), "1.0 KiB ");
+        assert_eq!(cell(|r| r.size(Some(1536 * 1024), 8)), " 1.5 MiB ");
+        assert_eq!(cell(|r| r.size(None, 3)), "  - ");
+        assert_eq!(cell(|r| r.dur(Some(Dur::from_micros(999)), 7)), " 999 µs ");
+        assert_eq!(
+            cell(|r| r.dur(Some(Dur::from_micros(1_050)), 7)),
+            "1.05 ms "
+        );
+        assert_eq!(cell(|r| r.dur(Some(Dur::from_millis(2_500)), 6)), "2.50 s ");
+        assert_eq!(cell(|r| r.rate(Some(Rate::from_bps(999.0)), 7)), "999 b/s ");
+        assert_eq!(
+            cell(|r| r.rate(Some(Rate::from_bps(15.94e6)), 9)),
+            "15.9 Mb/s "
+        );
+        assert_eq!(cell(|r| r.left("ESTAB", 7)), "ESTAB   ");
+        assert_eq!(
+            cell(|r| r.addr("198.18.0.1:5201".parse().unwrap(), 16)),
+            "198.18.0.1:5201  "
+        );
+        assert_eq!(
+            cell(|r| r.addr("[2001:2::1]:80".parse().unwrap(), 15)),
+            "[2001:2::1]:80  "
+        );
+        let mut s = String::new();
+        push_u64(&mut s, 0);
+        push_u64(&mut s, u64::MAX);
+        assert_eq!(s, format!("0{}", u64::MAX));
+    }
 }
