@@ -101,17 +101,25 @@ pub struct Verdict {
 /// Options agreed in the handshake.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Negotiated {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sack: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timestamps: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub window_scaling: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ecn: Option<bool>,
     /// The peer's window scale (what our sends are scaled by).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub snd_wscale: Option<u8>,
     /// Our window scale.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rcv_wscale: Option<u8>,
     /// Sender MSS, bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub snd_mss: Option<u32>,
     /// Advertised MSS, bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub advmss: Option<u32>,
 }
 
@@ -134,25 +142,36 @@ impl Negotiated {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Snapshot {
     /// Smoothed RTT.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rtt_s: Option<Dur>,
     /// Minimum RTT seen.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_rtt_s: Option<Dur>,
     /// srtt / min_rtt: how much queueing inflates the RTT (1 = none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rtt_inflation: Option<f64>,
     /// cwnd × MSS.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cwnd_bytes: Option<u64>,
     /// The peer's receive window.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub snd_wnd_bytes: Option<u32>,
     /// Our receive window.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rcv_wnd_bytes: Option<u32>,
     /// What the window allows: min(cwnd, peer's window) / srtt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub window_rate_bps: Option<Rate>,
     /// The kernel's latest delivery-rate sample.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delivery_rate_bps: Option<Rate>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pacing_rate_bps: Option<Rate>,
     /// bytes_retrans / bytes_sent over the connection's life.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retrans_ratio: Option<f64>,
     /// Shares of the busy time since the connection started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lifetime_shares: Option<Shares>,
     pub negotiated: Negotiated,
 }
@@ -163,18 +182,25 @@ pub struct Interval {
     /// Length of the interval.
     pub over_s: Dur,
     /// Bytes acknowledged per second (what the receiver got, in order).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub goodput_bps: Option<Rate>,
     /// Bytes sent per second, retransmissions included.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub send_rate_bps: Option<Rate>,
     /// Bytes received per second.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub receive_rate_bps: Option<Rate>,
     /// Shares of the interval under each limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shares: Option<Shares>,
     /// Retransmitted bytes / bytes sent in the interval.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retrans_ratio: Option<f64>,
     /// Retransmitted segments per second.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retrans_per_s: Option<f64>,
     /// Segments newly marked lost / data segments sent (an estimate of the loss rate).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub loss_ratio: Option<f64>,
     /// The kernel's chrono counters tick in jiffies; shares over less than ~50 ms are coarse.
     pub coarse: bool,
