@@ -53,7 +53,7 @@ pub fn kernel_version() -> Option<KernelVersion> {
             .take_while(|&&c| c != 0)
             .map(|&c| c as u8)
             .collect();
-        KernelVersion::parse(&String::from_utf8_lossy(&rel))
+        String::from_utf8_lossy(&rel).parse::<KernelVersion>().ok()
     })
 }
 

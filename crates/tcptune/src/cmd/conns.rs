@@ -43,7 +43,7 @@ pub(super) fn targets(sock: &SockArgs) -> anyhow::Result<Vec<Target>> {
             )
         })?;
         let release = std::env::var(REPLAY_KERNEL_ENV).unwrap_or_else(|_| "6.18".into());
-        let version = KernelVersion::parse(&release).with_context(|| {
+        let version = release.parse::<KernelVersion>().ok().with_context(|| {
             format!("{REPLAY_KERNEL_ENV}={release} is not a kernel version such as 6.18")
         })?;
         return Ok(vec![Target {
