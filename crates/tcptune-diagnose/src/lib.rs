@@ -439,6 +439,25 @@ fn evidence(
 /// Whether sample `b` shows a sender held back by its send buffer rather than by cwnd: the
 /// buffer is (nearly) full, nothing written waits to be sent, and well under a cwnd (and under
 /// the peer's window) of data is in flight. Returns the evidence.
+/// The sender's congestion window is at least twice the receiver's advertised window and the
+/// sender has (nearly) that whole window in flight: the receiver's window is the limit, whatever
+/// the chronographs say.
+fn window_far_below_cwnd(b: &Sample) -> Option<String> {
+    let i = &b.info;
+    let mss = u64::from(i.snd_mss?.max(1));
+    let cwnd = u64::from(i.snd_cwnd?) * mss;
+    let wnd = u64::from(i.snd_wnd?);
+    let in_flight = u64::from(i.unacked?) * mss;
+    (wnd > 0 && cwnd >= 2 * wnd && in_flight * 4 >= wnd * 3).then(|| {
+        format!(
+            "cwnd {} is {:.0}× the receive window {} it keeps full",
+            size(cwnd),
+            cwnd as f64 / wnd as f64,
+            size(wnd)
+        )
+    })
+}
+
 fn send_buffer_full(b: &Sample) -> Option<String> {
     let m = b.skmem?;
     let i = &b.info;
@@ -521,6 +540,16 @@ pub fn verdict_with(a: Option<&Sample>, b: &Sample, snap: &Snapshot, ctx: &Conte
             limit = Limit::SendBuffer;
             share += shares.sndbuf;
             ev = why;
+        } else if let Some(why) =
+            window_far_below_cwnd(b).or_else(|| a.and_then(window_far_below_cwnd))
+        {
+            // Measured in the lab (6.18, BBR): a receiver with a 32 KiB buffer over 20 ms held
+            // the sender to its ~18 KiB window while cwnd was 62 KiB, yet rwnd_limited stayed
+            // near 0: the pacing timer ends each send before the window test, so the kernel
+            // books the time as busy. Web100's criterion applies: cwnd far above the window.
+            limit = Limit::ReceiverWindow;
+            share += shares.rwnd;
+            ev = why;
         }
     }
     let text = if ev.is_empty() {
@@ -572,6 +601,39 @@ mod tests {
             info: i,
             skmem: None,
         }
+    }
+
+    #[test]
+    fn a_window_far_below_cwnd_is_the_limit_even_when_pacing_hides_rwnd_time() {
+        // BBR's pacing: all busy time booked as network, none as rwnd-limited; but cwnd is
+        // 100 segments (145 KiB) against a 32 KiB window that the sender keeps full.
+        let a = sample(1000, |i| i.snd_wnd = Some(32768));
+        let b = sample(2000, |i| {
+            i.snd_wnd = Some(32768);
+            i.unacked = Some(22);
+            i.bytes_sent = Some(2_000_000);
+            i.bytes_acked = Some(1_900_000);
+            i.busy_time_us = Some(1_000_000);
+        });
+        let v = verdict(Some(&a), &b, &Context::default());
+        assert_eq!(v.limit, Limit::ReceiverWindow, "{}", v.text);
+        assert!(
+            v.text
+                .contains("cwnd 141 KiB is 4× the receive window 32 KiB"),
+            "{}",
+            v.text
+        );
+        // The same, with the window not kept full (an application pause): network, not rwnd.
+        let c = sample(2000, |i| {
+            i.snd_wnd = Some(32768);
+            i.unacked = Some(5);
+            i.bytes_sent = Some(2_000_000);
+            i.busy_time_us = Some(1_000_000);
+        });
+        assert_eq!(
+            verdict(Some(&a), &c, &Context::default()).limit,
+            Limit::Network
+        );
     }
 
     #[test]
