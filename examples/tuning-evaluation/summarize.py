@@ -7,6 +7,7 @@ Usage: examples/tuning-evaluation/summarize.py RESULTS_PREFIX   (e.g. results/ev
 results/eval-lan, results/eval-dc-1g, …)
 """
 import csv
+import json
 import sys
 
 PATHS = [("lan", "LAN 1 Gbit/s × 0.2 ms"), ("dc-1g", "1 Gbit/s × 1.5 ms"),
@@ -29,14 +30,18 @@ def main():
             print(f"| {title} | (not run) | | | | | | | |")
             continue
         by = {r["label"]: r for r in rows}
+        # The settings of each labelled point, from the plan.
+        plan = json.load(open(f"{prefix}{name}/plan.json"))
+        settings = {dict(p["varied"]).get("label"): p["settings"] for p in plan["points"]}
         mean = {k: float(r["mean_bps"]) / 1e6 if r["mean_bps"] else 0.0 for k, r in by.items()}
         sweep = {k: v for k, v in mean.items() if k.startswith("sweep ")}
         best_label = max(sweep, key=sweep.get)
         best = sweep[best_label]
         # The buffer of each configuration (tcp_rmem max on the receiver, tcp_wmem max on the sender).
         def mem(label):
-            r = by[label]
-            return int(r["server.sysctl.net.ipv4.tcp_rmem"].split()[2]), int(r["client.sysctl.net.ipv4.tcp_wmem"].split()[2])
+            st = settings[label]
+            return (int(st["server.sysctl.net.ipv4.tcp_rmem"].split()[2]),
+                    int(st["client.sysctl.net.ipv4.tcp_wmem"].split()[2]))
         enough = [l for l in sweep if sweep[l] >= 0.95 * best]
         smallest = min(enough, key=lambda l: sum(mem(l)))
         t = mean["tcptune"]
