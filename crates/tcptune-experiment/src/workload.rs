@@ -156,24 +156,32 @@ impl Sampler {
     /// Stops sampling once the workload's connections have closed (or after a grace period),
     /// so their final statistics arrive as destroy events first.
     fn finish(self) -> Samples {
-        const TIME_WAIT: u8 = 6;
-        if let Ok(mut diag) = Diag::open_in_netns(&self.netns) {
-            let deadline = Instant::now() + Duration::from_secs(3);
-            while Instant::now() < deadline {
-                match diag.dump(&self.filter, 0) {
-                    Ok(open) if open.iter().any(|s| s.state != TIME_WAIT) => {
-                        std::thread::sleep(Duration::from_millis(10))
-                    }
-                    _ => break,
-                }
-            }
-        }
+        wait_closed(&self.netns, &self.filter, Duration::from_secs(3));
         self.stop.store(true, Ordering::Relaxed);
         let panicked = |_| "the sampler thread panicked".to_string();
         let mut all = self.polls.join().map_err(panicked)??;
         all.extend(self.closes.join().map_err(panicked)??);
         all.sort_by_key(|(at, _)| *at);
         Ok(all)
+    }
+}
+
+/// Waits (up to `limit`) until every connection matching `filter` in `netns` has closed or
+/// reached TIME_WAIT, the moment the kernel has written its final statistics: its destroy
+/// event, and its entry in the TCP metrics cache.
+fn wait_closed(netns: &str, filter: &Filter, limit: Duration) {
+    const TIME_WAIT: u8 = 6;
+    let Ok(mut diag) = Diag::open_in_netns(netns) else {
+        return;
+    };
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        match diag.dump(filter, 0) {
+            Ok(open) if open.iter().any(|s| s.state != TIME_WAIT) => {
+                std::thread::sleep(Duration::from_millis(10))
+            }
+            _ => break,
+        }
     }
 }
 
@@ -476,6 +484,12 @@ pub fn run(
                 run_to_end(cli, Duration::from_secs(30))?;
                 // The one-off server exits after its test; wait for that before the next one.
                 server.stop();
+                // The cache entry is written as the connection reaches TIME_WAIT, an RTT after
+                // the client is done: the measured connection must not start before that.
+                let to_server: Filter = format!("dport {port}")
+                    .parse()
+                    .map_err(|e| format!("{e}"))?;
+                wait_closed(&hosts.netns("client"), &to_server, Duration::from_secs(5));
             }
             let server = iperf3_server(hosts, port)?;
             start_receiver()?;
