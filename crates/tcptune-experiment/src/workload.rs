@@ -50,6 +50,19 @@ impl Guard {
     }
 }
 
+impl Guard {
+    /// Waits up to `limit` for the process to exit by itself (no signal), then kills it.
+    fn wait(mut self, limit: Duration) {
+        let Some(mut c) = self.0.take() else { return };
+        let deadline = Instant::now() + limit;
+        while c.try_wait().ok().flatten().is_none() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+}
+
 impl Drop for Guard {
     fn drop(&mut self) {
         if let Some(c) = &mut self.0 {
@@ -482,8 +495,9 @@ pub fn run(
                     "--json",
                 ]);
                 run_to_end(cli, Duration::from_secs(30))?;
-                // The one-off server exits after its test; wait for that before the next one.
-                server.stop();
+                // The one-off server exits after its test: let it close its sockets itself. A
+                // signal now would reset the connection, and a reset writes no metrics.
+                server.wait(Duration::from_secs(5));
                 // The cache entry is written as the connection reaches TIME_WAIT, an RTT after
                 // the client is done: the measured connection must not start before that.
                 let to_server: Filter = format!("dport {port}")
