@@ -633,6 +633,15 @@ pub struct HostStatus {
     pub ipv4: String,
     pub ipv6: String,
     pub settings: HostSettings,
+    /// Packets the host's own device queue (txqueuelen) dropped: the NIC queue overflowed.
+    pub nic_tx_dropped: Option<u64>,
+}
+
+/// The kernel's transmit-drop count of the host's device (its queue overflowing).
+fn nic_tx_dropped(ns: &str) -> Option<u64> {
+    let out = os::ip(&["-n", ns, "-j", "-s", "link", "show", DEV]).ok()?;
+    let v: serde_json::Value = serde_json::from_str(&out).ok()?;
+    v[0]["stats64"]["tx"]["dropped"].as_u64()
 }
 
 /// `lab status` of one lab.
@@ -681,6 +690,7 @@ fn status_of(lab: &str) -> Result<LabStatus, LabError> {
                 ipv4: v4.into(),
                 ipv6: v6.into(),
                 settings: spec.host(h).cloned().unwrap_or_default(),
+                nic_tx_dropped: nic_tx_dropped(&netns_name(lab, h)),
             }
         })
         .collect();
@@ -874,6 +884,9 @@ impl fmt::Display for LabStatus {
             }
             if s.cpu_hog {
                 extra.push("cpu hog".into());
+            }
+            if let Some(d) = h.nic_tx_dropped.filter(|&d| d > 0) {
+                extra.push(format!("NIC queue dropped {d}"));
             }
             if !extra.is_empty() {
                 writeln!(f, "          {}", extra.join(", "))?;

@@ -704,3 +704,57 @@ fn bad_input_is_one_sentence_and_creates_nothing() {
     let out = tcptune(&["lab", "status", "--name", "t-nope"]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("no lab named 't-nope'"));
 }
+
+#[test]
+fn host_line_rate_makes_txqueuelen_the_nic_queue() {
+    if !privileged("host_line_rate_makes_txqueuelen_the_nic_queue") {
+        return;
+    }
+    let _g = GLOBAL.write().unwrap_or_else(|e| e.into_inner());
+    // No link impairment; the client's NIC runs at 20 Mbit/s with a 20-packet queue.
+    let lab = Lab::up(
+        "t-nic",
+        &[
+            "--rtt",
+            "4ms",
+            "--host",
+            "client.line_rate=20mbit",
+            "--host",
+            "client.txqueuelen=20",
+        ],
+    );
+    let j = iperf(&lab, 5304, &["-t", "2", "-O", "1"]);
+    let got = j["end"]["sum_received"]["bits_per_second"]
+        .as_f64()
+        .unwrap();
+    assert!(
+        got < 20e6 && got > 0.8 * 20e6 * 1448.0 / 1514.0,
+        "goodput {got}"
+    );
+    // TCP Small Queues keeps one TCP flow from overflowing the device queue (as on a real
+    // NIC); UDP offered at twice the line rate overflows the 20 packets.
+    let before = lab.status()["hosts"][0]["nic_tx_dropped"].as_u64().unwrap();
+    iperf(&lab, 5306, &["-u", "-b", "40M", "-t", "1"]);
+    let dropped = lab.status()["hosts"][0]["nic_tx_dropped"].as_u64().unwrap() - before;
+    assert!(
+        dropped > 500,
+        "only {dropped} drops from a 20-packet NIC queue at 2x its rate"
+    );
+    // A change of line rate applies live.
+    ok(&[
+        "lab",
+        "set",
+        "--name",
+        "t-nic",
+        "--host",
+        "client.line_rate=5mbit",
+    ]);
+    let j = iperf(&lab, 5305, &["-t", "2", "-O", "1"]);
+    let got = j["end"]["sum_received"]["bits_per_second"]
+        .as_f64()
+        .unwrap();
+    assert!(
+        got < 5e6 && got > 0.7 * 5e6 * 1448.0 / 1514.0,
+        "goodput {got} after set"
+    );
+}
