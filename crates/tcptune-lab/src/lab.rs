@@ -906,6 +906,14 @@ impl fmt::Display for LabStatus {
                     "off (per packet)"
                 }
             )?;
+            let l = &e.lateness;
+            if let (Some(p50), Some(p99), Some(max)) = (l.p50_us, l.p99_us, l.max_us) {
+                writeln!(
+                    f,
+                    "  emulator lateness against the schedule: p50 {p50} µs, p99 {p99} µs, \
+                     max {max} µs"
+                )?;
+            }
             for (dir, c) in [("up", &e.up), ("down", &e.down)] {
                 writeln!(
                     f,
