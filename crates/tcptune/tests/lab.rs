@@ -765,3 +765,82 @@ fn host_line_rate_makes_txqueuelen_the_nic_queue() {
         "goodput {got} after set"
     );
 }
+
+#[test]
+fn spec_file_and_cpu_hog_are_applied_and_removed() {
+    if !privileged("spec_file_and_cpu_hog_are_applied_and_removed") {
+        return;
+    }
+    let _g = GLOBAL.read().unwrap_or_else(|e| e.into_inner());
+    let dir = std::env::temp_dir().join(format!("tt-spec-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let spec = dir.join("lab.json");
+    std::fs::write(
+        &spec,
+        r#"{"link": {"up": {"delay_s": 0.003}, "down": {"delay_s": 0.001}, "seed": 5},
+            "server": {"cpu_hog": true, "cpu": 0}}"#,
+    )
+    .unwrap();
+    let lab = Lab::up("t-spec", &["--spec", spec.to_str().unwrap()]);
+    let ping = ping_min_ms(&lab);
+    assert!((4.0..5.0).contains(&ping), "ping {ping} ms for 3 ms + 1 ms");
+    let hogs: Vec<_> = tcptune_lab::os::lab_processes()
+        .into_iter()
+        .filter(|p| p.lab == "t-spec" && p.role == "_hog")
+        .collect();
+    assert_eq!(hogs.len(), 1, "{hogs:?}");
+    let status = std::fs::read_to_string(format!("/proc/{}/status", hogs[0].pid)).unwrap();
+    assert!(
+        status
+            .lines()
+            .any(|l| l.starts_with("Cpus_allowed_list:") && l.ends_with("\t0")),
+        "the hog is pinned to CPU 0"
+    );
+    // A bad spec file is one sentence naming the file.
+    std::fs::write(&spec, r#"{"link": {"up": {"delay": 1}}}"#).unwrap();
+    let out = tcptune(&[
+        "lab",
+        "up",
+        "--name",
+        "t-spec2",
+        "--spec",
+        spec.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("is not a lab spec"));
+    drop(lab);
+    assert_gone("t-spec");
+    assert_gone("t-spec2");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn sigint_to_lab_up_removes_what_it_made() {
+    if !privileged("sigint_to_lab_up_removes_what_it_made") {
+        return;
+    }
+    let _g = GLOBAL.read().unwrap_or_else(|e| e.into_inner());
+    let child = Command::new(env!("CARGO_BIN_EXE_tcptune"))
+        .args(["lab", "up", "--name", "t-int", "--delay", "1ms"])
+        .args(["--host", "both.sysctl.net.ipv4.tcp_sack=0"])
+        .args(["--host", "both.sysctl.net.ipv4.tcp_timestamps=0"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let ns = Path::new("/run/netns/tcptune-t-int-client");
+    wait_for("the namespace", Duration::from_secs(10), || ns.exists());
+    // SAFETY: SIGINT to the child we started.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    if !out.status.success() {
+        // Interrupted in time: it must say so and have removed everything itself.
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("interrupted"), "{err}");
+        assert_gone("t-int");
+    } else {
+        // The signal came after the last step: the lab is complete; take it down.
+        ok(&["lab", "down", "--name", "t-int"]);
+        assert_gone("t-int");
+    }
+}
