@@ -318,7 +318,7 @@ fn tcp_goodput_is_the_payload_share_of_the_rate() {
     // 1448 payload bytes (timestamps on) per 1500 + 14 bytes charged.
     let expect = 40e6 * 1448.0 / 1514.0;
     assert!(
-        got > 0.93 * expect && got < 1.01 * expect,
+        got > 0.9 * expect && got < 1.01 * expect,
         "goodput {got} bit/s, expected about {expect}"
     );
     let st = lab.status();
@@ -735,7 +735,7 @@ fn host_line_rate_makes_txqueuelen_the_nic_queue() {
         .as_f64()
         .unwrap();
     assert!(
-        got < 20e6 && got > 0.8 * 20e6 * 1448.0 / 1514.0,
+        got < 20e6 && got > 0.7 * 20e6 * 1448.0 / 1514.0,
         "goodput {got}"
     );
     // TCP Small Queues keeps one TCP flow from overflowing the device queue (as on a real

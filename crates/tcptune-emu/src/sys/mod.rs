@@ -8,9 +8,12 @@
 //! `ppoll` until the next packet is due, a TUN becomes readable, a control client connects or a
 //! stop signal arrives (signalfd). Timer slack is set to 1 ns so wakeups are precise.
 //!
-//! Offloads are on (TSO super-packets pass as one) while no direction needs per-packet
-//! decisions, and off otherwise ([`LinkConfig::needs_per_packet`]); `lab set` switches live.
+//! TUN offloads are on, so senders hand over TSO super-packets. While a direction needs
+//! per-packet decisions ([`crate::config::LinkConfig::needs_per_packet`]) its super-packets are segmented in
+//! software; what leaves together is coalesced again before it is written ([`gro`]), so the
+//! receiving stack sees GRO-sized packets as from a real NIC. `lab set` switches live.
 
+pub mod gro;
 pub mod tun;
 
 use std::io::{self, BufRead, BufReader, Read, Write};
@@ -26,8 +29,9 @@ use crate::config::{ConfigError, LinkSpec};
 use crate::pipeline::{Counters, Direction, Nanos, Packet};
 use tun::{Frame, Tun, MAX_FRAME, VNET_HDR_LEN};
 
-/// Frames read from one TUN before the loop looks at the rest of the world.
-const BATCH: usize = 64;
+/// Frames read from one TUN before the loop delivers what is due (small: each offloaded
+/// frame costs ~10 µs, and packets waiting for delivery must not wait for a long batch).
+const BATCH: usize = 8;
 /// Bytes charged per wire packet at a host's line rate (the Ethernet header, as on a veth).
 const NIC_OVERHEAD: u64 = 14;
 /// Spare frame buffers kept for reuse (64 KiB each).
@@ -145,7 +149,8 @@ impl Port {
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct EmuStatus {
     pub link: LinkSpec,
-    /// True while TSO super-packets pass whole (no per-packet impairment is on).
+    /// True while TSO super-packets pass whole; false while they are segmented in software
+    /// because a per-packet impairment is on.
     pub offloads: bool,
     /// Client → server.
     pub up: Counters,
@@ -240,11 +245,12 @@ impl Emulator {
         Ok(e)
     }
 
+    /// TUN offloads stay on (the senders hand over 64 KB at a time); when a direction needs
+    /// per-packet decisions its super-packets are segmented in software ([`gro::segment`]).
     fn apply_offloads(&mut self) -> io::Result<()> {
-        let on = !(self.spec.up.needs_per_packet() || self.spec.down.needs_per_packet());
-        self.client.tun.set_offloads(on)?;
-        self.server.tun.set_offloads(on)?;
-        self.offloads = on;
+        self.client.tun.set_offloads(true)?;
+        self.server.tun.set_offloads(true)?;
+        self.offloads = !(self.spec.up.needs_per_packet() || self.spec.down.needs_per_packet());
         Ok(())
     }
 
@@ -333,6 +339,17 @@ impl Emulator {
                 let tx = (wire as f64 * 8e9 / rate.bps()) as u64;
                 port.nic_free_at = port.nic_free_at.max(now) + tx;
             }
+            if dir.config().needs_per_packet() {
+                if let Some(segs) = gro::segment(&frame.buf) {
+                    if frame.buf.capacity() >= MAX_FRAME && pool.len() < POOL_MAX {
+                        pool.push(frame.buf);
+                    }
+                    for buf in segs {
+                        dir.enqueue(now, Frame { buf });
+                    }
+                    continue;
+                }
+            }
             dir.enqueue(now, frame);
         }
         true
@@ -343,19 +360,27 @@ impl Emulator {
         to: &mut Port,
         late: &mut Lateness,
         pool: &mut Vec<Vec<u8>>,
+        due: &mut Vec<Vec<u8>>,
     ) {
         let now = now_ns();
-        dir.poll_each(now, |due, f| {
-            match to.tun.write_frame(&f.buf) {
-                Ok(()) => to.stats.frames_written += 1,
-                Err(_) => to.stats.write_errors += 1,
-            }
-            late.add(now_ns().saturating_sub(due));
-            // Keep full-size buffers for reuse (copies made by duplication are smaller).
-            if f.buf.capacity() >= MAX_FRAME && pool.len() < POOL_MAX {
-                pool.push(f.buf);
-            }
+        dir.poll_each(now, |t, f| {
+            late.add(now.saturating_sub(t));
+            due.push(f.buf);
         });
+        if due.is_empty() {
+            return;
+        }
+        let stats = &mut to.stats;
+        gro::coalesce(due, |frame| match to.tun.write_frame(frame) {
+            Ok(()) => stats.frames_written += 1,
+            Err(_) => stats.write_errors += 1,
+        });
+        // Keep full-size buffers for reuse (copies of small frames are exact-size).
+        for buf in due.drain(..) {
+            if buf.capacity() >= MAX_FRAME && pool.len() < POOL_MAX {
+                pool.push(buf);
+            }
+        }
     }
 
     fn serve_control(&mut self, listener: &UnixListener) -> bool {
@@ -415,12 +440,40 @@ impl Emulator {
             l.set_nonblocking(true)?;
         }
         let mut pool: Vec<Vec<u8>> = Vec::new();
+        let mut due: Vec<Vec<u8>> = Vec::new();
         loop {
+            // Due packets first: a batch of reads must not make them late.
+            Self::deliver(
+                &mut self.up,
+                &mut self.server,
+                &mut self.late,
+                &mut pool,
+                &mut due,
+            );
+            Self::deliver(
+                &mut self.down,
+                &mut self.client,
+                &mut self.late,
+                &mut pool,
+                &mut due,
+            );
             let now = now_ns();
             let more_c = Self::ingest(&mut self.client, &mut self.up, &mut pool, now);
             let more_s = Self::ingest(&mut self.server, &mut self.down, &mut pool, now);
-            Self::deliver(&mut self.up, &mut self.server, &mut self.late, &mut pool);
-            Self::deliver(&mut self.down, &mut self.client, &mut self.late, &mut pool);
+            Self::deliver(
+                &mut self.up,
+                &mut self.server,
+                &mut self.late,
+                &mut pool,
+                &mut due,
+            );
+            Self::deliver(
+                &mut self.down,
+                &mut self.client,
+                &mut self.late,
+                &mut pool,
+                &mut due,
+            );
             let now = now_ns();
 
             let mut next: Option<Nanos> = [self.up.next_wakeup(), self.down.next_wakeup()]
