@@ -289,7 +289,7 @@ fn main() {
     }
     let late = &status()["result"]["labs"][0]["emulator"]["lateness"];
     println!(
-        "  emulator's own lateness (write time - scheduled time, all runs): p50 {} us  p99 {} us  max {} us",
+        "  emulator's own lateness (pick-up time for writing - scheduled time, all runs): p50 {} us  p99 {} us  max {} us",
         late["p50_us"], late["p99_us"], late["max_us"]
     );
     tcptune(&["lab", "down", "--name", lab]);

@@ -68,7 +68,8 @@ pub struct PortStats {
     pub write_errors: u64,
 }
 
-/// How late packets left compared with their scheduled time (1 µs buckets up to 20 ms).
+/// How late packets were picked up for writing compared with their scheduled time (1 µs
+/// buckets up to 20 ms).
 pub struct Lateness {
     buckets: Vec<u64>,
     max_ns: u64,
