@@ -273,3 +273,74 @@ fn an_interrupted_run_leaves_no_lab_and_resumes() {
     assert!(out.join("report.html").exists());
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// Runs 200 pings through a lab with 20% random loss and the given seed, and returns the
+/// emulator's counters (packets in, lost, per direction) and the replies received.
+fn lossy_pings(lab: &str, seed: u64) -> (Vec<u64>, String) {
+    let o = tcptune(&[
+        "lab",
+        "up",
+        "--name",
+        lab,
+        "--delay",
+        "1ms",
+        "--loss",
+        "20%",
+        "--seed",
+        &seed.to_string(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let ping = tcptune(&[
+        "lab",
+        "exec",
+        lab,
+        "client",
+        "--",
+        "ping",
+        "-q",
+        "-n",
+        "-c",
+        "200",
+        "-i",
+        "0.005",
+        "-W",
+        "1",
+        "198.18.0.2",
+    ]);
+    let status = tcptune(&["--json", "lab", "status", "--name", lab]);
+    let down = tcptune(&["lab", "down", "--name", lab]);
+    assert!(down.status.success());
+    let v: Value = serde_json::from_slice(&status.stdout).unwrap();
+    let e = &v["result"]["labs"][0]["emulator"];
+    let counters = ["up", "down"]
+        .iter()
+        .flat_map(|d| {
+            [
+                e[d]["packets_in"].as_u64().unwrap(),
+                e[d]["dropped_loss"].as_u64().unwrap(),
+            ]
+        })
+        .collect();
+    let text = String::from_utf8_lossy(&ping.stdout);
+    let received = text
+        .split(',')
+        .find(|p| p.contains("received"))
+        .unwrap_or("")
+        .trim()
+        .to_string();
+    (counters, received)
+}
+
+#[test]
+fn the_same_seed_makes_the_same_impairment_decisions() {
+    if !tcptune_testkit::privileged("the_same_seed_makes_the_same_impairment_decisions") {
+        return;
+    }
+    // ping sends the same packet sequence every time, so the loss decisions must repeat.
+    let (a, ra) = lossy_pings("ttseeda", 7);
+    let (b, rb) = lossy_pings("ttseedb", 7);
+    assert_eq!((&a, &ra), (&b, &rb), "same seed, different decisions");
+    assert!(a[1] > 10 && a[3] > 10, "20% loss dropped too little: {a:?}");
+    let (c, _) = lossy_pings("ttseedc", 8);
+    assert_ne!(a, c, "another seed should decide differently");
+}
