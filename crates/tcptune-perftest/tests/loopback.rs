@@ -1,0 +1,161 @@
+//! Our client against our server on loopback: every direction, parallel streams, bytes mode,
+//! the server's samples arriving in the results extension, and hostile control sessions.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tcptune_perf::{Direction, Params};
+use tcptune_perftest::client::{self, ClientConfig};
+use tcptune_perftest::report::SampledAt;
+use tcptune_perftest::server::{Server, ServerConfig, ServerLog};
+
+fn start_server(cfg: ServerConfig) -> (SocketAddr, Arc<std::sync::atomic::AtomicBool>, std::thread::JoinHandle<()>, Arc<Mutex<Vec<ServerLog>>>) {
+    let srv = Server::bind(ServerConfig {
+        bind: "127.0.0.1:0".parse().unwrap(),
+        ..cfg
+    })
+    .unwrap();
+    let addr = srv.local_addr().unwrap();
+    let stop = srv.stop_handle();
+    let logs = Arc::new(Mutex::new(Vec::new()));
+    let l2 = logs.clone();
+    let h = std::thread::spawn(move || {
+        srv.run(Arc::new(move |l| l2.lock().unwrap().push(l))).unwrap();
+    });
+    (addr, stop, h, logs)
+}
+
+fn cfg(addr: SocketAddr, params: Params) -> ClientConfig {
+    ClientConfig {
+        host: addr.ip().to_string(),
+        port: addr.port(),
+        params,
+        interval: Some(Duration::from_millis(500)),
+        sample_every: Duration::from_millis(50),
+        path_rate: None,
+        connect_timeout: Duration::from_secs(5),
+    }
+}
+
+#[test]
+fn every_direction_against_our_server() {
+    let (addr, stop, h, _) = start_server(ServerConfig {
+        max_tests: 2,
+        ..ServerConfig::default()
+    });
+    for (direction, parallel) in [
+        (Direction::Forward, 1),
+        (Direction::Reverse, 2),
+        (Direction::Bidirectional, 2),
+    ] {
+        let params = Params {
+            direction,
+            parallel,
+            time_s: 1,
+            client_version: Some("tcptune".into()),
+            ..Params::default()
+        };
+        let mut ticks = 0;
+        let out = client::run(&cfg(addr, params), &mut |r, ids| {
+            assert_eq!(r.streams.len(), ids.len());
+            ticks += 1;
+        })
+        .unwrap();
+        assert!(ticks >= 2, "{direction:?}: {ticks} interval reports");
+        let want = match direction {
+            Direction::Bidirectional => 4,
+            _ => parallel as usize,
+        };
+        assert_eq!(out.end.streams.len(), want);
+        let sent = out.end.sum_sent.bytes;
+        let recv = out.end.sum_received.bytes;
+        assert!(sent > 1_000_000, "{direction:?}: sent {sent}");
+        // Receivers count all but what was in flight when the test ended.
+        assert!(recv as f64 >= 0.9 * sent as f64 && recv <= sent, "{direction:?}: {sent} vs {recv}");
+        // The server's samples came back in the extension.
+        assert!(out.tcptune.server_samples);
+        assert!(out.tcptune.streams.iter().any(|s| s.at == SampledAt::Server && s.samples.len() >= 10));
+        // 1 s at 50 ms: about 20 samples of each of our streams.
+        assert!(out.tcptune.streams.iter().filter(|s| s.at == SampledAt::Client).all(|s| s.samples.len() >= 15));
+        assert_eq!(out.tcptune.diagnosis.streams.len(), want);
+        // Every sender was sampled (ours or the server's), so the limit is known.
+        for d in &out.tcptune.diagnosis.streams {
+            assert_ne!(d.limit, tcptune_diagnose::throughput::TestLimit::Unknown, "{}", d.verdict);
+        }
+        if direction == Direction::Bidirectional {
+            assert!(out.end.sum_sent_bidir_reverse.as_ref().unwrap().bytes > 1_000_000);
+        }
+    }
+    // Bytes mode.
+    let out = client::run(
+        &cfg(addr, Params { bytes: 20_000_000, time_s: 0, ..Params::default() }),
+        &mut |_, _| {},
+    )
+    .unwrap();
+    assert!(out.end.sum_sent.bytes >= 20_000_000 && out.end.sum_sent.bytes < 20_000_000 + 131_072 + 1);
+    stop.store(true, Ordering::Relaxed);
+    h.join().unwrap();
+}
+
+#[test]
+fn hostile_control_sessions_then_a_normal_test() {
+    let (addr, stop, h, logs) = start_server(ServerConfig {
+        max_tests: 4,
+        timeouts: tcptune_perf::session::Timeouts {
+            handshake: tcptune_model::Dur::from_millis(500),
+            ..Default::default()
+        },
+        ..ServerConfig::default()
+    });
+    // A fixed-seed generator: the sessions are random but the test is repeatable.
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut rnd = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let valid_cookie = b"abcdefghijklmnopqrstuvwxyz234567abcd\0";
+    for i in 0..2000 {
+        let Ok(mut c) = TcpStream::connect(addr) else { continue };
+        let mut msg: Vec<u8> = Vec::new();
+        match i % 4 {
+            // Random bytes.
+            0 => msg.extend((0..rnd() % 200).map(|_| rnd() as u8)),
+            // A truncated cookie.
+            1 => msg.extend_from_slice(&valid_cookie[..(rnd() % 37) as usize]),
+            // A valid cookie and a huge or truncated length prefix.
+            2 => {
+                msg.extend_from_slice(valid_cookie);
+                msg.extend_from_slice(&(rnd() as u32).to_be_bytes()[..(1 + rnd() % 4) as usize]);
+            }
+            // A valid cookie and random JSON-ish parameters.
+            _ => {
+                msg.extend_from_slice(valid_cookie);
+                let body = format!("{{\"tcp\":true,\"time\":{},\"parallel\":\"{}\"}}", rnd() % 100, rnd());
+                msg.extend_from_slice(&(body.len() as u32).to_be_bytes());
+                msg.extend_from_slice(&body.as_bytes()[..(rnd() as usize % (body.len() + 1))]);
+            }
+        }
+        let _ = c.write_all(&msg);
+        // Half close abruptly, half wait for whatever the server says (bounded).
+        if i % 2 == 0 {
+            c.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+            let _ = c.shutdown(std::net::Shutdown::Write);
+            let mut sink = Vec::new();
+            let _ = c.read_to_end(&mut sink);
+        }
+    }
+    let out = client::run(&cfg(addr, Params { time_s: 1, ..Params::default() }), &mut |_, _| {}).unwrap();
+    assert!(out.end.sum_received.bytes > 1_000_000);
+    stop.store(true, Ordering::Relaxed);
+    h.join().unwrap();
+    let logs = logs.lock().unwrap();
+    assert!(logs.iter().any(|l| matches!(l, ServerLog::TestDone { .. })));
+    // No thread left behind: the server joined them all (h.join returned), and every hostile
+    // session ended as a failure or refusal, not a completed test.
+    assert_eq!(logs.iter().filter(|l| matches!(l, ServerLog::TestDone { .. })).count(), 1);
+}
