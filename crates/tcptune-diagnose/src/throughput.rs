@@ -27,8 +27,12 @@ use crate::{interval, size, Negotiated, Sample, Shares};
 const RMEM_DEFAULT: u64 = 131_072;
 const WMEM_DEFAULT: u64 = 16_384;
 /// A loss rate (retransmitted / sent segments) above which a network-limited stream counts as
-/// loss-limited even when the Mathis bound is far above the result.
-const LOSS_SIGNIFICANT: f64 = 1e-3;
+/// loss-limited even when the Mathis bound is far above the result (timeouts dominate there,
+/// and Mathis is optimistic).
+const LOSS_SIGNIFICANT: f64 = 0.01;
+/// A network-limited stream with loss is loss-limited when it reaches this fraction of the
+/// Mathis bound: loss explains the rate. Far below it, something else (the path) sets it.
+const NEAR_MATHIS: f64 = 0.3;
 /// Reaching this fraction of the path rate means the path itself is the limit.
 const AT_PATH_RATE: f64 = 0.9;
 
@@ -158,7 +162,7 @@ pub struct Bound {
 /// A change that would help.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Recommendation {
-    /// Where to make it: "receiver", "sender", "both ends", "the path".
+    /// Where to make it: "the receiver", "the sender", "both ends", "the path".
     pub on: String,
     /// What to do, with the numbers behind it.
     pub change: String,
@@ -421,7 +425,7 @@ fn buffer_recommendations(
         TestLimit::ReceiverWindow => {
             let n = b.tcp_rmem_max_bytes.get();
             out.push(Recommendation {
-                on: "receiver".into(),
+                on: "the receiver".into(),
                 change: format!(
                     "let the receive buffer grow to {} so the window covers the BDP: {note}",
                     size(n)
@@ -433,7 +437,7 @@ fn buffer_recommendations(
             });
             if ctx.window.is_some() {
                 out.push(Recommendation {
-                    on: "receiver".into(),
+                    on: "the receiver".into(),
                     change: format!(
                         "-w fixes the buffer and turns autotuning off: drop it, or ask for {} \
                          (and allow it with net.core.rmem_max)",
@@ -450,7 +454,7 @@ fn buffer_recommendations(
         TestLimit::SendBuffer => {
             let n = b.tcp_wmem_max_bytes.get();
             out.push(Recommendation {
-                on: "sender".into(),
+                on: "the sender".into(),
                 change: format!(
                     "let the send buffer grow to {} ({}× the window): {note}",
                     size(n),
@@ -463,7 +467,7 @@ fn buffer_recommendations(
             });
             if ctx.window.is_some() {
                 out.push(Recommendation {
-                    on: "sender".into(),
+                    on: "the sender".into(),
                     change: format!(
                         "-w fixes the send buffer: drop it, or ask for {} (and allow it with \
                          net.core.wmem_max)",
@@ -582,7 +586,7 @@ pub fn diagnose_stream(input: &StreamInput<'_>, ctx: &TestContext) -> StreamDiag
                         .path_rate
                         .is_some_and(|p| achieved.bps() >= AT_PATH_RATE * p.bps());
                     let loss = e.loss_ratio.unwrap_or(0.0);
-                    let near_mathis = mathis.is_some_and(|m| m.achieved_fraction >= 0.3);
+                    let near_mathis = mathis.is_some_and(|m| m.achieved_fraction >= NEAR_MATHIS);
                     if at_path {
                         TestLimit::PathCapacity
                     } else if loss >= LOSS_SIGNIFICANT || (loss > 0.0 && near_mathis) {
@@ -611,7 +615,7 @@ pub fn diagnose_stream(input: &StreamInput<'_>, ctx: &TestContext) -> StreamDiag
         });
         if ctx.congestion != Some(CongestionControl::Bbr) {
             recommendations.push(Recommendation {
-                on: "sender".into(),
+                on: "the sender".into(),
                 change: "BBR does not back off on random loss; try it (-C bbr) where the \
                          loss is not congestion"
                     .into(),
@@ -771,7 +775,7 @@ impl fmt::Display for TestDiagnosis {
         if !self.recommendations.is_empty() {
             writeln!(f, "What would help:")?;
             for r in &self.recommendations {
-                writeln!(f, "  on the {}: {}", r.on, r.change)?;
+                writeln!(f, "  on {}: {}", r.on, r.change)?;
                 if let Some(c) = &r.command {
                     writeln!(f, "    {c}")?;
                 }
@@ -911,7 +915,7 @@ mod tests {
             )
         );
         assert!(b.tcp_rmem_max_bytes.get() >= 2 * 225_000);
-        assert_eq!(d.recommendations[0].on, "receiver");
+        assert_eq!(d.recommendations[0].on, "the receiver");
         assert!(d.verdict.starts_with("receiver-window limited at"), "{}", d.verdict);
     }
 

@@ -48,5 +48,6 @@ pub fn all() -> Vec<SchemaEntry> {
         entry::<crate::cmd::ReportResult>("report", "report"),
         entry::<tcptune_diagnose::conn::ConnTable>("conns", "conns"),
         line_entry::<tcptune_diagnose::conn::RecordLine>("watch-record", "watch"),
+        entry::<tcptune_perftest::report::TestOutput>("test", "test"),
     ]
 }

@@ -6,6 +6,7 @@ use crate::Outcome;
 mod audit;
 mod conns;
 mod model;
+mod perf;
 mod report;
 mod schema;
 mod watch;
@@ -34,6 +35,8 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Report { dir } => report::run(&dir, cli.json),
         Command::Conns(args) => conns::run(args, cli.json),
         Command::Watch(args) => watch::run(args, cli.json),
+        Command::Serve(args) => perf::serve(&args),
+        Command::Test(args) => perf::test(&args, cli.json),
         Command::Schema { name, list } => schema::run(name.as_deref(), list),
     }
 }
