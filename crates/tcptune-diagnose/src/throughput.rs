@@ -412,7 +412,9 @@ fn buffer_recommendations(
     achieved: Rate,
     ctx: &TestContext,
 ) -> Vec<Recommendation> {
-    let Some(rtt) = e.min_rtt_s.or(e.rtt_s).filter(|r| *r > Dur::ZERO) else {
+    // The RTT the test measured (a window-limited flow builds no queue, so this is the path's
+    // RTT plus the hosts' own delay, which the window must cover too).
+    let Some(rtt) = e.rtt_s.or(e.min_rtt_s).filter(|r| *r > Dur::ZERO) else {
         return Vec::new();
     };
     let (rate, guessed) = target_rate(achieved, ctx);
@@ -420,10 +422,14 @@ fn buffer_recommendations(
         return Vec::new();
     };
     let note = sizing_note(b.flow_rate_bps, rtt, guessed, b.window_bytes);
+    // The buffer limited this test, so a maximum no larger than it cannot help: at least
+    // twice the buffer measured, and never below the kernel's own default maximum for
+    // small paths (64 KiB).
+    let floor = |measured: Option<u64>| measured.map(|m| 2 * m).unwrap_or(0).max(65_536);
     let mut out = Vec::new();
     match limit {
         TestLimit::ReceiverWindow => {
-            let n = b.tcp_rmem_max_bytes.get();
+            let n = b.tcp_rmem_max_bytes.get().max(floor(e.receiver_buffer_bytes));
             out.push(Recommendation {
                 on: "the receiver".into(),
                 change: format!(
@@ -452,7 +458,7 @@ fn buffer_recommendations(
             }
         }
         TestLimit::SendBuffer => {
-            let n = b.tcp_wmem_max_bytes.get();
+            let n = b.tcp_wmem_max_bytes.get().max(floor(e.send_buffer_bytes));
             out.push(Recommendation {
                 on: "the sender".into(),
                 change: format!(
@@ -903,9 +909,9 @@ mod tests {
         assert_eq!(w.model, "window/RTT");
         assert!((w.rate_bps.bps() - 65536.0 * 8.0 / 0.02).abs() < 1.0);
         assert!((w.achieved_fraction - 1.0).abs() < 0.01);
-        // BDP at min RTT 18 ms: 100 Mbit/s × 18 ms = 225 000 B; the 6.6+ rule doubles it.
-        let b = buffers(&query(ctx("100mbit").path_rate.unwrap(), Dur::from_millis(18), &ctx("100mbit"))).unwrap();
-        assert_eq!(b.window_bytes.get(), 225_000);
+        // BDP at the measured RTT 20 ms: 100 Mbit/s × 20 ms = 250 000 B; the 6.6+ rule doubles it.
+        let b = buffers(&query(ctx("100mbit").path_rate.unwrap(), Dur::from_millis(20), &ctx("100mbit"))).unwrap();
+        assert_eq!(b.window_bytes.get(), 250_000);
         let cmd = d.recommendations[0].command.clone().unwrap();
         assert_eq!(
             cmd,
@@ -914,9 +920,46 @@ mod tests {
                 b.tcp_rmem_max_bytes.get()
             )
         );
-        assert!(b.tcp_rmem_max_bytes.get() >= 2 * 225_000);
+        assert!(b.tcp_rmem_max_bytes.get() >= 2 * 250_000);
         assert_eq!(d.recommendations[0].on, "the receiver");
         assert!(d.verdict.starts_with("receiver-window limited at"), "{}", d.verdict);
+    }
+
+    #[test]
+    fn a_recommendation_never_shrinks_the_buffer_that_limited_the_test() {
+        // 1 ms RTT at 10 Mbit/s: the BDP (1250 B) is far below the 256 KiB buffer measured.
+        let s = Series {
+            rtt_us: 1000,
+            ..base()
+        };
+        let mut samples = s.samples(10);
+        let rcv: Vec<Sample> = samples
+            .iter()
+            .map(|x| Sample {
+                skmem: Some(SkMemInfo {
+                    rcvbuf: 262_144,
+                    ..SkMemInfo::default()
+                }),
+                ..x.clone()
+            })
+            .collect();
+        samples[0].info.bytes_sent = Some(0);
+        let d = diagnose_stream(
+            &StreamInput {
+                id: 1,
+                sender: &samples,
+                receiver: &rcv,
+                received_bytes: 1_000_000,
+                seconds: Dur::from_secs_f64(1.0),
+            },
+            &ctx("10mbit"),
+        );
+        assert_eq!(d.limit, TestLimit::ReceiverWindow);
+        assert_eq!(d.evidence.receiver_buffer_bytes, Some(262_144));
+        assert_eq!(
+            d.recommendations[0].command.as_deref(),
+            Some("sysctl -w net.ipv4.tcp_rmem=\"4096 131072 524288\"")
+        );
     }
 
     #[test]

@@ -204,8 +204,11 @@ fn a_4k_receive_buffer_is_diagnosed_receiver_window_limited_with_the_bdp_fix() {
     assert!(s.evidence.cwnd_over_window.unwrap() > 1.0, "{d}");
     // The receive buffer came from the server's samples.
     assert_eq!(s.evidence.receiver_buffer_bytes, Some(4096), "{d}");
-    let rtt = s.evidence.min_rtt_s.unwrap();
-    let want = buffers(&rule_query(path, rtt)).unwrap().tcp_rmem_max_bytes.get();
+    // Sized for the BDP at the measured RTT, but never below twice the buffer that limited
+    // the test or 64 KiB (over veth's microsecond RTT the BDP is smaller than both).
+    let rtt = s.evidence.rtt_s.unwrap();
+    let bdp_sized = buffers(&rule_query(path, rtt)).unwrap().tcp_rmem_max_bytes.get();
+    let want = bdp_sized.max(2 * 4096).max(65_536);
     let cmd = s.recommendations[0].command.clone().unwrap();
     assert_eq!(cmd, format!("sysctl -w net.ipv4.tcp_rmem=\"4096 {} {want}\"", want.min(131072)), "{d}");
 
