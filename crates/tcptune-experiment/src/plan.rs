@@ -6,7 +6,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::settings::Settings;
-use crate::spec::{Order, Spec};
+use crate::spec::{Order, Spec, LABEL};
 
 /// One combination of settings.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -16,19 +16,35 @@ pub struct Point {
     pub settings: Settings,
     /// Only the swept settings and their values here, in spec order: the point's label.
     pub varied: Vec<(String, String)>,
+    /// Settings of groups that carry a `label` list (shown by the label, not one by one).
+    #[serde(default)]
+    pub labelled_keys: Vec<String>,
 }
 
 impl Point {
-    /// "link.delay=5ms, client.mtu=9000" (or "base" when nothing is swept).
+    /// "link.delay=5ms, client.mtu=9000" (or "base" when nothing is swept); a `label` list
+    /// stands for the settings of its group.
     pub fn label(&self) -> String {
         if self.varied.is_empty() {
             return "base".into();
         }
         self.varied
             .iter()
-            .map(|(k, v)| format!("{k}={v}"))
+            .filter(|(k, _)| !self.labelled(k))
+            .map(|(k, v)| {
+                if k == LABEL {
+                    v.clone()
+                } else {
+                    format!("{k}={v}")
+                }
+            })
             .collect::<Vec<_>>()
             .join(", ")
+    }
+
+    /// Whether `key` belongs to a group whose rows have labels (so its value is not shown).
+    pub fn labelled(&self, key: &str) -> bool {
+        key != LABEL && self.labelled_keys.iter().any(|k| k == key)
     }
 }
 
@@ -94,6 +110,12 @@ pub fn points(spec: &Spec) -> Vec<Point> {
                 .collect(),
         );
     }
+    let labelled: Vec<String> = spec
+        .paired
+        .iter()
+        .filter(|g| g.keys.iter().any(|k| k == LABEL))
+        .flat_map(|g| g.keys.iter().filter(|k| *k != LABEL).cloned())
+        .collect();
     let mut combos: Vec<Vec<(String, String)>> = vec![Vec::new()];
     for dim in &dims {
         combos = combos
@@ -107,15 +129,19 @@ pub fn points(spec: &Spec) -> Vec<Point> {
     combos
         .into_iter()
         .enumerate()
-        .map(|(index, varied)| {
+        .map(|(index, mut varied)| {
             let mut settings = spec.base.clone();
-            for (k, v) in &varied {
+            for (k, v) in varied.iter().filter(|(k, _)| k != LABEL) {
                 settings.insert(k.clone(), v.clone());
             }
+            // The label leads, so plots use it as the x axis.
+            varied.sort_by_key(|(k, _)| k != LABEL);
+            let labelled_keys = labelled.clone();
             Point {
                 index,
                 settings,
                 varied,
+                labelled_keys,
             }
         })
         .collect()
@@ -238,6 +264,23 @@ mod tests {
         assert_ne!(trials(&s2, &ps), a);
         let ids: std::collections::BTreeSet<&str> = a.iter().map(|t| t.id.as_str()).collect();
         assert_eq!(ids.len(), a.len());
+    }
+
+    #[test]
+    fn labels_name_paired_rows() {
+        let s = parse(
+            "name = \"t\"\n[[paired]]\nlabel = [\"untuned\", \"tuned\"]\n\"client.mtu\" = [576, 1500]\n[sweep]\n\"link.delay\" = [\"1ms\", \"5ms\"]\n",
+            &FakeCaps,
+        )
+        .unwrap();
+        let ps = points(&s);
+        assert_eq!(ps[0].label(), "untuned, link.delay=1ms");
+        assert_eq!(
+            ps[0].varied[0],
+            ("label".to_string(), "untuned".to_string())
+        );
+        assert!(!ps[0].settings.contains_key("label"));
+        assert_eq!(ps[0].settings["client.mtu"], "576");
     }
 
     #[test]

@@ -30,7 +30,8 @@ pub struct Theory {
     pub window_bound_bps: Option<f64>,
     /// Mathis et al. (C = √(3/2)) for the configured loss.
     pub mathis_bps: Option<f64>,
-    /// The smallest of the three: what the point should reach.
+    /// The smallest of the payload share of the path rate, the window bound and Mathis: what
+    /// the point should reach.
     pub expected_bps: Option<f64>,
 }
 
@@ -80,16 +81,22 @@ pub fn theory(s: &Settings) -> Theory {
     let rate = link("rate")
         .and_then(|v| v.parse::<Rate>().ok())
         .map(Rate::bps);
+    // Each direction's one-way delay; a link `rtt` counts half in each direction.
     let delay = |d: &str| {
         get(s, &[&format!("link.{d}.delay"), "link.delay"])
             .and_then(|v| v.parse::<Dur>().ok())
+            .or_else(|| {
+                get(s, &[&format!("link.{d}.rtt"), "link.rtt"])
+                    .and_then(|v| v.parse::<Dur>().ok())
+                    .map(|r| Dur::from_nanos(r.nanos() / 2))
+            })
             .unwrap_or(Dur::ZERO)
     };
     let rtt = delay("up").secs() + delay("down").secs();
     let rtt_s = (rtt > 0.0).then_some(rtt);
     // The window a receiver can advertise: an explicit SO_RCVBUF v gives 2v × ratio; autotuning
     // grows to tcp_rmem[2] × ratio. The ratio is taken as ½ (6.6+ kernels' floor).
-    let window = match s.get(&format!("{receiver}.rcvbuf")) {
+    let window = match s.get("workload.window") {
         Some(v) => v.parse::<Bytes>().ok().map(|b| b.get() as f64),
         None => s
             .get(&format!("{receiver}.sysctl.net.ipv4.tcp_rmem"))
@@ -114,7 +121,13 @@ pub fn theory(s: &Settings) -> Theory {
     let mathis_bps = loss
         .zip(rtt_s)
         .map(|(p, r)| mss * 8.0 / r * 1.5f64.sqrt() / p.sqrt());
-    let expected_bps = [rate, window_bound_bps, mathis_bps]
+    // TCP payload's share of the wire rate: MSS of every MTU plus the link's per-packet
+    // overhead (the emulator counts 14 bytes, an Ethernet header, unless told otherwise).
+    let overhead = link("overhead")
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .unwrap_or(14.0);
+    let payload_rate = rate.map(|r| r * mss / (mtu + overhead));
+    let expected_bps = [payload_rate, window_bound_bps, mathis_bps]
         .into_iter()
         .flatten()
         .reduce(f64::min);
@@ -162,7 +175,13 @@ pub fn summarize(plan: &StoredPlan, records: &[TrialRecord]) -> Vec<PointSummary
             PointSummary {
                 index: p.index,
                 label: p.label(),
-                varied: p.varied.clone(),
+                // What names the point: a row label stands for the settings of its group.
+                varied: p
+                    .varied
+                    .iter()
+                    .filter(|(k, _)| !p.labelled(k))
+                    .cloned()
+                    .collect(),
                 goodput_bps: stats(&ok.iter().map(|m| m.goodput_bps).collect::<Vec<_>>()),
                 retransmits_mean: mean(
                     ok.iter()
@@ -335,7 +354,7 @@ fn goodput_chart(points: &[PointSummary], title: &str) -> Chart {
             .collect();
         if !expected.is_empty() {
             let label = if name.is_empty() {
-                "expected: min(path rate, window/RTT, Mathis)".to_string()
+                "expected: min(payload rate, window/RTT, Mathis)".to_string()
             } else {
                 format!("{name}: expected")
             };
@@ -500,7 +519,7 @@ pub fn write_report(dir: &Path) -> Result<ReportFiles, RunError> {
     );
     let mut figures: Vec<Block> = svgs.iter().take(1).map(|s| Block::Svg(s.clone())).collect();
     figures.push(Block::Text(
-        "Dashed: what the models expect for each point's settings, the smallest of the path rate, the receive window over the RTT (half the configured receive buffer, the share a 6.6+ kernel advertises at least) and the Mathis bound for the configured loss (C = √(3/2)).".into(),
+        "Dashed: what the models expect for each point's settings, the smallest of the path's payload rate (the link rate × MSS / (MTU + per-packet overhead)), the receive window over the RTT (half the configured receive buffer, the share a 6.6+ kernel advertises at least) and the Mathis bound for the configured loss (C = √(3/2)).".into(),
     ));
     page.section("Goodput against the swept setting", figures);
     if svgs.len() > 1 {
@@ -637,9 +656,16 @@ mod tests {
         // Mathis: 1448 B × 8 / 20 ms × 1.2247 / 0.1 = 7.09 Mbit/s.
         assert!((t.mathis_bps.unwrap() - 1448.0 * 8.0 / 0.02 * 1.5f64.sqrt() / 0.1).abs() < 1.0);
         assert_eq!(t.expected_bps, t.mathis_bps);
-        // A download is limited by the client's receive buffer.
+        // A link rtt splits into both directions; the path's payload rate caps the expectation.
+        let mut r = Settings::new();
+        r.insert("link.rate".into(), "100mbit".into());
+        r.insert("link.rtt".into(), "20ms".into());
+        let t = theory(&r);
+        assert_eq!(t.rtt_s, Some(0.02));
+        assert!((t.expected_bps.unwrap() - 100e6 * 1448.0 / 1514.0).abs() < 1.0);
+        // An explicit socket buffer (iperf3 -w, both ends) gives a window of about its size.
         s.insert("workload.direction".into(), "download".into());
-        s.insert("client.rcvbuf".into(), "64KiB".into());
+        s.insert("workload.window".into(), "64KiB".into());
         assert!((theory(&s).window_bound_bps.unwrap() - 65536.0 * 8.0 / 0.02).abs() < 1e-6);
     }
 

@@ -44,8 +44,11 @@ pub struct Measurement {
     pub verdict: Option<String>,
     /// Link counters (packets, drops by cause, …) as the backend reports them.
     pub link: Option<serde_json::Value>,
-    /// Time series file, relative to the results directory.
+    /// Time series of the sender's connection, relative to the results directory.
     pub series: Option<String>,
+    /// Time series of the receiver's connection (its window and receive space).
+    #[serde(default)]
+    pub receiver_series: Option<String>,
     /// Packet capture file, relative to the results directory.
     pub capture: Option<String>,
 }
@@ -76,6 +79,12 @@ pub struct SeriesSample {
     pub rwnd_bytes: Option<u64>,
     pub rtt_s: Option<f64>,
     pub retransmits: Option<u64>,
+    /// Receiver side: the buffer space autotuning aims at (`rcv_space`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rcv_space_bytes: Option<u64>,
+    /// Receiver side: the window limit autotuning has reached (`rcv_ssthresh`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rcv_ssthresh_bytes: Option<u64>,
 }
 
 /// Runs one trial of a point. `dir` is the results directory (for series and captures).
@@ -339,6 +348,7 @@ pub(crate) mod tests {
                         rwnd_bytes: Some(window as u64),
                         rtt_s: Some(rtt.secs()),
                         retransmits: Some(0),
+                        ..Default::default()
                     })
                     .unwrap()
                         + "\n"
@@ -373,6 +383,7 @@ pub(crate) mod tests {
                 }),
                 link: None,
                 series: Some(series),
+                receiver_series: None,
                 capture: None,
             })
         }

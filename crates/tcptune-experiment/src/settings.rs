@@ -128,23 +128,27 @@ fn check_link(key: &str, value: &str) -> Result<(), String> {
     let e = |r: Result<(), tcptune_model::UnitError>| r.map_err(|e| e.to_string());
     match key {
         "rate" => e(value.parse::<Rate>().map(drop)),
-        "delay" | "jitter" => e(value.parse::<Dur>().map(drop)),
+        "delay" | "jitter" | "rtt" => e(value.parse::<Dur>().map(drop)),
+        "jitter_order" => match value {
+            "reorder" | "fifo" => Ok(()),
+            _ => Err(format!("'{value}' is not a jitter order; use reorder (netem's) or fifo")),
+        },
         "loss" | "duplicate" | "corrupt" | "reorder" => e(value.parse::<Probability>().map(drop)),
         "distribution" => match value {
             "uniform" | "normal" | "pareto" | "paretonormal" => Ok(()),
             _ => Err(format!("'{value}' is not a jitter distribution; use uniform, normal, pareto or paretonormal")),
         },
         "loss_every" => uint(value, 1, u32::MAX as u64).map(drop),
-        "gemodel" => {
-            let ps: Vec<_> = value.split_whitespace().collect();
+        "loss_ge" => {
+            let ps: Vec<_> = value.split(',').map(str::trim).collect();
             if (1..=4).contains(&ps.len()) && ps.iter().all(|p| p.parse::<Probability>().is_ok()) {
                 Ok(())
             } else {
-                Err(format!("'{value}' is not a Gilbert-Elliott model; write \"p r 1-h 1-k\" as netem does, e.g. \"1% 10% 100% 0%\""))
+                Err(format!("'{value}' is not a Gilbert-Elliott model; write \"p,r,1-h,1-k\" as `lab up --loss-ge` takes it, e.g. \"1%,10%,100%,0%\""))
             }
         }
         "reorder_gap" => uint(value, 1, 1_000_000).map(drop),
-        "queue" => uint(value, 1, 10_000_000).map(drop),
+        "queue" | "limit" => uint(value, 1, 10_000_000).map(drop),
         "queue_bytes" => e(value.parse::<Bytes>().map(drop)),
         "overhead" => match value.trim().parse::<i32>() {
             Ok(v) if (-1000..=10_000).contains(&v) => Ok(()),
@@ -183,7 +187,10 @@ fn check_host(rest: &str, value: &str, caps: &dyn Capabilities) -> Result<(), St
     }
     match rest {
         "mtu" => uint(value, 68, 65535).map(drop),
-        "txqueuelen" => uint(value, 1, 100_000).map(drop),
+        "txqueuelen" => uint(value, 1, 1_000_000).map(drop),
+        "line_rate" => value.parse::<Rate>().map(drop).map_err(|e| e.to_string()),
+        "cc" => check_cc(value, caps),
+        "cpu" => uint(value, 0, 4095).map(drop),
         "initcwnd" | "initrwnd" => uint(value, 1, 65535).map(drop),
         "ssthresh" => {
             if value == "inf" {
@@ -197,7 +204,6 @@ fn check_host(rest: &str, value: &str, caps: &dyn Capabilities) -> Result<(), St
             "true" | "false" => Ok(()),
             _ => Err(format!("'{value}' must be true or false")),
         },
-        "rcvbuf" | "sndbuf" => value.parse::<Bytes>().map(drop).map_err(|e| e.to_string()),
         _ => Err(unknown("host", rest, &HOST_KEYS).replace("'host.", "'client./server.")),
     }
 }
@@ -213,7 +219,7 @@ fn check_workload(key: &str, value: &str) -> Result<(), String> {
             _ => Err(format!("direction '{value}' is unknown; use upload (client sends) or download (server sends)")),
         },
         "duration" => value.parse::<Dur>().map(drop).map_err(|e| e.to_string()),
-        "bytes" | "file_size" => value.parse::<Bytes>().map(drop).map_err(|e| e.to_string()),
+        "bytes" | "file_size" | "window" => value.parse::<Bytes>().map(drop).map_err(|e| e.to_string()),
         "parallel" => uint(value, 1, 128).map(drop),
         "cc" => Ok(()),
         "client_command" | "server_command" => Ok(()),
@@ -251,7 +257,10 @@ pub(crate) mod tests {
             ("link.rate", "100mbit"),
             ("link.up.delay", "10ms"),
             ("link.down.loss", "1%"),
-            ("link.gemodel", "1% 10% 100% 0%"),
+            ("link.loss_ge", "1%,10%,100%,0%"),
+            ("link.rtt", "20ms"),
+            ("workload.window", "64KiB"),
+            ("server.cc", "bbr"),
             ("server.sysctl.net.ipv4.tcp_rmem", "4096 131072 6291456"),
             ("client.mtu", "9000"),
             ("client.ssthresh", "inf"),
@@ -262,7 +271,7 @@ pub(crate) mod tests {
             check(k, v, &FakeCaps).unwrap_or_else(|e| panic!("{k}={v}: {e}"));
         }
         let bad = [
-            ("link.rtt", "10ms", "link settings are: rate, delay"),
+            ("link.latency", "10ms", "link settings are: rate, delay"),
             ("link.rate", "10m", "ambiguous"),
             ("link.loss", "150%", "out of range"),
             ("client.mtu", "20", "from 68"),

@@ -24,6 +24,7 @@
 //! "server.sysctl.net.ipv4.tcp_rmem" = ["4096 4096 4096", "4096 131072 6291456"]
 //!
 //! [[paired]]               # lists of equal length whose values go together
+//! label = ["1G", "10G"]    # optional: names the rows in labels and plots
 //! "link.rate" = ["1gbit", "10gbit"]
 //! "link.delay" = ["0.745ms", "0.79ms"]
 //! ```
@@ -182,8 +183,11 @@ impl Parser<'_> {
                         format!("{what} '{key}': every value must be a string, number or boolean"),
                     )
                 })?;
-                settings::check(key, &s, self.caps)
-                    .map_err(|m| self.err(v.span().or(span.clone()), m))?;
+                // "label" names the rows (untuned, tuned); it is not a setting.
+                if key != LABEL {
+                    settings::check(key, &s, self.caps)
+                        .map_err(|m| self.err(v.span().or(span.clone()), m))?;
+                }
                 values.push(s);
             }
             if values.is_empty() {
@@ -197,6 +201,9 @@ impl Parser<'_> {
         Ok(axes)
     }
 }
+
+/// A `[sweep]` or `[[paired]]` list that names points instead of setting anything.
+pub const LABEL: &str = "label";
 
 const TOP_KEYS: [&str; 13] = [
     "name",
@@ -421,10 +428,10 @@ duration = "5s"
 
     #[test]
     fn errors_name_the_line_and_the_reason() {
-        let e = err("name = \"x\"\n[link]\nrate = \"100mbit\"\nrtt = \"10ms\"\n");
+        let e = err("name = \"x\"\n[link]\nrate = \"100mbit\"\nlatency = \"10ms\"\n");
         assert_eq!(e.line, Some(4), "{e}");
         assert!(
-            e.message.contains("'link.rtt' is not a known setting"),
+            e.message.contains("'link.latency' is not a known setting"),
             "{e}"
         );
 

@@ -220,6 +220,7 @@ fn observe(samples: Vec<(Dur, DiagSocket)>, path_rate: Option<Rate>) -> Option<O
             rwnd_bytes: i.snd_wnd.map(u64::from),
             rtt_s: i.srtt_us().map(|r| r as f64 / 1e6),
             retransmits: i.total_retrans.map(u64::from),
+            ..Default::default()
         });
     }
     let whole = interval(first, last);
@@ -283,37 +284,95 @@ fn spawn(mut cmd: Command) -> Result<Guard, String> {
 
 fn run_to_end(mut cmd: Command, limit: Duration) -> Result<std::process::Output, String> {
     let line = format!("{cmd:?}");
-    let mut g = spawn({
-        cmd.stdin(Stdio::null());
-        cmd
-    })?;
-    let start = Instant::now();
-    let child = g.0.as_mut().ok_or("no child")?;
-    while child.try_wait().map_err(|e| e.to_string())?.is_none() {
-        if start.elapsed() > limit {
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let child = cmd
+        .spawn()
+        .map_err(|e| format!("cannot start {line}: {e}"))?;
+    let pid = child.id();
+    // Collect the output on a thread (draining the pipes so the child never blocks on them)
+    // and wait for it with a deadline.
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    let out = match rx.recv_timeout(limit) {
+        Ok(r) => r.map_err(|e| format!("{line}: {e}"))?,
+        Err(_) => {
+            // SAFETY: kill(2) on the pid of our own child, which has not been reaped.
+            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
             return Err(format!("{line} did not finish within {limit:?}"));
         }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let out =
-        g.0.take()
-            .ok_or("no child")?
-            .wait_with_output()
-            .map_err(|e| e.to_string())?;
+    };
     if !out.status.success() {
-        return Err(format!(
-            "{line} failed: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
+        // iperf3 --json reports its error in the JSON on stdout, not on stderr.
+        let json_error = serde_json::from_slice::<serde_json::Value>(&out.stdout)
+            .ok()
+            .and_then(|v| v.get("error").and_then(|e| e.as_str()).map(str::to_string));
+        let why = json_error.unwrap_or_else(|| {
+            let err = String::from_utf8_lossy(&out.stderr).trim().to_string();
+            if err.is_empty() {
+                let so = String::from_utf8_lossy(&out.stdout);
+                so.chars()
+                    .skip(so.chars().count().saturating_sub(300))
+                    .collect()
+            } else {
+                err
+            }
+        });
+        return Err(format!("{line} failed ({}): {why}", out.status));
     }
     Ok(out)
 }
 
-/// A workload's measurement and the sender's time series.
+/// A workload's measurement and the time series of both ends.
 #[derive(Debug, Clone, Default)]
 pub struct WorkloadResult {
     pub measurement: Measurement,
+    /// The sender's connection.
     pub series: Vec<SeriesSample>,
+    /// The receiver's connection: bytes received, the window it advertises, its receive space.
+    pub receiver_series: Vec<SeriesSample>,
+}
+
+/// The receiver's view, from the samples of its busiest connection.
+fn receiver_view(samples: Vec<(Dur, DiagSocket)>) -> Vec<SeriesSample> {
+    let Some(busiest) = samples
+        .iter()
+        .max_by_key(|(_, s)| s.info.as_ref().and_then(|i| i.bytes_received).unwrap_or(0))
+        .map(|(_, s)| s.cookie)
+    else {
+        return Vec::new();
+    };
+    let conn: Vec<(Dur, tcptune_kernel::tcp_info::TcpInfo)> = samples
+        .into_iter()
+        .filter(|(_, s)| s.cookie == busiest)
+        .filter_map(|(at, s)| Some((at, s.info?)))
+        .collect();
+    let Some(t0) = conn.first().map(|(at, _)| at.secs()) else {
+        return Vec::new();
+    };
+    conn.windows(2)
+        .map(|w| {
+            let ((ta, a), (tb, b)) = (&w[0], &w[1]);
+            let dt = tb.secs() - ta.secs();
+            let got = b
+                .bytes_received
+                .zip(a.bytes_received)
+                .map(|(b, a)| b.saturating_sub(a));
+            SeriesSample {
+                t_s: tb.secs() - t0,
+                goodput_bps: got.filter(|_| dt > 0.0).map(|g| g as f64 * 8.0 / dt),
+                snd_cwnd_bytes: None,
+                rwnd_bytes: b.rcv_wnd.map(u64::from),
+                rtt_s: b.rcv_rtt_us.filter(|r| *r > 0).map(|r| r as f64 / 1e6),
+                retransmits: None,
+                rcv_space_bytes: b.rcv_space.map(u64::from),
+                rcv_ssthresh_bytes: b.rcv_ssthresh.map(u64::from),
+            }
+        })
+        .collect()
 }
 
 /// Runs the point's workload once and measures it. `port` should differ between trials that
@@ -350,12 +409,29 @@ pub fn run(
         None => None,
     };
 
-    let filter: Filter = match send_host {
-        "client" => format!("dport {port}"),
-        _ => format!("sport {port}"),
-    }
-    .parse()
-    .map_err(|e| format!("{e}"))?;
+    let (filter, recv_filter): (String, String) = match send_host {
+        "client" => (format!("dport {port}"), format!("sport {port}")),
+        _ => (format!("sport {port}"), format!("dport {port}")),
+    };
+    let filter: Filter = filter.parse().map_err(|e| format!("{e}"))?;
+    let recv_filter: Filter = recv_filter.parse().map_err(|e| format!("{e}"))?;
+    let recv_host = if send_host == "client" {
+        "server"
+    } else {
+        "client"
+    };
+    // The receiver's socket is sampled from the moment its server listens (or at once).
+    let mut receiver: Option<Sampler> = None;
+    let mut start_receiver = || -> Result<(), String> {
+        if receiver.is_none() {
+            receiver = Some(Sampler::start(
+                hosts.netns(recv_host),
+                recv_filter.clone(),
+                Duration::from_millis(100),
+            )?);
+        }
+        Ok(())
+    };
 
     let (measured, observed) = match kind {
         "iperf3" | "bulk" => {
@@ -363,6 +439,7 @@ pub fn run(
             srv.args(["-s", "-1", "-p", &port.to_string()]);
             let server = spawn(srv)?;
             wait_listening(&hosts.netns("server"), port, Duration::from_secs(10))?;
+            start_receiver()?;
             let sampler =
                 Sampler::start(hosts.netns(send_host), filter, Duration::from_millis(50))?;
             let mut cli = hosts.command("client", "iperf3");
@@ -382,6 +459,11 @@ pub fn run(
             }
             if let Some(cc) = s.get("workload.cc") {
                 cli.args(["-C", cc]);
+            }
+            if let Some(w) = s.get("workload.window") {
+                // iperf3 -w sets SO_SNDBUF and SO_RCVBUF on both ends' data sockets.
+                let w = w.parse::<Bytes>().map_err(|e| e.to_string())?;
+                cli.args(["-w", &w.get().to_string()]);
             }
             let out = run_to_end(cli, duration.std() + Duration::from_secs(30));
             let samples = sampler.finish();
@@ -426,6 +508,7 @@ pub fn run(
             .arg(&dir);
             let server = spawn(srv)?;
             let listening = wait_listening(&hosts.netns("server"), port, Duration::from_secs(10));
+            start_receiver()?;
             let sampler =
                 Sampler::start(hosts.netns(send_host), filter, Duration::from_millis(50))?;
             let mut cli = hosts.command("client", "curl");
@@ -475,6 +558,7 @@ pub fn run(
                 }
                 None => None,
             };
+            start_receiver()?;
             let sampler =
                 Sampler::start(hosts.netns(send_host), filter, Duration::from_millis(50))?;
             let started = Instant::now();
@@ -507,6 +591,10 @@ pub fn run(
     if let Some(g) = cap {
         g.stop();
     }
+    let receiver_series = match receiver {
+        Some(r) => receiver_view(r.finish()?),
+        None => Vec::new(),
+    };
     let mut m = measured;
     let mut series = Vec::new();
     if let Some(o) = observe(observed, path_rate) {
@@ -521,5 +609,6 @@ pub fn run(
     Ok(WorkloadResult {
         measurement: m,
         series,
+        receiver_series,
     })
 }

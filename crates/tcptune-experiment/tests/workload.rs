@@ -99,6 +99,21 @@ fn iperf3_upload_with_a_tiny_receive_buffer_is_receiver_window_limited() {
         "{:?}",
         r.series.iter().map(|x| x.rwnd_bytes).collect::<Vec<_>>()
     );
+    // The receiver's own view: it advertises no more than its 16 KiB buffer allows.
+    assert!(
+        r.receiver_series.len() >= 5,
+        "{} receiver samples",
+        r.receiver_series.len()
+    );
+    let advertised: Vec<u64> = r
+        .receiver_series
+        .iter()
+        .filter_map(|x| x.rwnd_bytes)
+        .collect();
+    assert!(
+        !advertised.is_empty() && advertised.iter().all(|w| *w <= 16384),
+        "{advertised:?}"
+    );
     // The series' mean goodput agrees with iperf3's figure within a third (samples start late
     // and stop early, so they see slightly different windows of the transfer).
     let g: Vec<f64> = r.series.iter().filter_map(|x| x.goodput_bps).collect();

@@ -16,6 +16,8 @@ pub enum Outcome {
     Ok,
     /// The command ran and found a problem worth acting on (exit 1), so scripts can branch.
     Problem,
+    /// Pass on a command's exit code (`lab exec`).
+    Exit(u8),
 }
 
 fn main() -> ExitCode {
@@ -39,6 +41,7 @@ fn main() -> ExitCode {
     match cmd::run(cli) {
         Ok(Outcome::Ok) => ExitCode::SUCCESS,
         Ok(Outcome::Problem) => ExitCode::from(1),
+        Ok(Outcome::Exit(code)) => ExitCode::from(code),
         Err(e) => {
             // `{:#}` prints the context chain on one line: "reading X: cause".
             eprintln!("tcptune: error: {e:#}");

@@ -37,6 +37,7 @@ impl TrialRunner for WindowRunner {
                     rwnd_bytes: Some(rmem as u64 / 2),
                     rtt_s: Some(0.02),
                     retransmits: Some(0),
+                    ..Default::default()
                 };
                 serde_json::to_string(&s).unwrap() + "\n"
             })

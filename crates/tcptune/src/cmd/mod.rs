@@ -5,6 +5,8 @@ use crate::Outcome;
 
 mod audit;
 mod conns;
+mod experiment;
+mod lab;
 mod model;
 mod perf;
 mod report;
@@ -37,6 +39,7 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Watch(args) => watch::run(args, cli.json),
         Command::Serve(args) => perf::serve(&args),
         Command::Test(args) => perf::test(&args, cli.json),
+        Command::Lab { lab } => lab::run(*lab, cli.json),
         Command::Schema { name, list } => schema::run(name.as_deref(), list),
     }
 }

@@ -65,6 +65,12 @@ pub fn run(dir: &Path, json: bool) -> anyhow::Result<Outcome> {
     }
     let files = write_report(dir)
         .with_context(|| format!("cannot write the report of {}", dir.display()))?;
+    print(files, json)?;
+    Ok(Outcome::Ok)
+}
+
+/// Prints what a report wrote (also at the end of `lab run`).
+pub fn print(files: tcptune_experiment::report::ReportFiles, json: bool) -> anyhow::Result<()> {
     let result = ReportResult {
         html: files.html.display().to_string(),
         summary_csv: files.summary_csv.display().to_string(),
@@ -75,6 +81,5 @@ pub fn run(dir: &Path, json: bool) -> anyhow::Result<Outcome> {
             .collect(),
         points: files.points,
     };
-    emit("report", &result, json)?;
-    Ok(Outcome::Ok)
+    emit("report", &result, json)
 }

@@ -1,0 +1,421 @@
+//! The emulator's I/O edge (Linux): two TUN devices, one in each host's namespace, joined
+//! through the two pipeline directions by a single-threaded event loop, plus the control
+//! socket protocol that `lab status` and `lab set` speak.
+//!
+//! The loop: read what each host's TUN offers (at most at the host's line rate, so the host's
+//! own device queue of `txqueuelen` packets fills the way a NIC queue does), feed it to the
+//! direction with the current monotonic time, write what is due to the other TUN, and sleep in
+//! `ppoll` until the next packet is due, a TUN becomes readable, a control client connects or a
+//! stop signal arrives (signalfd). Timer slack is set to 1 ns so wakeups are precise.
+//!
+//! Offloads are on (TSO super-packets pass as one) while no direction needs per-packet
+//! decisions, and off otherwise ([`LinkConfig::needs_per_packet`]); `lab set` switches live.
+
+pub mod tun;
+
+use std::io::{self, BufRead, BufReader, Read, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::net::UnixListener;
+use std::time::Duration;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use tcptune_model::{Dur, Rate};
+
+use crate::config::{ConfigError, LinkSpec};
+use crate::pipeline::{Counters, Direction, Nanos, Packet};
+use tun::{Frame, Tun, MAX_FRAME, VNET_HDR_LEN};
+
+/// Frames read from one TUN before the loop looks at the rest of the world.
+const BATCH: usize = 64;
+/// Bytes charged per wire packet at a host's line rate (the Ethernet header, as on a veth).
+const NIC_OVERHEAD: u64 = 14;
+
+/// Monotonic time in ns.
+pub fn now_ns() -> Nanos {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec; CLOCK_MONOTONIC always exists on Linux.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Which host a TUN belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Side {
+    Client,
+    Server,
+}
+
+/// What the loop did at one host's device.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+pub struct PortStats {
+    /// Frames read from the host (it sent them).
+    pub frames_read: u64,
+    pub bytes_read: u64,
+    /// Frames written to the host (it received them).
+    pub frames_written: u64,
+    /// Writes the kernel refused (counted, never retried).
+    pub write_errors: u64,
+}
+
+/// One host's end of the link.
+pub struct Port {
+    tun: Tun,
+    /// The host's NIC rate: frames are read no faster than this.
+    pub line_rate: Option<Rate>,
+    nic_free_at: Nanos,
+    stats: PortStats,
+}
+
+impl Port {
+    pub fn new(tun: Tun, line_rate: Option<Rate>) -> Port {
+        Port {
+            tun,
+            line_rate,
+            nic_free_at: 0,
+            stats: PortStats::default(),
+        }
+    }
+}
+
+/// Everything `lab status` shows about the link.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct EmuStatus {
+    pub link: LinkSpec,
+    /// True while TSO super-packets pass whole (no per-packet impairment is on).
+    pub offloads: bool,
+    /// Client → server.
+    pub up: Counters,
+    /// Server → client.
+    pub down: Counters,
+    pub client: PortStats,
+    pub server: PortStats,
+    pub client_line_rate_bps: Option<Rate>,
+    pub server_line_rate_bps: Option<Rate>,
+    pub uptime_s: Dur,
+}
+
+/// A request on the control socket: one JSON object per line.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "cmd", rename_all = "snake_case")]
+pub enum Request {
+    Status,
+    SetLink { link: Box<LinkSpec> },
+    SetLineRate { side: Side, rate_bps: Option<Rate> },
+    Stop,
+}
+
+/// The answer: one JSON object per line.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Reply {
+    pub ok: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<EmuStatus>,
+}
+
+/// Why the loop returned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    Signal,
+    StopRequest,
+}
+
+/// The running link: two ports and two directions.
+pub struct Emulator {
+    client: Port,
+    server: Port,
+    up: Direction<Frame>,
+    down: Direction<Frame>,
+    spec: LinkSpec,
+    offloads: bool,
+    started: Nanos,
+}
+
+/// Blocks SIGINT, SIGTERM and SIGHUP in this thread (call before starting other threads so
+/// they inherit the mask) and returns a signalfd that becomes readable when one arrives.
+pub fn stop_signals() -> io::Result<OwnedFd> {
+    // SAFETY: sigset operations on a local, zero-initialised sigset_t; then
+    // pthread_sigmask and signalfd with valid pointers.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for s in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+            libc::sigaddset(&mut set, s);
+        }
+        if libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let fd = libc::signalfd(-1, &set, libc::SFD_CLOEXEC | libc::SFD_NONBLOCK);
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(OwnedFd::from_raw_fd(fd))
+    }
+}
+
+impl Emulator {
+    pub fn new(client: Port, server: Port, spec: LinkSpec) -> Result<Emulator, ConfigError> {
+        let up = Direction::new(spec.up.clone(), spec.seed, 0)?;
+        let down = Direction::new(spec.down.clone(), spec.seed, 1)?;
+        let mut e = Emulator {
+            client,
+            server,
+            up,
+            down,
+            spec,
+            offloads: false,
+            started: now_ns(),
+        };
+        e.apply_offloads()
+            .map_err(|err| ConfigError::Invalid(format!("cannot set TUN offloads: {err}")))?;
+        Ok(e)
+    }
+
+    fn apply_offloads(&mut self) -> io::Result<()> {
+        let on = !(self.spec.up.needs_per_packet() || self.spec.down.needs_per_packet());
+        self.client.tun.set_offloads(on)?;
+        self.server.tun.set_offloads(on)?;
+        self.offloads = on;
+        Ok(())
+    }
+
+    pub fn status(&self) -> EmuStatus {
+        let now = now_ns();
+        EmuStatus {
+            link: self.spec.clone(),
+            offloads: self.offloads,
+            up: self.up.counters(now),
+            down: self.down.counters(now),
+            client: self.client.stats.clone(),
+            server: self.server.stats.clone(),
+            client_line_rate_bps: self.client.line_rate,
+            server_line_rate_bps: self.server.line_rate,
+            uptime_s: Dur::from_nanos(now - self.started),
+        }
+    }
+
+    /// Applies a control request; `Err` carries the one-sentence refusal.
+    pub fn handle(&mut self, req: Request) -> Result<Option<EmuStatus>, String> {
+        match req {
+            Request::Status => Ok(Some(self.status())),
+            Request::SetLink { link } => {
+                link.validate().map_err(|e| e.to_string())?;
+                let link = *link;
+                self.up
+                    .set_config(link.up.clone())
+                    .map_err(|e| e.to_string())?;
+                self.down
+                    .set_config(link.down.clone())
+                    .map_err(|e| e.to_string())?;
+                self.spec = link;
+                self.apply_offloads().map_err(|e| e.to_string())?;
+                Ok(None)
+            }
+            Request::SetLineRate { side, rate_bps } => {
+                match side {
+                    Side::Client => self.client.line_rate = rate_bps,
+                    Side::Server => self.server.line_rate = rate_bps,
+                }
+                Ok(None)
+            }
+            Request::Stop => Ok(None),
+        }
+    }
+
+    /// Reads up to a batch from `port` into `dir`; true if the batch was full (more may wait).
+    fn ingest(port: &mut Port, dir: &mut Direction<Frame>, scratch: &mut [u8], now: Nanos) -> bool {
+        for _ in 0..BATCH {
+            if port.nic_free_at > now {
+                return false;
+            }
+            let len = match port.tun.read_frame(scratch) {
+                Ok(Some(len)) => len,
+                // EIO happens while the device is down; nothing to read either way.
+                Ok(None) | Err(_) => return false,
+            };
+            if len <= VNET_HDR_LEN {
+                continue;
+            }
+            let frame = Frame {
+                buf: scratch[..len].to_vec(),
+            };
+            let wire = frame.wire_bytes() + NIC_OVERHEAD * u64::from(frame.wire_packets());
+            port.stats.frames_read += 1;
+            port.stats.bytes_read += frame.wire_bytes();
+            if let Some(rate) = port.line_rate {
+                let tx = (wire as f64 * 8e9 / rate.bps()) as u64;
+                port.nic_free_at = port.nic_free_at.max(now) + tx;
+            }
+            dir.enqueue(now, frame);
+        }
+        true
+    }
+
+    fn deliver(dir: &mut Direction<Frame>, to: &mut Port, now: Nanos, out: &mut Vec<Frame>) {
+        dir.poll(now, out);
+        for f in out.drain(..) {
+            match to.tun.write_frame(&f.buf) {
+                Ok(()) => to.stats.frames_written += 1,
+                Err(_) => to.stats.write_errors += 1,
+            }
+        }
+    }
+
+    fn serve_control(&mut self, listener: &UnixListener) -> bool {
+        let Ok((stream, _)) = listener.accept() else {
+            return false;
+        };
+        // A client that connects and says nothing must not stall the link for long.
+        let _ = stream.set_nonblocking(false);
+        let _ = stream.set_read_timeout(Some(Duration::from_millis(200)));
+        let mut line = String::new();
+        let mut reader = BufReader::new(&stream).take(1 << 20);
+        if reader.read_line(&mut line).is_err() {
+            return false;
+        }
+        let (reply, stop) = match serde_json::from_str::<Request>(&line) {
+            Err(e) => (
+                Reply {
+                    ok: false,
+                    error: Some(format!("bad control request: {e}")),
+                    status: None,
+                },
+                false,
+            ),
+            Ok(req) => {
+                let stop = matches!(req, Request::Stop);
+                match self.handle(req) {
+                    Ok(status) => (
+                        Reply {
+                            ok: true,
+                            error: None,
+                            status,
+                        },
+                        stop,
+                    ),
+                    Err(e) => (
+                        Reply {
+                            ok: false,
+                            error: Some(e),
+                            status: None,
+                        },
+                        false,
+                    ),
+                }
+            }
+        };
+        if let Ok(mut text) = serde_json::to_string(&reply) {
+            text.push('\n');
+            let _ = (&stream).write_all(text.as_bytes());
+        }
+        stop
+    }
+
+    /// Runs until a stop signal arrives on `signals` or a control client asks to stop.
+    pub fn run(&mut self, control: Option<&UnixListener>, signals: RawFd) -> io::Result<Exit> {
+        set_timer_slack_1ns();
+        if let Some(l) = control {
+            l.set_nonblocking(true)?;
+        }
+        let mut scratch = vec![0u8; MAX_FRAME];
+        let mut out = Vec::with_capacity(BATCH);
+        loop {
+            let now = now_ns();
+            let more_c = Self::ingest(&mut self.client, &mut self.up, &mut scratch, now);
+            let more_s = Self::ingest(&mut self.server, &mut self.down, &mut scratch, now);
+            let now = now_ns();
+            Self::deliver(&mut self.up, &mut self.server, now, &mut out);
+            Self::deliver(&mut self.down, &mut self.client, now, &mut out);
+
+            let mut next: Option<Nanos> = [self.up.next_wakeup(), self.down.next_wakeup()]
+                .into_iter()
+                .flatten()
+                .min();
+            let mut fds = Vec::with_capacity(4);
+            for port in [&self.client, &self.server] {
+                if port.nic_free_at > now {
+                    next = Some(next.map_or(port.nic_free_at, |n| n.min(port.nic_free_at)));
+                } else {
+                    fds.push(libc::pollfd {
+                        fd: port.tun.raw_fd(),
+                        events: libc::POLLIN,
+                        revents: 0,
+                    });
+                }
+            }
+            let sig_idx = fds.len();
+            fds.push(libc::pollfd {
+                fd: signals,
+                events: libc::POLLIN,
+                revents: 0,
+            });
+            if let Some(l) = control {
+                fds.push(libc::pollfd {
+                    fd: l.as_raw_fd(),
+                    events: libc::POLLIN,
+                    revents: 0,
+                });
+            }
+            let wait = if more_c || more_s {
+                Some(0)
+            } else {
+                next.map(|t| t.saturating_sub(now_ns()))
+            };
+            let ts = wait.map(|ns| libc::timespec {
+                tv_sec: (ns / 1_000_000_000) as libc::time_t,
+                tv_nsec: (ns % 1_000_000_000) as libc::c_long,
+            });
+            let tsp = ts.as_ref().map_or(std::ptr::null(), |t| t as *const _);
+            // SAFETY: fds is a valid array of fds.len() pollfds; tsp is null or points to ts.
+            let rc = unsafe {
+                libc::ppoll(
+                    fds.as_mut_ptr(),
+                    fds.len() as libc::nfds_t,
+                    tsp,
+                    std::ptr::null(),
+                )
+            };
+            if rc < 0 {
+                let e = io::Error::last_os_error();
+                if e.kind() == io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return Err(e);
+            }
+            if fds[sig_idx].revents != 0 {
+                return Ok(Exit::Signal);
+            }
+            if let Some(l) = control {
+                if fds[sig_idx + 1].revents != 0 && self.serve_control(l) {
+                    return Ok(Exit::StopRequest);
+                }
+            }
+        }
+    }
+}
+
+fn set_timer_slack_1ns() {
+    // SAFETY: PR_SET_TIMERSLACK takes an integer; failure only costs precision.
+    unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong) };
+}
+
+/// Sends one request to the control socket at `path` and returns the reply.
+pub fn request(path: &std::path::Path, req: &Request) -> io::Result<Reply> {
+    let stream = std::os::unix::net::UnixStream::connect(path)?;
+    stream.set_read_timeout(Some(Duration::from_secs(5)))?;
+    let mut text = serde_json::to_string(req).map_err(io::Error::other)?;
+    text.push('\n');
+    (&stream).write_all(text.as_bytes())?;
+    let mut line = String::new();
+    BufReader::new(&stream).read_line(&mut line)?;
+    serde_json::from_str(&line).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+}
+
+#[cfg(test)]
+mod tests;

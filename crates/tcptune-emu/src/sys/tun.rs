@@ -1,0 +1,270 @@
+//! TUN devices with virtio-net headers, opened inside a named network namespace, and the
+//! frames read from and written to them.
+//!
+//! Every read and write starts with a 10-byte `virtio_net_hdr` (`IFF_VNET_HDR`). With
+//! offloads on (`TUNSETOFFLOAD` CSUM|TSO4|TSO6) the kernel hands us TCP super-packets of up to
+//! 64 KB with a partial checksum, which we write to the far device unchanged (the receiving
+//! stack treats them as GRO'd packets). With offloads off the kernel segments and checksums
+//! in software before the packet reaches us, so every frame is one wire packet: the exact mode.
+
+use std::fs::File;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::path::Path;
+
+use crate::pipeline::{corrupt_ip, Packet};
+use crate::rng::Rng;
+
+const TUNSETIFF: libc::c_ulong = 0x4004_54ca;
+const TUNSETOFFLOAD: libc::c_ulong = 0x4004_54d0;
+const IFF_TUN: libc::c_short = 0x0001;
+const IFF_NO_PI: libc::c_short = 0x1000;
+const IFF_VNET_HDR: libc::c_short = 0x4000;
+const TUN_F_CSUM: libc::c_uint = 0x01;
+const TUN_F_TSO4: libc::c_uint = 0x02;
+const TUN_F_TSO6: libc::c_uint = 0x04;
+
+/// Size of `struct virtio_net_hdr` (the TUN default without mergeable buffers).
+pub const VNET_HDR_LEN: usize = 10;
+const VIRTIO_NET_HDR_F_NEEDS_CSUM: u8 = 1;
+const VIRTIO_NET_HDR_GSO_NONE: u8 = 0;
+
+/// Largest frame a TUN read returns with TSO: 64 KB packet plus the header.
+pub const MAX_FRAME: usize = 65_536 + VNET_HDR_LEN;
+
+#[repr(C)]
+struct IfReq {
+    name: [u8; libc::IFNAMSIZ],
+    flags: libc::c_short,
+    _pad: [u8; 22],
+}
+
+/// An open TUN device; the device disappears when this closes (it is not persistent), which is
+/// why a killed emulator leaves no devices behind.
+pub struct Tun {
+    fd: OwnedFd,
+    name: String,
+}
+
+fn check(rc: libc::c_int, what: &str) -> io::Result<libc::c_int> {
+    if rc < 0 {
+        let e = io::Error::last_os_error();
+        Err(io::Error::new(e.kind(), format!("{what}: {e}")))
+    } else {
+        Ok(rc)
+    }
+}
+
+impl Tun {
+    /// Creates TUN device `name` in the calling thread's network namespace.
+    pub fn create(name: &str) -> io::Result<Tun> {
+        if name.is_empty() || name.len() >= libc::IFNAMSIZ {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("interface name '{name}' must have 1 to 15 characters"),
+            ));
+        }
+        // SAFETY: a plain open(2) of a constant NUL-terminated path.
+        let fd = check(
+            unsafe {
+                libc::open(
+                    c"/dev/net/tun".as_ptr(),
+                    libc::O_RDWR | libc::O_NONBLOCK | libc::O_CLOEXEC,
+                )
+            },
+            "opening /dev/net/tun",
+        )?;
+        // SAFETY: fd was just returned by open and is owned by nobody else.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        let mut req = IfReq {
+            name: [0; libc::IFNAMSIZ],
+            flags: IFF_TUN | IFF_NO_PI | IFF_VNET_HDR,
+            _pad: [0; 22],
+        };
+        req.name[..name.len()].copy_from_slice(name.as_bytes());
+        // SAFETY: TUNSETIFF reads and writes a struct ifreq, which IfReq lays out (40 bytes).
+        check(
+            unsafe { libc::ioctl(fd.as_raw_fd(), TUNSETIFF, &mut req as *mut IfReq) },
+            &format!("creating TUN device {name}"),
+        )?;
+        let tun = Tun {
+            fd,
+            name: name.to_string(),
+        };
+        tun.set_offloads(false)?;
+        Ok(tun)
+    }
+
+    /// Creates the device inside the network namespace bound at `netns` (e.g.
+    /// `/run/netns/NAME`): a short-lived thread enters the namespace, since setns(2) changes
+    /// only the calling thread, and the fd keeps working from any namespace afterwards.
+    pub fn create_in(netns: &Path, name: &str) -> io::Result<Tun> {
+        let ns = File::open(netns)
+            .map_err(|e| io::Error::new(e.kind(), format!("opening {}: {e}", netns.display())))?;
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                // SAFETY: setns on a valid namespace fd; affects only this helper thread.
+                check(
+                    unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) },
+                    &format!("entering {}", netns.display()),
+                )?;
+                Tun::create(name)
+            })
+            .join()
+            .unwrap_or_else(|_| Err(io::Error::other("TUN helper thread panicked")))
+        })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn raw_fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+
+    /// Offloads on: the kernel may hand us TSO super-packets with partial checksums. Off: one
+    /// checksummed wire packet per frame.
+    pub fn set_offloads(&self, on: bool) -> io::Result<()> {
+        let flags = if on {
+            TUN_F_CSUM | TUN_F_TSO4 | TUN_F_TSO6
+        } else {
+            0
+        };
+        // SAFETY: TUNSETOFFLOAD takes the flags by value.
+        check(
+            unsafe { libc::ioctl(self.fd.as_raw_fd(), TUNSETOFFLOAD, flags as libc::c_ulong) },
+            &format!("setting offloads on {}", self.name),
+        )?;
+        Ok(())
+    }
+
+    /// Reads one frame into `buf`; `Ok(None)` when nothing is waiting.
+    pub fn read_frame(&self, buf: &mut [u8]) -> io::Result<Option<usize>> {
+        // SAFETY: buf is valid for buf.len() bytes of writes.
+        let n = unsafe { libc::read(self.fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            return match e.kind() {
+                io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(None),
+                _ => Err(e),
+            };
+        }
+        Ok(Some(n as usize))
+    }
+
+    /// Writes one frame (virtio header + IP packet).
+    pub fn write_frame(&self, frame: &[u8]) -> io::Result<()> {
+        // SAFETY: frame is valid for frame.len() bytes of reads.
+        let n = unsafe { libc::write(self.fd.as_raw_fd(), frame.as_ptr().cast(), frame.len()) };
+        if n < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+}
+
+/// A frame as read from a TUN device: virtio header followed by the IP packet.
+#[derive(Clone, Debug)]
+pub struct Frame {
+    pub buf: Vec<u8>,
+}
+
+impl Frame {
+    fn ip(&self) -> &[u8] {
+        self.buf.get(VNET_HDR_LEN..).unwrap_or(&[])
+    }
+    fn gso_size(&self) -> u16 {
+        if self.buf.len() < VNET_HDR_LEN || self.buf[1] == VIRTIO_NET_HDR_GSO_NONE {
+            return 0;
+        }
+        u16::from_le_bytes([self.buf[4], self.buf[5]])
+    }
+    /// Length of IP + TCP headers, if the packet is TCP.
+    fn l3l4_header_len(&self) -> Option<usize> {
+        let ip = self.ip();
+        let (l3, proto) = match ip.first()? >> 4 {
+            4 => (usize::from(ip[0] & 0x0f) * 4, *ip.get(9)?),
+            6 => (40, *ip.get(6)?),
+            _ => return None,
+        };
+        if proto != 6 {
+            return None;
+        }
+        let doff = usize::from(ip.get(l3 + 12)? >> 4) * 4;
+        Some(l3 + doff)
+    }
+}
+
+impl Packet for Frame {
+    fn wire_bytes(&self) -> u64 {
+        let ip_len = self.ip().len() as u64;
+        match (self.gso_size(), self.l3l4_header_len()) {
+            (0, _) | (_, None) => ip_len,
+            (mss, Some(hdr)) => {
+                let hdr = hdr as u64;
+                let payload = ip_len.saturating_sub(hdr);
+                let segs = payload.div_ceil(u64::from(mss)).max(1);
+                ip_len + (segs - 1) * hdr
+            }
+        }
+    }
+    fn wire_packets(&self) -> u32 {
+        match (self.gso_size(), self.l3l4_header_len()) {
+            (0, _) | (_, None) => 1,
+            (mss, Some(hdr)) => {
+                let payload = self.ip().len().saturating_sub(hdr);
+                payload.div_ceil(usize::from(mss)).max(1) as u32
+            }
+        }
+    }
+    fn corrupt(&mut self, rng: &mut Rng) {
+        if self.buf.len() <= VNET_HDR_LEN {
+            return;
+        }
+        // A partial checksum would be completed by the receiver over the flipped bit; without
+        // the flag the (partial) checksum field is wrong, so the packet is rejected either way.
+        self.buf[0] &= !VIRTIO_NET_HDR_F_NEEDS_CSUM;
+        corrupt_ip(&mut self.buf[VNET_HDR_LEN..], rng);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tcp_frame(payload: usize, gso: u16) -> Frame {
+        let mut buf = vec![0u8; VNET_HDR_LEN + 20 + 32 + payload];
+        if gso > 0 {
+            buf[0] = VIRTIO_NET_HDR_F_NEEDS_CSUM;
+            buf[1] = 1; // TCPV4
+            buf[4..6].copy_from_slice(&gso.to_le_bytes());
+        }
+        let ip = &mut buf[VNET_HDR_LEN..];
+        ip[0] = 0x45;
+        ip[9] = 6;
+        ip[20 + 12] = 8 << 4; // 32-byte TCP header (timestamps)
+        Frame { buf }
+    }
+
+    #[test]
+    fn super_packet_counts_its_wire_packets_and_their_headers() {
+        let f = tcp_frame(1448 * 10 + 100, 1448);
+        assert_eq!(f.wire_packets(), 11);
+        assert_eq!(f.wire_bytes(), (1448 * 10 + 100) + 11 * 52);
+        let single = tcp_frame(1448, 0);
+        assert_eq!((single.wire_packets(), single.wire_bytes()), (1, 1500));
+    }
+
+    #[test]
+    fn corrupting_clears_the_partial_checksum_flag() {
+        let mut f = tcp_frame(1000, 1448);
+        let before = f.buf.clone();
+        f.corrupt(&mut Rng::new(1));
+        assert_eq!(f.buf[0] & VIRTIO_NET_HDR_F_NEEDS_CSUM, 0);
+        let flipped = (VNET_HDR_LEN + 20..f.buf.len())
+            .filter(|&i| f.buf[i] != before[i])
+            .count();
+        assert_eq!(flipped, 1);
+    }
+}

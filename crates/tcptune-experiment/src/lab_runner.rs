@@ -1,0 +1,262 @@
+//! Trials on the lab: each trial brings up a fresh lab (client and server namespaces joined by
+//! the emulated link) with the point's settings and the trial's seed, runs the workload,
+//! records the sender's time series and the link's counters, and takes the lab down again,
+//! also when the trial fails.
+//!
+//! The lab's emulator runs as a child of the `tcptune` binary (`lab up` re-executes it), so
+//! this runner is used from `tcptune lab run`.
+
+use std::net::IpAddr;
+use std::path::Path;
+use std::process::Command;
+
+use tcptune_emu::Distribution;
+use tcptune_lab::{LabSpec, LinkChanges, Which};
+use tcptune_model::{Bytes, Dur, Probability, Rate};
+
+use crate::plan::{Point, Trial};
+use crate::run::{Measurement, TrialRunner};
+use crate::settings::Settings;
+use crate::workload::{self, Hosts};
+
+/// Converts a point's settings into a lab spec (the link for the trial's seed).
+pub fn lab_spec(s: &Settings, seed: u64) -> Result<LabSpec, String> {
+    let mut spec = LabSpec::default();
+    for (which, prefix) in [
+        (Which::Both, "link."),
+        (Which::Up, "link.up."),
+        (Which::Down, "link.down."),
+    ] {
+        let mut ch = LinkChanges {
+            direction: which,
+            ..Default::default()
+        };
+        for (k, v) in s
+            .iter()
+            .filter_map(|(k, v)| Some((k.strip_prefix(prefix)?, v)))
+        {
+            if k.contains('.') {
+                continue; // link.up.* when reading link.*
+            }
+            let err = |e: &dyn std::fmt::Display| format!("{prefix}{k} = {v}: {e}");
+            let p = |v: &str| v.parse::<Probability>().map_err(|e| err(&e));
+            let d = |v: &str| v.parse::<Dur>().map_err(|e| err(&e));
+            let n = |v: &str| v.trim().parse::<u32>().map_err(|e| err(&e));
+            match k {
+                "rate" => ch.rate = Some(v.parse::<Rate>().map_err(|e| err(&e))?),
+                "delay" => ch.delay = Some(d(v)?),
+                "rtt" => ch.rtt = Some(d(v)?),
+                "jitter" => ch.jitter = Some(d(v)?),
+                "distribution" => {
+                    ch.distribution = Some(v.parse::<Distribution>().map_err(|e| err(&e))?)
+                }
+                "jitter_order" => {
+                    ch.jitter_order = Some(
+                        serde_json::from_value(serde_json::Value::String(v.clone()))
+                            .map_err(|e| err(&e))?,
+                    )
+                }
+                "loss" => ch.loss = Some(p(v)?),
+                "loss_ge" => ch.loss_ge = Some(v.clone()),
+                "loss_every" => ch.loss_every = Some(n(v)?),
+                "duplicate" => ch.duplicate = Some(p(v)?),
+                "corrupt" => ch.corrupt = Some(p(v)?),
+                "reorder" => ch.reorder = Some(p(v)?),
+                "reorder_gap" => ch.reorder_gap = Some(n(v)?),
+                "queue" => ch.queue_packets = Some(n(v)?),
+                "queue_bytes" => ch.queue_bytes = Some(v.parse::<Bytes>().map_err(|e| err(&e))?),
+                "limit" => ch.limit_packets = Some(n(v)?),
+                "overhead" => ch.overhead_bytes = Some(v.trim().parse().map_err(|e| err(&e))?),
+                _ => return Err(format!("{prefix}{k} is not a link setting")),
+            }
+        }
+        if !ch.is_empty() {
+            ch.apply(&mut spec.link).map_err(|e| e.to_string())?;
+        }
+    }
+    spec.link.seed = seed;
+    for host in ["client", "server"] {
+        let prefix = format!("{host}.");
+        let settings = if host == "client" {
+            &mut spec.client
+        } else {
+            &mut spec.server
+        };
+        for (k, v) in s
+            .iter()
+            .filter_map(|(k, v)| Some((k.strip_prefix(&prefix)?, v)))
+        {
+            // An "infinite" ssthresh is the kernel's own default: no route metric.
+            if k == "ssthresh" && v == "inf" {
+                continue;
+            }
+            settings
+                .set(k, v)
+                .map_err(|e| format!("{host}.{k} = {v}: {e}"))?;
+        }
+    }
+    spec.validate().map_err(|e| e.to_string())?;
+    Ok(spec)
+}
+
+/// The hosts of a running lab.
+struct LabHosts<'a> {
+    lab: &'a str,
+}
+
+impl Hosts for LabHosts<'_> {
+    fn command(&self, host: &str, program: &str) -> Command {
+        let mut c = Command::new("ip");
+        c.args([
+            "netns",
+            "exec",
+            &tcptune_lab::lab::netns_name(self.lab, host),
+            program,
+        ]);
+        c
+    }
+    fn netns(&self, host: &str) -> String {
+        tcptune_lab::lab::netns_name(self.lab, host)
+    }
+    fn address(&self, host: &str) -> IpAddr {
+        // The lab's fixed addresses are valid literals; fall back to loopback only if they
+        // ever stopped parsing, which a test would catch.
+        tcptune_lab::lab::addresses(host)
+            .0
+            .parse()
+            .unwrap_or(IpAddr::from([127, 0, 0, 1]))
+    }
+}
+
+/// Takes the lab down when the trial ends, however it ends.
+struct Down<'a>(&'a str);
+
+impl Drop for Down<'_> {
+    fn drop(&mut self) {
+        let _ = tcptune_lab::lab::down(self.0);
+    }
+}
+
+/// Runs trials on labs named `lab`.
+pub struct LabRunner {
+    pub lab: String,
+}
+
+impl TrialRunner for LabRunner {
+    fn environment(&mut self) -> serde_json::Value {
+        let read = |p: &str| {
+            std::fs::read_to_string(p)
+                .map(|s| s.split_whitespace().collect::<Vec<_>>().join(" "))
+                .ok()
+        };
+        serde_json::json!({
+            "tcptune": env!("CARGO_PKG_VERSION"),
+            "kernel": read("/proc/sys/kernel/osrelease"),
+            "backend": if tcptune_lab::netem::netem_available() { "emu (netem available)" } else { "emu (user-space link emulator over TUN; no sch_netem)" },
+            "cpus": std::thread::available_parallelism().map(|n| n.get()).ok(),
+            "congestion_controls": read("/proc/sys/net/ipv4/tcp_available_congestion_control"),
+            "net.core.rmem_max": read("/proc/sys/net/core/rmem_max"),
+            "net.core.wmem_max": read("/proc/sys/net/core/wmem_max"),
+            "net.ipv4.tcp_rmem (host)": read("/proc/sys/net/ipv4/tcp_rmem"),
+            "net.ipv4.tcp_wmem (host)": read("/proc/sys/net/ipv4/tcp_wmem"),
+            "net.ipv4.tcp_mem": read("/proc/sys/net/ipv4/tcp_mem"),
+        })
+    }
+
+    fn run(&mut self, point: &Point, trial: &Trial, dir: &Path) -> Result<Measurement, String> {
+        let spec = lab_spec(&point.settings, trial.seed)?;
+        tcptune_lab::lab::up(&self.lab, spec).map_err(|e| format!("lab up: {e}"))?;
+        let _down = Down(&self.lab);
+        let hosts = LabHosts { lab: &self.lab };
+        let capture = match point.settings.get("capture.snaplen") {
+            Some(snaplen) => {
+                std::fs::create_dir_all(dir.join("captures")).map_err(|e| e.to_string())?;
+                Some((
+                    format!("captures/{}.pcap", trial.id),
+                    snaplen.parse::<u32>().map_err(|e| e.to_string())?,
+                ))
+            }
+            None => None,
+        };
+        let cap_path = capture.as_ref().map(|(rel, snap)| (dir.join(rel), *snap));
+        let result = workload::run(
+            &hosts,
+            &point.settings,
+            5201,
+            cap_path.as_ref().map(|(p, s)| (p.as_path(), *s)),
+        )?;
+        let mut m = result.measurement;
+        let series_rel = format!("series/{}.jsonl", trial.id);
+        let lines: String = result
+            .series
+            .iter()
+            .filter_map(|s| serde_json::to_string(s).ok())
+            .map(|l| l + "\n")
+            .collect();
+        std::fs::write(dir.join(&series_rel), lines).map_err(|e| e.to_string())?;
+        m.series = Some(series_rel);
+        let receiver_rel = format!("series/{}-receiver.jsonl", trial.id);
+        let lines: String = result
+            .receiver_series
+            .iter()
+            .filter_map(|s| serde_json::to_string(s).ok())
+            .map(|l| l + "\n")
+            .collect();
+        std::fs::write(dir.join(&receiver_rel), lines).map_err(|e| e.to_string())?;
+        m.receiver_series = Some(receiver_rel);
+        m.capture = capture.map(|(rel, _)| rel);
+        m.link = tcptune_lab::lab::status(Some(&self.lab))
+            .ok()
+            .and_then(|l| serde_json::to_value(l).ok())
+            .and_then(|v| {
+                v.get("labs")
+                    .and_then(|l| l.get(0))
+                    .and_then(|l| l.get("emulator"))
+                    .cloned()
+            });
+        Ok(m)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(kv: &[(&str, &str)]) -> Settings {
+        kv.iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn settings_become_a_lab_spec() {
+        let spec = lab_spec(
+            &s(&[
+                ("link.rate", "100mbit"),
+                ("link.delay", "10ms"),
+                ("link.down.loss", "1%"),
+                ("server.sysctl.net.ipv4.tcp_rmem", "4096 4096 4096"),
+                ("client.mtu", "9000"),
+                ("client.ssthresh", "inf"),
+                ("server.initcwnd", "20"),
+                ("workload.kind", "iperf3"),
+            ]),
+            42,
+        )
+        .unwrap();
+        assert_eq!(spec.link.seed, 42);
+        assert_eq!(spec.link.up.rate_bps.unwrap().bps(), 100e6);
+        assert_eq!(spec.link.down.delay_s, Dur::from_millis(10));
+        assert_eq!(spec.link.up.loss, tcptune_emu::Loss::None);
+        assert!(matches!(
+            spec.link.down.loss,
+            tcptune_emu::Loss::Random { .. }
+        ));
+        assert_eq!(spec.server.sysctls["net.ipv4.tcp_rmem"], "4096 4096 4096");
+        assert_eq!(spec.client.mtu, Some(9000));
+        assert_eq!(spec.client.route.ssthresh, None);
+        assert_eq!(spec.server.route.initcwnd, Some(20));
+        let e = lab_spec(&s(&[("link.reorder", "10%")]), 1).unwrap_err();
+        assert!(e.contains("delay"), "{e}");
+    }
+}

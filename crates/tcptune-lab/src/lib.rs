@@ -1,0 +1,46 @@
+//! The lab: a client and a server host, each in its own network namespace, joined through the
+//! user-space link emulator (`tcptune-emu`) running as a background process the lab owns.
+//!
+//! - [`spec`]: what a lab is (link + host settings), from options or a JSON file, validated
+//!   before anything is created;
+//! - [`lab`]: the lifecycle (`up`, `exec`, `status`, `set`, `down`), the emulator process, and
+//!   the search for leftovers of killed labs;
+//! - [`os`]: the OS edge: `ip`, sysctls inside a namespace, processes, signals.
+//!
+//! Everything a lab makes is named after it, so it can be found again after a `kill -9`:
+//! namespaces `tcptune-<lab>-client|server`, `/etc/netns/<namespace>/`, state under
+//! `/run/tcptune/<lab>/` (settings, emulator pid, global sysctl changes to restore, control
+//! socket), and processes whose command line is `tcptune lab _emulator|_hog --name <lab>`.
+
+pub mod lab;
+pub mod netem;
+pub mod os;
+pub mod spec;
+
+pub use lab::{HostStatus, LabList, LabStatus, Removed};
+pub use spec::{HostSettings, LabSpec, LinkChanges, RouteMetrics, Which};
+
+/// Why a lab command failed; each message is one sentence naming the input and what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum LabError {
+    #[error("{0}")]
+    Input(String),
+    #[error("there is no host '{0}' in the lab; the hosts are client and server")]
+    UnknownHost(String),
+    #[error(
+        "a lab named '{0}' is already running; pick another --name or remove it with \
+         `tcptune lab down --name {0}`"
+    )]
+    NameInUse(String),
+    #[error("there is no lab named '{0}'; start one with `tcptune lab up --name {0}`")]
+    NoSuchLab(String),
+    #[error(
+        "congestion control '{cc}' is not available in this kernel (it has: {available}); \
+         load its module (modprobe tcp_{cc}) or choose one of those"
+    )]
+    NoSuchCongestionControl { cc: String, available: String },
+    #[error("{0}")]
+    Environment(String),
+    #[error("interrupted by a signal; everything the lab had created was removed")]
+    Interrupted,
+}

@@ -1,0 +1,241 @@
+//! The lab's OS edge: running `ip`, reading and writing sysctls inside a namespace, finding
+//! and stopping the lab's processes, and noticing SIGINT/SIGTERM during setup.
+
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::LabError;
+
+/// Runs a command; on failure the error names the command and quotes its stderr.
+pub fn run(cmd: &mut Command) -> Result<String, LabError> {
+    let out = cmd
+        .output()
+        .map_err(|e| LabError::Environment(format!("cannot run {cmd:?}: {e}")))?;
+    if !out.status.success() {
+        let args: Vec<String> = std::iter::once(cmd.get_program())
+            .chain(cmd.get_args())
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        return Err(LabError::Environment(format!(
+            "`{}` failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        )));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// `ip ARGS…`.
+pub fn ip(args: &[&str]) -> Result<String, LabError> {
+    run(Command::new("ip").args(args))
+}
+
+/// Runs `f` on a helper thread inside the named network namespace (setns(2) changes only the
+/// calling thread, so the caller stays where it is).
+pub fn in_netns<T: Send>(
+    ns: &str,
+    f: impl FnOnce() -> std::io::Result<T> + Send,
+) -> std::io::Result<T> {
+    let file = std::fs::File::open(Path::new("/run/netns").join(ns))?;
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            // SAFETY: setns with a valid namespace fd; affects only this helper thread.
+            if unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            f()
+        })
+        .join()
+        .unwrap_or_else(|_| Err(std::io::Error::other("namespace helper thread panicked")))
+    })
+}
+
+/// `/proc/sys/…` path of a dotted sysctl name.
+pub fn sysctl_path(key: &str) -> PathBuf {
+    Path::new("/proc/sys").join(key.replace('.', "/"))
+}
+
+/// Reads a sysctl in `ns` (None: the namespace this process is in).
+pub fn read_sysctl(ns: Option<&str>, key: &str) -> std::io::Result<String> {
+    let path = sysctl_path(key);
+    let read = move || std::fs::read_to_string(&path).map(|s| s.trim().to_string());
+    match ns {
+        Some(ns) => in_netns(ns, read),
+        None => read(),
+    }
+}
+
+/// Where a sysctl lives, as seen from inside a namespace.
+pub enum SysctlScope {
+    /// Writable inside the namespace.
+    Namespace,
+    /// Read-only inside the namespace (a global such as net.core.rmem_max).
+    Global,
+    Missing,
+}
+
+pub fn sysctl_scope(ns: &str, key: &str) -> std::io::Result<SysctlScope> {
+    use std::os::unix::fs::PermissionsExt;
+    let path = sysctl_path(key);
+    in_netns(ns, move || match std::fs::metadata(&path) {
+        Ok(m) if m.is_file() && m.permissions().mode() & 0o200 != 0 => Ok(SysctlScope::Namespace),
+        Ok(m) if m.is_file() => Ok(SysctlScope::Global),
+        _ => Ok(SysctlScope::Missing),
+    })
+}
+
+/// Writes a sysctl in `ns` (None: this process's namespace).
+pub fn write_sysctl(ns: Option<&str>, key: &str, value: &str) -> Result<(), LabError> {
+    let path = sysctl_path(key);
+    let v = value.to_string();
+    let write = move || std::fs::write(&path, v.as_bytes());
+    let r = match ns {
+        Some(ns) => in_netns(ns, write),
+        None => write(),
+    };
+    r.map_err(|e| {
+        LabError::Input(format!(
+            "the kernel refused {key}={value} ({e}); check the value's format with `sysctl {key}`"
+        ))
+    })
+}
+
+/// Whether process `pid` exists.
+pub fn alive(pid: u32) -> bool {
+    // SAFETY: kill with signal 0 only checks for existence and permission.
+    pid > 0 && unsafe { libc::kill(pid as libc::pid_t, 0) } == 0
+}
+
+/// A process of some lab, recognised by its command line.
+#[derive(Debug, Clone)]
+pub struct LabProcess {
+    pub pid: u32,
+    /// `_emulator` or `_hog`.
+    pub role: String,
+    pub lab: String,
+}
+
+/// Every process whose command line is `… lab _emulator|_hog --name LAB …`.
+pub fn lab_processes() -> Vec<LabProcess> {
+    let mut v = Vec::new();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return v;
+    };
+    for e in dir.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        let Ok(raw) = std::fs::read(e.path().join("cmdline")) else {
+            continue;
+        };
+        let args: Vec<String> = raw
+            .split(|&b| b == 0)
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect();
+        if args.len() >= 5
+            && args[1] == "lab"
+            && (args[2] == "_emulator" || args[2] == "_hog")
+            && args[3] == "--name"
+            && Path::new(&args[0])
+                .file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("tcptune"))
+        {
+            v.push(LabProcess {
+                pid,
+                role: args[2].clone(),
+                lab: args[4].clone(),
+            });
+        }
+    }
+    v
+}
+
+/// Sends SIGTERM, waits (on a pidfd, up to `grace`) for the process to exit, then SIGKILLs.
+/// Works for processes that are not our children.
+pub fn stop_process(pid: u32, grace: Duration) {
+    // SAFETY: pidfd_open takes a pid and flags and returns a new fd or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
+    if fd < 0 {
+        return; // already gone
+    }
+    // SAFETY: fd is a fresh pidfd we own.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd as i32) };
+    let wait = |d: Duration| {
+        let deadline = Instant::now() + d;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let mut p = libc::pollfd {
+                fd: fd.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            // SAFETY: one valid pollfd.
+            let rc = unsafe { libc::poll(&mut p, 1, left.as_millis() as i32) };
+            if rc > 0 {
+                return true;
+            }
+            if rc == 0 || left.is_zero() {
+                return false;
+            }
+        }
+    };
+    // SAFETY: pidfd_send_signal on our pidfd (no pid reuse race).
+    let send = |sig: i32| unsafe {
+        libc::syscall(
+            libc::SYS_pidfd_send_signal,
+            fd.as_raw_fd(),
+            sig,
+            std::ptr::null::<libc::siginfo_t>(),
+            0,
+        )
+    };
+    send(libc::SIGTERM);
+    if !wait(grace) {
+        send(libc::SIGKILL);
+        wait(Duration::from_secs(5));
+    }
+}
+
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    INTERRUPTED.store(true, Ordering::SeqCst);
+}
+
+/// From now on SIGINT, SIGTERM and SIGHUP only set a flag that [`interrupted`] reports, so a
+/// setup in progress can undo itself instead of dying half-done.
+pub fn catch_stop_signals() {
+    for s in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        // SAFETY: installing an async-signal-safe handler (one atomic store).
+        unsafe { libc::signal(s, on_signal as *const () as libc::sighandler_t) };
+    }
+}
+
+pub fn interrupted() -> bool {
+    INTERRUPTED.load(Ordering::SeqCst)
+}
+
+/// Pins the calling process to one CPU.
+pub fn pin_to_cpu(cpu: u32) -> std::io::Result<()> {
+    // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET indexes within its size
+    // (cpu < 4096 is checked by the spec, and CPU_SETSIZE is 1024: checked here).
+    unsafe {
+        if cpu as usize >= libc::CPU_SETSIZE as usize {
+            return Err(std::io::Error::other("cpu number too large"));
+        }
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu as usize, &mut set);
+        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// Number of CPUs this process may run on.
+pub fn cpus() -> u32 {
+    std::thread::available_parallelism().map_or(1, |n| n.get() as u32)
+}

@@ -1,0 +1,470 @@
+//! What a lab is made of: the link (both directions) and the settings of each host, as a JSON
+//! document (`--spec FILE`) or built from command-line options; and their validation, which
+//! runs before anything is created so bad input never leaves a half-made lab.
+
+use std::collections::BTreeMap;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use tcptune_emu::{ConfigError, Distribution, JitterOrder, LinkConfig, LinkSpec, Loss};
+use tcptune_model::{Bytes, Dur, Probability, Rate};
+
+use crate::LabError;
+
+/// Route metrics on the host's route to its peer (`ip route … initcwnd …`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct RouteMetrics {
+    /// Initial congestion window, segments.
+    pub initcwnd: Option<u32>,
+    /// Initial receive window advertised, segments.
+    pub initrwnd: Option<u32>,
+    /// Initial slow-start threshold, segments.
+    pub ssthresh: Option<u32>,
+    /// Congestion control for connections on this route.
+    pub congctl: Option<String>,
+}
+
+impl RouteMetrics {
+    pub fn is_empty(&self) -> bool {
+        *self == RouteMetrics::default()
+    }
+}
+
+/// One host's settings.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct HostSettings {
+    /// Sysctls, e.g. `net.ipv4.tcp_rmem` = "4096 131072 6291456". `net.ipv4.*`/`net.ipv6.*`
+    /// are set inside the host's namespace; global ones (`net.core.rmem_max`, …) are set
+    /// machine-wide and restored when the lab goes down.
+    pub sysctls: BTreeMap<String, String>,
+    /// Interface MTU, bytes.
+    pub mtu: Option<u32>,
+    /// Interface transmit queue length, packets (the host's NIC queue).
+    pub txqueuelen: Option<u32>,
+    /// The host's NIC rate: the emulator drains the host's device no faster than this, so its
+    /// queue of `txqueuelen` packets behaves like a NIC queue. None: as fast as possible.
+    pub line_rate_bps: Option<Rate>,
+    pub route: RouteMetrics,
+    /// Keep one CPU of this host busy (a spinning process pinned to `cpu`).
+    pub cpu_hog: bool,
+    /// The CPU this host's commands (and its hog) run on.
+    pub cpu: Option<u32>,
+}
+
+/// The hosts of a lab.
+pub const HOSTS: [&str; 2] = ["client", "server"];
+
+/// A whole lab.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct LabSpec {
+    pub link: LinkSpec,
+    pub client: HostSettings,
+    pub server: HostSettings,
+}
+
+/// Which direction(s) link options change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Which {
+    #[default]
+    Both,
+    Up,
+    Down,
+}
+
+impl std::str::FromStr for Which {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "both" => Ok(Which::Both),
+            "up" => Ok(Which::Up),
+            "down" => Ok(Which::Down),
+            _ => Err(format!(
+                "'{s}' is not a direction; use up (client to server), down or both"
+            )),
+        }
+    }
+}
+
+/// Link options from the command line; only the given ones change the link.
+#[derive(Debug, Clone, Default)]
+pub struct LinkChanges {
+    pub direction: Which,
+    pub rate: Option<Rate>,
+    /// One-way delay.
+    pub delay: Option<Dur>,
+    /// Round-trip time: half of it becomes each direction's delay.
+    pub rtt: Option<Dur>,
+    pub jitter: Option<Dur>,
+    pub distribution: Option<Distribution>,
+    pub jitter_order: Option<JitterOrder>,
+    pub loss: Option<Probability>,
+    /// Gilbert–Elliott "p,r[,1-h[,1-k]]".
+    pub loss_ge: Option<String>,
+    pub loss_every: Option<u32>,
+    pub duplicate: Option<Probability>,
+    pub corrupt: Option<Probability>,
+    pub reorder: Option<Probability>,
+    pub reorder_gap: Option<u32>,
+    pub queue_packets: Option<u32>,
+    pub queue_bytes: Option<Bytes>,
+    pub limit_packets: Option<u32>,
+    pub overhead_bytes: Option<i32>,
+    pub seed: Option<u64>,
+}
+
+fn parse_ge(s: &str) -> Result<Loss, LabError> {
+    let parts: Vec<&str> = s.split(',').map(str::trim).collect();
+    let bad = || {
+        LabError::Input(format!(
+            "--loss-ge '{s}' must be p,r[,1-h[,1-k]] with probabilities, e.g. 1%,30%,100%,0%"
+        ))
+    };
+    if parts.is_empty() || parts.len() > 4 {
+        return Err(bad());
+    }
+    let ps: Vec<Probability> = parts
+        .iter()
+        .map(|x| x.parse::<Probability>())
+        .collect::<Result<_, _>>()
+        .map_err(|_| bad())?;
+    let p = ps[0];
+    // tc's defaults: r = 1 − p, 1−h = 1, 1−k = 0.
+    let r = ps
+        .get(1)
+        .copied()
+        .unwrap_or_else(|| Probability::new(1.0 - p.get()).unwrap_or(p));
+    let one = Probability::new(1.0).unwrap_or(p);
+    let zero = Probability::new(0.0).unwrap_or(p);
+    Ok(Loss::GilbertElliott {
+        p,
+        r,
+        bad_loss: ps.get(2).copied().unwrap_or(one),
+        good_loss: ps.get(3).copied().unwrap_or(zero),
+    })
+}
+
+impl LinkChanges {
+    pub fn is_empty(&self) -> bool {
+        let d = LinkChanges {
+            direction: self.direction,
+            ..Default::default()
+        };
+        format!("{self:?}") == format!("{d:?}")
+    }
+
+    /// Applies the changes to `spec` and validates the result.
+    pub fn apply(&self, spec: &mut LinkSpec) -> Result<(), LabError> {
+        if self.delay.is_some() && self.rtt.is_some() {
+            return Err(LabError::Input(
+                "give either --delay (one way) or --rtt (both ways), not both".into(),
+            ));
+        }
+        let losses = [
+            self.loss.is_some(),
+            self.loss_ge.is_some(),
+            self.loss_every.is_some(),
+        ];
+        if losses.iter().filter(|&&x| x).count() > 1 {
+            return Err(LabError::Input(
+                "give one loss model: --loss, --loss-ge or --loss-every".into(),
+            ));
+        }
+        let loss = match (&self.loss, &self.loss_ge, self.loss_every) {
+            (Some(p), _, _) if p.get() == 0.0 => Some(Loss::None),
+            (Some(p), _, _) => Some(Loss::Random { p: *p }),
+            (_, Some(ge), _) => Some(parse_ge(ge)?),
+            (_, _, Some(n)) => Some(Loss::EveryNth { n }),
+            _ => None,
+        };
+        let one = |c: &mut LinkConfig| {
+            if let Some(v) = self.rate {
+                c.rate_bps = Some(v);
+            }
+            if let Some(v) = self.delay {
+                c.delay_s = v;
+            }
+            if let Some(v) = self.rtt {
+                c.delay_s = Dur::from_nanos(v.nanos() / 2);
+            }
+            if let Some(v) = self.jitter {
+                c.jitter_s = v;
+            }
+            if let Some(v) = self.distribution {
+                c.distribution = v;
+            }
+            if let Some(v) = self.jitter_order {
+                c.jitter_order = v;
+            }
+            if let Some(v) = loss {
+                c.loss = v;
+            }
+            if let Some(v) = self.duplicate {
+                c.duplicate = v;
+            }
+            if let Some(v) = self.corrupt {
+                c.corrupt = v;
+            }
+            if let Some(v) = self.reorder {
+                c.reorder = v;
+            }
+            if let Some(v) = self.reorder_gap {
+                c.reorder_gap = v;
+            }
+            if let Some(v) = self.queue_packets {
+                c.queue_packets = Some(v);
+            }
+            if let Some(v) = self.queue_bytes {
+                c.queue_bytes = Some(v);
+            }
+            if let Some(v) = self.limit_packets {
+                c.limit_packets = Some(v);
+            }
+            if let Some(v) = self.overhead_bytes {
+                c.overhead_bytes = v;
+            }
+        };
+        match self.direction {
+            Which::Both => {
+                one(&mut spec.up);
+                one(&mut spec.down);
+            }
+            Which::Up => one(&mut spec.up),
+            Which::Down => one(&mut spec.down),
+        }
+        if let Some(s) = self.seed {
+            spec.seed = s;
+        }
+        spec.validate()
+            .map_err(|ConfigError::Invalid(s)| LabError::Input(s))
+    }
+}
+
+fn parse_u32(key: &str, v: &str, range: std::ops::RangeInclusive<u32>) -> Result<u32, LabError> {
+    v.parse::<u32>()
+        .ok()
+        .filter(|n| range.contains(n))
+        .ok_or_else(|| {
+            LabError::Input(format!(
+                "{key}={v} is out of range; give a whole number from {} to {}",
+                range.start(),
+                range.end()
+            ))
+        })
+}
+
+/// Checks a sysctl name looks like one (the kernel decides whether it exists).
+pub fn check_sysctl_name(key: &str) -> Result<(), LabError> {
+    let ok = !key.is_empty()
+        && key.starts_with("net.")
+        && key
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+        && !key.contains("..");
+    if ok {
+        Ok(())
+    } else {
+        Err(LabError::Input(format!(
+            "'{key}' is not a network sysctl name; the lab sets net.* sysctls such as \
+             net.ipv4.tcp_rmem"
+        )))
+    }
+}
+
+impl HostSettings {
+    /// Applies one `KEY=VALUE` from `--host HOST.KEY=VALUE`.
+    pub fn set(&mut self, key: &str, value: &str) -> Result<(), LabError> {
+        let v = value.trim();
+        if v.contains('\n') {
+            return Err(LabError::Input(format!("{key}: a value must be one line")));
+        }
+        match key {
+            "mtu" => self.mtu = Some(parse_u32(key, v, 68..=65_535)?),
+            "txqueuelen" => self.txqueuelen = Some(parse_u32(key, v, 1..=1_000_000)?),
+            "line_rate" => {
+                let r: Rate = v
+                    .parse()
+                    .map_err(|e| LabError::Input(format!("line_rate: {e}")))?;
+                if !(1000.0..=400e9).contains(&r.bps()) {
+                    return Err(LabError::Input(format!(
+                        "line_rate {r} is out of range; give a rate between 1kbit and 400gbit"
+                    )));
+                }
+                self.line_rate_bps = Some(r);
+            }
+            "initcwnd" => self.route.initcwnd = Some(parse_u32(key, v, 1..=65_535)?),
+            "initrwnd" => self.route.initrwnd = Some(parse_u32(key, v, 1..=65_535)?),
+            "ssthresh" => self.route.ssthresh = Some(parse_u32(key, v, 2..=1_000_000_000)?),
+            "congctl" => self.route.congctl = Some(v.to_string()),
+            "cc" => {
+                self.sysctls
+                    .insert("net.ipv4.tcp_congestion_control".into(), v.to_string());
+            }
+            "cpu_hog" => {
+                self.cpu_hog = match v {
+                    "true" | "1" | "on" | "yes" => true,
+                    "false" | "0" | "off" | "no" => false,
+                    _ => {
+                        return Err(LabError::Input(format!(
+                            "cpu_hog={v} is not a switch; use true or false"
+                        )))
+                    }
+                }
+            }
+            "cpu" => self.cpu = Some(parse_u32(key, v, 0..=4095)?),
+            _ => {
+                let Some(name) = key.strip_prefix("sysctl.") else {
+                    return Err(LabError::Input(format!(
+                        "'{key}' is not a host setting; use mtu, txqueuelen, line_rate, cc, \
+                         initcwnd, initrwnd, ssthresh, congctl, cpu_hog, cpu or sysctl.NAME"
+                    )));
+                };
+                check_sysctl_name(name)?;
+                self.sysctls.insert(name.to_string(), v.to_string());
+            }
+        }
+        Ok(())
+    }
+
+    /// Congestion controls this host asks for (sysctl and route), to check they exist.
+    pub fn congestion_controls(&self) -> Vec<&str> {
+        let mut v: Vec<&str> = self
+            .sysctls
+            .get("net.ipv4.tcp_congestion_control")
+            .map(String::as_str)
+            .into_iter()
+            .collect();
+        v.extend(self.route.congctl.as_deref());
+        v
+    }
+
+    pub fn validate(&self) -> Result<(), LabError> {
+        for (k, v) in &self.sysctls {
+            check_sysctl_name(k)?;
+            if v.contains('\n') {
+                return Err(LabError::Input(format!(
+                    "sysctl {k}: a value must be one line"
+                )));
+            }
+        }
+        for cc in self.congestion_controls() {
+            if cc.is_empty() || !cc.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+                return Err(LabError::Input(format!(
+                    "'{cc}' is not a congestion control name"
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Applies `HOST.KEY=VALUE` (HOST: client, server or both) to `spec`.
+pub fn apply_host_setting(spec: &mut LabSpec, item: &str) -> Result<(), LabError> {
+    let (lhs, value) = item.split_once('=').ok_or_else(|| {
+        LabError::Input(format!(
+            "--host '{item}' is not HOST.KEY=VALUE; write e.g. --host client.mtu=9000"
+        ))
+    })?;
+    let (host, key) = lhs.split_once('.').ok_or_else(|| {
+        LabError::Input(format!(
+            "--host '{item}' names no host; write e.g. --host server.txqueuelen=10000"
+        ))
+    })?;
+    match host {
+        "client" => spec.client.set(key, value),
+        "server" => spec.server.set(key, value),
+        "both" => {
+            spec.client.set(key, value)?;
+            spec.server.set(key, value)
+        }
+        _ => Err(LabError::UnknownHost(host.to_string())),
+    }
+}
+
+impl LabSpec {
+    pub fn host(&self, name: &str) -> Result<&HostSettings, LabError> {
+        match name {
+            "client" => Ok(&self.client),
+            "server" => Ok(&self.server),
+            _ => Err(LabError::UnknownHost(name.to_string())),
+        }
+    }
+
+    pub fn validate(&self) -> Result<(), LabError> {
+        self.link
+            .validate()
+            .map_err(|ConfigError::Invalid(s)| LabError::Input(s))?;
+        self.client.validate()?;
+        self.server.validate()
+    }
+
+    /// Reads a `--spec` file (JSON with the fields of [`LabSpec`]).
+    pub fn from_file(path: &std::path::Path) -> Result<LabSpec, LabError> {
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            LabError::Input(format!("cannot read spec file {}: {e}", path.display()))
+        })?;
+        let spec: LabSpec = serde_json::from_str(&text).map_err(|e| {
+            LabError::Input(format!(
+                "spec file {} is not a lab spec: {e}",
+                path.display()
+            ))
+        })?;
+        spec.validate()?;
+        Ok(spec)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn link_changes_apply_to_the_chosen_direction_and_validate() {
+        let mut spec = LinkSpec::default();
+        LinkChanges {
+            rate: Some("100mbit".parse().unwrap()),
+            rtt: Some("20ms".parse().unwrap()),
+            loss: Some("1%".parse().unwrap()),
+            ..Default::default()
+        }
+        .apply(&mut spec)
+        .unwrap();
+        assert_eq!(spec.up.delay_s, Dur::from_millis(10));
+        assert_eq!(spec.down.delay_s, Dur::from_millis(10));
+        assert_eq!(spec.down.rate_bps.unwrap().bps(), 100e6);
+        LinkChanges {
+            direction: Which::Up,
+            loss_ge: Some("1%,30%".into()),
+            ..Default::default()
+        }
+        .apply(&mut spec)
+        .unwrap();
+        assert!(matches!(spec.up.loss, Loss::GilbertElliott { .. }));
+        assert!(matches!(spec.down.loss, Loss::Random { .. }));
+        let err = LinkChanges {
+            delay: Some(Dur::from_millis(20_000)),
+            ..Default::default()
+        }
+        .apply(&mut spec)
+        .unwrap_err();
+        assert!(err.to_string().contains("at most 10s"), "{err}");
+    }
+
+    #[test]
+    fn host_settings_parse_and_refuse() {
+        let mut spec = LabSpec::default();
+        apply_host_setting(&mut spec, "both.mtu=9000").unwrap();
+        apply_host_setting(&mut spec, "server.sysctl.net.ipv4.tcp_rmem=4096 4096 4096").unwrap();
+        apply_host_setting(&mut spec, "client.cc=cubic").unwrap();
+        assert_eq!(spec.client.mtu, Some(9000));
+        assert_eq!(spec.server.sysctls["net.ipv4.tcp_rmem"], "4096 4096 4096");
+        assert_eq!(spec.client.congestion_controls(), vec!["cubic"]);
+        let e = apply_host_setting(&mut spec, "router.mtu=1500").unwrap_err();
+        assert!(e.to_string().contains("router"), "{e}");
+        assert!(apply_host_setting(&mut spec, "client.mtu=10").is_err());
+        assert!(apply_host_setting(&mut spec, "client.sysctl.kernel.panic=1").is_err());
+        assert!(apply_host_setting(&mut spec, "client.color=red").is_err());
+    }
+}

@@ -1,0 +1,122 @@
+//! `tcptune lab run SPEC --out DIR`: check the spec, run its trials on labs with progress and
+//! an ETA, then write the report.
+
+use std::io::Write;
+use std::path::Path;
+
+use anyhow::{bail, Context};
+use tcptune_experiment::lab_runner::{lab_spec, LabRunner};
+use tcptune_experiment::settings::LiveCapabilities;
+use tcptune_experiment::{plan, report, run, spec};
+
+use crate::Outcome;
+
+fn fmt_eta(s: f64) -> String {
+    let s = s.round() as u64;
+    if s >= 3600 {
+        format!("{}h{:02}m", s / 3600, s / 60 % 60)
+    } else if s >= 60 {
+        format!("{}m{:02}s", s / 60, s % 60)
+    } else {
+        format!("{s}s")
+    }
+}
+
+pub fn run(
+    spec_path: &Path,
+    out: &Path,
+    lab: &str,
+    check: bool,
+    json: bool,
+) -> anyhow::Result<Outcome> {
+    let text = std::fs::read_to_string(spec_path)
+        .with_context(|| format!("cannot read the spec {}", spec_path.display()))?;
+    let spec = spec::parse(&text, &LiveCapabilities)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", spec_path.display()))?;
+    let points = plan::points(&spec);
+    let trials = plan::trials(&spec, &points);
+    // Every point must make a valid lab before the first trial runs.
+    for p in &points {
+        lab_spec(&p.settings, 0).map_err(|e| {
+            anyhow::anyhow!(
+                "{}: point {} ({}): {e}",
+                spec_path.display(),
+                p.index,
+                p.label()
+            )
+        })?;
+    }
+    if check {
+        println!(
+            "{}: {} point(s) × {} repetition(s){} = {} trials, order {:?}",
+            spec.name,
+            points.len(),
+            spec.repetitions,
+            if spec.warmup { " + 1 warm-up" } else { "" },
+            trials.len(),
+            spec.order
+        );
+        for p in &points {
+            println!("  p{:03}  {}", p.index, p.label());
+        }
+        return Ok(Outcome::Ok);
+    }
+    if out.exists()
+        && !out.join("plan.json").exists()
+        && std::fs::read_dir(out)
+            .map(|mut d| d.next().is_some())
+            .unwrap_or(false)
+    {
+        bail!(
+            "{} exists and is not an experiment's results directory; give an empty or new --out",
+            out.display()
+        );
+    }
+    let mut runner = LabRunner {
+        lab: lab.to_string(),
+    };
+    let mut stderr = std::io::stderr();
+    let outcome = run::run(&spec, &mut runner, out, &mut |p| {
+        let r = p.record;
+        let what = match (&r.result, &r.error) {
+            (Some(m), _) => format!(
+                "{:.2} Mbit/s{}",
+                m.goodput_bps / 1e6,
+                m.verdict
+                    .as_deref()
+                    .map(|v| format!(", {}", v.split(':').next().unwrap_or(v)))
+                    .unwrap_or_default()
+            ),
+            (None, Some(e)) => format!("FAILED: {e}"),
+            (None, None) => String::new(),
+        };
+        let _ = writeln!(
+            stderr,
+            "[{:>3}/{}] {:<12} {}{}: {what}  (ETA {})",
+            p.done,
+            p.total,
+            r.id,
+            p.point_label,
+            if r.warmup { " (warm-up)" } else { "" },
+            p.eta_s.map(fmt_eta).unwrap_or_default()
+        );
+    })
+    .with_context(|| format!("running {}", spec_path.display()))?;
+    let files = report::write_report(out)
+        .with_context(|| format!("writing the report in {}", out.display()))?;
+    if outcome.skipped > 0 {
+        eprintln!(
+            "resumed: {} trial(s) were already recorded",
+            outcome.skipped
+        );
+    }
+    super::report::print(files, json)?;
+    if outcome.failed > 0 {
+        eprintln!(
+            "{} trial(s) failed; run the same command again to retry them",
+            outcome.failed
+        );
+        return Ok(Outcome::Problem);
+    }
+    Ok(Outcome::Ok)
+}

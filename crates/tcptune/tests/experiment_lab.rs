@@ -1,0 +1,191 @@
+//! Privileged: experiments on real labs, checked against the models. Goodput of a
+//! window-limited flow matches the advertised window over the RTT; Reno under random loss
+//! follows Mathis with a constant C between 0.7 and 1.5; a bad spec fails before any trial.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn tcptune(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tcptune"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn tempdir(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("tt-exp-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// Runs a spec on labs named `lab` and returns the measured trials.
+fn run(dir: &Path, lab: &str, spec: &str) -> Vec<Value> {
+    let spec_path = dir.join("spec.toml");
+    std::fs::write(&spec_path, spec).unwrap();
+    let out = dir.join("out");
+    let o = tcptune(&[
+        "lab",
+        "run",
+        spec_path.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--name",
+        lab,
+    ]);
+    assert!(
+        o.status.success(),
+        "lab run failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    std::fs::read_to_string(out.join("trials.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|r| r["warmup"] == false)
+        .collect()
+}
+
+fn series(dir: &Path, trial: &Value) -> Vec<Value> {
+    let rel = trial["result"]["series"].as_str().unwrap();
+    std::fs::read_to_string(dir.join("out").join(rel))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[test]
+fn window_limited_goodput_matches_window_over_rtt() {
+    if !tcptune_testkit::privileged("window_limited_goodput_matches_window_over_rtt") {
+        return;
+    }
+    let dir = tempdir("window");
+    let trials = run(
+        &dir,
+        "ttwin",
+        r#"
+name = "window"
+repetitions = 1
+warmup = false
+order = "sequential"
+[link]
+rate = "200mbit"
+delay = "15ms"
+[client]
+cc = "cubic"
+[workload]
+kind = "iperf3"
+duration = "3s"
+[sweep]
+"server.sysctl.net.ipv4.tcp_rmem" = ["4096 32768 32768", "4096 65536 131072", "4096 131072 524288"]
+"#,
+    );
+    assert_eq!(trials.len(), 3);
+    for t in &trials {
+        // The advertised window the sender saw and the smoothed RTT, sample by sample, after
+        // the first RTTs of the transfer.
+        let s = series(&dir, t);
+        let steady: Vec<&Value> = s
+            .iter()
+            .filter(|x| x["t_s"].as_f64().unwrap() > 0.5)
+            .collect();
+        assert!(steady.len() > 10, "{} samples", steady.len());
+        let n = steady.len() as f64;
+        let window_rate = steady
+            .iter()
+            .map(|x| x["rwnd_bytes"].as_f64().unwrap() * 8.0 / x["rtt_s"].as_f64().unwrap())
+            .sum::<f64>()
+            / n;
+        let goodput = steady
+            .iter()
+            .map(|x| x["goodput_bps"].as_f64().unwrap())
+            .sum::<f64>()
+            / n;
+        assert!(
+            (goodput / window_rate - 1.0).abs() < 0.10,
+            "{}: goodput {goodput:.0} vs window/RTT {window_rate:.0}",
+            t["id"]
+        );
+        let v = t["result"]["verdict"].as_str().unwrap();
+        assert!(v.starts_with("receiver-window limited"), "{v}");
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn reno_under_random_loss_follows_mathis() {
+    if !tcptune_testkit::privileged("reno_under_random_loss_follows_mathis") {
+        return;
+    }
+    let dir = tempdir("mathis");
+    let trials = run(
+        &dir,
+        "ttmathis",
+        r#"
+name = "mathis"
+repetitions = 1
+warmup = false
+order = "sequential"
+[link]
+rate = "200mbit"
+delay = "10ms"
+[client]
+cc = "reno"
+[workload]
+kind = "iperf3"
+duration = "8s"
+[sweep]
+"link.up.loss" = ["0.1%", "0.5%", "1%", "2%"]
+"#,
+    );
+    assert_eq!(trials.len(), 4);
+    let mss = 1448.0;
+    // Fit one C over the sweep: goodput = C · MSS / (RTT · √p), least squares through zero.
+    let (mut num, mut den) = (0.0, 0.0);
+    for (t, p) in trials.iter().zip([0.001f64, 0.005, 0.01, 0.02]) {
+        let m = &t["result"];
+        let x = mss * 8.0 / (m["rtt_mean_s"].as_f64().unwrap() * p.sqrt());
+        let y = m["goodput_bps"].as_f64().unwrap();
+        // Each point alone is noisy (tens of loss events in 8 s) but must be in the right place.
+        assert!(
+            (0.5..=2.0).contains(&(y / x)),
+            "{} (p = {p}): C = {:.2}",
+            t["id"],
+            y / x
+        );
+        num += x * y;
+        den += x * x;
+    }
+    let c = num / den;
+    assert!(
+        (0.7..=1.5).contains(&c),
+        "Mathis C fitted over the sweep = {c:.2}"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn a_bad_spec_fails_before_any_trial_with_its_line() {
+    let dir = tempdir("bad");
+    let spec = dir.join("bad.toml");
+    std::fs::write(&spec, "name = \"bad\"\n[link]\nrate = \"100mbit\"\n[sweep]\n\"client.cc\" = [\"cubic\", \"vegas\"]\n").unwrap();
+    let out = dir.join("out");
+    let o = tcptune(&[
+        "lab",
+        "run",
+        spec.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        e.contains("line 5") && e.contains("'vegas' is not available"),
+        "{e}"
+    );
+    assert!(!out.exists(), "nothing was run or written");
+    let _ = std::fs::remove_dir_all(dir);
+}
