@@ -33,6 +33,10 @@ const LOSS_SIGNIFICANT: f64 = 0.01;
 /// A network-limited stream with loss is loss-limited when it reaches this fraction of the
 /// Mathis bound: loss explains the rate. Far below it, something else (the path) sets it.
 const NEAR_MATHIS: f64 = 0.3;
+/// cwnd / receiver's window at or above this, with the result at [`AT_WINDOW_BOUND`] of
+/// window/RTT, means the receiver's window limited the flow.
+const WINDOW_EVIDENCE: f64 = 1.5;
+const AT_WINDOW_BOUND: f64 = 0.8;
 /// Reaching this fraction of the path rate means the path itself is the limit.
 const AT_PATH_RATE: f64 = 0.9;
 
@@ -582,11 +586,23 @@ pub fn diagnose_stream(input: &StreamInput<'_>, ctx: &TestContext) -> StreamDiag
         .map(|r| Dur::from_micros(r as u64));
     let bounds = bounds(&e, achieved, ctx, rto);
     let mathis = bounds.iter().find(|b| b.model == "Mathis");
+    // Seed 001's evidence: cwnd well above the receiver's window, and the result at the
+    // window/RTT bound. The kernel's rwnd_limited clock misses much of this time when TSO
+    // defers a send the window would not allow (it counts it as busy), so the window evidence
+    // decides even when the clock's shares point at the network.
+    let window_bound = e.cwnd_over_window.is_some_and(|r| r >= WINDOW_EVIDENCE)
+        && bounds
+            .iter()
+            .find(|b| b.model == "window/RTT")
+            .is_some_and(|b| b.achieved_fraction >= AT_WINDOW_BOUND);
     let (limit, share) = match e.shares {
         None => (TestLimit::Unknown, None),
         Some(s) => {
             let (l, share) = dominant(&s);
             let l = match l {
+                TestLimit::Network | TestLimit::Application if window_bound => {
+                    return finish(input, achieved, e, bounds, ctx, TestLimit::ReceiverWindow, Some(s.rwnd));
+                }
                 TestLimit::Network => {
                     let at_path = ctx
                         .path_rate
@@ -606,6 +622,19 @@ pub fn diagnose_stream(input: &StreamInput<'_>, ctx: &TestContext) -> StreamDiag
             (l, Some(share))
         }
     };
+    finish(input, achieved, e, bounds, ctx, limit, share)
+}
+
+fn finish(
+    input: &StreamInput<'_>,
+    achieved: Rate,
+    e: Evidence,
+    bounds: Vec<Bound>,
+    ctx: &TestContext,
+    limit: TestLimit,
+    share: Option<f64>,
+) -> StreamDiagnosis {
+    let mathis = bounds.iter().find(|b| b.model == "Mathis");
     let mut recommendations = buffer_recommendations(limit, &e, achieved, ctx);
     if limit == TestLimit::Loss {
         let m = mathis
@@ -960,6 +989,26 @@ mod tests {
             d.recommendations[0].command.as_deref(),
             Some("sysctl -w net.ipv4.tcp_rmem=\"4096 131072 524288\"")
         );
+    }
+
+    #[test]
+    fn cwnd_far_above_the_window_at_window_over_rtt_is_the_receivers_window() {
+        // The clock says network 80%, but cwnd is 17× the window and the result is at the
+        // window/RTT bound: the window limits (the kernel's clock misses TSO-deferred time).
+        let s = Series {
+            rwnd_per_tick_us: 20_000,
+            ..base()
+        };
+        let d = run(&s, &ctx("100mbit"));
+        assert_eq!(d.limit, TestLimit::ReceiverWindow, "{}", d.verdict);
+        assert!((d.share.unwrap() - 0.2).abs() < 1e-9);
+        // Without that evidence (cwnd below the window) the same shares mean the network.
+        let s = Series {
+            rwnd_per_tick_us: 20_000,
+            cwnd_segs: 40,
+            ..base()
+        };
+        assert_eq!(run(&s, &ctx("100mbit")).limit, TestLimit::Network);
     }
 
     #[test]
