@@ -152,6 +152,16 @@ impl DataPhase {
                     .name(format!("send-{}", slot.id))
                     .spawn(move || send_loop(&sock, &block, zc.as_deref(), &plan, &stop, &bytes, &total))?
             } else {
+                // Wake the reader for a good amount of data rather than every segment: fewer
+                // wakeups and reads for the same bytes (iperf3's select loop gets the same
+                // effect by being slower). A quarter of the receive buffer at most, so the
+                // kernel never grows the buffer for it (tcp_set_rcvlowat), which would change
+                // the window a small-buffer test measures.
+                let fd = sock.as_raw_fd();
+                if let Ok(rcvbuf) = sock::get_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUF) {
+                    let lowat = (rcvbuf / 4).clamp(1, 64 * 1024);
+                    let _ = sock::set_int(fd, libc::SOL_SOCKET, libc::SO_RCVLOWAT, lowat);
+                }
                 let stop = stop_all.clone();
                 let len = plan.block.clamp(4096, 1 << 20) as usize;
                 std::thread::Builder::new()
