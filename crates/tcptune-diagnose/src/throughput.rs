@@ -235,9 +235,7 @@ fn active(samples: &[Sample]) -> Vec<&Sample> {
 fn missing_options(n: &Negotiated) -> Vec<String> {
     let mut m = Vec::new();
     if n.sack == Some(false) {
-        m.push(
-            "SACK is off: each loss costs a round trip per lost segment to repair".to_string(),
-        );
+        m.push("SACK is off: each loss costs a round trip per lost segment to repair".to_string());
     }
     if n.timestamps == Some(false) {
         m.push("timestamps are off: RTT is sampled once per window, and PAWS is lost".into());
@@ -404,10 +402,7 @@ fn sizing_note(rate: Rate, rtt: Dur, guessed: bool, window: Bytes) -> String {
     } else {
         ""
     };
-    format!(
-        "BDP {rate} × {rtt} = {} per flow{why}",
-        size(window.get())
-    )
+    format!("BDP {rate} × {rtt} = {} per flow{why}", size(window.get()))
 }
 
 fn buffer_recommendations(
@@ -433,7 +428,10 @@ fn buffer_recommendations(
     let mut out = Vec::new();
     match limit {
         TestLimit::ReceiverWindow => {
-            let n = b.tcp_rmem_max_bytes.get().max(floor(e.receiver_buffer_bytes));
+            let n = b
+                .tcp_rmem_max_bytes
+                .get()
+                .max(floor(e.receiver_buffer_bytes));
             out.push(Recommendation {
                 on: "the receiver".into(),
                 change: format!(
@@ -501,7 +499,11 @@ fn option_recommendations(e: &Evidence) -> Vec<Recommendation> {
     [
         (n.sack, "SACK", "net.ipv4.tcp_sack"),
         (n.timestamps, "timestamps", "net.ipv4.tcp_timestamps"),
-        (n.window_scaling, "window scaling", "net.ipv4.tcp_window_scaling"),
+        (
+            n.window_scaling,
+            "window scaling",
+            "net.ipv4.tcp_window_scaling",
+        ),
     ]
     .into_iter()
     .filter(|(on, _, _)| *on == Some(false))
@@ -601,7 +603,15 @@ pub fn diagnose_stream(input: &StreamInput<'_>, ctx: &TestContext) -> StreamDiag
             let (l, share) = dominant(&s);
             let l = match l {
                 TestLimit::Network | TestLimit::Application if window_bound => {
-                    return finish(input, achieved, e, bounds, ctx, TestLimit::ReceiverWindow, Some(s.rwnd));
+                    return finish(
+                        input,
+                        achieved,
+                        e,
+                        bounds,
+                        ctx,
+                        TestLimit::ReceiverWindow,
+                        Some(s.rwnd),
+                    );
                 }
                 TestLimit::Network => {
                     let at_path = ctx
@@ -723,7 +733,9 @@ pub fn diagnose_test(streams: Vec<StreamDiagnosis>, ctx: &TestContext) -> TestDi
     let mut recommendations: Vec<Recommendation> = Vec::new();
     for s in &streams {
         for r in &s.recommendations {
-            if !recommendations.iter().any(|x| x.command == r.command && x.change == r.change)
+            if !recommendations
+                .iter()
+                .any(|x| x.command == r.command && x.change == r.change)
             {
                 recommendations.push(r.clone());
             }
@@ -939,7 +951,12 @@ mod tests {
         assert!((w.rate_bps.bps() - 65536.0 * 8.0 / 0.02).abs() < 1.0);
         assert!((w.achieved_fraction - 1.0).abs() < 0.01);
         // BDP at the measured RTT 20 ms: 100 Mbit/s × 20 ms = 250 000 B; the 6.6+ rule doubles it.
-        let b = buffers(&query(ctx("100mbit").path_rate.unwrap(), Dur::from_millis(20), &ctx("100mbit"))).unwrap();
+        let b = buffers(&query(
+            ctx("100mbit").path_rate.unwrap(),
+            Dur::from_millis(20),
+            &ctx("100mbit"),
+        ))
+        .unwrap();
         assert_eq!(b.window_bytes.get(), 250_000);
         let cmd = d.recommendations[0].command.clone().unwrap();
         assert_eq!(
@@ -951,7 +968,11 @@ mod tests {
         );
         assert!(b.tcp_rmem_max_bytes.get() >= 2 * 250_000);
         assert_eq!(d.recommendations[0].on, "the receiver");
-        assert!(d.verdict.starts_with("receiver-window limited at"), "{}", d.verdict);
+        assert!(
+            d.verdict.starts_with("receiver-window limited at"),
+            "{}",
+            d.verdict
+        );
     }
 
     #[test]
@@ -1028,9 +1049,19 @@ mod tests {
         assert_eq!(d.limit, TestLimit::SendBuffer);
         assert!(d.problem);
         assert_eq!(d.evidence.send_buffer_bytes, Some(32768));
-        let cmds: Vec<String> = d.recommendations.iter().filter_map(|r| r.command.clone()).collect();
-        assert!(cmds[0].starts_with("sysctl -w net.ipv4.tcp_wmem=\"4096 16384 "), "{cmds:?}");
-        assert!(cmds[1].starts_with("sysctl -w net.core.wmem_max="), "{cmds:?}");
+        let cmds: Vec<String> = d
+            .recommendations
+            .iter()
+            .filter_map(|r| r.command.clone())
+            .collect();
+        assert!(
+            cmds[0].starts_with("sysctl -w net.ipv4.tcp_wmem=\"4096 16384 "),
+            "{cmds:?}"
+        );
+        assert!(
+            cmds[1].starts_with("sysctl -w net.core.wmem_max="),
+            "{cmds:?}"
+        );
         assert!(d.verdict.contains("send buffer 32 KiB"), "{}", d.verdict);
     }
 
@@ -1053,9 +1084,16 @@ mod tests {
         let m = d.bounds.iter().find(|b| b.model == "Mathis").unwrap();
         // Mathis: MSS/RTT × √1.5/√p at the mean RTT 20 ms.
         let want = 1448.0 * 8.0 / 0.02 * 1.5f64.sqrt() / p.sqrt();
-        assert!((m.rate_bps.bps() - want).abs() < 1.0, "{} vs {want}", m.rate_bps);
+        assert!(
+            (m.rate_bps.bps() - want).abs() < 1.0,
+            "{} vs {want}",
+            m.rate_bps
+        );
         assert!(d.bounds.iter().any(|b| b.model == "PFTK"));
-        assert!(d.recommendations.iter().any(|r| r.change.contains("Mathis bound")));
+        assert!(d
+            .recommendations
+            .iter()
+            .any(|r| r.change.contains("Mathis bound")));
     }
 
     #[test]
@@ -1080,7 +1118,11 @@ mod tests {
         };
         let d = run(&s, &ctx("100mbit"));
         assert_eq!(d.evidence.missing_options.len(), 3);
-        let cmds: Vec<String> = d.recommendations.iter().filter_map(|r| r.command.clone()).collect();
+        let cmds: Vec<String> = d
+            .recommendations
+            .iter()
+            .filter_map(|r| r.command.clone())
+            .collect();
         for key in ["tcp_sack=1", "tcp_timestamps=1", "tcp_window_scaling=1"] {
             assert!(cmds.iter().any(|c| c.ends_with(key)), "{cmds:?}");
         }

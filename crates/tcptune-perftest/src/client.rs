@@ -34,7 +34,10 @@ pub struct ClientConfig {
 fn kernel() -> (KernelVersion, KernelSource) {
     match tcptune_kernel::sys::kernel_version() {
         Some(v) => (
-            KernelVersion::new(v.major.min(u16::MAX as u32) as u16, v.minor.min(u16::MAX as u32) as u16),
+            KernelVersion::new(
+                v.major.min(u16::MAX as u32) as u16,
+                v.minor.min(u16::MAX as u32) as u16,
+            ),
             KernelSource::Detected,
         ),
         None => (KernelVersion::new(6, 6), KernelSource::Assumed),
@@ -288,10 +291,13 @@ pub fn run(
     let clock = Clock::start();
     let ctl_sock = sock::connect(&addr, &DataOptions::default(), cfg.connect_timeout)
         .map_err(|e| TestError::Connect { addr, source: e })?;
-    let mut ctl = Control::new(ctl_sock).map_err(|e| TestError::io("setting up the control connection", e))?;
+    let mut ctl = Control::new(ctl_sock)
+        .map_err(|e| TestError::io("setting up the control connection", e))?;
     let cookie = sock::random_cookie().map_err(|e| TestError::io("reading /dev/urandom", e))?;
     let mut s = ClientSession::new(cookie, p.clone(), clock.now(), Timeouts::default());
-    let ev = pump(&mut ctl, &mut s, &clock, |e| matches!(e, ClientEvent::CreateStreams { .. }))?;
+    let ev = pump(&mut ctl, &mut s, &clock, |e| {
+        matches!(e, ClientEvent::CreateStreams { .. })
+    })?;
     let (count, client_sends) = ev
         .iter()
         .find_map(|e| match e {
@@ -310,7 +316,10 @@ pub fn run(
     let mut socks = Vec::new();
     for i in 0..count {
         let mut d = sock::connect(&addr, &opts, cfg.connect_timeout).map_err(|e| {
-            TestError::io("opening a data connection (is -C a congestion control this kernel has?)", e)
+            TestError::io(
+                "opening a data connection (is -C a congestion control this kernel has?)",
+                e,
+            )
         })?;
         std::io::Write::write_all(&mut d, cookie.as_bytes())
             .map_err(|e| TestError::io("sending the cookie on a data connection", e))?;
@@ -335,7 +344,9 @@ pub fn run(
         })
         .collect();
     let fds: Vec<i32> = connected.iter().map(|c| c.socket).collect();
-    pump(&mut ctl, &mut s, &clock, |e| matches!(e, ClientEvent::TestRunning))?;
+    pump(&mut ctl, &mut s, &clock, |e| {
+        matches!(e, ClientEvent::TestRunning)
+    })?;
     let plan = SendPlan {
         block: p.len,
         rate_bps: p.bandwidth_bps,
@@ -356,7 +367,7 @@ pub fn run(
     };
     let mut intervals = Vec::new();
     let since = |now: Dur| (now.nanos().saturating_sub(t0.nanos())) as f64 / 1e9;
-    let end_at = (p.bytes == 0).then(|| p.time_s as f64);
+    let end_at = (p.bytes == 0).then_some(p.time_s as f64);
     let mut next_tick = cfg.interval.map(|i| i.as_secs_f64());
     loop {
         let now = since(clock.now());
@@ -412,7 +423,8 @@ pub fn run(
                     s.handle_eof().map_err(session_err)?;
                 }
                 Got::Data(n) => {
-                    s.handle_input(ctl.data(n), clock.now()).map_err(session_err)?;
+                    s.handle_input(ctl.data(n), clock.now())
+                        .map_err(session_err)?;
                 }
                 Got::Nothing => {}
             }
@@ -421,7 +433,9 @@ pub fn run(
     let secs = since(clock.now());
     data.stop_senders();
     s.end_test(clock.now()).map_err(session_err)?;
-    pump(&mut ctl, &mut s, &clock, |e| matches!(e, ClientEvent::ExchangeResults))?;
+    pump(&mut ctl, &mut s, &clock, |e| {
+        matches!(e, ClientEvent::ExchangeResults)
+    })?;
     let outcomes = data.finish();
     let (u1, s1) = sock::cpu_times();
     let wall = secs.max(1e-9);
@@ -518,7 +532,14 @@ fn assemble(
         let ts = their_samples(o.id);
         let (snd, rcv) = if o.sends {
             (
-                end_side(o.fd, o.bytes, secs, true, &o.samples, retrans_of(&o.samples)),
+                end_side(
+                    o.fd,
+                    o.bytes,
+                    secs,
+                    true,
+                    &o.samples,
+                    retrans_of(&o.samples),
+                ),
                 end_side(o.fd, peer_bytes, secs, false, ts, None),
             )
         } else {

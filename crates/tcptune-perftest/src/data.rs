@@ -150,7 +150,9 @@ impl DataPhase {
                 let plan = plan.clone();
                 std::thread::Builder::new()
                     .name(format!("send-{}", slot.id))
-                    .spawn(move || send_loop(&sock, &block, zc.as_deref(), &plan, &stop, &bytes, &total))?
+                    .spawn(move || {
+                        send_loop(&sock, &block, zc.as_deref(), &plan, &stop, &bytes, &total)
+                    })?
             } else {
                 // Wake the reader for a good amount of data rather than every segment: fewer
                 // wakeups and reads for the same bytes (iperf3's select loop gets the same

@@ -59,7 +59,8 @@ pub struct Cidr {
 impl FromStr for Cidr {
     type Err = String;
     fn from_str(s: &str) -> Result<Cidr, String> {
-        let bad = || format!("'{s}' is not a network; write it as ADDRESS/PREFIX, e.g. 198.18.0.0/15");
+        let bad =
+            || format!("'{s}' is not a network; write it as ADDRESS/PREFIX, e.g. 198.18.0.0/15");
         let (a, p) = match s.split_once('/') {
             Some((a, p)) => (a, Some(p)),
             None => (s, None),

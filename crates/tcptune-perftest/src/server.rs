@@ -19,8 +19,8 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use tcptune_perf::session::{ServerEvent, ServerPhase, ServerSession, Timeouts, DATA_DENIED_REPLY};
 use tcptune_perf::session::BUSY_REPLY;
+use tcptune_perf::session::{ServerEvent, ServerPhase, ServerSession, Timeouts, DATA_DENIED_REPLY};
 use tcptune_perf::{wire, Cookie, Protocol, Results, StreamResult, COOKIE_LEN};
 
 use crate::control::{Clock, Control, Got};
@@ -96,9 +96,11 @@ impl Drop for Slot {
 }
 
 fn take_slot(c: &Arc<AtomicUsize>, max: usize) -> Option<Slot> {
-    c.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| (n < max).then_some(n + 1))
-        .ok()
-        .map(|_| Slot(c.clone()))
+    c.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+        (n < max).then_some(n + 1)
+    })
+    .ok()
+    .map(|_| Slot(c.clone()))
 }
 
 impl Server {
@@ -156,8 +158,7 @@ impl Server {
                 // Out of descriptors or a connection reset before accept: keep serving.
                 Err(_) => continue,
             };
-            if !self.cfg.allow.is_empty() && !self.cfg.allow.iter().any(|c| c.contains(peer.ip()))
-            {
+            if !self.cfg.allow.is_empty() && !self.cfg.allow.iter().any(|c| c.contains(peer.ip())) {
                 log(ServerLog::Refused {
                     peer,
                     why: "not in --allow",
@@ -281,13 +282,12 @@ fn handle_conn(mut conn: TcpStream, peer: SocketAddr, pslot: Slot, ctx: ConnCtx)
 }
 
 /// Thins samples so the results message stays well inside iperf3's 1 MiB limit.
-fn thin(samples: &mut Vec<ServerStreamSamples>, budget: usize) {
+fn thin(samples: &mut [ServerStreamSamples], budget: usize) {
     loop {
-        let size = serde_json::to_vec(&ServerSamples {
-            streams: samples.clone(),
-        })
-        .map(|v| v.len())
-        .unwrap_or(usize::MAX);
+        // The extension is this array inside a small object.
+        let size = serde_json::to_vec(&*samples)
+            .map(|v| v.len())
+            .unwrap_or(usize::MAX);
         if size <= budget || samples.iter().all(|s| s.samples.len() <= 2) {
             return;
         }
@@ -337,7 +337,8 @@ fn serve_test(
         let _ = ctl.write(&s.take_output());
         return Err((TestError::Unsupported("only TCP tests are served"), false));
     }
-    s.approve(clock.now()).map_err(|e| early(TestError::Session(e)))?;
+    s.approve(clock.now())
+        .map_err(|e| early(TestError::Session(e)))?;
     ctl.write(&s.take_output())
         .map_err(|e| early(TestError::io("writing CREATE_STREAMS", e)))?;
     let fail = |e: TestError| (e, true);
@@ -368,7 +369,8 @@ fn serve_test(
                 }
             },
             Err(RecvTimeoutError::Timeout) => {
-                s.poll(clock.now()).map_err(|e| fail(TestError::Session(e)))?;
+                s.poll(clock.now())
+                    .map_err(|e| fail(TestError::Session(e)))?;
             }
             Err(RecvTimeoutError::Disconnected) => {
                 return Err(fail(TestError::Session(
@@ -416,7 +418,11 @@ fn serve_test(
         cpu_util_total: cu + cs,
         cpu_util_user: cu,
         cpu_util_system: cs,
-        sender_has_retransmits: if outcomes.iter().any(|o| o.sends) { 1 } else { -1 },
+        sender_has_retransmits: if outcomes.iter().any(|o| o.sends) {
+            1
+        } else {
+            -1
+        },
         congestion_used: outcomes.iter().find_map(|o| o.congestion.clone()),
         streams: outcomes
             .iter()
@@ -497,7 +503,10 @@ fn step(
 impl Cidr {
     pub fn contains(&self, ip: IpAddr) -> bool {
         let ip = match ip {
-            IpAddr::V6(v6) => v6.to_ipv4_mapped().map(IpAddr::V4).unwrap_or(IpAddr::V6(v6)),
+            IpAddr::V6(v6) => v6
+                .to_ipv4_mapped()
+                .map(IpAddr::V4)
+                .unwrap_or(IpAddr::V6(v6)),
             v4 => v4,
         };
         match (self.addr, ip) {

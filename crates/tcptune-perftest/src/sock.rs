@@ -198,13 +198,7 @@ pub fn connect(addr: &SocketAddr, opts: &DataOptions, timeout: Duration) -> io::
     })?;
     let (ss, len) = sockaddr(addr);
     // SAFETY: ss holds a valid address of len bytes.
-    let rc = unsafe {
-        libc::connect(
-            fd,
-            (&ss as *const libc::sockaddr_storage).cast(),
-            len,
-        )
-    };
+    let rc = unsafe { libc::connect(fd, (&ss as *const libc::sockaddr_storage).cast(), len) };
     if rc != 0 {
         let e = io::Error::last_os_error();
         return Err(if e.raw_os_error() == Some(libc::EINPROGRESS) {
@@ -263,14 +257,8 @@ impl ZeroCopySource {
     pub fn send(&self, sock: &TcpStream) -> io::Result<usize> {
         let mut off: libc::off_t = 0;
         // SAFETY: both descriptors are open; off is a valid in/out pointer.
-        let n = unsafe {
-            libc::sendfile(
-                sock.as_raw_fd(),
-                self.fd.as_raw_fd(),
-                &mut off,
-                self.len,
-            )
-        };
+        let n =
+            unsafe { libc::sendfile(sock.as_raw_fd(), self.fd.as_raw_fd(), &mut off, self.len) };
         if n < 0 {
             return Err(io::Error::last_os_error());
         }
@@ -315,7 +303,10 @@ mod tests {
         let (mut s, _) = l.accept().unwrap();
         let fd = c.as_raw_fd();
         // The kernel doubles SO_SNDBUF.
-        assert_eq!(get_int(fd, libc::SOL_SOCKET, libc::SO_SNDBUF).unwrap(), 131072);
+        assert_eq!(
+            get_int(fd, libc::SOL_SOCKET, libc::SO_SNDBUF).unwrap(),
+            131072
+        );
         assert_eq!(congestion(fd).as_deref(), Some("reno"));
         assert!(get_int(fd, libc::IPPROTO_TCP, libc::TCP_MAXSEG).unwrap() <= 1000);
         assert_eq!(meminfo(fd).unwrap().sndbuf, 131072);

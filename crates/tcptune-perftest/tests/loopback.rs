@@ -12,7 +12,15 @@ use tcptune_perftest::client::{self, ClientConfig};
 use tcptune_perftest::report::SampledAt;
 use tcptune_perftest::server::{Server, ServerConfig, ServerLog};
 
-fn start_server(cfg: ServerConfig) -> (SocketAddr, Arc<std::sync::atomic::AtomicBool>, std::thread::JoinHandle<()>, Arc<Mutex<Vec<ServerLog>>>) {
+/// A running server: its address, its stop flag, its thread, and what it logged.
+type Running = (
+    SocketAddr,
+    Arc<std::sync::atomic::AtomicBool>,
+    std::thread::JoinHandle<()>,
+    Arc<Mutex<Vec<ServerLog>>>,
+);
+
+fn start_server(cfg: ServerConfig) -> Running {
     let srv = Server::bind(ServerConfig {
         bind: "127.0.0.1:0".parse().unwrap(),
         ..cfg
@@ -23,7 +31,8 @@ fn start_server(cfg: ServerConfig) -> (SocketAddr, Arc<std::sync::atomic::Atomic
     let logs = Arc::new(Mutex::new(Vec::new()));
     let l2 = logs.clone();
     let h = std::thread::spawn(move || {
-        srv.run(Arc::new(move |l| l2.lock().unwrap().push(l))).unwrap();
+        srv.run(Arc::new(move |l| l2.lock().unwrap().push(l)))
+            .unwrap();
     });
     (addr, stop, h, logs)
 }
@@ -74,16 +83,33 @@ fn every_direction_against_our_server() {
         let recv = out.end.sum_received.bytes;
         assert!(sent > 1_000_000, "{direction:?}: sent {sent}");
         // Receivers count all but what was in flight when the test ended.
-        assert!(recv as f64 >= 0.9 * sent as f64 && recv <= sent, "{direction:?}: {sent} vs {recv}");
+        assert!(
+            recv as f64 >= 0.9 * sent as f64 && recv <= sent,
+            "{direction:?}: {sent} vs {recv}"
+        );
         // The server's samples came back in the extension.
         assert!(out.tcptune.server_samples);
-        assert!(out.tcptune.streams.iter().any(|s| s.at == SampledAt::Server && s.samples.len() >= 10));
+        assert!(out
+            .tcptune
+            .streams
+            .iter()
+            .any(|s| s.at == SampledAt::Server && s.samples.len() >= 10));
         // 1 s at 50 ms: about 20 samples of each of our streams.
-        assert!(out.tcptune.streams.iter().filter(|s| s.at == SampledAt::Client).all(|s| s.samples.len() >= 15));
+        assert!(out
+            .tcptune
+            .streams
+            .iter()
+            .filter(|s| s.at == SampledAt::Client)
+            .all(|s| s.samples.len() >= 15));
         assert_eq!(out.tcptune.diagnosis.streams.len(), want);
         // Every sender was sampled (ours or the server's), so the limit is known.
         for d in &out.tcptune.diagnosis.streams {
-            assert_ne!(d.limit, tcptune_diagnose::throughput::TestLimit::Unknown, "{}", d.verdict);
+            assert_ne!(
+                d.limit,
+                tcptune_diagnose::throughput::TestLimit::Unknown,
+                "{}",
+                d.verdict
+            );
         }
         if direction == Direction::Bidirectional {
             assert!(out.end.sum_sent_bidir_reverse.as_ref().unwrap().bytes > 1_000_000);
@@ -91,11 +117,20 @@ fn every_direction_against_our_server() {
     }
     // Bytes mode.
     let out = client::run(
-        &cfg(addr, Params { bytes: 20_000_000, time_s: 0, ..Params::default() }),
+        &cfg(
+            addr,
+            Params {
+                bytes: 20_000_000,
+                time_s: 0,
+                ..Params::default()
+            },
+        ),
         &mut |_, _| {},
     )
     .unwrap();
-    assert!(out.end.sum_sent.bytes >= 20_000_000 && out.end.sum_sent.bytes < 20_000_000 + 131_072 + 1);
+    assert!(
+        out.end.sum_sent.bytes >= 20_000_000 && out.end.sum_sent.bytes < 20_000_000 + 131_072 + 1
+    );
     stop.store(true, Ordering::Relaxed);
     h.join().unwrap();
 }
@@ -120,7 +155,9 @@ fn hostile_control_sessions_then_a_normal_test() {
     };
     let valid_cookie = b"abcdefghijklmnopqrstuvwxyz234567abcd\0";
     for i in 0..2000 {
-        let Ok(mut c) = TcpStream::connect(addr) else { continue };
+        let Ok(mut c) = TcpStream::connect(addr) else {
+            continue;
+        };
         let mut msg: Vec<u8> = Vec::new();
         match i % 4 {
             // Random bytes.
@@ -135,7 +172,11 @@ fn hostile_control_sessions_then_a_normal_test() {
             // A valid cookie and random JSON-ish parameters.
             _ => {
                 msg.extend_from_slice(valid_cookie);
-                let body = format!("{{\"tcp\":true,\"time\":{},\"parallel\":\"{}\"}}", rnd() % 100, rnd());
+                let body = format!(
+                    "{{\"tcp\":true,\"time\":{},\"parallel\":\"{}\"}}",
+                    rnd() % 100,
+                    rnd()
+                );
                 msg.extend_from_slice(&(body.len() as u32).to_be_bytes());
                 msg.extend_from_slice(&body.as_bytes()[..(rnd() as usize % (body.len() + 1))]);
             }
@@ -149,7 +190,17 @@ fn hostile_control_sessions_then_a_normal_test() {
             let _ = c.read_to_end(&mut sink);
         }
     }
-    let out = client::run(&cfg(addr, Params { time_s: 1, ..Params::default() }), &mut |_, _| {}).unwrap();
+    let out = client::run(
+        &cfg(
+            addr,
+            Params {
+                time_s: 1,
+                ..Params::default()
+            },
+        ),
+        &mut |_, _| {},
+    )
+    .unwrap();
     assert!(out.end.sum_received.bytes > 1_000_000);
     stop.store(true, Ordering::Relaxed);
     h.join().unwrap();
@@ -157,5 +208,10 @@ fn hostile_control_sessions_then_a_normal_test() {
     assert!(logs.iter().any(|l| matches!(l, ServerLog::TestDone { .. })));
     // No thread left behind: the server joined them all (h.join returned), and every hostile
     // session ended as a failure or refusal, not a completed test.
-    assert_eq!(logs.iter().filter(|l| matches!(l, ServerLog::TestDone { .. })).count(), 1);
+    assert_eq!(
+        logs.iter()
+            .filter(|l| matches!(l, ServerLog::TestDone { .. }))
+            .count(),
+        1
+    );
 }

@@ -33,7 +33,14 @@ impl Drop for Kill {
 /// `iperf3 -s -1` in `ns`, returned once it prints that it listens (a pipe read with a deadline).
 fn iperf3_server(ns: &Netns, port: u16) -> Kill {
     let mut child = ns
-        .command(&["iperf3", "-s", "-1", "-p", &port.to_string(), "--forceflush"])
+        .command(&[
+            "iperf3",
+            "-s",
+            "-1",
+            "-p",
+            &port.to_string(),
+            "--forceflush",
+        ])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -53,7 +60,13 @@ fn iperf3_server(ns: &Netns, port: u16) -> Kill {
 }
 
 /// Our server in `ns` on `port`, serving until the returned flag is set.
-fn our_server(ns: &Netns, port: u16) -> (Arc<std::sync::atomic::AtomicBool>, std::thread::JoinHandle<()>) {
+fn our_server(
+    ns: &Netns,
+    port: u16,
+) -> (
+    Arc<std::sync::atomic::AtomicBool>,
+    std::thread::JoinHandle<()>,
+) {
     let name = ns.name().to_string();
     let (tx, rx) = mpsc::channel();
     let h = std::thread::spawn(move || {
@@ -68,11 +81,19 @@ fn our_server(ns: &Netns, port: u16) -> (Arc<std::sync::atomic::AtomicBool>, std
         })
         .unwrap();
     });
-    let stop = rx.recv_timeout(Duration::from_secs(10)).expect("our server bound its port");
+    let stop = rx
+        .recv_timeout(Duration::from_secs(10))
+        .expect("our server bound its port");
     (stop, h)
 }
 
-fn our_client(ns: &Netns, host: &str, port: u16, params: Params, path_rate: Option<Rate>) -> TestOutput {
+fn our_client(
+    ns: &Netns,
+    host: &str,
+    port: u16,
+    params: Params,
+    path_rate: Option<Rate>,
+) -> TestOutput {
     let cfg = ClientConfig {
         host: host.into(),
         port,
@@ -89,7 +110,10 @@ fn our_client(ns: &Netns, host: &str, port: u16, params: Params, path_rate: Opti
 
 fn agree(what: &str, a: f64, b: f64) {
     let r = a / b;
-    assert!((0.95..=1.05).contains(&r), "{what}: {a} vs {b} differ by more than 5%");
+    assert!(
+        (0.95..=1.05).contains(&r),
+        "{what}: {a} vs {b} differ by more than 5%"
+    );
 }
 
 fn pair(purpose: &str, octet: u8) -> (Netns, Netns, String) {
@@ -124,15 +148,32 @@ fn our_client_against_iperf3_server_forward_reverse_parallel() {
         let s = &out.end.sum_sent;
         let r = &out.end.sum_received;
         assert!(s.bytes > 10_000_000, "{direction:?}: {} bytes", s.bytes);
-        agree(&format!("{direction:?} bytes"), s.bytes as f64, r.bytes as f64);
-        agree(&format!("{direction:?} rate"), s.bits_per_second, r.bits_per_second);
+        agree(
+            &format!("{direction:?} bytes"),
+            s.bytes as f64,
+            r.bytes as f64,
+        );
+        agree(
+            &format!("{direction:?} rate"),
+            s.bits_per_second,
+            r.bits_per_second,
+        );
         assert_eq!(out.end.streams.len(), 2);
         for st in &out.end.streams {
-            agree("per-stream bytes", st.sender.bytes as f64, st.receiver.bytes as f64);
+            agree(
+                "per-stream bytes",
+                st.sender.bytes as f64,
+                st.receiver.bytes as f64,
+            );
         }
         // A stock server sends no samples; forward we sampled the senders ourselves.
         assert!(!out.tcptune.server_samples);
-        let known = out.tcptune.diagnosis.streams.iter().all(|d| d.limit != TestLimit::Unknown);
+        let known = out
+            .tcptune
+            .diagnosis
+            .streams
+            .iter()
+            .all(|d| d.limit != TestLimit::Unknown);
         assert_eq!(known, direction == Direction::Forward);
     }
 }
@@ -141,7 +182,11 @@ fn iperf3_client(ns: &Netns, host: &str, extra: &[&str]) -> serde_json::Value {
     let mut args = vec!["iperf3", "-c", host, "-p", "5202", "-t", "2", "-J"];
     args.extend_from_slice(extra);
     let out = ns.command(&args).output().unwrap();
-    assert!(out.status.success(), "iperf3 -c {extra:?}: {}", String::from_utf8_lossy(&out.stdout));
+    assert!(
+        out.status.success(),
+        "iperf3 -c {extra:?}: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
@@ -159,10 +204,19 @@ fn iperf3_client_against_our_server_forward_reverse_parallel() {
         let recv = end["sum_received"]["bytes"].as_f64().unwrap();
         assert!(sent > 10e6, "{extra:?}: {sent}");
         agree(&format!("{extra:?} bytes"), sent, recv);
-        let want = extra.iter().position(|&x| x == "-P").map(|i| extra[i + 1].parse().unwrap()).unwrap_or(1);
+        let want = extra
+            .iter()
+            .position(|&x| x == "-P")
+            .map(|i| extra[i + 1].parse().unwrap())
+            .unwrap_or(1);
         assert_eq!(end["streams"].as_array().unwrap().len(), want, "{extra:?}");
         // iperf3 ignored our results extension and still read our figures.
-        assert!(end["cpu_utilization_percent"]["remote_total"].as_f64().unwrap() > 0.0);
+        assert!(
+            end["cpu_utilization_percent"]["remote_total"]
+                .as_f64()
+                .unwrap()
+                > 0.0
+        );
     }
     stop.store(true, Ordering::Relaxed);
     h.join().unwrap();
@@ -194,7 +248,16 @@ fn a_4k_receive_buffer_is_diagnosed_receiver_window_limited_with_the_bdp_fix() {
     let (a, b, server_ip) = pair("rwnd", 63);
     b.exec(&["sysctl", "-qw", "net.ipv4.tcp_rmem=4096 4096 4096"]);
     let (stop, h) = our_server(&b, 5203);
-    let out = our_client(&a, &server_ip, 5203, Params { time_s: 2, ..Params::default() }, Some(path));
+    let out = our_client(
+        &a,
+        &server_ip,
+        5203,
+        Params {
+            time_s: 2,
+            ..Params::default()
+        },
+        Some(path),
+    );
     stop.store(true, Ordering::Relaxed);
     h.join().unwrap();
     let d = &out.tcptune.diagnosis;
@@ -207,9 +270,18 @@ fn a_4k_receive_buffer_is_diagnosed_receiver_window_limited_with_the_bdp_fix() {
     // Sized for the BDP at the measured RTT, but never below twice the buffer that limited
     // the test or 64 KiB (over veth's microsecond RTT the BDP is smaller than both).
     let rtt = s.evidence.rtt_s.unwrap();
-    let bdp_sized = buffers(&rule_query(path, rtt)).unwrap().tcp_rmem_max_bytes.get();
+    let bdp_sized = buffers(&rule_query(path, rtt))
+        .unwrap()
+        .tcp_rmem_max_bytes
+        .get();
     let want = bdp_sized.max(2 * 4096).max(65_536);
     let cmd = s.recommendations[0].command.clone().unwrap();
-    assert_eq!(cmd, format!("sysctl -w net.ipv4.tcp_rmem=\"4096 {} {want}\"", want.min(131072)), "{d}");
-
+    assert_eq!(
+        cmd,
+        format!(
+            "sysctl -w net.ipv4.tcp_rmem=\"4096 {} {want}\"",
+            want.min(131072)
+        ),
+        "{d}"
+    );
 }

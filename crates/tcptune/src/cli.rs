@@ -447,7 +447,12 @@ pub struct TestArgs {
     #[arg(short = 'b', long = "bitrate", value_name = "RATE")]
     pub bitrate: Option<Rate>,
     /// Seconds between interval reports (0 for none).
-    #[arg(short = 'i', long = "interval", value_name = "SECS", default_value_t = 1.0)]
+    #[arg(
+        short = 'i',
+        long = "interval",
+        value_name = "SECS",
+        default_value_t = 1.0
+    )]
     pub interval: f64,
     /// Send with sendfile() from memory (zero copy), as iperf3's -Z.
     #[arg(short = 'Z', long = "zerocopy")]

@@ -33,7 +33,14 @@ fn serve() -> (Kill, u16) {
             .port();
         let mut child = Kill(
             Command::new(env!("CARGO_BIN_EXE_tcptune"))
-                .args(["serve", "-1", "-p", &port.to_string(), "--allow", "127.0.0.0/8"])
+                .args([
+                    "serve",
+                    "-1",
+                    "-p",
+                    &port.to_string(),
+                    "--allow",
+                    "127.0.0.0/8",
+                ])
                 .stdout(Stdio::piped())
                 .stderr(Stdio::null())
                 .spawn()
@@ -59,9 +66,23 @@ fn serve() -> (Kill, u16) {
 #[test]
 fn json_has_iperf3s_shape_and_our_diagnosis() {
     let (_srv, port) = serve();
-    let o = tcptune(&["test", "127.0.0.1", "-p", &port.to_string(), "-t", "2", "-P", "2", "--json"]);
+    let o = tcptune(&[
+        "test",
+        "127.0.0.1",
+        "-p",
+        &port.to_string(),
+        "-t",
+        "2",
+        "-P",
+        "2",
+        "--json",
+    ]);
     let code = o.status.code().unwrap();
-    assert!(code == 0 || code == 1, "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        code == 0 || code == 1,
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     let v: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["command"], "test");
     let r = &v["result"];
@@ -71,7 +92,18 @@ fn json_has_iperf3s_shape_and_our_diagnosis() {
     assert!(iv.len() >= 2, "{} intervals", iv.len());
     for i in iv {
         for s in i["streams"].as_array().unwrap() {
-            for k in ["socket", "start", "end", "seconds", "bytes", "bits_per_second", "snd_cwnd", "rtt", "snd_wnd", "retransmits"] {
+            for k in [
+                "socket",
+                "start",
+                "end",
+                "seconds",
+                "bytes",
+                "bits_per_second",
+                "snd_cwnd",
+                "rtt",
+                "snd_wnd",
+                "retransmits",
+            ] {
                 assert!(s.get(k).is_some(), "interval stream lacks {k}: {s}");
             }
         }
@@ -82,36 +114,81 @@ fn json_has_iperf3s_shape_and_our_diagnosis() {
     for k in ["sum_sent", "sum_received"] {
         assert!(end[k]["bytes"].as_u64().unwrap() > 0, "{k}");
     }
-    assert!(end["cpu_utilization_percent"]["remote_total"].as_f64().is_some());
+    assert!(end["cpu_utilization_percent"]["remote_total"]
+        .as_f64()
+        .is_some());
     // Ours: samples of both ends (the server is ours) and the diagnosis decides the exit code.
     let t = &r["tcptune"];
     assert_eq!(t["server_samples"], true);
     assert_eq!(t["streams"].as_array().unwrap().len(), 4);
     let problem = t["diagnosis"]["problem"].as_bool().unwrap();
     assert_eq!(code, problem as i32);
-    assert!(t["diagnosis"]["verdict"].as_str().unwrap().contains("Gbit/s") || t["diagnosis"]["verdict"].as_str().unwrap().contains("Mbit/s"));
+    assert!(
+        t["diagnosis"]["verdict"]
+            .as_str()
+            .unwrap()
+            .contains("Gbit/s")
+            || t["diagnosis"]["verdict"]
+                .as_str()
+                .unwrap()
+                .contains("Mbit/s")
+    );
 }
 
 #[test]
 fn text_output_shows_intervals_and_the_diagnosis() {
     let (_srv, port) = serve();
-    let o = tcptune(&["test", "127.0.0.1", "-p", &port.to_string(), "-t", "1", "-i", "0.5", "-R"]);
+    let o = tcptune(&[
+        "test",
+        "127.0.0.1",
+        "-p",
+        &port.to_string(),
+        "-t",
+        "1",
+        "-i",
+        "0.5",
+        "-R",
+    ]);
     let text = String::from_utf8_lossy(&o.stdout);
     assert!(text.contains("Cwnd") && text.contains("Rwnd"), "{text}");
-    assert!(text.lines().filter(|l| l.starts_with("[  1] RX")).count() >= 2, "{text}");
+    assert!(
+        text.lines().filter(|l| l.starts_with("[  1] RX")).count() >= 2,
+        "{text}"
+    );
     assert!(text.contains("Diagnosis: "), "{text}");
 }
 
 #[test]
 fn bad_input_is_one_sentence_and_exit_2() {
-    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     for args in [
-        vec!["test".to_string(), "127.0.0.1".into(), "-p".into(), closed.to_string(), "-t".into(), "1".into()],
+        vec![
+            "test".to_string(),
+            "127.0.0.1".into(),
+            "-p".into(),
+            closed.to_string(),
+            "-t".into(),
+            "1".into(),
+        ],
         vec!["test".into(), "127.0.0.1".into(), "-w".into(), "0".into()],
-        vec!["test".into(), "127.0.0.1".into(), "-i".into(), "0.01".into()],
+        vec![
+            "test".into(),
+            "127.0.0.1".into(),
+            "-i".into(),
+            "0.01".into(),
+        ],
         vec!["test".into(), "no.such.host.invalid".into()],
         vec!["serve".into(), "--allow".into(), "nonsense".into()],
-        vec!["test".into(), "127.0.0.1".into(), "-b".into(), "100M".into()],
+        vec![
+            "test".into(),
+            "127.0.0.1".into(),
+            "-b".into(),
+            "100M".into(),
+        ],
     ] {
         let a: Vec<&str> = args.iter().map(String::as_str).collect();
         let o = tcptune(&a);

@@ -29,14 +29,22 @@ impl Lab {
         let mut a = vec!["lab", "up", "--name", name];
         a.extend_from_slice(args);
         let o = tcptune(&a);
-        assert!(o.status.success(), "lab up: {}", String::from_utf8_lossy(&o.stderr));
+        assert!(
+            o.status.success(),
+            "lab up: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
         Lab(name)
     }
     fn set(&self, args: &[&str]) {
         let mut a = vec!["lab", "set", "--name", self.0];
         a.extend_from_slice(args);
         let o = tcptune(&a);
-        assert!(o.status.success(), "lab set: {}", String::from_utf8_lossy(&o.stderr));
+        assert!(
+            o.status.success(),
+            "lab set: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
     }
     fn ns(&self, host: &str) -> String {
         format!("tcptune-{}-{host}", self.0)
@@ -46,7 +54,14 @@ impl Lab {
     fn test(&self, args: &[&str]) -> (i32, Value) {
         let mut srv = Kill(
             Command::new("ip")
-                .args(["netns", "exec", &self.ns("server"), env!("CARGO_BIN_EXE_tcptune"), "serve", "-1"])
+                .args([
+                    "netns",
+                    "exec",
+                    &self.ns("server"),
+                    env!("CARGO_BIN_EXE_tcptune"),
+                    "serve",
+                    "-1",
+                ])
                 .stdout(Stdio::piped())
                 .spawn()
                 .unwrap(),
@@ -58,7 +73,9 @@ impl Lab {
                 let _ = tx.send(l);
             }
         });
-        let first = rx.recv_timeout(Duration::from_secs(10)).expect("tcptune serve started");
+        let first = rx
+            .recv_timeout(Duration::from_secs(10))
+            .expect("tcptune serve started");
         assert!(first.starts_with("listening on"), "{first}");
         let ns_client = self.ns("client");
         let mut a = vec!["netns", "exec", ns_client.as_str()];
@@ -67,7 +84,11 @@ impl Lab {
         a.extend_from_slice(args);
         let o = Command::new("ip").args(&a).output().unwrap();
         let code = o.status.code().unwrap();
-        assert!(code == 0 || code == 1, "tcptune test {args:?}: {}", String::from_utf8_lossy(&o.stderr));
+        assert!(
+            code == 0 || code == 1,
+            "tcptune test {args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
         let v: Value = serde_json::from_slice(&o.stdout).unwrap();
         (code, v["result"].clone())
     }
@@ -133,22 +154,40 @@ fn lab_diagnoses_windows_buffers_and_loss() {
             "{rmem}"
         );
         // The result sits at the window/RTT bound.
-        let w = s["bounds"].as_array().unwrap().iter().find(|b| b["model"] == "window/RTT").unwrap();
-        assert!(w["achieved_fraction"].as_f64().unwrap() > at_bound, "{rmem}: {w}");
+        let w = s["bounds"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|b| b["model"] == "window/RTT")
+            .unwrap();
+        assert!(
+            w["achieved_fraction"].as_f64().unwrap() > at_bound,
+            "{rmem}: {w}"
+        );
     }
     // A small send buffer on the client (the sender).
     lab.set(&[
-        "--host", "server.sysctl.net.ipv4.tcp_rmem=4096 131072 33554432",
-        "--host", "client.sysctl.net.ipv4.tcp_wmem=4096 16384 16384",
+        "--host",
+        "server.sysctl.net.ipv4.tcp_rmem=4096 131072 33554432",
+        "--host",
+        "client.sysctl.net.ipv4.tcp_wmem=4096 16384 16384",
     ]);
     let (code, r) = lab.test(&["-t", "3", "--path-rate", "100mbit"]);
     let d = diagnosis(&r);
     assert_eq!(code, 1);
     assert_eq!(d["limit"], "send_buffer", "{}", d["verdict"]);
     let cmd = d["recommendations"][0]["command"].as_str().unwrap();
-    assert!(cmd.starts_with("sysctl -w net.ipv4.tcp_wmem=\"4096 16384 "), "{cmd}");
+    assert!(
+        cmd.starts_with("sysctl -w net.ipv4.tcp_wmem=\"4096 16384 "),
+        "{cmd}"
+    );
     // 1% loss, buffers back to defaults.
-    lab.set(&["--host", "client.sysctl.net.ipv4.tcp_wmem=4096 16384 4194304", "--loss", "1%"]);
+    lab.set(&[
+        "--host",
+        "client.sysctl.net.ipv4.tcp_wmem=4096 16384 4194304",
+        "--loss",
+        "1%",
+    ]);
     let (code, r) = lab.test(&["-t", "4", "--path-rate", "100mbit", "-C", "reno"]);
     let d = diagnosis(&r);
     assert_eq!(code, 1);
@@ -156,7 +195,12 @@ fn lab_diagnoses_windows_buffers_and_loss() {
     let s = &d["streams"][0];
     let p = s["evidence"]["loss_ratio"].as_f64().unwrap();
     assert!((0.003..0.03).contains(&p), "loss estimate {p}");
-    let m = s["bounds"].as_array().unwrap().iter().find(|b| b["model"] == "Mathis").unwrap();
+    let m = s["bounds"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["model"] == "Mathis")
+        .unwrap();
     let f = m["achieved_fraction"].as_f64().unwrap();
     assert!((0.3..2.0).contains(&f), "result / Mathis bound = {f}");
 }
@@ -166,13 +210,21 @@ fn lab_seed_001_untuned_and_tuned_receiver() {
     if !tcptune_testkit::privileged("lab_seed_001_untuned_and_tuned_receiver") {
         return;
     }
-    let lab = Lab::up("ttseed1", &["--rate", "100mbit", "--rtt", "20ms", "--loss", "0.03%"]);
+    let lab = Lab::up(
+        "ttseed1",
+        &["--rate", "100mbit", "--rtt", "20ms", "--loss", "0.03%"],
+    );
     let untuned = [
-        "--host", "client.sysctl.net.ipv4.tcp_sack=0",
-        "--host", "client.sysctl.net.ipv4.tcp_timestamps=0",
-        "--host", "client.sysctl.net.ipv4.tcp_window_scaling=0",
-        "--host", "client.mtu=576",
-        "--host", "client.sysctl.net.ipv4.tcp_rmem=4096 65536 65536",
+        "--host",
+        "client.sysctl.net.ipv4.tcp_sack=0",
+        "--host",
+        "client.sysctl.net.ipv4.tcp_timestamps=0",
+        "--host",
+        "client.sysctl.net.ipv4.tcp_window_scaling=0",
+        "--host",
+        "client.mtu=576",
+        "--host",
+        "client.sysctl.net.ipv4.tcp_rmem=4096 65536 65536",
     ];
     lab.set(&untuned);
     // Download: the server (ours, so its samples come back) sends to the mistuned client.
@@ -180,24 +232,55 @@ fn lab_seed_001_untuned_and_tuned_receiver() {
     let d = diagnosis(&slow);
     assert_eq!(code, 1);
     assert_eq!(d["limit"], "receiver_window", "{}", d["verdict"]);
-    let missing = d["streams"][0]["evidence"]["missing_options"].as_array().unwrap();
+    let missing = d["streams"][0]["evidence"]["missing_options"]
+        .as_array()
+        .unwrap();
     assert_eq!(missing.len(), 3, "{missing:?}");
-    let cmds: Vec<&str> = d["recommendations"].as_array().unwrap().iter().filter_map(|r| r["command"].as_str()).collect();
-    for key in ["tcp_rmem=", "tcp_sack=1", "tcp_timestamps=1", "tcp_window_scaling=1"] {
+    let cmds: Vec<&str> = d["recommendations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|r| r["command"].as_str())
+        .collect();
+    for key in [
+        "tcp_rmem=",
+        "tcp_sack=1",
+        "tcp_timestamps=1",
+        "tcp_window_scaling=1",
+    ] {
         assert!(cmds.iter().any(|c| c.contains(key)), "{key} in {cmds:?}");
     }
     lab.set(&[
-        "--host", "client.sysctl.net.ipv4.tcp_sack=1",
-        "--host", "client.sysctl.net.ipv4.tcp_timestamps=1",
-        "--host", "client.sysctl.net.ipv4.tcp_window_scaling=1",
-        "--host", "client.mtu=1500",
-        "--host", "client.sysctl.net.ipv4.tcp_rmem=4096 131072 33554432",
+        "--host",
+        "client.sysctl.net.ipv4.tcp_sack=1",
+        "--host",
+        "client.sysctl.net.ipv4.tcp_timestamps=1",
+        "--host",
+        "client.sysctl.net.ipv4.tcp_window_scaling=1",
+        "--host",
+        "client.mtu=1500",
+        "--host",
+        "client.sysctl.net.ipv4.tcp_rmem=4096 131072 33554432",
     ]);
     let (_, fast) = lab.test(&["-t", "4", "-R", "--path-rate", "100mbit"]);
-    let a = slow["end"]["sum_received"]["bits_per_second"].as_f64().unwrap();
-    let b = fast["end"]["sum_received"]["bits_per_second"].as_f64().unwrap();
-    eprintln!("seed 001: untuned {:.1} Mbit/s, tuned {:.1} Mbit/s, factor {:.1}", a / 1e6, b / 1e6, b / a);
+    let a = slow["end"]["sum_received"]["bits_per_second"]
+        .as_f64()
+        .unwrap();
+    let b = fast["end"]["sum_received"]["bits_per_second"]
+        .as_f64()
+        .unwrap();
+    eprintln!(
+        "seed 001: untuned {:.1} Mbit/s, tuned {:.1} Mbit/s, factor {:.1}",
+        a / 1e6,
+        b / 1e6,
+        b / a
+    );
     // The paper: ≈4×. The untuned window (64 KiB buffer, no scaling) caps at ~26 Mbit/s.
     assert!(b / a > 2.0, "untuned {a} vs tuned {b}");
-    assert!(diagnosis(&fast)["streams"][0]["evidence"]["missing_options"].as_array().unwrap().is_empty());
+    assert!(
+        diagnosis(&fast)["streams"][0]["evidence"]["missing_options"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
 }

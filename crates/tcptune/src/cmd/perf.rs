@@ -20,7 +20,10 @@ pub fn serve(args: &ServeArgs) -> anyhow::Result<Outcome> {
     let allow = args
         .allow
         .iter()
-        .map(|c| c.parse::<Cidr>().map_err(|e| anyhow::anyhow!("--allow: {e}")))
+        .map(|c| {
+            c.parse::<Cidr>()
+                .map_err(|e| anyhow::anyhow!("--allow: {e}"))
+        })
         .collect::<anyhow::Result<Vec<_>>>()?;
     let mut cfg = ServerConfig {
         // Both address families where the host has IPv6 (dual-stack socket).
