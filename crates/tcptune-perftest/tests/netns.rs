@@ -129,7 +129,11 @@ fn our_client_against_iperf3_server_forward_reverse_parallel() {
         return;
     }
     let (a, b, server_ip) = pair("ipc", 61);
-    for (direction, parallel) in [(Direction::Forward, 2), (Direction::Reverse, 2)] {
+    for (direction, parallel) in [
+        (Direction::Forward, 2),
+        (Direction::Reverse, 2),
+        (Direction::Bidirectional, 1),
+    ] {
         let _srv = iperf3_server(&b, 5201);
         let out = our_client(
             &a,
@@ -158,6 +162,12 @@ fn our_client_against_iperf3_server_forward_reverse_parallel() {
             s.bits_per_second,
             r.bits_per_second,
         );
+        if direction == Direction::Bidirectional {
+            let s = out.end.sum_sent_bidir_reverse.as_ref().unwrap();
+            let r = out.end.sum_received_bidir_reverse.as_ref().unwrap();
+            assert!(s.bytes > 10_000_000, "bidir reverse: {} bytes", s.bytes);
+            agree("bidir reverse bytes", s.bytes as f64, r.bytes as f64);
+        }
         assert_eq!(out.end.streams.len(), 2);
         for st in &out.end.streams {
             agree(
@@ -168,13 +178,16 @@ fn our_client_against_iperf3_server_forward_reverse_parallel() {
         }
         // A stock server sends no samples; forward we sampled the senders ourselves.
         assert!(!out.tcptune.server_samples);
-        let known = out
-            .tcptune
-            .diagnosis
-            .streams
-            .iter()
-            .all(|d| d.limit != TestLimit::Unknown);
-        assert_eq!(known, direction == Direction::Forward);
+        // Our sending streams' limits are known; the stock server's are not.
+        for d in &out.tcptune.diagnosis.streams {
+            let ours = out
+                .tcptune
+                .streams
+                .iter()
+                .find(|x| x.id == d.id && x.at == tcptune_perftest::report::SampledAt::Client)
+                .unwrap();
+            assert_eq!(d.limit != TestLimit::Unknown, ours.sender, "{}", d.verdict);
+        }
     }
 }
 
@@ -197,18 +210,30 @@ fn iperf3_client_against_our_server_forward_reverse_parallel() {
     }
     let (a, b, server_ip) = pair("ips", 62);
     let (stop, h) = our_server(&b, 5202);
-    for extra in [&["-P", "2"][..], &["-R"][..], &["-R", "-P", "3"][..]] {
+    for extra in [
+        &["-P", "2"][..],
+        &["-R"][..],
+        &["-R", "-P", "3"][..],
+        &["--bidir"][..],
+    ] {
         let j = iperf3_client(&a, &server_ip, extra);
         let end = &j["end"];
         let sent = end["sum_sent"]["bytes"].as_f64().unwrap();
         let recv = end["sum_received"]["bytes"].as_f64().unwrap();
         assert!(sent > 10e6, "{extra:?}: {sent}");
         agree(&format!("{extra:?} bytes"), sent, recv);
+        if extra == ["--bidir"] {
+            let s = end["sum_sent_bidir_reverse"]["bytes"].as_f64().unwrap();
+            let r = end["sum_received_bidir_reverse"]["bytes"].as_f64().unwrap();
+            assert!(s > 10e6, "bidir reverse: {s}");
+            agree("bidir reverse bytes", s, r);
+        }
         let want = extra
             .iter()
             .position(|&x| x == "-P")
             .map(|i| extra[i + 1].parse().unwrap())
-            .unwrap_or(1);
+            .unwrap_or(1)
+            * if extra == ["--bidir"] { 2 } else { 1 };
         assert_eq!(end["streams"].as_array().unwrap().len(), want, "{extra:?}");
         // iperf3 ignored our results extension and still read our figures.
         assert!(
