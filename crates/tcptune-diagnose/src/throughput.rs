@@ -37,6 +37,9 @@ const NEAR_MATHIS: f64 = 0.3;
 /// window/RTT, means the receiver's window limited the flow.
 const WINDOW_EVIDENCE: f64 = 1.5;
 const AT_WINDOW_BOUND: f64 = 0.8;
+/// In flight below this fraction of cwnd and of the receiver's window: something before the
+/// network (the send buffer, with the evidence) held the data back.
+const IN_FLIGHT_SHORT: f64 = 0.7;
 /// Reaching this fraction of the path rate means the path itself is the limit.
 const AT_PATH_RATE: f64 = 0.9;
 
@@ -134,6 +137,8 @@ pub struct Evidence {
     pub receiver_buffer_bytes: Option<u64>,
     /// The sender's send buffer.
     pub send_buffer_bytes: Option<u64>,
+    /// Median data in flight (unacknowledged segments × MSS).
+    pub in_flight_bytes: Option<u64>,
     /// Mean smoothed RTT over the test.
     pub rtt_s: Option<Dur>,
     pub min_rtt_s: Option<Dur>,
@@ -279,6 +284,12 @@ fn evidence(input: &StreamInput<'_>) -> Evidence {
         .iter()
         .rev()
         .find_map(|s| s.skmem.map(|m| m.sndbuf as u64));
+    e.in_flight_bytes = median(
+        snd.iter()
+            .filter_map(|s| Some(s.info.unacked? as u64 * s.info.snd_mss? as u64))
+            .filter(|&b| b > 0)
+            .collect(),
+    );
     let rtts: Vec<u32> = snd.iter().filter_map(|s| s.info.srtt_us()).collect();
     if !rtts.is_empty() {
         let mean = rtts.iter().map(|&r| r as f64).sum::<f64>() / rtts.len() as f64;
@@ -549,6 +560,9 @@ fn evidence_text(limit: TestLimit, e: &Evidence, ctx: &TestContext) -> String {
             if let Some(b) = e.send_buffer_bytes {
                 parts.push(format!("send buffer {}", size(b)));
             }
+            if let Some(f) = e.in_flight_bytes {
+                parts.push(format!("{} in flight", size(f)));
+            }
             if let Some(c) = e.cwnd_bytes {
                 parts.push(format!("cwnd {}", size(c)));
             }
@@ -597,6 +611,23 @@ pub fn diagnose_stream(input: &StreamInput<'_>, ctx: &TestContext) -> StreamDiag
             .iter()
             .find(|b| b.model == "window/RTT")
             .is_some_and(|b| b.achieved_fraction >= AT_WINDOW_BOUND);
+    // The send buffer's evidence: less in flight than cwnd and the receiver's window allow, and
+    // a buffer too small to hold cwnd (the autotuner sizes it factor × cwnd). The clock misses
+    // this too when the kernel's one-skb allowance lets sends through.
+    let factor = ctx
+        .congestion
+        .unwrap_or(CongestionControl::Cubic)
+        .sndbuf_expand_factor() as f64;
+    let sndbuf_bound = ctx.rate_cap.is_none()
+        && match (e.in_flight_bytes, e.cwnd_bytes, e.send_buffer_bytes) {
+            (Some(f), Some(c), Some(b)) => {
+                (f as f64) < IN_FLIGHT_SHORT * c as f64
+                    && e.peer_window_bytes
+                        .is_none_or(|w| (f as f64) < IN_FLIGHT_SHORT * w as f64)
+                    && (b as f64) < factor * c as f64
+            }
+            _ => false,
+        };
     let (limit, share) = match e.shares {
         None => (TestLimit::Unknown, None),
         Some(s) => {
@@ -610,6 +641,17 @@ pub fn diagnose_stream(input: &StreamInput<'_>, ctx: &TestContext) -> StreamDiag
                         bounds,
                         ctx,
                         TestLimit::ReceiverWindow,
+                        None, // the clock would understate it; the evidence says why
+                    );
+                }
+                TestLimit::Network | TestLimit::Application if sndbuf_bound => {
+                    return finish(
+                        input,
+                        achieved,
+                        e,
+                        bounds,
+                        ctx,
+                        TestLimit::SendBuffer,
                         None, // the clock would understate it; the evidence says why
                     );
                 }
@@ -853,6 +895,7 @@ mod tests {
         sndbuf_per_tick_us: u64,
         options: u8,
         sndbuf: u32,
+        unacked: u32,
     }
 
     impl Series {
@@ -882,6 +925,7 @@ mod tests {
                             total_retrans: Some(self.segs_retrans_per_tick * k as u32),
                             data_segs_out: Some(segs),
                             busy_time_us: Some(self.busy_per_tick_us * k),
+                            unacked: Some(self.unacked),
                             rwnd_limited_us: Some(self.rwnd_per_tick_us * k),
                             sndbuf_limited_us: Some(self.sndbuf_per_tick_us * k),
                             ..TcpInfo::default()
@@ -909,6 +953,7 @@ mod tests {
             sndbuf_per_tick_us: 0,
             options: 7, // timestamps, SACK, window scaling
             sndbuf: 4 << 20,
+            unacked: 45, // 64 KiB in flight: the window's worth
         }
     }
 
@@ -1036,6 +1081,29 @@ mod tests {
             ..base()
         };
         assert_eq!(run(&s, &ctx("100mbit")).limit, TestLimit::Network);
+    }
+
+    #[test]
+    fn little_in_flight_with_a_buffer_smaller_than_cwnd_needs_is_the_send_buffer() {
+        // The clock says network, but 16 KiB in flight against cwnd 1.1 MiB and a 4 MiB
+        // window, with a 32 KiB send buffer: the buffer held the data back.
+        let s = Series {
+            snd_wnd: 4 << 20,
+            rwnd_per_tick_us: 0,
+            sndbuf: 32768,
+            unacked: 11,
+            ..base()
+        };
+        let d = run(&s, &ctx("1gbit"));
+        assert_eq!(d.limit, TestLimit::SendBuffer, "{}", d.verdict);
+        assert_eq!(d.evidence.in_flight_bytes, Some(11 * 1448));
+        assert!(d.verdict.contains("in flight"), "{}", d.verdict);
+        // With a buffer big enough for cwnd, the same figures are not the buffer's doing.
+        let s = Series {
+            sndbuf: 4 << 20,
+            ..s
+        };
+        assert_ne!(run(&s, &ctx("1gbit")).limit, TestLimit::SendBuffer);
     }
 
     #[test]

@@ -133,3 +133,36 @@ fn every_direction_against_our_server() {
     stop.store(true, Ordering::Relaxed);
     h.join().unwrap();
 }
+
+#[test]
+fn rate_cap_zero_copy_congestion_control_and_window() {
+    let (addr, stop, h, _) = start_server(ServerConfig::default());
+    // -b 200mbit -Z -C reno -w 1MiB, forward: our sendfile sender, paced.
+    let params = Params {
+        time_s: 2,
+        bandwidth_bps: Some(200_000_000),
+        zerocopy: true,
+        congestion: Some("reno".into()),
+        window: Some(1 << 20),
+        ..Params::default()
+    };
+    let out = client::run(&cfg(addr, params), &mut |_, _| {}).unwrap();
+    let r = out.end.sum_received.bits_per_second;
+    assert!((180e6..=220e6).contains(&r), "paced at {r} bit/s");
+    assert_eq!(out.end.sender_tcp_congestion.as_deref(), Some("reno"));
+    assert_eq!(out.end.receiver_tcp_congestion.as_deref(), Some("reno"));
+    assert_eq!(out.start.sock_bufsize, 1 << 20);
+    // The kernel doubles SO_SNDBUF: the sender's samples show the fixed 2 MiB buffer.
+    let snd = out.tcptune.streams.iter().find(|s| s.sender).unwrap();
+    assert_eq!(snd.samples.last().unwrap().skmem.unwrap().sndbuf, 2 << 20);
+    // The cap makes the sender application limited, which is not a problem.
+    let d = &out.tcptune.diagnosis;
+    assert_eq!(
+        d.limit,
+        tcptune_diagnose::throughput::TestLimit::Application,
+        "{d}"
+    );
+    assert!(!d.problem, "{d}");
+    stop.store(true, Ordering::Relaxed);
+    h.join().unwrap();
+}
