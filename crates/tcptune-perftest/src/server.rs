@@ -10,7 +10,7 @@
 //! at least every 100 ms, so no client can hold a thread, a descriptor or memory for longer
 //! than the timeouts.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
@@ -78,7 +78,35 @@ impl std::fmt::Display for ServerLog {
     }
 }
 
-type Routes = Arc<Mutex<HashMap<[u8; COOKIE_LEN], Sender<(TcpStream, [u8; COOKIE_LEN])>>>>;
+/// A data connection handed to its test: the socket, its cookie, and its accept sequence number.
+type Routed = (TcpStream, [u8; COOKIE_LEN], u64);
+type Routes = Arc<Mutex<HashMap<[u8; COOKIE_LEN], Sender<Routed>>>>;
+
+/// Accept sequence numbers of connections whose cookie has not been routed yet. A test takes
+/// its data streams in accept order (their roles in a bidirectional test depend on it, as in
+/// iperf3), so it waits for every earlier connection to be classified first.
+#[derive(Default)]
+struct Unrouted(Mutex<BTreeSet<u64>>);
+
+impl Unrouted {
+    fn first(&self) -> u64 {
+        self.0
+            .lock()
+            .ok()
+            .and_then(|s| s.first().copied())
+            .unwrap_or(u64::MAX)
+    }
+}
+
+/// Removes a sequence number from [`Unrouted`] when dropped (after the connection is routed).
+struct Routing(Arc<Unrouted>, u64);
+impl Drop for Routing {
+    fn drop(&mut self) {
+        if let Ok(mut s) = (self.0).0.lock() {
+            s.remove(&self.1);
+        }
+    }
+}
 
 /// A bound server; `run` serves until `stop` is set (or after one test with `one_off`).
 pub struct Server {
@@ -134,6 +162,8 @@ impl Server {
             log(ServerLog::Listening(a));
         }
         let routes: Routes = Arc::new(Mutex::new(HashMap::new()));
+        let unrouted = Arc::new(Unrouted::default());
+        let mut seq: u64 = 0;
         let tests = Arc::new(AtomicUsize::new(0));
         let pending = Arc::new(AtomicUsize::new(0));
         let finished = Arc::new(AtomicUsize::new(0));
@@ -172,8 +202,14 @@ impl Server {
                 });
                 continue;
             };
+            seq += 1;
+            if let Ok(mut u) = unrouted.0.lock() {
+                u.insert(seq);
+            }
+            let routing = Routing(unrouted.clone(), seq);
             let ctx = ConnCtx {
                 routes: routes.clone(),
+                unrouted: unrouted.clone(),
                 tests: tests.clone(),
                 finished: finished.clone(),
                 started: started.clone(),
@@ -182,7 +218,7 @@ impl Server {
             };
             let spawned = std::thread::Builder::new()
                 .name("conn".into())
-                .spawn(move || handle_conn(conn, peer, pslot, ctx));
+                .spawn(move || handle_conn(conn, peer, pslot, routing, ctx));
             if let Ok(h) = spawned {
                 workers.push(h);
             }
@@ -197,6 +233,7 @@ impl Server {
 
 struct ConnCtx {
     routes: Routes,
+    unrouted: Arc<Unrouted>,
     tests: Arc<AtomicUsize>,
     finished: Arc<AtomicUsize>,
     started: Arc<AtomicUsize>,
@@ -224,7 +261,8 @@ fn read_cookie(conn: &mut TcpStream, limit: Duration) -> io::Result<[u8; COOKIE_
     Ok(buf)
 }
 
-fn handle_conn(mut conn: TcpStream, peer: SocketAddr, pslot: Slot, ctx: ConnCtx) {
+fn handle_conn(mut conn: TcpStream, peer: SocketAddr, pslot: Slot, routing: Routing, ctx: ConnCtx) {
+    let seq = routing.1;
     let _ = conn.set_nonblocking(false);
     let _ = conn.set_write_timeout(Some(Duration::from_secs(1)));
     let cookie = match read_cookie(&mut conn, ctx.cfg.timeouts.handshake.std()) {
@@ -235,11 +273,14 @@ fn handle_conn(mut conn: TcpStream, peer: SocketAddr, pslot: Slot, ctx: ConnCtx)
     // A data stream of a running test?
     let route = ctx.routes.lock().ok().and_then(|r| r.get(&cookie).cloned());
     if let Some(tx) = route {
-        if let Err(mpsc::SendError((mut c, _))) = tx.send((conn, cookie)) {
+        if let Err(mpsc::SendError((mut c, _, _))) = tx.send((conn, cookie, seq)) {
             let _ = c.write_all(&DATA_DENIED_REPLY);
         }
+        // Only now is it routed: the test, seeing it gone from the set, finds it in its queue.
+        drop(routing);
         return;
     }
+    drop(routing);
     let Some(tslot) = take_slot(&ctx.tests, ctx.cfg.max_tests) else {
         let _ = conn.write_all(&BUSY_REPLY);
         (ctx.log)(ServerLog::Refused {
@@ -256,7 +297,7 @@ fn handle_conn(mut conn: TcpStream, peer: SocketAddr, pslot: Slot, ctx: ConnCtx)
     if let Ok(mut r) = ctx.routes.lock() {
         r.insert(cookie, tx);
     }
-    let result = serve_test(conn, cookie, rx, &ctx.cfg);
+    let result = serve_test(conn, cookie, rx, &ctx.unrouted, &ctx.cfg);
     if let Ok(mut r) = ctx.routes.lock() {
         r.remove(&cookie);
     }
@@ -313,7 +354,8 @@ type Failure = (TestError, bool);
 fn serve_test(
     conn: TcpStream,
     cookie: [u8; COOKIE_LEN],
-    rx: Receiver<(TcpStream, [u8; COOKIE_LEN])>,
+    rx: Receiver<Routed>,
+    unrouted: &Unrouted,
     cfg: &ServerConfig,
 ) -> Result<String, Failure> {
     let clock = Clock::start();
@@ -348,26 +390,22 @@ fn serve_test(
         mss: None,
     };
     let mut streams = Vec::new();
+    // Connections that arrived, by accept order, waiting for earlier ones to be classified.
+    let mut queue: BTreeMap<u64, (TcpStream, [u8; COOKIE_LEN])> = BTreeMap::new();
     while s.phase() == ServerPhase::Streams {
         let left = s
             .deadline()
             .map(|d| d.nanos().saturating_sub(clock.now().nanos()))
             .unwrap_or(0);
-        match rx.recv_timeout(Duration::from_nanos(left).max(Duration::from_millis(1))) {
-            Ok((mut c, first)) => match s.data_stream(&first, clock.now()) {
-                Some(ds) => {
-                    let _ = opts.apply_connected(c.as_raw_fd());
-                    let _ = c.set_nodelay(false);
-                    streams.push(StreamSocket {
-                        id: ds.id,
-                        sends: ds.server_sends,
-                        sock: c,
-                    });
-                }
-                None => {
-                    let _ = c.write_all(&DATA_DENIED_REPLY);
-                }
-            },
+        // While some are queued, look again soon for the earlier ones' classification.
+        let mut wait = Duration::from_nanos(left).max(Duration::from_millis(1));
+        if !queue.is_empty() {
+            wait = wait.min(Duration::from_millis(2));
+        }
+        match rx.recv_timeout(wait) {
+            Ok((c, first, seq)) => {
+                queue.insert(seq, (c, first));
+            }
             Err(RecvTimeoutError::Timeout) => {
                 s.poll(clock.now())
                     .map_err(|e| fail(TestError::Session(e)))?;
@@ -378,6 +416,37 @@ fn serve_test(
                 )))
             }
         }
+        // Everything accepted before `first` has been routed (sent before it left the set),
+        // so after draining the channel the queue holds all of them, in order.
+        let first = unrouted.first();
+        while let Ok((c, cookie, seq)) = rx.try_recv() {
+            queue.insert(seq, (c, cookie));
+        }
+        while s.phase() == ServerPhase::Streams {
+            let Some(entry) = queue.first_entry() else {
+                break;
+            };
+            if *entry.key() > first {
+                break;
+            }
+            let (mut c, cookie) = entry.remove();
+            match s.data_stream(&cookie, clock.now()) {
+                Some(ds) => {
+                    let _ = opts.apply_connected(c.as_raw_fd());
+                    streams.push(StreamSocket {
+                        id: ds.id,
+                        sends: ds.server_sends,
+                        sock: c,
+                    });
+                }
+                None => {
+                    let _ = c.write_all(&DATA_DENIED_REPLY);
+                }
+            }
+        }
+    }
+    for (_, (mut c, _)) in queue {
+        let _ = c.write_all(&DATA_DENIED_REPLY);
     }
     // From now on data connections with this cookie are extra: refuse them as they come.
     let plan = SendPlan {
@@ -395,7 +464,7 @@ fn serve_test(
     // Running: until TEST_END (or the deadline).
     let mut ended = false;
     while !ended {
-        while let Ok((mut c, _)) = rx.try_recv() {
+        while let Ok((mut c, _, _)) = rx.try_recv() {
             let _ = c.write_all(&DATA_DENIED_REPLY);
         }
         let ev = step(&mut ctl, &mut s, &clock).map_err(fail)?;

@@ -166,3 +166,25 @@ fn rate_cap_zero_copy_congestion_control_and_window() {
     stop.store(true, Ordering::Relaxed);
     h.join().unwrap();
 }
+
+/// Stream roles in a bidirectional test follow accept order; the server classifies connections
+/// on separate threads, so it must restore that order (a swapped pair would have both ends
+/// writing on one connection and nobody reading). Several runs with four streams each way.
+#[test]
+fn bidirectional_roles_survive_racing_classification() {
+    let (addr, stop, h, _) = start_server(ServerConfig::default());
+    for _ in 0..4 {
+        let params = Params {
+            direction: Direction::Bidirectional,
+            parallel: 4,
+            time_s: 1,
+            ..Params::default()
+        };
+        let out = client::run(&cfg(addr, params), &mut |_, _| {}).unwrap();
+        for st in &out.end.streams {
+            assert!(st.receiver.bytes > 100_000, "a stalled stream: {st:?}");
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    h.join().unwrap();
+}
