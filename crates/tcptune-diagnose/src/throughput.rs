@@ -139,6 +139,10 @@ pub struct Evidence {
     pub send_buffer_bytes: Option<u64>,
     /// Median data in flight (unacknowledged segments × MSS).
     pub in_flight_bytes: Option<u64>,
+    /// True when only the receiving end was sampled: the window is the one it advertised and
+    /// the RTT its own estimate (`rcv_rtt`).
+    #[serde(default)]
+    pub from_receiver: bool,
     /// Mean smoothed RTT over the test.
     pub rtt_s: Option<Dur>,
     pub min_rtt_s: Option<Dur>,
@@ -304,6 +308,26 @@ fn evidence(input: &StreamInput<'_>) -> Evidence {
         (Some(r), Some(m)) if m > Dur::ZERO => Some(r.secs() / m.secs()),
         _ => None,
     };
+    if snd.is_empty() && !rcv.is_empty() {
+        // Only the receiving end was sampled (a stock iperf3 server sent): the window it
+        // advertised and its own RTT estimate (rcv_rtt) still give the window/RTT bound.
+        e.peer_window_bytes = median(
+            rcv.iter()
+                .filter_map(|s| s.info.rcv_wnd.map(u64::from))
+                .filter(|&w| w > 0)
+                .collect(),
+        );
+        let rtts: Vec<u32> = rcv
+            .iter()
+            .filter_map(|s| s.info.rcv_rtt_us)
+            .filter(|&r| r > 0)
+            .collect();
+        if !rtts.is_empty() {
+            let mean = rtts.iter().map(|&r| r as f64).sum::<f64>() / rtts.len() as f64;
+            e.rtt_s = Some(Dur::from_micros(mean.round() as u64));
+        }
+        e.from_receiver = true;
+    }
     if let Some(l) = last {
         e.mss_bytes = l.info.snd_mss;
         e.negotiated = Negotiated::of(&l.info);
@@ -543,6 +567,18 @@ fn dominant(s: &Shares) -> (TestLimit, f64) {
 fn evidence_text(limit: TestLimit, e: &Evidence, ctx: &TestContext) -> String {
     let mut parts = Vec::new();
     match limit {
+        TestLimit::ReceiverWindow if e.from_receiver => {
+            if let (Some(w), Some(r)) = (e.peer_window_bytes, e.rtt_s) {
+                parts.push(format!(
+                    "the window this receiver advertised, {} per RTT {r}, allows what it got \
+                     (seen from the receiver only)",
+                    size(w)
+                ));
+            }
+            if let Some(b) = e.receiver_buffer_bytes {
+                parts.push(format!("receive buffer {}", size(b)));
+            }
+        }
         TestLimit::ReceiverWindow => {
             if let (Some(c), Some(w)) = (e.cwnd_bytes, e.peer_window_bytes) {
                 parts.push(format!(
@@ -629,6 +665,16 @@ pub fn diagnose_stream(input: &StreamInput<'_>, ctx: &TestContext) -> StreamDiag
             _ => false,
         };
     let (limit, share) = match e.shares {
+        // Without the sender's clock, the receiver's own figures can still show its window as
+        // the limit: the result at its advertised window over the RTT.
+        None if e.from_receiver
+            && bounds
+                .iter()
+                .find(|b| b.model == "window/RTT")
+                .is_some_and(|b| b.achieved_fraction >= AT_WINDOW_BOUND) =>
+        {
+            (TestLimit::ReceiverWindow, None)
+        }
         None => (TestLimit::Unknown, None),
         Some(s) => {
             let (l, share) = dominant(&s);
@@ -1104,6 +1150,56 @@ mod tests {
             ..s
         };
         assert_ne!(run(&s, &ctx("1gbit")).limit, TestLimit::SendBuffer);
+    }
+
+    #[test]
+    fn the_receiver_alone_can_show_its_window_as_the_limit() {
+        // A download from a stock server: only our receiving socket was sampled. It
+        // advertised 64 KiB, its RTT estimate is 20 ms, and it got 64 KiB per 20 ms.
+        let rcv: Vec<Sample> = (0..=20u64)
+            .map(|k| Sample {
+                at_s: Dur::from_millis(100 * k),
+                info: TcpInfo {
+                    len: 280,
+                    options: Some(7),
+                    bytes_received: Some(327_680 * k + 1),
+                    rcv_wnd: Some(65536),
+                    rcv_rtt_us: Some(20_000),
+                    ..TcpInfo::default()
+                },
+                skmem: Some(SkMemInfo {
+                    rcvbuf: 131072,
+                    ..SkMemInfo::default()
+                }),
+            })
+            .collect();
+        let input = StreamInput {
+            id: 1,
+            sender: &[],
+            receiver: &rcv,
+            received_bytes: 327_680 * 20,
+            seconds: Dur::from_secs_f64(2.0),
+        };
+        let d = diagnose_stream(&input, &ctx("100mbit"));
+        assert_eq!(d.limit, TestLimit::ReceiverWindow, "{}", d.verdict);
+        assert!(d.evidence.from_receiver);
+        assert!(
+            d.verdict.contains("seen from the receiver only"),
+            "{}",
+            d.verdict
+        );
+        assert!(d.problem);
+        let cmd = d.recommendations[0].command.clone().unwrap();
+        assert!(cmd.starts_with("sysctl -w net.ipv4.tcp_rmem="), "{cmd}");
+        // Getting far less than its window allows says nothing about the receiver.
+        let input = StreamInput {
+            received_bytes: 327_680,
+            ..input
+        };
+        assert_eq!(
+            diagnose_stream(&input, &ctx("100mbit")).limit,
+            TestLimit::Unknown
+        );
     }
 
     #[test]

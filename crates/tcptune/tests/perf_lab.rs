@@ -52,16 +52,17 @@ impl Lab {
     /// `tcptune serve -1` on the server, once it says it listens (a pipe read with a deadline),
     /// then `tcptune test 198.18.0.2 --json ARGS` on the client: exit code and JSON result.
     fn test(&self, args: &[&str]) -> (i32, Value) {
+        let bin = env!("CARGO_BIN_EXE_tcptune");
+        self.test_against(&[bin, "serve", "-1"], "listening on", args)
+    }
+    /// As `test`, against another server command that prints `ready` once it listens.
+    fn test_against(&self, server: &[&str], ready: &str, args: &[&str]) -> (i32, Value) {
+        let ns_server = self.ns("server");
+        let mut argv = vec!["netns", "exec", ns_server.as_str()];
+        argv.extend_from_slice(server);
         let mut srv = Kill(
             Command::new("ip")
-                .args([
-                    "netns",
-                    "exec",
-                    &self.ns("server"),
-                    env!("CARGO_BIN_EXE_tcptune"),
-                    "serve",
-                    "-1",
-                ])
+                .args(&argv)
                 .stdout(Stdio::piped())
                 .spawn()
                 .unwrap(),
@@ -73,10 +74,14 @@ impl Lab {
                 let _ = tx.send(l);
             }
         });
-        let first = rx
-            .recv_timeout(Duration::from_secs(10))
-            .expect("tcptune serve started");
-        assert!(first.starts_with("listening on"), "{first}");
+        loop {
+            let l = rx
+                .recv_timeout(Duration::from_secs(10))
+                .expect("the server printed that it listens within 10 s");
+            if l.contains(ready) {
+                break;
+            }
+        }
         let ns_client = self.ns("client");
         let mut a = vec!["netns", "exec", ns_client.as_str()];
         let bin = env!("CARGO_BIN_EXE_tcptune");
@@ -135,6 +140,22 @@ fn lab_diagnoses_windows_buffers_and_loss() {
         return;
     }
     let lab = Lab::up("ttperf", &["--rate", "100mbit", "--rtt", "20ms"]);
+    // A download from a stock iperf3 server into a client with a 64 KiB receive buffer: only
+    // our receiving end is sampled, and its own window evidence names the limit.
+    lab.set(&["--host", "client.sysctl.net.ipv4.tcp_rmem=4096 65536 65536"]);
+    let (code, r) = lab.test_against(
+        &["iperf3", "-s", "-1", "--forceflush"],
+        "Server listening",
+        &["-t", "3", "-R", "--path-rate", "100mbit"],
+    );
+    let d = diagnosis(&r);
+    assert_eq!(code, 1, "{d}");
+    assert_eq!(d["limit"], "receiver_window", "{}", d["verdict"]);
+    assert_eq!(d["streams"][0]["evidence"]["from_receiver"], true);
+    lab.set(&[
+        "--host",
+        "client.sysctl.net.ipv4.tcp_rmem=4096 131072 33554432",
+    ]);
     // A 4 KiB buffer's window swings between ~1.4 KiB and zero (receiver-side silly-window
     // avoidance), so the result is further below the median window over the RTT.
     for (rmem, at_bound) in [("4096 65536 65536", 0.8), ("4096 4096 4096", 0.4)] {
