@@ -2,6 +2,7 @@
 //! reports while it runs, the final report in iperf3's shape, and the diagnosis.
 
 use std::net::{SocketAddr, ToSocketAddrs};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use tcptune_diagnose::throughput::{diagnose_stream, diagnose_test, StreamInput, TestContext};
@@ -29,6 +30,9 @@ pub struct ClientConfig {
     pub sample_every: Duration,
     pub path_rate: Option<Rate>,
     pub connect_timeout: Duration,
+    /// Set (by a signal handler) to end the test early: CLIENT_TERMINATE is sent, as iperf3
+    /// does on Ctrl-C, so the server ends its side at once.
+    pub interrupt: Option<&'static AtomicBool>,
 }
 
 fn kernel() -> (KernelVersion, KernelSource) {
@@ -400,6 +404,12 @@ pub fn run(
         }
         if done {
             break;
+        }
+        if cfg.interrupt.is_some_and(|i| i.load(Ordering::Relaxed)) {
+            s.terminate();
+            let _ = ctl.write(&s.take_output());
+            drop(data.finish());
+            return Err(TestError::Interrupted);
         }
         let mut wake = 0.1f64;
         if let Some(t) = end_at {

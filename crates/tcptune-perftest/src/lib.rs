@@ -41,6 +41,8 @@ pub enum TestError {
     Session(SessionError),
     #[error("{0}")]
     Unsupported(&'static str),
+    #[error("interrupted; the server was told to end the test")]
+    Interrupted,
 }
 
 impl TestError {

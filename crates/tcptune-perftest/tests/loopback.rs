@@ -45,6 +45,7 @@ fn cfg(addr: SocketAddr, params: Params) -> ClientConfig {
         sample_every: Duration::from_millis(50),
         path_rate: None,
         connect_timeout: Duration::from_secs(5),
+        interrupt: None,
     }
 }
 

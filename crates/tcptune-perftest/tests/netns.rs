@@ -102,6 +102,7 @@ fn our_client(
         sample_every: Duration::from_millis(50),
         path_rate,
         connect_timeout: Duration::from_secs(5),
+        interrupt: None,
     };
     in_netns(ns.name(), move || client::run(&cfg, &mut |_, _| {}))
         .unwrap()

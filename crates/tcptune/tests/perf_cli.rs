@@ -198,3 +198,53 @@ fn bad_input_is_one_sentence_and_exit_2() {
         assert!(err.starts_with("tcptune: error: "), "{a:?}: {err}");
     }
 }
+
+#[test]
+fn ctrl_c_ends_the_test_on_both_ends() {
+    let (mut srv, port) = serve();
+    let mut client = Kill(
+        Command::new(env!("CARGO_BIN_EXE_tcptune"))
+            .args([
+                "test",
+                "127.0.0.1",
+                "-p",
+                &port.to_string(),
+                "-t",
+                "60",
+                "-i",
+                "0.2",
+            ])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    // Wait for the first interval line (the test is running), then send SIGINT.
+    let out = client.0.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for l in BufReader::new(out).lines().map_while(Result::ok) {
+            let _ = tx.send(l);
+        }
+    });
+    loop {
+        let l = rx
+            .recv_timeout(Duration::from_secs(10))
+            .expect("interval lines");
+        if l.starts_with("[  1]") {
+            break;
+        }
+    }
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe { libc::kill(client.0.id() as i32, libc::SIGINT) };
+    let status = client.0.wait().unwrap();
+    assert_eq!(status.code(), Some(2));
+    let mut err = String::new();
+    std::io::Read::read_to_string(client.0.stderr.as_mut().unwrap(), &mut err).unwrap();
+    assert!(err.contains("interrupted"), "{err}");
+    // The server (-1) saw CLIENT_TERMINATE, ended that test and exited: no 60 s wait.
+    let start = std::time::Instant::now();
+    let status = srv.0.wait().unwrap();
+    assert!(status.success());
+    assert!(start.elapsed() < Duration::from_secs(5));
+}

@@ -2,6 +2,7 @@
 
 use std::io::Write;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -77,6 +78,27 @@ fn params(args: &TestArgs) -> anyhow::Result<Params> {
     })
 }
 
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_interrupt(_: libc::c_int) {
+    // Only an atomic store: async-signal-safe.
+    INTERRUPTED.store(true, Ordering::Relaxed);
+}
+
+/// Ctrl-C (SIGINT) and SIGTERM end the test cleanly instead of killing the process.
+fn catch_interrupt() -> &'static AtomicBool {
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+        unsafe {
+            libc::signal(
+                sig,
+                on_interrupt as extern "C" fn(libc::c_int) as libc::sighandler_t,
+            );
+        }
+    }
+    &INTERRUPTED
+}
+
 pub fn test(args: &TestArgs, json: bool) -> anyhow::Result<Outcome> {
     anyhow::ensure!(
         args.interval == 0.0 || (0.1..=60.0).contains(&args.interval),
@@ -94,6 +116,7 @@ pub fn test(args: &TestArgs, json: bool) -> anyhow::Result<Outcome> {
         sample_every: Duration::from_millis(50),
         path_rate: args.path_rate,
         connect_timeout: Duration::from_secs(10),
+        interrupt: Some(catch_interrupt()),
     };
     let mut header = false;
     let mut print = |r: &tcptune_perftest::report::IntervalReport, ids: &[u32]| {
