@@ -57,7 +57,14 @@ pub struct Results {
     /// The server's own JSON report, when the client asked for it.
     pub server_output_json: Option<Value>,
     pub server_output_text: Option<String>,
+    /// tcptune's extension (key [`EXTENSION_KEY`]): a tcptune server's tcp_info samples of its
+    /// data streams. iperf3's `get_results()` ignores keys it does not know, so a stock peer
+    /// never sees it; it is kept as raw JSON here and typed by the layer that uses it.
+    pub extension: Option<Value>,
 }
+
+/// The results key that carries [`Results::extension`].
+pub const EXTENSION_KEY: &str = "tcptune";
 
 fn number(m: &Map<String, Value>, key: &'static str) -> Option<f64> {
     m.get(key).and_then(Value::as_f64)
@@ -139,6 +146,7 @@ impl Results {
             streams,
             server_output_json: m.get("server_output_json").cloned(),
             server_output_text: string("server_output_text")?,
+            extension: m.get(EXTENSION_KEY).cloned(),
         })
     }
 
@@ -160,6 +168,9 @@ impl Results {
         }
         if let Some(t) = &self.server_output_text {
             m.insert("server_output_text".into(), Value::String(t.clone()));
+        }
+        if let Some(x) = &self.extension {
+            m.insert(EXTENSION_KEY.into(), x.clone());
         }
         let streams = self
             .streams

@@ -467,6 +467,7 @@ fn empty_results() -> Results {
         streams: Vec::new(),
         server_output_json: None,
         server_output_text: None,
+        extension: None,
     }
 }
 
@@ -773,6 +774,7 @@ mod tests {
                 .collect(),
             server_output_json: None,
             server_output_text: None,
+            extension: None,
         }
     }
 

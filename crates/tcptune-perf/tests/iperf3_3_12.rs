@@ -31,6 +31,7 @@ fn no_results() -> Results {
         streams: vec![],
         server_output_json: None,
         server_output_text: None,
+        extension: None,
     }
 }
 

@@ -80,6 +80,7 @@ fn results(streams: &[(u32, u64)], sender: bool) -> Results {
             .collect(),
         server_output_json: None,
         server_output_text: None,
+        extension: None,
     }
 }
 

@@ -60,6 +60,12 @@ pub enum Command {
     /// Watch TCP connections live: a refreshing view sorted by throughput, one connection's
     /// history, final statistics of closing connections, JSON-lines recording.
     Watch(WatchArgs),
+    /// Serve throughput tests: an iperf3-compatible server (`iperf3 -c` and `tcptune test` both
+    /// work against it) that also sends its side's tcp_info samples to a tcptune client.
+    Serve(ServeArgs),
+    /// Run a throughput test against an iperf3 or tcptune server, sample TCP's variables while
+    /// it runs, and diagnose what limited it; exit 1 if the diagnosis finds a problem.
+    Test(TestArgs),
     /// Emulated network paths: hosts in namespaces joined through a link emulator.
     Lab {
         #[command(subcommand)]
@@ -386,6 +392,78 @@ pub struct WatchArgs {
     /// How many rows the live view shows.
     #[arg(long, default_value_t = 20)]
     pub top: usize,
+}
+
+/// `tcptune serve`.
+#[derive(Args, Debug, Clone)]
+pub struct ServeArgs {
+    /// Port to listen on (control and data connections alike, as iperf3).
+    #[arg(short = 'p', long, default_value_t = 5201)]
+    pub port: u16,
+    /// Accept clients only from these networks (repeatable): 198.18.0.0/15, 2001:db8::/32.
+    #[arg(long, value_name = "CIDR")]
+    pub allow: Vec<String>,
+    /// Tests that may run at the same time; more clients are told the server is busy.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub max_tests: u32,
+    /// Serve one test, then exit (iperf3's -1).
+    #[arg(short = '1', long = "one-off")]
+    pub one_off: bool,
+}
+
+/// `tcptune test HOST`.
+#[derive(Args, Debug, Clone)]
+pub struct TestArgs {
+    /// The server: a host name or address running `tcptune serve` or `iperf3 -s`.
+    pub host: String,
+    /// The server's port.
+    #[arg(short = 'p', long, default_value_t = 5201)]
+    pub port: u16,
+    /// Test length in seconds.
+    #[arg(short = 't', long = "time", value_name = "SECS", default_value_t = 10,
+          value_parser = clap::value_parser!(u32).range(1..=86_400))]
+    pub time: u32,
+    /// Send this many bytes instead of running for a time: 100MB, 1GiB.
+    #[arg(short = 'n', long = "bytes", value_name = "BYTES")]
+    pub bytes: Option<Bytes>,
+    /// Parallel streams.
+    #[arg(short = 'P', long = "parallel", default_value_t = 1,
+          value_parser = clap::value_parser!(u32).range(1..=128))]
+    pub parallel: u32,
+    /// Reverse: the server sends, we receive.
+    #[arg(short = 'R', long, conflicts_with = "bidir")]
+    pub reverse: bool,
+    /// Both directions at once.
+    #[arg(long)]
+    pub bidir: bool,
+    /// Socket buffer size on both ends (SO_SNDBUF and SO_RCVBUF; turns autotuning off): 64KiB.
+    #[arg(short = 'w', long = "window", value_name = "SIZE")]
+    pub window: Option<Bytes>,
+    /// Congestion control on both ends: cubic, bbr, reno.
+    #[arg(short = 'C', long = "congestion", value_name = "CC")]
+    pub congestion: Option<String>,
+    /// Maximum segment size of our data connections, bytes.
+    #[arg(short = 'M', long = "set-mss", value_name = "MSS",
+          value_parser = clap::value_parser!(u32).range(88..=32767))]
+    pub mss: Option<u32>,
+    /// Rate cap per stream: 100mbit, 1gbit.
+    #[arg(short = 'b', long = "bitrate", value_name = "RATE")]
+    pub bitrate: Option<Rate>,
+    /// Seconds between interval reports (0 for none).
+    #[arg(
+        short = 'i',
+        long = "interval",
+        value_name = "SECS",
+        default_value_t = 1.0
+    )]
+    pub interval: f64,
+    /// Send with sendfile() from memory (zero copy), as iperf3's -Z.
+    #[arg(short = 'Z', long = "zerocopy")]
+    pub zerocopy: bool,
+    /// The path's bottleneck rate, when known: the diagnosis compares the result with it and
+    /// sizes buffers for it.
+    #[arg(long, value_name = "RATE")]
+    pub path_rate: Option<Rate>,
 }
 
 /// Link options of `lab up` and `lab set`; they apply to both directions unless --direction.

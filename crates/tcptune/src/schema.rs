@@ -48,6 +48,7 @@ pub fn all() -> Vec<SchemaEntry> {
         entry::<crate::cmd::ReportResult>("report", "report"),
         entry::<tcptune_diagnose::conn::ConnTable>("conns", "conns"),
         line_entry::<tcptune_diagnose::conn::RecordLine>("watch-record", "watch"),
+        entry::<tcptune_perftest::report::TestOutput>("test", "test"),
         entry::<tcptune_lab::LabStatus>("lab-up", "lab up"),
         entry::<tcptune_lab::LabList>("lab-status", "lab status"),
         entry::<tcptune_lab::LabStatus>("lab-set", "lab set"),

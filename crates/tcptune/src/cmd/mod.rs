@@ -9,6 +9,7 @@ mod conns;
 mod experiment;
 mod lab;
 mod model;
+mod perf;
 mod report;
 mod schema;
 mod watch;
@@ -37,6 +38,8 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Report { dir } => report::run(&dir, cli.json),
         Command::Conns(args) => conns::run(args, cli.json),
         Command::Watch(args) => watch::run(args, cli.json),
+        Command::Serve(args) => perf::serve(&args),
+        Command::Test(args) => perf::test(&args, cli.json),
         Command::Lab { lab } => lab::run(*lab, cli.json),
         Command::Analyze(args) => analyze::run(args, cli.json),
         Command::Schema { name, list } => schema::run(name.as_deref(), list),

@@ -1,0 +1,683 @@
+//! `tcptune test HOST`: the client side of one iperf3 test over real sockets, with interval
+//! reports while it runs, the final report in iperf3's shape, and the diagnosis.
+
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use tcptune_diagnose::throughput::{diagnose_stream, diagnose_test, StreamInput, TestContext};
+use tcptune_diagnose::Sample;
+use tcptune_model::kernel::{CongestionControl, KernelSource, KernelVersion};
+use tcptune_model::{Bytes, Dur, Rate};
+use tcptune_perf::session::{ClientEvent, ClientSession, SessionError, Timeouts};
+use tcptune_perf::{Direction, Params, Results, StreamResult};
+
+use crate::control::{Clock, Control, Got};
+use crate::data::{DataPhase, SendPlan, StreamOutcome, StreamSocket};
+use crate::report::*;
+use crate::sock::{self, DataOptions};
+use crate::{ServerSamples, TestError};
+
+/// What `tcptune test` was asked to do.
+#[derive(Debug, Clone)]
+pub struct ClientConfig {
+    pub host: String,
+    pub port: u16,
+    pub params: Params,
+    /// Interval reports every this long; none = no interval reports.
+    pub interval: Option<Duration>,
+    /// tcp_info sampling period (100 ms or less).
+    pub sample_every: Duration,
+    pub path_rate: Option<Rate>,
+    pub connect_timeout: Duration,
+    /// Set (by a signal handler) to end the test early: CLIENT_TERMINATE is sent, as iperf3
+    /// does on Ctrl-C, so the server ends its side at once.
+    pub interrupt: Option<&'static AtomicBool>,
+}
+
+fn kernel() -> (KernelVersion, KernelSource) {
+    match tcptune_kernel::sys::kernel_version() {
+        Some(v) => (v, KernelSource::Detected),
+        None => (KernelVersion::new(6, 6), KernelSource::Assumed),
+    }
+}
+
+/// The test context the diagnosis needs, from the parameters.
+pub fn context(params: &Params, path_rate: Option<Rate>) -> TestContext {
+    let (kernel, kernel_source) = kernel();
+    TestContext {
+        path_rate,
+        window: params.window.map(|w| Bytes::new(w as u64)),
+        rate_cap: params.bandwidth_bps.map(|b| Rate::from_bps(b as f64)),
+        congestion: params
+            .congestion
+            .as_deref()
+            .and_then(|c| c.parse::<CongestionControl>().ok()),
+        kernel,
+        kernel_source,
+        streams: params.parallel,
+    }
+}
+
+fn session_err(e: SessionError) -> TestError {
+    TestError::Session(e)
+}
+
+/// Feeds whatever arrives on the control connection until `want` says stop.
+fn pump(
+    ctl: &mut Control,
+    s: &mut ClientSession,
+    clock: &Clock,
+    mut want: impl FnMut(&ClientEvent) -> bool,
+) -> Result<Vec<ClientEvent>, TestError> {
+    let mut seen = Vec::new();
+    loop {
+        ctl.write(&s.take_output())
+            .map_err(|e| TestError::io("writing to the control connection", e))?;
+        match ctl
+            .read(clock, s.deadline(), Duration::from_secs(1))
+            .map_err(|e| TestError::io("reading the control connection", e))?
+        {
+            Got::Eof => {
+                s.handle_eof().map_err(session_err)?;
+                return Err(TestError::Session(SessionError::Closed {
+                    phase: "talking to the server",
+                }));
+            }
+            Got::Nothing => s.poll(clock.now()).map_err(session_err)?,
+            Got::Data(n) => {
+                let ev = s
+                    .handle_input(ctl.data(n), clock.now())
+                    .map_err(session_err)?;
+                let done = ev.iter().any(&mut want);
+                seen.extend(ev);
+                if done {
+                    ctl.write(&s.take_output())
+                        .map_err(|e| TestError::io("writing to the control connection", e))?;
+                    return Ok(seen);
+                }
+            }
+        }
+    }
+}
+
+fn resolve(host: &str, port: u16) -> Result<SocketAddr, TestError> {
+    (host, port)
+        .to_socket_addrs()
+        .ok()
+        .and_then(|mut a| a.next())
+        .ok_or_else(|| TestError::Resolve(host.to_string()))
+}
+
+struct Ticker {
+    prev_at: f64,
+    prev_bytes: Vec<u64>,
+    prev_retrans: Vec<Option<u32>>,
+}
+
+fn interval_report(
+    t: &mut Ticker,
+    now_s: f64,
+    bytes: &[u64],
+    latest: &[Option<Sample>],
+    roles: &[(u32, bool)],
+    fds: &[i32],
+    client_sends_main: bool,
+) -> IntervalReport {
+    let secs = (now_s - t.prev_at).max(1e-9);
+    let mut streams = Vec::new();
+    for i in 0..bytes.len() {
+        let b = bytes[i].saturating_sub(t.prev_bytes[i]);
+        let info = latest[i].as_ref().map(|s| &s.info);
+        let sender = roles[i].1;
+        let retr_now = info.and_then(|i| i.total_retrans);
+        let retransmits = if sender {
+            match (t.prev_retrans[i], retr_now) {
+                (Some(a), Some(b)) => Some(b.wrapping_sub(a) as u64),
+                (None, Some(b)) => Some(b as u64),
+                _ => None,
+            }
+        } else {
+            None
+        };
+        t.prev_retrans[i] = retr_now.or(t.prev_retrans[i]);
+        streams.push(IntervalStream {
+            socket: fds[i],
+            start: t.prev_at,
+            end: now_s,
+            seconds: secs,
+            bytes: b,
+            bits_per_second: b as f64 * 8.0 / secs,
+            retransmits,
+            snd_cwnd: info.and_then(|i| i.cwnd_bytes()).filter(|_| sender),
+            snd_wnd: info.and_then(|i| i.snd_wnd).filter(|_| sender),
+            rtt: info.and_then(|i| i.srtt_us()),
+            rttvar: info.and_then(|i| i.rttvar_us),
+            pmtu: info.and_then(|i| i.pmtu),
+            rcv_wnd: info.and_then(|i| i.rcv_wnd).filter(|_| !sender),
+            omitted: false,
+            sender,
+        });
+    }
+    let sum_of = |main: bool| {
+        let sel: Vec<&IntervalStream> = streams
+            .iter()
+            .filter(|s| s.sender == (client_sends_main == main))
+            .collect();
+        if sel.is_empty() {
+            return None;
+        }
+        let bytes: u64 = sel.iter().map(|s| s.bytes).sum();
+        let retr: Option<u64> = sel.iter().map(|s| s.retransmits).sum();
+        Some(IntervalSum {
+            start: t.prev_at,
+            end: now_s,
+            seconds: secs,
+            bytes,
+            bits_per_second: bytes as f64 * 8.0 / secs,
+            retransmits: retr,
+            omitted: false,
+            sender: client_sends_main == main,
+        })
+    };
+    let sum = sum_of(true).unwrap_or(IntervalSum {
+        start: t.prev_at,
+        end: now_s,
+        seconds: secs,
+        bytes: 0,
+        bits_per_second: 0.0,
+        retransmits: None,
+        omitted: false,
+        sender: client_sends_main,
+    });
+    let rev = sum_of(false);
+    t.prev_at = now_s;
+    t.prev_bytes = bytes.to_vec();
+    IntervalReport {
+        streams,
+        sum,
+        sum_bidir_reverse: rev,
+    }
+}
+
+fn retrans_of(samples: &[Sample]) -> Option<i64> {
+    let first = samples.first()?.info.total_retrans?;
+    let last = samples.last()?.info.total_retrans?;
+    Some(last.wrapping_sub(first) as i64)
+}
+
+fn rtt_stats(samples: &[Sample]) -> (Option<u32>, Option<u32>, Option<u32>) {
+    let r: Vec<u32> = samples.iter().filter_map(|s| s.info.srtt_us()).collect();
+    if r.is_empty() {
+        return (None, None, None);
+    }
+    let mean = (r.iter().map(|&x| x as u64).sum::<u64>() / r.len() as u64) as u32;
+    (r.iter().max().copied(), r.iter().min().copied(), Some(mean))
+}
+
+fn end_side(
+    fd: i32,
+    bytes: u64,
+    secs: f64,
+    sender: bool,
+    samples: &[Sample],
+    retransmits: Option<i64>,
+) -> EndSide {
+    let (max_rtt, min_rtt, mean_rtt) = if sender {
+        rtt_stats(samples)
+    } else {
+        (None, None, None)
+    };
+    EndSide {
+        socket: fd,
+        start: 0.0,
+        end: secs,
+        seconds: secs,
+        bytes,
+        bits_per_second: if secs > 0.0 {
+            bytes as f64 * 8.0 / secs
+        } else {
+            0.0
+        },
+        retransmits: if sender { retransmits } else { None },
+        max_snd_cwnd: if sender {
+            samples.iter().filter_map(|s| s.info.cwnd_bytes()).max()
+        } else {
+            None
+        },
+        max_snd_wnd: if sender {
+            samples.iter().filter_map(|s| s.info.snd_wnd).max()
+        } else {
+            None
+        },
+        max_rtt,
+        min_rtt,
+        mean_rtt,
+        sender,
+    }
+}
+
+fn sum(sides: &[&EndSide], secs: f64, sender: bool) -> EndSum {
+    let bytes = sides.iter().map(|s| s.bytes).sum();
+    EndSum {
+        start: 0.0,
+        end: secs,
+        seconds: secs,
+        bytes,
+        bits_per_second: if secs > 0.0 {
+            bytes as f64 * 8.0 / secs
+        } else {
+            0.0
+        },
+        retransmits: if sender {
+            sides.iter().map(|s| s.retransmits).sum()
+        } else {
+            None
+        },
+        sender,
+    }
+}
+
+/// Runs one test against `cfg.host`. `on_interval` gets each interval report as it happens
+/// (with the stream ids, in order).
+pub fn run(
+    cfg: &ClientConfig,
+    on_interval: &mut dyn FnMut(&IntervalReport, &[u32]),
+) -> Result<TestOutput, TestError> {
+    let addr = resolve(&cfg.host, cfg.port)?;
+    let p = &cfg.params;
+    let clock = Clock::start();
+    let ctl_sock = sock::connect(&addr, &DataOptions::default(), cfg.connect_timeout)
+        .map_err(|e| TestError::Connect { addr, source: e })?;
+    let mut ctl = Control::new(ctl_sock)
+        .map_err(|e| TestError::io("setting up the control connection", e))?;
+    let cookie = sock::random_cookie().map_err(|e| TestError::io("reading /dev/urandom", e))?;
+    let mut s = ClientSession::new(cookie, p.clone(), clock.now(), Timeouts::default());
+    let ev = pump(&mut ctl, &mut s, &clock, |e| {
+        matches!(e, ClientEvent::CreateStreams { .. })
+    })?;
+    let (count, client_sends) = ev
+        .iter()
+        .find_map(|e| match e {
+            ClientEvent::CreateStreams {
+                count,
+                client_sends,
+            } => Some((*count, *client_sends)),
+            _ => None,
+        })
+        .ok_or(TestError::Session(SessionError::Ended))?;
+    let opts = DataOptions {
+        window: p.window,
+        congestion: p.congestion.clone(),
+        mss: p.mss,
+    };
+    let mut socks = Vec::new();
+    for i in 0..count {
+        let mut d = sock::connect(&addr, &opts, cfg.connect_timeout).map_err(|e| {
+            TestError::io(
+                "opening a data connection (is -C a congestion control this kernel has?)",
+                e,
+            )
+        })?;
+        std::io::Write::write_all(&mut d, cookie.as_bytes())
+            .map_err(|e| TestError::io("sending the cookie on a data connection", e))?;
+        socks.push(StreamSocket {
+            id: if i == 0 { 1 } else { i + 2 },
+            sends: i < client_sends,
+            sock: d,
+        });
+    }
+    let connected: Vec<Connected> = socks
+        .iter()
+        .map(|st| {
+            let l = st.sock.local_addr().ok();
+            let r = st.sock.peer_addr().ok();
+            Connected {
+                socket: std::os::fd::AsRawFd::as_raw_fd(&st.sock),
+                local_host: l.map(|a| a.ip().to_string()).unwrap_or_default(),
+                local_port: l.map(|a| a.port()).unwrap_or(0),
+                remote_host: r.map(|a| a.ip().to_string()).unwrap_or_default(),
+                remote_port: r.map(|a| a.port()).unwrap_or(0),
+            }
+        })
+        .collect();
+    let fds: Vec<i32> = connected.iter().map(|c| c.socket).collect();
+    pump(&mut ctl, &mut s, &clock, |e| {
+        matches!(e, ClientEvent::TestRunning)
+    })?;
+    let plan = SendPlan {
+        block: p.len,
+        rate_bps: p.bandwidth_bps,
+        bytes_total: (p.bytes > 0).then_some(p.bytes),
+        zerocopy: p.zerocopy,
+    };
+    let (u0, s0) = sock::cpu_times();
+    let data = DataPhase::start(socks, &plan, cfg.sample_every, clock.0)
+        .map_err(|e| TestError::io("starting the data streams", e))?;
+    let t0 = data.started();
+    let roles = data.ids();
+    let ids: Vec<u32> = roles.iter().map(|r| r.0).collect();
+    let client_sends_main = p.direction != Direction::Reverse;
+    let mut ticker = Ticker {
+        prev_at: 0.0,
+        prev_bytes: vec![0; roles.len()],
+        prev_retrans: vec![None; roles.len()],
+    };
+    let mut intervals = Vec::new();
+    let since = |now: Dur| (now.nanos().saturating_sub(t0.nanos())) as f64 / 1e9;
+    let end_at = (p.bytes == 0).then_some(p.time_s as f64);
+    let mut next_tick = cfg.interval.map(|i| i.as_secs_f64());
+    loop {
+        let now = since(clock.now());
+        let done = match end_at {
+            Some(t) => now >= t,
+            None => {
+                let moved = if client_sends > 0 {
+                    data.sent_total()
+                } else {
+                    data.bytes().iter().sum()
+                };
+                moved >= p.bytes
+            }
+        };
+        if let Some(t) = next_tick {
+            if now >= t || done {
+                let r = interval_report(
+                    &mut ticker,
+                    now,
+                    &data.bytes(),
+                    &data.latest(),
+                    &roles,
+                    &fds,
+                    client_sends_main,
+                );
+                on_interval(&r, &ids);
+                intervals.push(r);
+                next_tick = cfg.interval.map(|i| t + i.as_secs_f64());
+            }
+        }
+        if done {
+            break;
+        }
+        if cfg.interrupt.is_some_and(|i| i.load(Ordering::Relaxed)) {
+            s.terminate();
+            let _ = ctl.write(&s.take_output());
+            drop(data.finish());
+            return Err(TestError::Interrupted);
+        }
+        let mut wake = 0.1f64;
+        if let Some(t) = end_at {
+            wake = wake.min(t - now);
+        }
+        if let Some(t) = next_tick {
+            wake = wake.min(t - now);
+        }
+        // Anything on the control connection now is the server ending the test early.
+        let ready = sock::wait_readable(
+            std::os::fd::AsRawFd::as_raw_fd(&ctl.sock),
+            Duration::from_secs_f64(wake.max(0.001)),
+        )
+        .map_err(|e| TestError::io("waiting on the control connection", e))?;
+        if ready {
+            match ctl
+                .read(&clock, None, Duration::from_millis(1))
+                .map_err(|e| TestError::io("reading the control connection", e))?
+            {
+                Got::Eof => {
+                    s.handle_eof().map_err(session_err)?;
+                }
+                Got::Data(n) => {
+                    s.handle_input(ctl.data(n), clock.now())
+                        .map_err(session_err)?;
+                }
+                Got::Nothing => {}
+            }
+        }
+    }
+    let secs = since(clock.now());
+    data.stop_senders();
+    s.end_test(clock.now()).map_err(session_err)?;
+    pump(&mut ctl, &mut s, &clock, |e| {
+        matches!(e, ClientEvent::ExchangeResults)
+    })?;
+    let outcomes = data.finish();
+    let (u1, s1) = sock::cpu_times();
+    let wall = secs.max(1e-9);
+    let (cu, cs) = ((u1 - u0) / wall * 100.0, (s1 - s0) / wall * 100.0);
+    let own = Results {
+        cpu_util_total: cu + cs,
+        cpu_util_user: cu,
+        cpu_util_system: cs,
+        sender_has_retransmits: if client_sends > 0 { 1 } else { -1 },
+        congestion_used: outcomes.iter().find_map(|o| o.congestion.clone()),
+        streams: outcomes
+            .iter()
+            .map(|o| StreamResult {
+                id: o.id as i64,
+                bytes: o.bytes,
+                retransmits: if o.sends {
+                    retrans_of(&o.samples).unwrap_or(0)
+                } else {
+                    -1
+                },
+                jitter: 0.0,
+                errors: 0,
+                omitted_errors: Some(0),
+                packets: 0,
+                omitted_packets: Some(0),
+                start_time: Some(0.0),
+                end_time: Some(secs),
+            })
+            .collect(),
+        server_output_json: None,
+        server_output_text: None,
+        extension: None,
+    };
+    s.send_results(&own, clock.now()).map_err(session_err)?;
+    let ev = pump(&mut ctl, &mut s, &clock, |e| matches!(e, ClientEvent::Done))?;
+    let server = ev
+        .into_iter()
+        .find_map(|e| match e {
+            ClientEvent::ServerResults(r) => Some(*r),
+            _ => None,
+        })
+        .ok_or(TestError::Session(SessionError::Ended))?;
+    drop(ctl);
+    let server_samples: Option<ServerSamples> = server
+        .extension
+        .as_ref()
+        .and_then(|v| serde_json::from_value(v.clone()).ok());
+    Ok(assemble(
+        cfg,
+        &addr,
+        cookie.as_str(),
+        connected,
+        intervals,
+        outcomes,
+        &server,
+        server_samples,
+        secs,
+        (cu, cs),
+    ))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn assemble(
+    cfg: &ClientConfig,
+    addr: &SocketAddr,
+    cookie: &str,
+    connected: Vec<Connected>,
+    intervals: Vec<IntervalReport>,
+    outcomes: Vec<StreamOutcome>,
+    server: &Results,
+    server_samples: Option<ServerSamples>,
+    secs: f64,
+    (cu, cs): (f64, f64),
+) -> TestOutput {
+    let p = &cfg.params;
+    let client_sends_main = p.direction != Direction::Reverse;
+    let empty: Vec<Sample> = Vec::new();
+    let theirs = |id: u32| server.streams.iter().find(|s| s.id == id as i64);
+    let their_samples = |id: u32| {
+        server_samples
+            .as_ref()
+            .and_then(|x| x.streams.iter().find(|s| s.id == id))
+            .map(|s| &s.samples)
+            .unwrap_or(&empty)
+    };
+    let mut streams = Vec::new();
+    let mut diag_main = Vec::new();
+    let mut diag_rev = Vec::new();
+    let ctx = context(p, cfg.path_rate);
+    for o in &outcomes {
+        let peer = theirs(o.id);
+        let peer_bytes = peer.map(|x| x.bytes).unwrap_or(0);
+        let peer_retr = peer.map(|x| x.retransmits).filter(|&r| r >= 0);
+        let ts = their_samples(o.id);
+        let (snd, rcv) = if o.sends {
+            (
+                end_side(
+                    o.fd,
+                    o.bytes,
+                    secs,
+                    true,
+                    &o.samples,
+                    retrans_of(&o.samples),
+                ),
+                end_side(o.fd, peer_bytes, secs, false, ts, None),
+            )
+        } else {
+            (
+                end_side(o.fd, peer_bytes, secs, true, ts, peer_retr),
+                end_side(o.fd, o.bytes, secs, false, &o.samples, None),
+            )
+        };
+        let (sender_samples, receiver_samples) = if o.sends {
+            (&o.samples, ts)
+        } else {
+            (ts, &o.samples)
+        };
+        let d = diagnose_stream(
+            &StreamInput {
+                id: o.id,
+                sender: sender_samples,
+                receiver: receiver_samples,
+                received_bytes: rcv.bytes,
+                seconds: Dur::from_secs_f64(secs),
+            },
+            &ctx,
+        );
+        if o.sends == client_sends_main {
+            diag_main.push(d);
+        } else {
+            diag_rev.push(d);
+        }
+        streams.push(EndStream {
+            sender: snd,
+            receiver: rcv,
+        });
+    }
+    let main: Vec<usize> = outcomes
+        .iter()
+        .enumerate()
+        .filter(|(_, o)| o.sends == client_sends_main)
+        .map(|(i, _)| i)
+        .collect();
+    let rev: Vec<usize> = outcomes
+        .iter()
+        .enumerate()
+        .filter(|(_, o)| o.sends != client_sends_main)
+        .map(|(i, _)| i)
+        .collect();
+    let side = |idx: &[usize], sender: bool| {
+        let v: Vec<&EndSide> = idx
+            .iter()
+            .map(|&i| {
+                if sender {
+                    &streams[i].sender
+                } else {
+                    &streams[i].receiver
+                }
+            })
+            .collect();
+        sum(&v, secs, sender)
+    };
+    let bidir = p.direction == Direction::Bidirectional;
+    let end = End {
+        sum_sent: side(&main, true),
+        sum_received: side(&main, false),
+        sum_sent_bidir_reverse: bidir.then(|| side(&rev, true)),
+        sum_received_bidir_reverse: bidir.then(|| side(&rev, false)),
+        cpu_utilization_percent: CpuUtilization {
+            host_total: cu + cs,
+            host_user: cu,
+            host_system: cs,
+            remote_total: server.cpu_util_total,
+            remote_user: server.cpu_util_user,
+            remote_system: server.cpu_util_system,
+        },
+        sender_tcp_congestion: if client_sends_main {
+            outcomes.iter().find_map(|o| o.congestion.clone())
+        } else {
+            server.congestion_used.clone()
+        },
+        receiver_tcp_congestion: if client_sends_main {
+            server.congestion_used.clone()
+        } else {
+            outcomes.iter().find_map(|o| o.congestion.clone())
+        },
+        streams,
+    };
+    diag_main.extend(diag_rev);
+    let diagnosis = diagnose_test(diag_main, &ctx);
+    let mut samples: Vec<StreamSamples> = outcomes
+        .iter()
+        .map(|o| StreamSamples {
+            id: o.id,
+            at: SampledAt::Client,
+            sender: o.sends,
+            samples: o.samples.clone(),
+        })
+        .collect();
+    let have_server = server_samples.is_some();
+    if let Some(ss) = server_samples {
+        samples.extend(ss.streams.into_iter().map(|s| StreamSamples {
+            id: s.id,
+            at: SampledAt::Server,
+            sender: s.sender,
+            samples: s.samples,
+        }));
+    }
+    TestOutput {
+        start: Start {
+            connected,
+            version: format!("tcptune {}", env!("CARGO_PKG_VERSION")),
+            connecting_to: ConnectingTo {
+                host: cfg.host.clone(),
+                port: addr.port(),
+            },
+            cookie: cookie.to_string(),
+            sock_bufsize: p.window.unwrap_or(0),
+            test_start: TestStart {
+                protocol: "TCP".into(),
+                num_streams: p.parallel,
+                blksize: p.len,
+                omit: p.omit_s,
+                duration: p.time_s,
+                bytes: p.bytes,
+                blocks: p.blocks,
+                reverse: (p.direction == Direction::Reverse) as u32,
+                tos: p.tos.unwrap_or(0) as u32,
+                bidir: bidir as u32,
+            },
+        },
+        intervals,
+        end,
+        tcptune: Extension {
+            sample_period_s: cfg.sample_every.as_secs_f64(),
+            server_samples: have_server,
+            streams: samples,
+            diagnosis,
+        },
+    }
+}

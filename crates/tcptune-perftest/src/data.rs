@@ -1,0 +1,350 @@
+//! The data phase of a test, shared by client and server: one thread per data stream (sending
+//! blocks, optionally paced or from a memory file with `sendfile`, or reading and counting), and
+//! a sampler thread that reads `tcp_info` and socket memory of every stream at a fixed period.
+//!
+//! Threads rather than one poll loop: each stream blocks in the kernel on its own socket, which
+//! costs no CPU while waiting, and the two cores of a small host both move data. Every blocking
+//! call has a 100 ms timeout so a stop request (or a hostile peer that stops reading) ends a
+//! thread within that time.
+
+use std::io::{self, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::os::fd::{AsFd, AsRawFd};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use tcptune_diagnose::Sample;
+use tcptune_model::Dur;
+
+use crate::sock::{self, ZeroCopySource};
+
+/// How often blocking socket calls return to check for a stop request.
+const POLL: Duration = Duration::from_millis(100);
+
+/// How the sending streams send.
+#[derive(Debug, Clone)]
+pub struct SendPlan {
+    /// Bytes per write (iperf3's `-l`).
+    pub block: u32,
+    /// Per-stream rate cap, bits per second (iperf3's `-b`).
+    pub rate_bps: Option<u64>,
+    /// Total bytes all sending streams together send (iperf3's `-n`); none = until stopped.
+    pub bytes_total: Option<u64>,
+    /// `sendfile` from a memory file instead of `write` (iperf3's `-Z`).
+    pub zerocopy: bool,
+}
+
+/// One data connection and its role.
+pub struct StreamSocket {
+    /// iperf3's stream id.
+    pub id: u32,
+    /// True if this end sends on it.
+    pub sends: bool,
+    pub sock: TcpStream,
+}
+
+struct Slot {
+    id: u32,
+    sends: bool,
+    sock: Arc<TcpStream>,
+    bytes: Arc<AtomicU64>,
+    local: Option<SocketAddr>,
+    remote: Option<SocketAddr>,
+}
+
+/// What one stream did.
+#[derive(Debug, Clone)]
+pub struct StreamOutcome {
+    pub id: u32,
+    pub sends: bool,
+    /// Bytes written (sender) or read (receiver).
+    pub bytes: u64,
+    pub samples: Vec<Sample>,
+    pub local: Option<SocketAddr>,
+    pub remote: Option<SocketAddr>,
+    pub congestion: Option<String>,
+    /// The socket's descriptor number (iperf3 reports it as the stream's `socket`).
+    pub fd: i32,
+}
+
+/// Running data streams.
+pub struct DataPhase {
+    slots: Vec<Slot>,
+    clock: Instant,
+    started: Dur,
+    stop_send: Arc<AtomicBool>,
+    stop_all: Arc<AtomicBool>,
+    sent_total: Arc<AtomicU64>,
+    workers: Vec<JoinHandle<()>>,
+    samples: Arc<Mutex<Vec<Vec<Sample>>>>,
+    sampler_stop: Option<mpsc::Sender<()>>,
+    sampler: Option<JoinHandle<()>>,
+}
+
+fn now(clock: Instant) -> Dur {
+    Dur::from_nanos(clock.elapsed().as_nanos().min(u64::MAX as u128) as u64)
+}
+
+fn sample(clock: Instant, sock: &TcpStream) -> Option<Sample> {
+    let info = tcptune_kernel::sys::tcp_info_of(sock.as_fd()).ok()?;
+    Some(Sample {
+        at_s: now(clock),
+        info,
+        skmem: sock::meminfo(sock.as_raw_fd()),
+    })
+}
+
+fn is_timeout(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
+    )
+}
+
+impl DataPhase {
+    /// Starts a thread per stream and the sampler (`every`: the sampling period). `clock` is
+    /// the test's time origin, shared with the samples' `at_s`.
+    pub fn start(
+        streams: Vec<StreamSocket>,
+        plan: &SendPlan,
+        every: Duration,
+        clock: Instant,
+    ) -> io::Result<DataPhase> {
+        let stop_send = Arc::new(AtomicBool::new(false));
+        let stop_all = Arc::new(AtomicBool::new(false));
+        let sent_total = Arc::new(AtomicU64::new(0));
+        let mut block = vec![0u8; plan.block.max(1) as usize];
+        // A payload that is not all zeros, so no link or tunnel compresses it.
+        for (i, b) in block.iter_mut().enumerate() {
+            *b = (i.wrapping_mul(2_654_435_761) >> 13) as u8;
+        }
+        let zc = if plan.zerocopy {
+            Some(Arc::new(ZeroCopySource::new(&block)?))
+        } else {
+            None
+        };
+        let block = Arc::new(block);
+        let mut slots = Vec::new();
+        let mut workers = Vec::new();
+        for s in streams {
+            s.sock.set_read_timeout(Some(POLL))?;
+            s.sock.set_write_timeout(Some(POLL))?;
+            let slot = Slot {
+                id: s.id,
+                sends: s.sends,
+                local: s.sock.local_addr().ok(),
+                remote: s.sock.peer_addr().ok(),
+                sock: Arc::new(s.sock),
+                bytes: Arc::new(AtomicU64::new(0)),
+            };
+            let sock = slot.sock.clone();
+            let bytes = slot.bytes.clone();
+            let handle = if slot.sends {
+                let stop = stop_send.clone();
+                let total = sent_total.clone();
+                let block = block.clone();
+                let zc = zc.clone();
+                let plan = plan.clone();
+                std::thread::Builder::new()
+                    .name(format!("send-{}", slot.id))
+                    .spawn(move || {
+                        send_loop(&sock, &block, zc.as_deref(), &plan, &stop, &bytes, &total)
+                    })?
+            } else {
+                // Wake the reader for a good amount of data rather than every segment: fewer
+                // wakeups and reads for the same bytes (iperf3's select loop gets the same
+                // effect by being slower). A quarter of the receive buffer at most, so the
+                // kernel never grows the buffer for it (tcp_set_rcvlowat), which would change
+                // the window a small-buffer test measures.
+                let fd = sock.as_raw_fd();
+                if let Ok(rcvbuf) = sock::get_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUF) {
+                    let lowat = (rcvbuf / 4).clamp(1, 64 * 1024);
+                    let _ = sock::set_int(fd, libc::SOL_SOCKET, libc::SO_RCVLOWAT, lowat);
+                }
+                let stop = stop_all.clone();
+                let len = plan.block.clamp(4096, 1 << 20) as usize;
+                std::thread::Builder::new()
+                    .name(format!("recv-{}", slot.id))
+                    .spawn(move || recv_loop(&sock, len, &stop, &bytes))?
+            };
+            workers.push(handle);
+            slots.push(slot);
+        }
+        let samples = Arc::new(Mutex::new(vec![Vec::new(); slots.len()]));
+        let (tx, rx) = mpsc::channel::<()>();
+        let socks: Vec<Arc<TcpStream>> = slots.iter().map(|s| s.sock.clone()).collect();
+        let store = samples.clone();
+        let sampler = std::thread::Builder::new()
+            .name("sampler".into())
+            .spawn(move || loop {
+                let taken: Vec<Option<Sample>> = socks.iter().map(|s| sample(clock, s)).collect();
+                if let Ok(mut st) = store.lock() {
+                    for (v, s) in st.iter_mut().zip(taken) {
+                        v.extend(s);
+                    }
+                }
+                // The period doubles as the wait for the stop message.
+                match rx.recv_timeout(every) {
+                    Err(RecvTimeoutError::Timeout) => {}
+                    _ => break,
+                }
+            })?;
+        Ok(DataPhase {
+            slots,
+            clock,
+            started: now(clock),
+            stop_send,
+            stop_all,
+            sent_total,
+            workers,
+            samples,
+            sampler_stop: Some(tx),
+            sampler: Some(sampler),
+        })
+    }
+
+    /// When the data phase started, on the test clock.
+    pub fn started(&self) -> Dur {
+        self.started
+    }
+
+    /// Bytes moved so far by each stream (in stream order).
+    pub fn bytes(&self) -> Vec<u64> {
+        self.slots
+            .iter()
+            .map(|s| s.bytes.load(Ordering::Relaxed))
+            .collect()
+    }
+
+    /// Bytes all sending streams have written together.
+    pub fn sent_total(&self) -> u64 {
+        self.sent_total.load(Ordering::Relaxed)
+    }
+
+    /// The latest sample of each stream.
+    pub fn latest(&self) -> Vec<Option<Sample>> {
+        match self.samples.lock() {
+            Ok(s) => s.iter().map(|v| v.last().cloned()).collect(),
+            Err(_) => vec![None; self.slots.len()],
+        }
+    }
+
+    pub fn ids(&self) -> Vec<(u32, bool)> {
+        self.slots.iter().map(|s| (s.id, s.sends)).collect()
+    }
+
+    /// Stops writing (the test's end); receivers keep draining.
+    pub fn stop_senders(&self) {
+        self.stop_send.store(true, Ordering::Relaxed);
+    }
+
+    /// Stops every thread, takes a last sample of each stream and returns what each did. The
+    /// sockets stay open until the returned outcome's owner drops the phase's sockets (here:
+    /// when this returns, as the slots are consumed).
+    pub fn finish(mut self) -> Vec<StreamOutcome> {
+        self.stop_send.store(true, Ordering::Relaxed);
+        self.stop_all.store(true, Ordering::Relaxed);
+        for w in self.workers.drain(..) {
+            let _ = w.join();
+        }
+        drop(self.sampler_stop.take());
+        if let Some(s) = self.sampler.take() {
+            let _ = s.join();
+        }
+        let mut all = match self.samples.lock() {
+            Ok(mut s) => std::mem::take(&mut *s),
+            Err(_) => vec![Vec::new(); self.slots.len()],
+        };
+        all.resize_with(self.slots.len(), Vec::new);
+        self.slots
+            .iter()
+            .zip(all)
+            .map(|(s, mut samples)| {
+                samples.extend(sample(self.clock, &s.sock));
+                StreamOutcome {
+                    id: s.id,
+                    sends: s.sends,
+                    bytes: s.bytes.load(Ordering::Relaxed),
+                    samples,
+                    local: s.local,
+                    remote: s.remote,
+                    congestion: sock::congestion(s.sock.as_raw_fd()),
+                    fd: s.sock.as_raw_fd(),
+                }
+            })
+            .collect()
+    }
+}
+
+impl Drop for DataPhase {
+    fn drop(&mut self) {
+        self.stop_send.store(true, Ordering::Relaxed);
+        self.stop_all.store(true, Ordering::Relaxed);
+        drop(self.sampler_stop.take());
+    }
+}
+
+fn send_loop(
+    sock: &TcpStream,
+    block: &[u8],
+    zc: Option<&ZeroCopySource>,
+    plan: &SendPlan,
+    stop: &AtomicBool,
+    bytes: &AtomicU64,
+    total: &AtomicU64,
+) {
+    let start = Instant::now();
+    let mut mine: u64 = 0;
+    let mut w = sock;
+    while !stop.load(Ordering::Relaxed) {
+        let mut len = block.len();
+        if let Some(limit) = plan.bytes_total {
+            let so_far = total.load(Ordering::Relaxed);
+            if so_far >= limit {
+                return;
+            }
+            len = len.min((limit - so_far) as usize);
+        }
+        if let Some(rate) = plan.rate_bps {
+            // Pace: wait until the rate allows the bytes sent so far (iperf3's -b pacing).
+            let due = mine as f64 * 8.0 / rate as f64;
+            let el = start.elapsed().as_secs_f64();
+            if due > el {
+                std::thread::sleep(Duration::from_secs_f64((due - el).min(0.1)));
+                continue;
+            }
+        }
+        let r = match zc {
+            Some(z) if len == block.len() => z.send(sock),
+            _ => w.write(&block[..len]),
+        };
+        match r {
+            Ok(0) => return,
+            Ok(n) => {
+                mine += n as u64;
+                bytes.fetch_add(n as u64, Ordering::Relaxed);
+                total.fetch_add(n as u64, Ordering::Relaxed);
+            }
+            Err(e) if is_timeout(&e) => {}
+            Err(_) => return,
+        }
+    }
+}
+
+fn recv_loop(sock: &TcpStream, len: usize, stop: &AtomicBool, bytes: &AtomicU64) {
+    let mut buf = vec![0u8; len];
+    let mut r = sock;
+    while !stop.load(Ordering::Relaxed) {
+        match r.read(&mut buf) {
+            Ok(0) => return,
+            Ok(n) => {
+                bytes.fetch_add(n as u64, Ordering::Relaxed);
+            }
+            Err(e) if is_timeout(&e) => {}
+            Err(_) => return,
+        }
+    }
+}

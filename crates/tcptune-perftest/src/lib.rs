@@ -1,0 +1,118 @@
+//! The socket layer of `tcptune serve` and `tcptune test`: iperf3's control protocol (the
+//! sans-IO sessions of `tcptune-perf`) driven over real sockets, data streams on the same port,
+//! tcp_info sampled on every data socket, interval and final reports in iperf3's JSON shape,
+//! and the end-of-test diagnosis (`tcptune_diagnose::throughput`).
+
+pub mod client;
+pub mod control;
+pub mod data;
+pub mod report;
+pub mod server;
+pub mod sock;
+
+use std::net::{IpAddr, SocketAddr};
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+use tcptune_diagnose::Sample;
+use tcptune_perf::session::SessionError;
+
+/// Why a test could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum TestError {
+    #[error("cannot resolve '{0}'; give a host name or an IP address")]
+    Resolve(String),
+    #[error("cannot connect to {addr}: {source}; is a server (tcptune serve or iperf3 -s) listening there?")]
+    Connect {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("cannot listen on {addr}: {source}; choose another port with -p")]
+    Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("{context}: {source}")]
+    Io {
+        context: &'static str,
+        source: std::io::Error,
+    },
+    #[error("the test failed: {0}")]
+    Session(SessionError),
+    #[error("{0}")]
+    Unsupported(&'static str),
+    #[error("interrupted; the server was told to end the test")]
+    Interrupted,
+}
+
+impl TestError {
+    pub fn io(context: &'static str, source: std::io::Error) -> TestError {
+        TestError::Io { context, source }
+    }
+}
+
+/// A network in CIDR notation (`--allow 198.18.0.0/15`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cidr {
+    pub addr: IpAddr,
+    pub prefix: u8,
+}
+
+impl FromStr for Cidr {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Cidr, String> {
+        let bad =
+            || format!("'{s}' is not a network; write it as ADDRESS/PREFIX, e.g. 198.18.0.0/15");
+        let (a, p) = match s.split_once('/') {
+            Some((a, p)) => (a, Some(p)),
+            None => (s, None),
+        };
+        let addr: IpAddr = a.trim().parse().map_err(|_| bad())?;
+        let max = if addr.is_ipv4() { 32 } else { 128 };
+        let prefix = match p {
+            None => max,
+            Some(p) => p.trim().parse::<u8>().map_err(|_| bad())?,
+        };
+        if prefix > max {
+            return Err(bad());
+        }
+        Ok(Cidr { addr, prefix })
+    }
+}
+
+/// One stream's samples as a tcptune server sends them in its results (the extension).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ServerStreamSamples {
+    pub id: u32,
+    /// True when the server sent on this stream.
+    pub sender: bool,
+    pub samples: Vec<Sample>,
+}
+
+/// The server's results extension.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ServerSamples {
+    pub streams: Vec<ServerStreamSamples>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cidrs_parse_and_match() {
+        let c: Cidr = "198.18.0.0/15".parse().unwrap();
+        assert!(c.contains("198.19.4.2".parse().unwrap()));
+        assert!(!c.contains("198.20.0.1".parse().unwrap()));
+        assert!(c.contains("::ffff:198.18.1.1".parse().unwrap()));
+        let one: Cidr = "127.0.0.1".parse().unwrap();
+        assert_eq!(one.prefix, 32);
+        assert!(!one.contains("127.0.0.2".parse().unwrap()));
+        let any: Cidr = "0.0.0.0/0".parse().unwrap();
+        assert!(any.contains("8.8.8.8".parse().unwrap()));
+        let v6: Cidr = "2001:2::/48".parse().unwrap();
+        assert!(v6.contains("2001:2:0:1::5".parse().unwrap()));
+        assert!("10.0.0.0/33".parse::<Cidr>().is_err());
+        assert!("nonsense".parse::<Cidr>().is_err());
+    }
+}

@@ -1,0 +1,322 @@
+//! What a test prints: interval reports while it runs and the final summary, in iperf3's JSON
+//! shape where iperf3 has the field (`start`, `intervals[].streams/sum`, `end.streams[].sender/
+//! receiver`, `end.sum_sent/sum_received`, `cpu_utilization_percent`), plus tcptune's own
+//! `tcptune` object with the tcp_info samples and the diagnosis.
+
+use schemars::JsonSchema;
+use serde::Serialize;
+use tcptune_diagnose::throughput::TestDiagnosis;
+use tcptune_diagnose::Sample;
+use tcptune_model::Rate;
+
+/// One data connection (iperf3's `start.connected[]`).
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct Connected {
+    pub socket: i32,
+    pub local_host: String,
+    pub local_port: u16,
+    pub remote_host: String,
+    pub remote_port: u16,
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct ConnectingTo {
+    pub host: String,
+    pub port: u16,
+}
+
+/// The test's settings (iperf3's `start.test_start`).
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct TestStart {
+    pub protocol: String,
+    pub num_streams: u32,
+    pub blksize: u32,
+    pub omit: u32,
+    pub duration: u32,
+    pub bytes: u64,
+    pub blocks: u64,
+    pub reverse: u32,
+    pub tos: u32,
+    /// 1 for a bidirectional test (iperf3 3.7+).
+    pub bidir: u32,
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct Start {
+    pub connected: Vec<Connected>,
+    pub version: String,
+    pub connecting_to: ConnectingTo,
+    pub cookie: String,
+    /// The `-w` value asked for, 0 when not given.
+    pub sock_bufsize: u32,
+    pub test_start: TestStart,
+}
+
+/// One stream's figures over one reporting interval (iperf3's `intervals[].streams[]`).
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct IntervalStream {
+    pub socket: i32,
+    /// Seconds since the test started.
+    pub start: f64,
+    pub end: f64,
+    pub seconds: f64,
+    pub bytes: u64,
+    pub bits_per_second: f64,
+    /// Segments retransmitted in the interval (senders only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retransmits: Option<u64>,
+    /// Congestion window, bytes (senders only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub snd_cwnd: Option<u64>,
+    /// The peer's receive window, bytes (senders only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub snd_wnd: Option<u32>,
+    /// Smoothed RTT, microseconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rtt: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rttvar: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pmtu: Option<u32>,
+    /// Our receive window, bytes (tcptune; receivers show it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rcv_wnd: Option<u32>,
+    pub omitted: bool,
+    pub sender: bool,
+}
+
+/// The sum over streams of one direction (iperf3's `intervals[].sum`).
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct IntervalSum {
+    pub start: f64,
+    pub end: f64,
+    pub seconds: f64,
+    pub bytes: u64,
+    pub bits_per_second: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retransmits: Option<u64>,
+    pub omitted: bool,
+    pub sender: bool,
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct IntervalReport {
+    pub streams: Vec<IntervalStream>,
+    pub sum: IntervalSum,
+    /// Bidirectional tests: the sum of the streams in the other direction.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sum_bidir_reverse: Option<IntervalSum>,
+}
+
+/// One side of a stream over the whole test (iperf3's `end.streams[].sender/receiver`).
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct EndSide {
+    pub socket: i32,
+    pub start: f64,
+    pub end: f64,
+    pub seconds: f64,
+    pub bytes: u64,
+    pub bits_per_second: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retransmits: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_snd_cwnd: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_snd_wnd: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_rtt: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub min_rtt: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mean_rtt: Option<u32>,
+    pub sender: bool,
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct EndStream {
+    pub sender: EndSide,
+    pub receiver: EndSide,
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct EndSum {
+    pub start: f64,
+    pub end: f64,
+    pub seconds: f64,
+    pub bytes: u64,
+    pub bits_per_second: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retransmits: Option<i64>,
+    pub sender: bool,
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct CpuUtilization {
+    pub host_total: f64,
+    pub host_user: f64,
+    pub host_system: f64,
+    pub remote_total: f64,
+    pub remote_user: f64,
+    pub remote_system: f64,
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct End {
+    pub streams: Vec<EndStream>,
+    pub sum_sent: EndSum,
+    pub sum_received: EndSum,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sum_sent_bidir_reverse: Option<EndSum>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sum_received_bidir_reverse: Option<EndSum>,
+    pub cpu_utilization_percent: CpuUtilization,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sender_tcp_congestion: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub receiver_tcp_congestion: Option<String>,
+}
+
+/// Which end took a stream's samples.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum SampledAt {
+    Client,
+    Server,
+}
+
+/// One stream's tcp_info samples, from one end.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct StreamSamples {
+    pub id: u32,
+    pub at: SampledAt,
+    /// True when that end sent on the stream.
+    pub sender: bool,
+    pub samples: Vec<Sample>,
+}
+
+/// tcptune's additions to iperf3's output.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct Extension {
+    /// Sampling period of tcp_info, seconds.
+    pub sample_period_s: f64,
+    /// True when the server was a tcptune server and sent its side's samples.
+    pub server_samples: bool,
+    pub streams: Vec<StreamSamples>,
+    pub diagnosis: TestDiagnosis,
+}
+
+/// The result of `tcptune test`.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct TestOutput {
+    pub start: Start,
+    pub intervals: Vec<IntervalReport>,
+    pub end: End,
+    pub tcptune: Extension,
+}
+
+/// "9.41 Gbit/s" the way the rest of tcptune prints rates.
+pub fn rate(bps: f64) -> String {
+    Rate::from_bps(bps.max(0.0)).to_string()
+}
+
+fn size(bytes: u64) -> String {
+    tcptune_diagnose::size(bytes)
+}
+
+/// The header line of the interval table.
+pub fn interval_header() -> String {
+    format!(
+        "{:<5} {:>13} {:>10} {:>14} {:>8} {:>10} {:>10} {:>10}",
+        "[ ID]", "Interval", "Transfer", "Bitrate", "Retr", "Cwnd", "RTT", "Rwnd"
+    )
+}
+
+fn opt<T: std::fmt::Display>(v: Option<T>) -> String {
+    v.map(|v| v.to_string()).unwrap_or_else(|| "-".into())
+}
+
+fn stream_line(id: &str, s: &IntervalStream) -> String {
+    let wnd = if s.sender { s.snd_wnd } else { s.rcv_wnd };
+    format!(
+        "{:<5} {:>13} {:>10} {:>14} {:>8} {:>10} {:>10} {:>10}",
+        id,
+        format!("{:.2}-{:.2} s", s.start, s.end),
+        size(s.bytes),
+        rate(s.bits_per_second),
+        opt(s.retransmits),
+        opt(s.snd_cwnd.map(size)),
+        opt(s.rtt.map(|r| format!("{:.2} ms", r as f64 / 1000.0))),
+        opt(wnd.map(|w| size(w as u64))),
+    )
+}
+
+impl IntervalReport {
+    /// The lines this interval prints: one per stream, and SUM lines with several streams.
+    pub fn lines(&self, ids: &[u32]) -> Vec<String> {
+        let mut out: Vec<String> = self
+            .streams
+            .iter()
+            .zip(ids)
+            .map(|(s, id)| {
+                let role = if s.sender { "" } else { " RX" };
+                stream_line(&format!("[{id:>3}]{role}"), s)
+            })
+            .collect();
+        let multi = self.streams.len() > 1;
+        for sum in [Some(&self.sum), self.sum_bidir_reverse.as_ref()]
+            .into_iter()
+            .flatten()
+        {
+            if multi {
+                out.push(format!(
+                    "{:<5} {:>13} {:>10} {:>14} {:>8}",
+                    if sum.sender { "[SUM]" } else { "[SUM]RX" },
+                    format!("{:.2}-{:.2} s", sum.start, sum.end),
+                    size(sum.bytes),
+                    rate(sum.bits_per_second),
+                    opt(sum.retransmits),
+                ));
+            }
+        }
+        out
+    }
+}
+
+impl std::fmt::Display for TestOutput {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(f, "- - - - - - - - - - - - - - - - - - - - - - - - -")?;
+        writeln!(
+            f,
+            "{:<9} {:>13} {:>10} {:>14} {:>8}",
+            "[ ID]", "Interval", "Transfer", "Bitrate", "Retr"
+        )?;
+        let side = |f: &mut std::fmt::Formatter<'_>, id: &str, s: &EndSum, what: &str| {
+            writeln!(
+                f,
+                "{:<9} {:>13} {:>10} {:>14} {:>8}  {what}",
+                id,
+                format!("{:.2}-{:.2} s", s.start, s.end),
+                size(s.bytes),
+                rate(s.bits_per_second),
+                opt(s.retransmits),
+            )
+        };
+        side(f, "[SUM]", &self.end.sum_sent, "sender")?;
+        side(f, "[SUM]", &self.end.sum_received, "receiver")?;
+        if let (Some(s), Some(r)) = (
+            &self.end.sum_sent_bidir_reverse,
+            &self.end.sum_received_bidir_reverse,
+        ) {
+            side(f, "[SUM]RX", s, "sender (reverse)")?;
+            side(f, "[SUM]RX", r, "receiver (reverse)")?;
+        }
+        let c = &self.end.cpu_utilization_percent;
+        writeln!(
+            f,
+            "CPU: local {:.1}% (user {:.1}%, system {:.1}%), remote {:.1}%",
+            c.host_total, c.host_user, c.host_system, c.remote_total
+        )?;
+        writeln!(f)?;
+        write!(f, "{}", self.tcptune.diagnosis)
+    }
+}

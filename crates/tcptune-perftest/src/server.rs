@@ -1,0 +1,606 @@
+//! `tcptune serve`: an iperf3-compatible server. One listening socket takes control and data
+//! connections alike (iperf3's design); each new connection's first 37 bytes are its cookie,
+//! which routes it to the test that owns that cookie (a data stream) or starts a new test (a
+//! control connection).
+//!
+//! Hardening: every connection must send its cookie within the handshake timeout; at most
+//! `max_pending` connections may be waiting for theirs; at most `max_tests` tests run at once
+//! (others get iperf3's ACCESS_DENIED byte); `--allow` CIDRs are checked before a byte is read;
+//! every phase of a test has a deadline (the session's), and every thread polls its stop flag
+//! at least every 100 ms, so no client can hold a thread, a descriptor or memory for longer
+//! than the timeouts.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::io::{self, Read, Write};
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tcptune_perf::session::BUSY_REPLY;
+use tcptune_perf::session::{ServerEvent, ServerPhase, ServerSession, Timeouts, DATA_DENIED_REPLY};
+use tcptune_perf::{wire, Cookie, Protocol, Results, StreamResult, COOKIE_LEN};
+
+use crate::control::{Clock, Control, Got};
+use crate::data::{DataPhase, SendPlan, StreamSocket};
+use crate::sock::{self, DataOptions};
+use crate::{Cidr, ServerSamples, ServerStreamSamples, TestError};
+
+/// What `tcptune serve` was asked to do.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    pub bind: SocketAddr,
+    /// Clients allowed (none = everyone).
+    pub allow: Vec<Cidr>,
+    /// Tests that may run at once.
+    pub max_tests: usize,
+    /// Serve one test, then return (iperf3's `-1`).
+    pub one_off: bool,
+    /// Connections that may be waiting to send their cookie.
+    pub max_pending: usize,
+    pub timeouts: Timeouts,
+    pub sample_every: Duration,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            bind: SocketAddr::from(([0, 0, 0, 0], tcptune_perf::DEFAULT_PORT)),
+            allow: Vec::new(),
+            max_tests: 1,
+            one_off: false,
+            max_pending: 64,
+            timeouts: Timeouts::default(),
+            sample_every: Duration::from_millis(50),
+        }
+    }
+}
+
+/// One line of what the server did, for its log.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ServerLog {
+    Listening(SocketAddr),
+    Refused { peer: SocketAddr, why: &'static str },
+    TestDone { peer: SocketAddr, summary: String },
+    TestFailed { peer: SocketAddr, error: String },
+}
+
+impl std::fmt::Display for ServerLog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ServerLog::Listening(a) => write!(f, "listening on {a}"),
+            ServerLog::Refused { peer, why } => write!(f, "{peer}: refused ({why})"),
+            ServerLog::TestDone { peer, summary } => write!(f, "{peer}: {summary}"),
+            ServerLog::TestFailed { peer, error } => write!(f, "{peer}: test failed: {error}"),
+        }
+    }
+}
+
+/// A data connection handed to its test: the socket, its cookie, and its accept sequence number.
+type Routed = (TcpStream, [u8; COOKIE_LEN], u64);
+type Routes = Arc<Mutex<HashMap<[u8; COOKIE_LEN], Sender<Routed>>>>;
+
+/// Accept sequence numbers of connections whose cookie has not been routed yet. A test takes
+/// its data streams in accept order (their roles in a bidirectional test depend on it, as in
+/// iperf3), so it waits for every earlier connection to be classified first.
+#[derive(Default)]
+struct Unrouted(Mutex<BTreeSet<u64>>);
+
+impl Unrouted {
+    fn first(&self) -> u64 {
+        self.0
+            .lock()
+            .ok()
+            .and_then(|s| s.first().copied())
+            .unwrap_or(u64::MAX)
+    }
+}
+
+/// Removes a sequence number from [`Unrouted`] when dropped (after the connection is routed).
+struct Routing(Arc<Unrouted>, u64);
+impl Drop for Routing {
+    fn drop(&mut self) {
+        if let Ok(mut s) = (self.0).0.lock() {
+            s.remove(&self.1);
+        }
+    }
+}
+
+/// A bound server; `run` serves until `stop` is set (or after one test with `one_off`).
+pub struct Server {
+    listener: TcpListener,
+    cfg: ServerConfig,
+    stop: Arc<AtomicBool>,
+}
+
+/// Decrements a counter when dropped, so every exit path releases its slot.
+struct Slot(Arc<AtomicUsize>);
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+fn take_slot(c: &Arc<AtomicUsize>, max: usize) -> Option<Slot> {
+    c.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+        (n < max).then_some(n + 1)
+    })
+    .ok()
+    .map(|_| Slot(c.clone()))
+}
+
+impl Server {
+    pub fn bind(cfg: ServerConfig) -> Result<Server, TestError> {
+        let listener = TcpListener::bind(cfg.bind).map_err(|e| TestError::Bind {
+            addr: cfg.bind,
+            source: e,
+        })?;
+        listener
+            .set_nonblocking(true)
+            .map_err(|e| TestError::io("setting up the listening socket", e))?;
+        Ok(Server {
+            listener,
+            cfg,
+            stop: Arc::new(AtomicBool::new(false)),
+        })
+    }
+
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+
+    /// A flag that stops `run` (within 200 ms) when set.
+    pub fn stop_handle(&self) -> Arc<AtomicBool> {
+        self.stop.clone()
+    }
+
+    /// Serves until stopped; `log` gets one line per event (called from several threads).
+    pub fn run(&self, log: Arc<dyn Fn(ServerLog) + Send + Sync>) -> Result<(), TestError> {
+        if let Ok(a) = self.listener.local_addr() {
+            log(ServerLog::Listening(a));
+        }
+        let routes: Routes = Arc::new(Mutex::new(HashMap::new()));
+        let unrouted = Arc::new(Unrouted::default());
+        let mut seq: u64 = 0;
+        let tests = Arc::new(AtomicUsize::new(0));
+        let pending = Arc::new(AtomicUsize::new(0));
+        let finished = Arc::new(AtomicUsize::new(0));
+        let started = Arc::new(AtomicUsize::new(0));
+        let mut workers: Vec<std::thread::JoinHandle<()>> = Vec::new();
+        loop {
+            if self.stop.load(Ordering::Relaxed) {
+                break;
+            }
+            if self.cfg.one_off && finished.load(Ordering::SeqCst) > 0 {
+                break;
+            }
+            workers.retain(|w| !w.is_finished());
+            let (conn, peer) = match self.listener.accept() {
+                Ok(c) => c,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    sock::wait_readable(self.listener.as_raw_fd(), Duration::from_millis(200))
+                        .map_err(|e| TestError::io("waiting for connections", e))?;
+                    continue;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                // Out of descriptors or a connection reset before accept: keep serving.
+                Err(_) => continue,
+            };
+            if !self.cfg.allow.is_empty() && !self.cfg.allow.iter().any(|c| c.contains(peer.ip())) {
+                log(ServerLog::Refused {
+                    peer,
+                    why: "not in --allow",
+                });
+                continue;
+            }
+            let Some(pslot) = take_slot(&pending, self.cfg.max_pending) else {
+                log(ServerLog::Refused {
+                    peer,
+                    why: "too many connections waiting to start",
+                });
+                continue;
+            };
+            seq += 1;
+            if let Ok(mut u) = unrouted.0.lock() {
+                u.insert(seq);
+            }
+            let routing = Routing(unrouted.clone(), seq);
+            let ctx = ConnCtx {
+                routes: routes.clone(),
+                unrouted: unrouted.clone(),
+                tests: tests.clone(),
+                finished: finished.clone(),
+                started: started.clone(),
+                cfg: self.cfg.clone(),
+                log: log.clone(),
+            };
+            let spawned = std::thread::Builder::new()
+                .name("conn".into())
+                .spawn(move || handle_conn(conn, peer, pslot, routing, ctx));
+            if let Ok(h) = spawned {
+                workers.push(h);
+            }
+        }
+        // Let running tests end by their own deadlines; one_off waits for its test's thread.
+        for w in workers {
+            let _ = w.join();
+        }
+        Ok(())
+    }
+}
+
+struct ConnCtx {
+    routes: Routes,
+    unrouted: Arc<Unrouted>,
+    tests: Arc<AtomicUsize>,
+    finished: Arc<AtomicUsize>,
+    started: Arc<AtomicUsize>,
+    cfg: ServerConfig,
+    log: Arc<dyn Fn(ServerLog) + Send + Sync>,
+}
+
+fn read_cookie(conn: &mut TcpStream, limit: Duration) -> io::Result<[u8; COOKIE_LEN]> {
+    let end = Instant::now() + limit;
+    let mut buf = [0u8; COOKIE_LEN];
+    let mut got = 0;
+    while got < COOKIE_LEN {
+        let left = end.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(io::Error::new(io::ErrorKind::TimedOut, "no cookie in time"));
+        }
+        conn.set_read_timeout(Some(left))?;
+        match conn.read(&mut buf[got..]) {
+            Ok(0) => return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "closed")),
+            Ok(n) => got += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(buf)
+}
+
+fn handle_conn(mut conn: TcpStream, peer: SocketAddr, pslot: Slot, routing: Routing, ctx: ConnCtx) {
+    let seq = routing.1;
+    let _ = conn.set_nonblocking(false);
+    let _ = conn.set_write_timeout(Some(Duration::from_secs(1)));
+    let cookie = match read_cookie(&mut conn, ctx.cfg.timeouts.handshake.std()) {
+        Ok(c) => c,
+        Err(_) => return,
+    };
+    drop(pslot);
+    // A data stream of a running test?
+    let route = ctx.routes.lock().ok().and_then(|r| r.get(&cookie).cloned());
+    if let Some(tx) = route {
+        if let Err(mpsc::SendError((mut c, _, _))) = tx.send((conn, cookie, seq)) {
+            let _ = c.write_all(&DATA_DENIED_REPLY);
+        }
+        // Only now is it routed: the test, seeing it gone from the set, finds it in its queue.
+        drop(routing);
+        return;
+    }
+    drop(routing);
+    let Some(tslot) = take_slot(&ctx.tests, ctx.cfg.max_tests) else {
+        let _ = conn.write_all(&BUSY_REPLY);
+        (ctx.log)(ServerLog::Refused {
+            peer,
+            why: "busy: --max-tests reached",
+        });
+        return;
+    };
+    if ctx.cfg.one_off && ctx.started.fetch_add(1, Ordering::SeqCst) > 0 {
+        let _ = conn.write_all(&BUSY_REPLY);
+        return;
+    }
+    let (tx, rx) = mpsc::channel();
+    if let Ok(mut r) = ctx.routes.lock() {
+        r.insert(cookie, tx);
+    }
+    let result = serve_test(conn, cookie, rx, &ctx.unrouted, &ctx.cfg);
+    if let Ok(mut r) = ctx.routes.lock() {
+        r.remove(&cookie);
+    }
+    drop(tslot);
+    // Only a real test (past the parameters) counts for -1: probes and garbage do not end it.
+    match result {
+        Ok(summary) => {
+            ctx.finished.fetch_add(1, Ordering::SeqCst);
+            (ctx.log)(ServerLog::TestDone { peer, summary });
+        }
+        Err((e, real)) => {
+            if real {
+                ctx.finished.fetch_add(1, Ordering::SeqCst);
+            } else if ctx.cfg.one_off {
+                ctx.started.fetch_sub(1, Ordering::SeqCst);
+            }
+            (ctx.log)(ServerLog::TestFailed {
+                peer,
+                error: e.to_string(),
+            });
+        }
+    }
+}
+
+/// Thins samples so the results message stays well inside iperf3's 1 MiB limit.
+fn thin(samples: &mut [ServerStreamSamples], budget: usize) {
+    loop {
+        // The extension is this array inside a small object.
+        let size = serde_json::to_vec(&*samples)
+            .map(|v| v.len())
+            .unwrap_or(usize::MAX);
+        if size <= budget || samples.iter().all(|s| s.samples.len() <= 2) {
+            return;
+        }
+        for s in samples.iter_mut() {
+            let n = s.samples.len();
+            if n > 2 {
+                let last = s.samples[n - 1].clone();
+                let mut k = 0;
+                s.samples.retain(|_| {
+                    k += 1;
+                    (k - 1) % 2 == 0
+                });
+                if s.samples.last() != Some(&last) {
+                    s.samples.push(last);
+                }
+            }
+        }
+    }
+}
+
+type Failure = (TestError, bool);
+
+fn serve_test(
+    conn: TcpStream,
+    cookie: [u8; COOKIE_LEN],
+    rx: Receiver<Routed>,
+    unrouted: &Unrouted,
+    cfg: &ServerConfig,
+) -> Result<String, Failure> {
+    let clock = Clock::start();
+    let early = |e: TestError| (e, false);
+    let mut ctl = Control::new(conn).map_err(|e| early(TestError::io("control setup", e)))?;
+    let mut s = ServerSession::new(clock.now(), cfg.timeouts);
+    s.handle_input(&cookie, clock.now())
+        .map_err(|e| early(TestError::Session(e)))?;
+    // Parameters.
+    let params = loop {
+        let ev = step(&mut ctl, &mut s, &clock).map_err(early)?;
+        if let Some(p) = ev.into_iter().find_map(|e| match e {
+            ServerEvent::Params(p) => Some(*p),
+            _ => None,
+        }) {
+            break p;
+        }
+    };
+    if params.protocol != Protocol::Tcp {
+        s.refuse(wire::i_errno::RECV_PARAMS);
+        let _ = ctl.write(&s.take_output());
+        return Err((TestError::Unsupported("only TCP tests are served"), false));
+    }
+    s.approve(clock.now())
+        .map_err(|e| early(TestError::Session(e)))?;
+    ctl.write(&s.take_output())
+        .map_err(|e| early(TestError::io("writing CREATE_STREAMS", e)))?;
+    let fail = |e: TestError| (e, true);
+    let opts = DataOptions {
+        window: params.window,
+        congestion: params.congestion.clone(),
+        mss: None,
+    };
+    let mut streams = Vec::new();
+    // Connections that arrived, by accept order, waiting for earlier ones to be classified.
+    let mut queue: BTreeMap<u64, (TcpStream, [u8; COOKIE_LEN])> = BTreeMap::new();
+    while s.phase() == ServerPhase::Streams {
+        let left = s
+            .deadline()
+            .map(|d| d.nanos().saturating_sub(clock.now().nanos()))
+            .unwrap_or(0);
+        // While some are queued, look again soon for the earlier ones' classification.
+        let mut wait = Duration::from_nanos(left).max(Duration::from_millis(1));
+        if !queue.is_empty() {
+            wait = wait.min(Duration::from_millis(2));
+        }
+        match rx.recv_timeout(wait) {
+            Ok((c, first, seq)) => {
+                queue.insert(seq, (c, first));
+            }
+            Err(RecvTimeoutError::Timeout) => {
+                s.poll(clock.now())
+                    .map_err(|e| fail(TestError::Session(e)))?;
+            }
+            Err(RecvTimeoutError::Disconnected) => {
+                return Err(fail(TestError::Session(
+                    tcptune_perf::session::SessionError::Ended,
+                )))
+            }
+        }
+        // Everything accepted before `first` has been routed (sent before it left the set),
+        // so after draining the channel the queue holds all of them, in order.
+        let first = unrouted.first();
+        while let Ok((c, cookie, seq)) = rx.try_recv() {
+            queue.insert(seq, (c, cookie));
+        }
+        while s.phase() == ServerPhase::Streams {
+            let Some(entry) = queue.first_entry() else {
+                break;
+            };
+            if *entry.key() > first {
+                break;
+            }
+            let (mut c, cookie) = entry.remove();
+            match s.data_stream(&cookie, clock.now()) {
+                Some(ds) => {
+                    let _ = opts.apply_connected(c.as_raw_fd());
+                    streams.push(StreamSocket {
+                        id: ds.id,
+                        sends: ds.server_sends,
+                        sock: c,
+                    });
+                }
+                None => {
+                    let _ = c.write_all(&DATA_DENIED_REPLY);
+                }
+            }
+        }
+    }
+    for (_, (mut c, _)) in queue {
+        let _ = c.write_all(&DATA_DENIED_REPLY);
+    }
+    // From now on data connections with this cookie are extra: refuse them as they come.
+    let plan = SendPlan {
+        block: params.len,
+        rate_bps: params.bandwidth_bps,
+        bytes_total: (params.bytes > 0).then_some(params.bytes),
+        zerocopy: params.zerocopy,
+    };
+    let (u0, s0) = sock::cpu_times();
+    let t0 = Instant::now();
+    let data = DataPhase::start(streams, &plan, cfg.sample_every, clock.0)
+        .map_err(|e| fail(TestError::io("starting the data streams", e)))?;
+    ctl.write(&s.take_output())
+        .map_err(|e| fail(TestError::io("writing TEST_START", e)))?;
+    // Running: until TEST_END (or the deadline).
+    let mut ended = false;
+    while !ended {
+        while let Ok((mut c, _, _)) = rx.try_recv() {
+            let _ = c.write_all(&DATA_DENIED_REPLY);
+        }
+        let ev = step(&mut ctl, &mut s, &clock).map_err(fail)?;
+        ended = ev.contains(&ServerEvent::TestEnd);
+    }
+    let outcomes = data.finish();
+    let secs = t0.elapsed().as_secs_f64();
+    let (u1, s1) = sock::cpu_times();
+    let (cu, cs) = ((u1 - u0) / secs * 100.0, (s1 - s0) / secs * 100.0);
+    let mut samples: Vec<ServerStreamSamples> = outcomes
+        .iter()
+        .map(|o| ServerStreamSamples {
+            id: o.id,
+            sender: o.sends,
+            samples: o.samples.clone(),
+        })
+        .collect();
+    thin(&mut samples, (wire::MAX_RESULTS_JSON as usize) / 2);
+    let own = Results {
+        cpu_util_total: cu + cs,
+        cpu_util_user: cu,
+        cpu_util_system: cs,
+        sender_has_retransmits: if outcomes.iter().any(|o| o.sends) {
+            1
+        } else {
+            -1
+        },
+        congestion_used: outcomes.iter().find_map(|o| o.congestion.clone()),
+        streams: outcomes
+            .iter()
+            .map(|o| StreamResult {
+                id: o.id as i64,
+                bytes: o.bytes,
+                retransmits: if o.sends {
+                    match (
+                        o.samples.first().and_then(|x| x.info.total_retrans),
+                        o.samples.last().and_then(|x| x.info.total_retrans),
+                    ) {
+                        (Some(a), Some(b)) => b.wrapping_sub(a) as i64,
+                        _ => 0,
+                    }
+                } else {
+                    -1
+                },
+                jitter: 0.0,
+                errors: 0,
+                omitted_errors: Some(0),
+                packets: 0,
+                omitted_packets: Some(0),
+                start_time: Some(0.0),
+                end_time: Some(secs),
+            })
+            .collect(),
+        server_output_json: None,
+        server_output_text: None,
+        extension: serde_json::to_value(ServerSamples { streams: samples }).ok(),
+    };
+    s.finish(own, clock.now())
+        .map_err(|e| fail(TestError::Session(e)))?;
+    while s.phase() != ServerPhase::Done {
+        step(&mut ctl, &mut s, &clock).map_err(fail)?;
+    }
+    let _ = ctl.write(&s.take_output());
+    let bytes: u64 = outcomes.iter().map(|o| o.bytes).sum();
+    Ok(format!(
+        "{} stream(s), {:?}, {} in {:.1} s ({})",
+        outcomes.len(),
+        params.direction,
+        tcptune_diagnose::size(bytes),
+        secs,
+        crate::report::rate(bytes as f64 * 8.0 / secs.max(1e-9))
+    ))
+}
+
+/// One round on the control connection: write what is queued, read what comes (until the
+/// session's deadline), and return the events.
+fn step(
+    ctl: &mut Control,
+    s: &mut ServerSession,
+    clock: &Clock,
+) -> Result<Vec<ServerEvent>, TestError> {
+    ctl.write(&s.take_output())
+        .map_err(|e| TestError::io("writing to the control connection", e))?;
+    match ctl
+        .read(clock, s.deadline(), Duration::from_secs(1))
+        .map_err(|e| TestError::io("reading the control connection", e))?
+    {
+        Got::Eof => {
+            s.handle_eof().map_err(TestError::Session)?;
+            Ok(Vec::new())
+        }
+        Got::Nothing => {
+            s.poll(clock.now()).map_err(TestError::Session)?;
+            Ok(Vec::new())
+        }
+        Got::Data(n) => {
+            let r = s.handle_input(ctl.data(n), clock.now());
+            // Whatever the session queued (a SERVER_ERROR for the client) goes out first.
+            let _ = ctl.write(&s.take_output());
+            r.map_err(TestError::Session)
+        }
+    }
+}
+
+impl Cidr {
+    pub fn contains(&self, ip: IpAddr) -> bool {
+        let ip = match ip {
+            IpAddr::V6(v6) => v6
+                .to_ipv4_mapped()
+                .map(IpAddr::V4)
+                .unwrap_or(IpAddr::V6(v6)),
+            v4 => v4,
+        };
+        match (self.addr, ip) {
+            (IpAddr::V4(n), IpAddr::V4(a)) => {
+                let mask = if self.prefix == 0 {
+                    0
+                } else {
+                    u32::MAX << (32 - self.prefix as u32)
+                };
+                u32::from(n) & mask == u32::from(a) & mask
+            }
+            (IpAddr::V6(n), IpAddr::V6(a)) => {
+                let mask = if self.prefix == 0 {
+                    0
+                } else {
+                    u128::MAX << (128 - self.prefix as u32)
+                };
+                u128::from(n) & mask == u128::from(a) & mask
+            }
+            _ => false,
+        }
+    }
+}
+
+/// For a cookie check in tests: whether these bytes are a well-formed cookie.
+pub fn is_cookie(b: &[u8; COOKIE_LEN]) -> bool {
+    Cookie::from_wire(b).is_ok()
+}

@@ -1,0 +1,191 @@
+//! Our client against our server on loopback: every direction, parallel streams, bytes mode,
+//! and the server's samples arriving in the results extension.
+
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tcptune_perf::{Direction, Params};
+use tcptune_perftest::client::{self, ClientConfig};
+use tcptune_perftest::report::SampledAt;
+use tcptune_perftest::server::{Server, ServerConfig, ServerLog};
+
+/// A running server: its address, its stop flag, its thread, and what it logged.
+type Running = (
+    SocketAddr,
+    Arc<std::sync::atomic::AtomicBool>,
+    std::thread::JoinHandle<()>,
+    Arc<Mutex<Vec<ServerLog>>>,
+);
+
+fn start_server(cfg: ServerConfig) -> Running {
+    let srv = Server::bind(ServerConfig {
+        bind: "127.0.0.1:0".parse().unwrap(),
+        ..cfg
+    })
+    .unwrap();
+    let addr = srv.local_addr().unwrap();
+    let stop = srv.stop_handle();
+    let logs = Arc::new(Mutex::new(Vec::new()));
+    let l2 = logs.clone();
+    let h = std::thread::spawn(move || {
+        srv.run(Arc::new(move |l| l2.lock().unwrap().push(l)))
+            .unwrap();
+    });
+    (addr, stop, h, logs)
+}
+
+fn cfg(addr: SocketAddr, params: Params) -> ClientConfig {
+    ClientConfig {
+        host: addr.ip().to_string(),
+        port: addr.port(),
+        params,
+        interval: Some(Duration::from_millis(500)),
+        sample_every: Duration::from_millis(50),
+        path_rate: None,
+        connect_timeout: Duration::from_secs(5),
+        interrupt: None,
+    }
+}
+
+#[test]
+fn every_direction_against_our_server() {
+    let (addr, stop, h, _) = start_server(ServerConfig {
+        max_tests: 2,
+        ..ServerConfig::default()
+    });
+    for (direction, parallel) in [
+        (Direction::Forward, 1),
+        (Direction::Reverse, 2),
+        (Direction::Bidirectional, 2),
+    ] {
+        let params = Params {
+            direction,
+            parallel,
+            time_s: 1,
+            client_version: Some("tcptune".into()),
+            ..Params::default()
+        };
+        let mut ticks = 0;
+        let out = client::run(&cfg(addr, params), &mut |r, ids| {
+            assert_eq!(r.streams.len(), ids.len());
+            ticks += 1;
+        })
+        .unwrap();
+        assert!(ticks >= 2, "{direction:?}: {ticks} interval reports");
+        let want = match direction {
+            Direction::Bidirectional => 4,
+            _ => parallel as usize,
+        };
+        assert_eq!(out.end.streams.len(), want);
+        let sent = out.end.sum_sent.bytes;
+        let recv = out.end.sum_received.bytes;
+        assert!(sent > 1_000_000, "{direction:?}: sent {sent}");
+        // Receivers count all but what was in flight when the test ended.
+        assert!(
+            recv as f64 >= 0.9 * sent as f64 && recv <= sent,
+            "{direction:?}: {sent} vs {recv}"
+        );
+        // The server's samples came back in the extension.
+        assert!(out.tcptune.server_samples);
+        assert!(out
+            .tcptune
+            .streams
+            .iter()
+            .any(|s| s.at == SampledAt::Server && s.samples.len() >= 10));
+        // 1 s at 50 ms: about 20 samples of each of our streams.
+        assert!(out
+            .tcptune
+            .streams
+            .iter()
+            .filter(|s| s.at == SampledAt::Client)
+            .all(|s| s.samples.len() >= 15));
+        assert_eq!(out.tcptune.diagnosis.streams.len(), want);
+        // Every sender was sampled (ours or the server's), so the limit is known.
+        for d in &out.tcptune.diagnosis.streams {
+            assert_ne!(
+                d.limit,
+                tcptune_diagnose::throughput::TestLimit::Unknown,
+                "{}",
+                d.verdict
+            );
+        }
+        if direction == Direction::Bidirectional {
+            assert!(out.end.sum_sent_bidir_reverse.as_ref().unwrap().bytes > 1_000_000);
+        }
+    }
+    // Bytes mode.
+    let out = client::run(
+        &cfg(
+            addr,
+            Params {
+                bytes: 20_000_000,
+                time_s: 0,
+                ..Params::default()
+            },
+        ),
+        &mut |_, _| {},
+    )
+    .unwrap();
+    assert!(
+        out.end.sum_sent.bytes >= 20_000_000 && out.end.sum_sent.bytes < 20_000_000 + 131_072 + 1
+    );
+    stop.store(true, Ordering::Relaxed);
+    h.join().unwrap();
+}
+
+#[test]
+fn rate_cap_zero_copy_congestion_control_and_window() {
+    let (addr, stop, h, _) = start_server(ServerConfig::default());
+    // -b 200mbit -Z -C reno -w 1MiB, forward: our sendfile sender, paced.
+    let params = Params {
+        time_s: 2,
+        bandwidth_bps: Some(200_000_000),
+        zerocopy: true,
+        congestion: Some("reno".into()),
+        window: Some(1 << 20),
+        ..Params::default()
+    };
+    let out = client::run(&cfg(addr, params), &mut |_, _| {}).unwrap();
+    let r = out.end.sum_received.bits_per_second;
+    assert!((180e6..=220e6).contains(&r), "paced at {r} bit/s");
+    assert_eq!(out.end.sender_tcp_congestion.as_deref(), Some("reno"));
+    assert_eq!(out.end.receiver_tcp_congestion.as_deref(), Some("reno"));
+    assert_eq!(out.start.sock_bufsize, 1 << 20);
+    // The kernel doubles SO_SNDBUF: the sender's samples show the fixed 2 MiB buffer.
+    let snd = out.tcptune.streams.iter().find(|s| s.sender).unwrap();
+    assert_eq!(snd.samples.last().unwrap().skmem.unwrap().sndbuf, 2 << 20);
+    // The cap makes the sender application limited, which is not a problem.
+    let d = &out.tcptune.diagnosis;
+    assert_eq!(
+        d.limit,
+        tcptune_diagnose::throughput::TestLimit::Application,
+        "{d}"
+    );
+    assert!(!d.problem, "{d}");
+    stop.store(true, Ordering::Relaxed);
+    h.join().unwrap();
+}
+
+/// Stream roles in a bidirectional test follow accept order; the server classifies connections
+/// on separate threads, so it must restore that order (a swapped pair would have both ends
+/// writing on one connection and nobody reading). Several runs with four streams each way.
+#[test]
+fn bidirectional_roles_survive_racing_classification() {
+    let (addr, stop, h, _) = start_server(ServerConfig::default());
+    for _ in 0..4 {
+        let params = Params {
+            direction: Direction::Bidirectional,
+            parallel: 4,
+            time_s: 1,
+            ..Params::default()
+        };
+        let out = client::run(&cfg(addr, params), &mut |_, _| {}).unwrap();
+        for st in &out.end.streams {
+            assert!(st.receiver.bytes > 100_000, "a stalled stream: {st:?}");
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    h.join().unwrap();
+}

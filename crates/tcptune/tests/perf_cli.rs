@@ -1,0 +1,250 @@
+//! `tcptune serve` and `tcptune test` as a user runs them, on loopback: the JSON shape
+//! (iperf3's fields plus ours), the exit codes, and one-sentence errors for bad input.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use serde_json::Value;
+
+fn tcptune(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tcptune"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+struct Kill(Child);
+impl Drop for Kill {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `tcptune serve -1` on a free loopback port, once it says it listens.
+fn serve() -> (Kill, u16) {
+    for _ in 0..5 {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let mut child = Kill(
+            Command::new(env!("CARGO_BIN_EXE_tcptune"))
+                .args([
+                    "serve",
+                    "-1",
+                    "-p",
+                    &port.to_string(),
+                    "--allow",
+                    "127.0.0.0/8",
+                ])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap(),
+        );
+        let out = child.0.stdout.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for l in BufReader::new(out).lines().map_while(Result::ok) {
+                let _ = tx.send(l);
+            }
+        });
+        // A closed pipe (the port was taken meanwhile) ends the wait early: try another.
+        if let Ok(l) = rx.recv_timeout(Duration::from_secs(10)) {
+            if l.starts_with("listening on") {
+                return (child, port);
+            }
+        }
+    }
+    panic!("tcptune serve did not start on a free port in five attempts");
+}
+
+#[test]
+fn json_has_iperf3s_shape_and_our_diagnosis() {
+    let (_srv, port) = serve();
+    let o = tcptune(&[
+        "test",
+        "127.0.0.1",
+        "-p",
+        &port.to_string(),
+        "-t",
+        "2",
+        "-P",
+        "2",
+        "--json",
+    ]);
+    let code = o.status.code().unwrap();
+    assert!(
+        code == 0 || code == 1,
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["command"], "test");
+    let r = &v["result"];
+    assert_eq!(r["start"]["test_start"]["num_streams"], 2);
+    assert_eq!(r["start"]["connected"].as_array().unwrap().len(), 2);
+    let iv = r["intervals"].as_array().unwrap();
+    assert!(iv.len() >= 2, "{} intervals", iv.len());
+    for i in iv {
+        for s in i["streams"].as_array().unwrap() {
+            for k in [
+                "socket",
+                "start",
+                "end",
+                "seconds",
+                "bytes",
+                "bits_per_second",
+                "snd_cwnd",
+                "rtt",
+                "snd_wnd",
+                "retransmits",
+            ] {
+                assert!(s.get(k).is_some(), "interval stream lacks {k}: {s}");
+            }
+        }
+        assert!(i["sum"]["bits_per_second"].as_f64().unwrap() > 0.0);
+    }
+    let end = &r["end"];
+    assert_eq!(end["streams"].as_array().unwrap().len(), 2);
+    for k in ["sum_sent", "sum_received"] {
+        assert!(end[k]["bytes"].as_u64().unwrap() > 0, "{k}");
+    }
+    assert!(end["cpu_utilization_percent"]["remote_total"]
+        .as_f64()
+        .is_some());
+    // Ours: samples of both ends (the server is ours) and the diagnosis decides the exit code.
+    let t = &r["tcptune"];
+    assert_eq!(t["server_samples"], true);
+    assert_eq!(t["streams"].as_array().unwrap().len(), 4);
+    let problem = t["diagnosis"]["problem"].as_bool().unwrap();
+    assert_eq!(code, problem as i32);
+    assert!(
+        t["diagnosis"]["verdict"]
+            .as_str()
+            .unwrap()
+            .contains("Gbit/s")
+            || t["diagnosis"]["verdict"]
+                .as_str()
+                .unwrap()
+                .contains("Mbit/s")
+    );
+}
+
+#[test]
+fn text_output_shows_intervals_and_the_diagnosis() {
+    let (_srv, port) = serve();
+    let o = tcptune(&[
+        "test",
+        "127.0.0.1",
+        "-p",
+        &port.to_string(),
+        "-t",
+        "1",
+        "-i",
+        "0.5",
+        "-R",
+    ]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("Cwnd") && text.contains("Rwnd"), "{text}");
+    assert!(
+        text.lines().filter(|l| l.starts_with("[  1] RX")).count() >= 2,
+        "{text}"
+    );
+    assert!(text.contains("Diagnosis: "), "{text}");
+}
+
+#[test]
+fn bad_input_is_one_sentence_and_exit_2() {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    for args in [
+        vec![
+            "test".to_string(),
+            "127.0.0.1".into(),
+            "-p".into(),
+            closed.to_string(),
+            "-t".into(),
+            "1".into(),
+        ],
+        vec!["test".into(), "127.0.0.1".into(), "-w".into(), "0".into()],
+        vec![
+            "test".into(),
+            "127.0.0.1".into(),
+            "-i".into(),
+            "0.01".into(),
+        ],
+        vec!["test".into(), "no.such.host.invalid".into()],
+        vec!["serve".into(), "--allow".into(), "nonsense".into()],
+        vec![
+            "test".into(),
+            "127.0.0.1".into(),
+            "-b".into(),
+            "100M".into(),
+        ],
+    ] {
+        let a: Vec<&str> = args.iter().map(String::as_str).collect();
+        let o = tcptune(&a);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{a:?}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{a:?}: {err}");
+        assert!(err.starts_with("tcptune: error: "), "{a:?}: {err}");
+    }
+}
+
+#[test]
+fn ctrl_c_ends_the_test_on_both_ends() {
+    let (mut srv, port) = serve();
+    let mut client = Kill(
+        Command::new(env!("CARGO_BIN_EXE_tcptune"))
+            .args([
+                "test",
+                "127.0.0.1",
+                "-p",
+                &port.to_string(),
+                "-t",
+                "60",
+                "-i",
+                "0.2",
+            ])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    // Wait for the first interval line (the test is running), then send SIGINT.
+    let out = client.0.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for l in BufReader::new(out).lines().map_while(Result::ok) {
+            let _ = tx.send(l);
+        }
+    });
+    loop {
+        let l = rx
+            .recv_timeout(Duration::from_secs(10))
+            .expect("interval lines");
+        if l.starts_with("[  1]") {
+            break;
+        }
+    }
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe { libc::kill(client.0.id() as i32, libc::SIGINT) };
+    let status = client.0.wait().unwrap();
+    assert_eq!(status.code(), Some(2));
+    let mut err = String::new();
+    std::io::Read::read_to_string(client.0.stderr.as_mut().unwrap(), &mut err).unwrap();
+    assert!(err.contains("interrupted"), "{err}");
+    // The server (-1) saw CLIENT_TERMINATE, ended that test and exited: no 60 s wait.
+    let start = std::time::Instant::now();
+    let status = srv.0.wait().unwrap();
+    assert!(status.success());
+    assert!(start.elapsed() < Duration::from_secs(5));
+}

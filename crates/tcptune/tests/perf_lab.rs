@@ -1,0 +1,307 @@
+//! Privileged: `tcptune test` against `tcptune serve` across the lab's emulated link, checked
+//! against what each scenario must be diagnosed as: a 64 KiB and a 4 KiB receive buffer on
+//! 100 Mbit/s × 20 ms (receiver-window limited, with the BDP-sized tcp_rmem), a small send
+//! buffer (send-buffer limited), 1% loss (loss limited, near the Mathis bound), and seed 001's
+//! untuned receiver against the same receiver tuned (the factor between them).
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use serde_json::Value;
+use tcptune_model::buffers::{buffers, BufferQuery, FlowSharing};
+use tcptune_model::kernel::{CongestionControl, KernelSource, KernelVersion};
+use tcptune_model::{Dur, Rate};
+
+fn tcptune(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tcptune"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// A lab removed on drop (also when an assertion fails).
+struct Lab(&'static str);
+impl Lab {
+    fn up(name: &'static str, args: &[&str]) -> Lab {
+        let _ = tcptune(&["lab", "down", "--name", name]);
+        let mut a = vec!["lab", "up", "--name", name];
+        a.extend_from_slice(args);
+        let o = tcptune(&a);
+        assert!(
+            o.status.success(),
+            "lab up: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        Lab(name)
+    }
+    fn set(&self, args: &[&str]) {
+        let mut a = vec!["lab", "set", "--name", self.0];
+        a.extend_from_slice(args);
+        let o = tcptune(&a);
+        assert!(
+            o.status.success(),
+            "lab set: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    fn ns(&self, host: &str) -> String {
+        format!("tcptune-{}-{host}", self.0)
+    }
+    /// `tcptune serve -1` on the server, once it says it listens (a pipe read with a deadline),
+    /// then `tcptune test 198.18.0.2 --json ARGS` on the client: exit code and JSON result.
+    fn test(&self, args: &[&str]) -> (i32, Value) {
+        let bin = env!("CARGO_BIN_EXE_tcptune");
+        self.test_against(&[bin, "serve", "-1"], "listening on", args)
+    }
+    /// As `test`, against another server command that prints `ready` once it listens.
+    fn test_against(&self, server: &[&str], ready: &str, args: &[&str]) -> (i32, Value) {
+        let ns_server = self.ns("server");
+        let mut argv = vec!["netns", "exec", ns_server.as_str()];
+        argv.extend_from_slice(server);
+        let mut srv = Kill(
+            Command::new("ip")
+                .args(&argv)
+                .stdout(Stdio::piped())
+                .spawn()
+                .unwrap(),
+        );
+        let out = srv.0.stdout.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for l in BufReader::new(out).lines().map_while(Result::ok) {
+                let _ = tx.send(l);
+            }
+        });
+        loop {
+            let l = rx
+                .recv_timeout(Duration::from_secs(10))
+                .expect("the server printed that it listens within 10 s");
+            if l.contains(ready) {
+                break;
+            }
+        }
+        let ns_client = self.ns("client");
+        let mut a = vec!["netns", "exec", ns_client.as_str()];
+        let bin = env!("CARGO_BIN_EXE_tcptune");
+        a.extend_from_slice(&[bin, "test", "198.18.0.2", "--json", "-i", "0"]);
+        a.extend_from_slice(args);
+        let o = Command::new("ip").args(&a).output().unwrap();
+        let code = o.status.code().unwrap();
+        assert!(
+            code == 0 || code == 1,
+            "tcptune test {args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+        (code, v["result"].clone())
+    }
+}
+impl Drop for Lab {
+    fn drop(&mut self) {
+        let _ = tcptune(&["lab", "down", "--name", self.0]);
+    }
+}
+
+struct Kill(Child);
+impl Drop for Kill {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn diagnosis(r: &Value) -> &Value {
+    &r["tcptune"]["diagnosis"]
+}
+
+fn rmem_for(rate: &str, rtt_s: f64, rcvbuf: u64) -> u64 {
+    let v = tcptune_kernel::sys::kernel_version().unwrap();
+    let b = buffers(&BufferQuery {
+        rate: rate.parse::<Rate>().unwrap(),
+        rtt: Dur::from_secs_f64(rtt_s),
+        flows: 1,
+        sharing: FlowSharing::Shared,
+        memory_budget: None,
+        kernel: KernelVersion::new(v.major as u16, v.minor as u16),
+        kernel_source: KernelSource::Detected,
+        scaling_ratio: None,
+        adv_win_scale: None,
+        cc: CongestionControl::Cubic,
+    })
+    .unwrap();
+    b.tcp_rmem_max_bytes.get().max(2 * rcvbuf).max(65_536)
+}
+
+#[test]
+fn lab_diagnoses_windows_buffers_and_loss() {
+    if !tcptune_testkit::privileged("lab_diagnoses_windows_buffers_and_loss") {
+        return;
+    }
+    let lab = Lab::up("ttperf", &["--rate", "100mbit", "--rtt", "20ms"]);
+    // A download from a stock iperf3 server into a client with a 64 KiB receive buffer: only
+    // our receiving end is sampled, and its own window evidence names the limit.
+    lab.set(&["--host", "client.sysctl.net.ipv4.tcp_rmem=4096 65536 65536"]);
+    let (code, r) = lab.test_against(
+        &["iperf3", "-s", "-1", "--forceflush"],
+        "Server listening",
+        &["-t", "3", "-R", "--path-rate", "100mbit"],
+    );
+    let d = diagnosis(&r);
+    assert_eq!(code, 1, "{d}");
+    assert_eq!(d["limit"], "receiver_window", "{}", d["verdict"]);
+    assert_eq!(d["streams"][0]["evidence"]["from_receiver"], true);
+    lab.set(&[
+        "--host",
+        "client.sysctl.net.ipv4.tcp_rmem=4096 131072 33554432",
+    ]);
+    // A 4 KiB buffer's window swings between ~1.4 KiB and zero (receiver-side silly-window
+    // avoidance), so the result is further below the median window over the RTT.
+    for (rmem, at_bound) in [("4096 65536 65536", 0.8), ("4096 4096 4096", 0.4)] {
+        lab.set(&["--host", &format!("server.sysctl.net.ipv4.tcp_rmem={rmem}")]);
+        let (code, r) = lab.test(&["-t", "3", "--path-rate", "100mbit"]);
+        let d = diagnosis(&r);
+        assert_eq!(code, 1, "{d}");
+        assert_eq!(d["limit"], "receiver_window", "{rmem}: {}", d["verdict"]);
+        let s = &d["streams"][0];
+        let rcvbuf = s["evidence"]["receiver_buffer_bytes"].as_u64().unwrap();
+        let rtt = s["evidence"]["rtt_s"].as_f64().unwrap();
+        assert!((0.019..0.03).contains(&rtt), "{rtt}");
+        let n = rmem_for("100mbit", rtt, rcvbuf);
+        assert_eq!(
+            s["recommendations"][0]["command"],
+            format!("sysctl -w net.ipv4.tcp_rmem=\"4096 131072 {n}\""),
+            "{rmem}"
+        );
+        // The result sits at the window/RTT bound.
+        let w = s["bounds"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|b| b["model"] == "window/RTT")
+            .unwrap();
+        assert!(
+            w["achieved_fraction"].as_f64().unwrap() > at_bound,
+            "{rmem}: {w}"
+        );
+    }
+    // A small send buffer on the client (the sender).
+    lab.set(&[
+        "--host",
+        "server.sysctl.net.ipv4.tcp_rmem=4096 131072 33554432",
+        "--host",
+        "client.sysctl.net.ipv4.tcp_wmem=4096 16384 16384",
+    ]);
+    let (code, r) = lab.test(&["-t", "3", "--path-rate", "100mbit"]);
+    let d = diagnosis(&r);
+    assert_eq!(code, 1);
+    assert_eq!(d["limit"], "send_buffer", "{}", d["verdict"]);
+    let cmd = d["recommendations"][0]["command"].as_str().unwrap();
+    assert!(
+        cmd.starts_with("sysctl -w net.ipv4.tcp_wmem=\"4096 16384 "),
+        "{cmd}"
+    );
+    // 1% loss, buffers back to defaults.
+    lab.set(&[
+        "--host",
+        "client.sysctl.net.ipv4.tcp_wmem=4096 16384 4194304",
+        "--loss",
+        "1%",
+    ]);
+    let (code, r) = lab.test(&["-t", "4", "--path-rate", "100mbit", "-C", "reno"]);
+    let d = diagnosis(&r);
+    assert_eq!(code, 1);
+    assert_eq!(d["limit"], "loss", "{}", d["verdict"]);
+    let s = &d["streams"][0];
+    let p = s["evidence"]["loss_ratio"].as_f64().unwrap();
+    assert!((0.003..0.03).contains(&p), "loss estimate {p}");
+    let m = s["bounds"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["model"] == "Mathis")
+        .unwrap();
+    let f = m["achieved_fraction"].as_f64().unwrap();
+    assert!((0.3..2.0).contains(&f), "result / Mathis bound = {f}");
+}
+
+#[test]
+fn lab_seed_001_untuned_and_tuned_receiver() {
+    if !tcptune_testkit::privileged("lab_seed_001_untuned_and_tuned_receiver") {
+        return;
+    }
+    let lab = Lab::up(
+        "ttseed1",
+        &["--rate", "100mbit", "--rtt", "20ms", "--loss", "0.03%"],
+    );
+    let untuned = [
+        "--host",
+        "client.sysctl.net.ipv4.tcp_sack=0",
+        "--host",
+        "client.sysctl.net.ipv4.tcp_timestamps=0",
+        "--host",
+        "client.sysctl.net.ipv4.tcp_window_scaling=0",
+        "--host",
+        "client.mtu=576",
+        "--host",
+        "client.sysctl.net.ipv4.tcp_rmem=4096 65536 65536",
+    ];
+    lab.set(&untuned);
+    // Download: the server (ours, so its samples come back) sends to the mistuned client.
+    let (code, slow) = lab.test(&["-t", "4", "-R", "--path-rate", "100mbit"]);
+    let d = diagnosis(&slow);
+    assert_eq!(code, 1);
+    assert_eq!(d["limit"], "receiver_window", "{}", d["verdict"]);
+    let missing = d["streams"][0]["evidence"]["missing_options"]
+        .as_array()
+        .unwrap();
+    assert_eq!(missing.len(), 3, "{missing:?}");
+    let cmds: Vec<&str> = d["recommendations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|r| r["command"].as_str())
+        .collect();
+    for key in [
+        "tcp_rmem=",
+        "tcp_sack=1",
+        "tcp_timestamps=1",
+        "tcp_window_scaling=1",
+    ] {
+        assert!(cmds.iter().any(|c| c.contains(key)), "{key} in {cmds:?}");
+    }
+    lab.set(&[
+        "--host",
+        "client.sysctl.net.ipv4.tcp_sack=1",
+        "--host",
+        "client.sysctl.net.ipv4.tcp_timestamps=1",
+        "--host",
+        "client.sysctl.net.ipv4.tcp_window_scaling=1",
+        "--host",
+        "client.mtu=1500",
+        "--host",
+        "client.sysctl.net.ipv4.tcp_rmem=4096 131072 33554432",
+    ]);
+    let (_, fast) = lab.test(&["-t", "4", "-R", "--path-rate", "100mbit"]);
+    let a = slow["end"]["sum_received"]["bits_per_second"]
+        .as_f64()
+        .unwrap();
+    let b = fast["end"]["sum_received"]["bits_per_second"]
+        .as_f64()
+        .unwrap();
+    eprintln!(
+        "seed 001: untuned {:.1} Mbit/s, tuned {:.1} Mbit/s, factor {:.1}",
+        a / 1e6,
+        b / 1e6,
+        b / a
+    );
+    // The paper: ≈4×. The untuned window (64 KiB buffer, no scaling) caps at ~26 Mbit/s.
+    assert!(b / a > 2.0, "untuned {a} vs tuned {b}");
+    assert!(
+        diagnosis(&fast)["streams"][0]["evidence"]["missing_options"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+}
