@@ -42,6 +42,9 @@ fn live_lossy_transfer_flags_equal_tshark() {
         return;
     }
     let ns = Netns::new("anlive");
+    // Wire-sized segments (lo's 64 KiB MTU would make the transfer ~50 packets, and 2% loss
+    // could miss them all): ~2000 data segments, so ~40 drops.
+    ns.exec(&["ip", "link", "set", "lo", "mtu", "1500"]);
     let mut nft = ns
         .command(&["nft", "-f", "-"])
         .stdin(Stdio::piped())
