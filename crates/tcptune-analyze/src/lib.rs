@@ -254,17 +254,32 @@ impl Analyzer {
             }
         }
         if self.opts.packets && !v.flags.is_empty() {
-            let first = self.first_ns.unwrap_or(now);
-            self.flagged.push(FlaggedPacket {
-                frame: number,
-                stream: flow.stream,
-                time_s: Dur::from_nanos(now.saturating_sub(first).max(0) as u64),
-                direction: if d == 0 { "a_to_b" } else { "b_to_a" }.into(),
-                flags: v.flags.names().map(String::from).collect(),
-                duplicate_ack_num: v.flags.has(Flags::DUPLICATE_ACK).then_some(v.dupack_num),
-                why: explain(seg, &v),
-            });
+            let stream = flow.stream;
+            self.record_flagged(number, now, stream, d, seg, &v);
         }
+    }
+
+    /// Kept out of line: it runs only with `--packets`, and inlined it slows the hot path.
+    #[inline(never)]
+    fn record_flagged(
+        &mut self,
+        number: u64,
+        now: i64,
+        stream: u32,
+        d: usize,
+        seg: &TcpSegment,
+        v: &Verdict,
+    ) {
+        let first = self.first_ns.unwrap_or(now);
+        self.flagged.push(FlaggedPacket {
+            frame: number,
+            stream,
+            time_s: Dur::from_nanos(now.saturating_sub(first).max(0) as u64),
+            direction: if d == 0 { "a_to_b" } else { "b_to_a" }.into(),
+            flags: v.flags.names().map(String::from).collect(),
+            duplicate_ack_num: v.flags.has(Flags::DUPLICATE_ACK).then_some(v.dupack_num),
+            why: explain(seg, v),
+        });
     }
 
     /// The report (and the graph series, when collected), given the input's name and format
