@@ -2,6 +2,7 @@
 //! the figures and verdict derived from it (and from its previous sample, matched by cookie),
 //! plus the JSON-lines record format that `watch --record` writes and reports read back.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fmt;
 use std::net::SocketAddr;
@@ -13,7 +14,7 @@ use tcptune_kernel::tcp_info::state_name;
 use tcptune_kernel::{BbrInfo, CongName, DiagSocket, SkMemInfo, TcpInfo};
 use tcptune_model::{Dur, Rate};
 
-use crate::{interval, size, snapshot, verdict, Context, Interval, Sample, Snapshot, Verdict};
+use crate::{interval, snapshot, verdict_with, Context, Interval, Sample, Snapshot, Verdict};
 
 /// One connection with what limits it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -22,7 +23,7 @@ pub struct Conn {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub netns: Option<String>,
     /// TCP state as `ss` names it (ESTAB, CLOSE-WAIT, …).
-    pub state: String,
+    pub state: Cow<'static, str>,
     pub local: SocketAddr,
     pub remote: SocketAddr,
     /// The kernel's socket cookie (stable for the socket's life; joins samples).
@@ -44,9 +45,9 @@ pub struct Conn {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interval: Option<Interval>,
     pub verdict: Verdict,
-    /// Every `tcp_info` field (with `--all`).
+    /// Every `tcp_info` field (with `--all`; boxed, so rows without it stay small).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tcp_info: Option<TcpInfo>,
+    pub tcp_info: Option<Box<TcpInfo>>,
     /// Socket memory (with `--all`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub skmem: Option<SkMemInfo>,
@@ -70,11 +71,11 @@ impl Conn {
             skmem: s.skmem,
         });
         let (snap, iv, v) = match &sample {
-            Some(b) => (
-                Some(snapshot(&b.info)),
-                prev.map(|a| interval(a, b)),
-                verdict(prev, b, ctx),
-            ),
+            Some(b) => {
+                let snap = snapshot(&b.info);
+                let v = verdict_with(prev, b, &snap, ctx);
+                (Some(snap), prev.map(|a| interval(a, b)), v)
+            }
             None => (
                 None,
                 None,
@@ -87,7 +88,7 @@ impl Conn {
         };
         let conn = Conn {
             netns: None,
-            state: state_name(s.state).into(),
+            state: Cow::Borrowed(state_name(s.state)),
             local: s.src,
             remote: s.dst,
             cookie: s.cookie,
@@ -100,7 +101,11 @@ impl Conn {
             snapshot: snap,
             interval: iv,
             verdict: v,
-            tcp_info: if all { s.info.clone() } else { None },
+            tcp_info: if all {
+                s.info.clone().map(Box::new)
+            } else {
+                None
+            },
             skmem: if all { s.skmem } else { None },
             bbr: if all { s.bbr } else { None },
         };
@@ -168,11 +173,6 @@ pub struct ConnTable {
     pub all: bool,
 }
 
-fn rate_short(r: Option<Rate>) -> String {
-    r.map(|r| r.to_string().replace("bit/s", "b/s"))
-        .unwrap_or_else(|| "-".into())
-}
-
 impl fmt::Display for ConnTable {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.connections.is_empty() {
@@ -183,31 +183,34 @@ impl fmt::Display for ConnTable {
             "{:<10} {:<24} {:<24} {:>9} {:>9} {:>9} {:>11} VERDICT",
             "STATE", "LOCAL", "REMOTE", "RTT", "CWND", "PEER WND", "RATE"
         )?;
+        let mut line = Row::default();
         for c in &self.connections {
             let s = c.snapshot.as_ref();
+            // Without an interval the rate is the kernel's last delivery-rate sample, which
+            // is 0 on a socket that only receives: show "-" rather than a misleading 0.
             let rate = c
                 .interval
                 .as_ref()
                 .and_then(Interval::main_rate)
-                .or_else(|| s.and_then(|s| s.delivery_rate_bps));
-            writeln!(
-                f,
-                "{:<10} {:<24} {:<24} {:>9} {:>9} {:>9} {:>11} {}",
-                c.state,
-                c.local.to_string(),
-                c.remote.to_string(),
-                s.and_then(|s| s.rtt_s)
-                    .map(|d| d.to_string())
-                    .unwrap_or_else(|| "-".into()),
-                s.and_then(|s| s.cwnd_bytes)
-                    .map(size)
-                    .unwrap_or_else(|| "-".into()),
-                s.and_then(|s| s.snd_wnd_bytes)
-                    .map(|w| size(w as u64))
-                    .unwrap_or_else(|| "-".into()),
-                rate_short(rate),
-                c.verdict.text
-            )?;
+                .or_else(|| {
+                    s.and_then(|s| s.delivery_rate_bps)
+                        .filter(|r| r.bps() > 0.0)
+                });
+            line.buf.clear();
+            line.left(&c.state, 10);
+            line.addr(c.local, 24);
+            line.addr(c.remote, 24);
+            line.dur(s.and_then(|s| s.rtt_s), 9);
+            line.size(s.and_then(|s| s.cwnd_bytes), 9);
+            line.size(s.and_then(|s| s.snd_wnd_bytes).map(u64::from), 9);
+            line.rate(rate, 11);
+            line.buf.push_str(&c.verdict.text);
+            line.buf.push('\n');
+            f.write_str(&line.buf)?;
+            if let Some(p) = &c.process {
+                // Appended to the row (after the verdict) so the columns stay aligned.
+                writeln!(f, "{:>12} process {} (pid {})", "", p.comm, p.pid)?;
+            }
             if self.all {
                 write_details(f, c)?;
             }
@@ -216,13 +219,168 @@ impl fmt::Display for ConnTable {
     }
 }
 
+/// One table row, built by hand: with thousands of connections, the generic formatting
+/// machinery (padding char by char, a `fmt::write` per cell) was a fifth of `tcptune conns`'s
+/// time (see bench/conns). Each method appends a cell and the separating space.
+#[derive(Default)]
+struct Row {
+    buf: String,
+    /// Scratch space for one right-aligned cell (reused).
+    cell: String,
+}
+
+const SPACES: &str = "                                ";
+
+impl Row {
+    fn pad(&mut self, n: usize) {
+        let mut n = n;
+        while n > 0 {
+            let k = n.min(SPACES.len());
+            self.buf.push_str(&SPACES[..k]);
+            n -= k;
+        }
+    }
+    fn left(&mut self, s: &str, width: usize) {
+        self.buf.push_str(s);
+        self.pad(width.saturating_sub(s.chars().count()) + 1);
+    }
+    /// A right-aligned cell whose text `fill` appends; `fill` returns its width in chars.
+    fn right(&mut self, width: usize, fill: impl FnOnce(&mut String) -> usize) {
+        let mut cell = std::mem::take(&mut self.cell);
+        cell.clear();
+        let n = fill(&mut cell);
+        self.pad(width.saturating_sub(n));
+        self.buf.push_str(&cell);
+        self.buf.push(' ');
+        self.cell = cell;
+    }
+    fn addr(&mut self, a: SocketAddr, width: usize) {
+        let start = self.buf.len();
+        match a {
+            SocketAddr::V4(v4) => {
+                let o = v4.ip().octets();
+                for (i, b) in o.iter().enumerate() {
+                    if i > 0 {
+                        self.buf.push('.');
+                    }
+                    push_u64(&mut self.buf, *b as u64);
+                }
+                self.buf.push(':');
+                push_u64(&mut self.buf, v4.port() as u64);
+            }
+            SocketAddr::V6(_) => {
+                let _ = fmt::Write::write_fmt(&mut self.buf, format_args!("{a}"));
+            }
+        }
+        let n = self.buf.len() - start; // addresses are ASCII
+        self.pad(width.saturating_sub(n) + 1);
+    }
+    /// "27 µs", "1.23 ms", "2.50 s".
+    fn dur(&mut self, d: Option<Dur>, width: usize) {
+        self.right(width, |c| {
+            let Some(d) = d else {
+                c.push('-');
+                return 1;
+            };
+            let us = d.nanos() / 1000;
+            let (whole, frac, unit) = if us < 1000 {
+                (us, None, " µs")
+            } else if us < 1_000_000 {
+                (us / 1000, Some(us % 1000 / 10), " ms")
+            } else {
+                (us / 1_000_000, Some(us % 1_000_000 / 10_000), " s")
+            };
+            push_u64(c, whole);
+            if let Some(f) = frac {
+                c.push('.');
+                if f < 10 {
+                    c.push('0');
+                }
+                push_u64(c, f);
+            }
+            c.push_str(unit);
+            c.chars().count()
+        });
+    }
+    /// "900 B", "14.1 KiB", "2.5 MiB".
+    fn size(&mut self, b: Option<u64>, width: usize) {
+        self.right(width, |c| {
+            let Some(b) = b else {
+                c.push('-');
+                return 1;
+            };
+            if b < 1024 {
+                push_u64(c, b);
+                c.push_str(" B");
+            } else {
+                let (unit, name) = if b < 1 << 20 {
+                    (1u64 << 10, " KiB")
+                } else if b < 1 << 30 {
+                    (1 << 20, " MiB")
+                } else {
+                    (1 << 30, " GiB")
+                };
+                push_tenths(c, (b * 10 + unit / 2) / unit);
+                c.push_str(name);
+            }
+            c.len()
+        });
+    }
+    /// "15.9 Mb/s": bits per second with a decimal prefix.
+    fn rate(&mut self, r: Option<Rate>, width: usize) {
+        self.right(width, |c| {
+            let Some(r) = r else {
+                c.push('-');
+                return 1;
+            };
+            let bps = r.bps().max(0.0) as u64;
+            let (unit, p) = match bps {
+                0..1_000 => (1, ""),
+                1_000..1_000_000 => (1_000, "k"),
+                1_000_000..1_000_000_000 => (1_000_000, "M"),
+                _ => (1_000_000_000, "G"),
+            };
+            if unit == 1 {
+                push_u64(c, bps);
+            } else {
+                push_tenths(c, (bps * 10 + unit / 2) / unit);
+            }
+            c.push(' ');
+            c.push_str(p);
+            c.push_str("b/s");
+            c.len()
+        });
+    }
+}
+
+/// Appends a decimal integer without the formatting machinery.
+fn push_u64(s: &mut String, mut v: u64) {
+    let mut digits = [0u8; 20];
+    let mut i = digits.len();
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    for &d in &digits[i..] {
+        s.push(d as char);
+    }
+}
+
+/// Appends `tenths / 10` with one decimal: 141 → "14.1".
+fn push_tenths(s: &mut String, tenths: u64) {
+    push_u64(s, tenths / 10);
+    s.push('.');
+    push_u64(s, tenths % 10);
+}
+
 fn write_details(f: &mut fmt::Formatter<'_>, c: &Conn) -> fmt::Result {
     let mut line = format!("    cookie {} uid {} inode {}", c.cookie, c.uid, c.inode);
     if let Some(ns) = &c.netns {
         line += &format!(" netns {ns}");
-    }
-    if let Some(p) = &c.process {
-        line += &format!(" process {} ({})", p.pid, p.comm);
     }
     if let Some(cc) = c.congestion {
         line += &format!(" cc {cc}");
@@ -236,7 +394,7 @@ fn write_details(f: &mut fmt::Formatter<'_>, c: &Conn) -> fmt::Result {
         };
         writeln!(
             f,
-            "    options:{}{}{}{} wscale {}/{} mss {}",
+            "    options:{}{}{}{}  window scale snd/rcv {}/{}  mss {}",
             flag(n.sack, "sack"),
             flag(n.timestamps, "ts"),
             flag(n.window_scaling, "wscale"),
@@ -256,7 +414,7 @@ fn write_details(f: &mut fmt::Formatter<'_>, c: &Conn) -> fmt::Result {
         }
     }
     if let Some(i) = &c.tcp_info {
-        // Every decoded field, in the kernel's order, as key=value pairs.
+        // Every decoded field (alphabetically) as key=value pairs.
         if let Ok(serde_json::Value::Object(m)) = serde_json::to_value(i) {
             let pairs: Vec<String> = m.iter().map(|(k, v)| format!("{k}={v}")).collect();
             for chunk in pairs.chunks(8) {
@@ -297,4 +455,48 @@ pub struct RecordLine {
     pub sample: Sample,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub congestion: Option<CongName>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cell(f: impl FnOnce(&mut Row)) -> String {
+        let mut r = Row::default();
+        f(&mut r);
+        r.buf
+    }
+
+    #[test]
+    fn cells_are_aligned_and_rounded() {
+        assert_eq!(cell(|r| r.size(Some(0), 6)), "   0 B ");
+        assert_eq!(cell(|r| r.size(Some(1023), 7)), " 1023 B ");
+        assert_eq!(cell(|r| r.size(Some(1024), 7)), "1.0 KiB ");
+        assert_eq!(cell(|r| r.size(Some(1536 * 1024), 8)), " 1.5 MiB ");
+        assert_eq!(cell(|r| r.size(None, 3)), "  - ");
+        assert_eq!(cell(|r| r.dur(Some(Dur::from_micros(999)), 7)), " 999 µs ");
+        assert_eq!(
+            cell(|r| r.dur(Some(Dur::from_micros(1_050)), 7)),
+            "1.05 ms "
+        );
+        assert_eq!(cell(|r| r.dur(Some(Dur::from_millis(2_500)), 6)), "2.50 s ");
+        assert_eq!(cell(|r| r.rate(Some(Rate::from_bps(999.0)), 7)), "999 b/s ");
+        assert_eq!(
+            cell(|r| r.rate(Some(Rate::from_bps(15.94e6)), 9)),
+            "15.9 Mb/s "
+        );
+        assert_eq!(cell(|r| r.left("ESTAB", 7)), "ESTAB   ");
+        assert_eq!(
+            cell(|r| r.addr("198.18.0.1:5201".parse().unwrap(), 16)),
+            "198.18.0.1:5201  "
+        );
+        assert_eq!(
+            cell(|r| r.addr("[2001:2::1]:80".parse().unwrap(), 15)),
+            "[2001:2::1]:80  "
+        );
+        let mut s = String::new();
+        push_u64(&mut s, 0);
+        push_u64(&mut s, u64::MAX);
+        assert_eq!(s, format!("0{}", u64::MAX));
+    }
 }

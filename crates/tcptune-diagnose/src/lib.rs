@@ -3,7 +3,9 @@
 //! Samples of `tcp_info` (and socket memory) go in, with the time each was taken passed in by
 //! the caller; figures and a one-line verdict with its evidence come out. The same code serves
 //! `tcptune conns`/`watch` (dumps), `tcptune test` (getsockopt on its own sockets) and lab
-//! reports (recorded samples), so a verdict means the same thing everywhere.
+//! reports (recorded samples), so a verdict means the same thing everywhere. For a socket of
+//! one's own, build a [`Sample`] from `tcptune_kernel::sys::tcp_info_of` and `skmem_of`
+//! (getsockopt `TCP_INFO` / `SO_MEMINFO`) and a monotonic clock.
 //!
 //! The limit breakdown is Web100's "triage" rebuilt on the kernel's chronograph counters
 //! (4.10+): `busy_time` is the time with data outstanding, of which `rwnd_limited` was spent
@@ -100,17 +102,25 @@ pub struct Verdict {
 /// Options agreed in the handshake.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Negotiated {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sack: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timestamps: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub window_scaling: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ecn: Option<bool>,
     /// The peer's window scale (what our sends are scaled by).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub snd_wscale: Option<u8>,
     /// Our window scale.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rcv_wscale: Option<u8>,
     /// Sender MSS, bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub snd_mss: Option<u32>,
     /// Advertised MSS, bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub advmss: Option<u32>,
 }
 
@@ -133,25 +143,36 @@ impl Negotiated {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Snapshot {
     /// Smoothed RTT.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rtt_s: Option<Dur>,
     /// Minimum RTT seen.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_rtt_s: Option<Dur>,
     /// srtt / min_rtt: how much queueing inflates the RTT (1 = none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rtt_inflation: Option<f64>,
     /// cwnd × MSS.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cwnd_bytes: Option<u64>,
     /// The peer's receive window.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub snd_wnd_bytes: Option<u32>,
     /// Our receive window.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rcv_wnd_bytes: Option<u32>,
     /// What the window allows: min(cwnd, peer's window) / srtt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub window_rate_bps: Option<Rate>,
     /// The kernel's latest delivery-rate sample.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delivery_rate_bps: Option<Rate>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pacing_rate_bps: Option<Rate>,
     /// bytes_retrans / bytes_sent over the connection's life.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retrans_ratio: Option<f64>,
     /// Shares of the busy time since the connection started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lifetime_shares: Option<Shares>,
     pub negotiated: Negotiated,
 }
@@ -162,18 +183,25 @@ pub struct Interval {
     /// Length of the interval.
     pub over_s: Dur,
     /// Bytes acknowledged per second (what the receiver got, in order).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub goodput_bps: Option<Rate>,
     /// Bytes sent per second, retransmissions included.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub send_rate_bps: Option<Rate>,
     /// Bytes received per second.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub receive_rate_bps: Option<Rate>,
     /// Shares of the interval under each limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shares: Option<Shares>,
     /// Retransmitted bytes / bytes sent in the interval.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retrans_ratio: Option<f64>,
     /// Retransmitted segments per second.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retrans_per_s: Option<f64>,
     /// Segments newly marked lost / data segments sent (an estimate of the loss rate).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub loss_ratio: Option<f64>,
     /// The kernel's chrono counters tick in jiffies; shares over less than ~50 ms are coarse.
     pub coarse: bool,
@@ -334,7 +362,13 @@ fn dominant(s: &Shares) -> (Limit, f64) {
     best
 }
 
-fn evidence(limit: Limit, b: &Sample, snap: &Snapshot, ctx: &Context) -> String {
+fn evidence(
+    limit: Limit,
+    b: &Sample,
+    snap: &Snapshot,
+    ctx: &Context,
+    goodput: Option<Rate>,
+) -> String {
     let i = &b.info;
     let rtt = snap.rtt_s;
     match limit {
@@ -352,6 +386,14 @@ fn evidence(limit: Limit, b: &Sample, snap: &Snapshot, ctx: &Context) -> String 
                 (None, Some(r)) => {
                     let cap = Rate::from_bps(w as f64 * 8.0 / r.secs().max(1e-9));
                     s += &format!(" per RTT {r} caps the rate at {cap}");
+                    // Web100's reading: a window that stays small is a small buffer; goodput far
+                    // below what even that window allows means it is often closed — the
+                    // receiving application does not read fast enough.
+                    if let Some(g) = goodput.filter(|g| g.bps() < cap.bps() / 4.0) {
+                        s += &format!(
+                            "; goodput {g} is far lower: the receiver reads slowly (window often closed)"
+                        );
+                    }
                 }
                 _ => {}
             }
@@ -395,22 +437,72 @@ fn evidence(limit: Limit, b: &Sample, snap: &Snapshot, ctx: &Context) -> String 
     }
 }
 
+/// Whether sample `b` shows a sender held back by its send buffer rather than by cwnd: the
+/// buffer is (nearly) full, nothing written waits to be sent, and well under a cwnd (and under
+/// the peer's window) of data is in flight. Returns the evidence.
+/// The sender's congestion window is at least twice the receiver's advertised window and the
+/// sender has (nearly) that whole window in flight: the receiver's window is the limit, whatever
+/// the chronographs say.
+fn window_far_below_cwnd(b: &Sample) -> Option<String> {
+    let i = &b.info;
+    let mss = u64::from(i.snd_mss?.max(1));
+    let cwnd = u64::from(i.snd_cwnd?) * mss;
+    let wnd = u64::from(i.snd_wnd?);
+    let in_flight = u64::from(i.unacked?) * mss;
+    (wnd > 0 && cwnd >= 2 * wnd && in_flight * 4 >= wnd * 3).then(|| {
+        format!(
+            "cwnd {} is {:.0}× the receive window {} it keeps full",
+            size(cwnd),
+            cwnd as f64 / wnd as f64,
+            size(wnd)
+        )
+    })
+}
+
+fn send_buffer_full(b: &Sample) -> Option<String> {
+    let m = b.skmem?;
+    let i = &b.info;
+    let cwnd = i.snd_cwnd?;
+    let mss = i.snd_mss?.max(1);
+    let in_flight = (i.unacked? + i.retrans.unwrap_or(0))
+        .saturating_sub(i.sacked.unwrap_or(0) + i.lost.unwrap_or(0));
+    let full = m.sndbuf > 0 && m.wmem_queued as u64 * 4 >= m.sndbuf as u64 * 3;
+    let nothing_waits = i.notsent_bytes? < mss;
+    let room_in_cwnd = in_flight > 0 && (in_flight as u64) * 4 < cwnd as u64 * 3;
+    let room_in_peer_window = i
+        .snd_wnd
+        .is_none_or(|w| w as u64 > (in_flight as u64 + 2) * mss as u64);
+    (full && nothing_waits && room_in_cwnd && room_in_peer_window).then(|| {
+        format!(
+            "send buffer {} full ({} queued) with {in_flight} of cwnd {cwnd} segments in flight",
+            size(m.sndbuf as u64),
+            size(m.wmem_queued as u64)
+        )
+    })
+}
+
 /// The verdict over the interval from `a` to `b` (or over the connection's life when `a` is
 /// `None`).
 pub fn verdict(a: Option<&Sample>, b: &Sample, ctx: &Context) -> Verdict {
-    let snap = snapshot(&b.info);
-    let (shares, over, moved_out, moved_in) = match a {
+    verdict_with(a, b, &snapshot(&b.info), ctx)
+}
+
+/// [`verdict`] with the snapshot of `b` already computed (saves recomputing it per row).
+pub fn verdict_with(a: Option<&Sample>, b: &Sample, snap: &Snapshot, ctx: &Context) -> Verdict {
+    let (shares, over, moved_out, moved_in, goodput) = match a {
         Some(a) => {
             let iv = interval(a, b);
             let out = delta(a.info.bytes_sent, b.info.bytes_sent).unwrap_or(0);
             let inn = delta(a.info.bytes_received, b.info.bytes_received).unwrap_or(0);
-            (iv.shares, format!("of the last {}", iv.over_s), out, inn)
+            let over = format!("of the last {}", iv.over_s);
+            (iv.shares, over, out, inn, iv.goodput_bps)
         }
         None => (
             snap.lifetime_shares,
             "of its busy time".to_string(),
             b.info.bytes_sent.unwrap_or(0),
             b.info.bytes_received.unwrap_or(0),
+            None,
         ),
     };
     if moved_out == 0 {
@@ -438,8 +530,29 @@ pub fn verdict(a: Option<&Sample>, b: &Sample, ctx: &Context) -> Verdict {
             text: "unknown: this kernel does not report busy/rwnd/sndbuf time (needs 4.10+)".into(),
         };
     };
-    let (limit, share) = dominant(&shares);
-    let ev = evidence(limit, b, &snap, ctx);
+    let (mut limit, mut share) = dominant(&shares);
+    let mut ev = evidence(limit, b, snap, ctx, goodput);
+    if limit == Limit::Network {
+        // Either end of the interval will do: one instant can fall between the app's writes.
+        if let Some(why) = send_buffer_full(b).or_else(|| a.and_then(send_buffer_full)) {
+            // Measured on 6.18: a sender blocked on a 4 KiB SO_SNDBUF across a 20 ms RTT had
+            // 46 segments in flight, cwnd 1051 (still growing) and sndbuf_limited 0 — the
+            // kernel counted it as cwnd-limited. Socket memory shows the real limit.
+            limit = Limit::SendBuffer;
+            share += shares.sndbuf;
+            ev = why;
+        } else if let Some(why) =
+            window_far_below_cwnd(b).or_else(|| a.and_then(window_far_below_cwnd))
+        {
+            // Measured in the lab (6.18, BBR): a receiver with a 32 KiB buffer over 20 ms held
+            // the sender to its ~18 KiB window while cwnd was 62 KiB, yet rwnd_limited stayed
+            // near 0: the pacing timer ends each send before the window test, so the kernel
+            // books the time as busy. Web100's criterion applies: cwnd far above the window.
+            limit = Limit::ReceiverWindow;
+            share += shares.rwnd;
+            ev = why;
+        }
+    }
     let text = if ev.is_empty() {
         format!("{} {} {over}", limit.label(), pct(share))
     } else {
@@ -489,6 +602,39 @@ mod tests {
             info: i,
             skmem: None,
         }
+    }
+
+    #[test]
+    fn a_window_far_below_cwnd_is_the_limit_even_when_pacing_hides_rwnd_time() {
+        // BBR's pacing: all busy time booked as network, none as rwnd-limited; but cwnd is
+        // 100 segments (145 KiB) against a 32 KiB window that the sender keeps full.
+        let a = sample(1000, |i| i.snd_wnd = Some(32768));
+        let b = sample(2000, |i| {
+            i.snd_wnd = Some(32768);
+            i.unacked = Some(22);
+            i.bytes_sent = Some(2_000_000);
+            i.bytes_acked = Some(1_900_000);
+            i.busy_time_us = Some(1_000_000);
+        });
+        let v = verdict(Some(&a), &b, &Context::default());
+        assert_eq!(v.limit, Limit::ReceiverWindow, "{}", v.text);
+        assert!(
+            v.text
+                .contains("cwnd 141 KiB is 4× the receive window 32 KiB"),
+            "{}",
+            v.text
+        );
+        // The same, with the window not kept full (an application pause): network, not rwnd.
+        let c = sample(2000, |i| {
+            i.snd_wnd = Some(32768);
+            i.unacked = Some(5);
+            i.bytes_sent = Some(2_000_000);
+            i.busy_time_us = Some(1_000_000);
+        });
+        assert_eq!(
+            verdict(Some(&a), &c, &Context::default()).limit,
+            Limit::Network
+        );
     }
 
     #[test]
@@ -560,6 +706,45 @@ mod tests {
         let v = verdict(Some(&a), &b3, &Context::default());
         assert_eq!(v.limit, Limit::Network);
         assert!(v.text.contains("in recovery"), "{}", v.text);
+    }
+
+    #[test]
+    fn full_send_buffer_with_room_in_cwnd_is_send_buffer_limited() {
+        // The kernel called all of this busy time "network" (sndbuf_limited 0), but 46 of
+        // 1051 segments are in flight and the 8 KiB buffer is full: numbers from a 6.18 run.
+        let a = sample(0, |_| {});
+        let mut b = sample(1000, |i| {
+            i.bytes_sent = Some(3_000_000);
+            i.busy_time_us = Some(1_000_000);
+            i.snd_cwnd = Some(1051);
+            i.unacked = Some(46);
+            i.notsent_bytes = Some(0);
+            i.snd_wnd = Some(3_000_000);
+        });
+        b.skmem = Some(SkMemInfo {
+            sndbuf: 8192,
+            wmem_queued: 67200,
+            ..SkMemInfo::default()
+        });
+        let v = verdict(Some(&a), &b, &Context::default());
+        assert_eq!(v.limit, Limit::SendBuffer, "{}", v.text);
+        assert_eq!(
+            v.text,
+            "send-buffer limited 100% of the last 1 s: send buffer 8 KiB full (65.6 KiB queued) with 46 of cwnd 1051 segments in flight"
+        );
+        // The same sample with cwnd nearly used up stays network-limited.
+        b.info.snd_cwnd = Some(50);
+        assert_eq!(
+            verdict(Some(&a), &b, &Context::default()).limit,
+            Limit::Network
+        );
+        // And with a half-empty buffer too.
+        b.info.snd_cwnd = Some(1051);
+        b.skmem.as_mut().unwrap().wmem_queued = 2000;
+        assert_eq!(
+            verdict(Some(&a), &b, &Context::default()).limit,
+            Limit::Network
+        );
     }
 
     #[test]

@@ -185,15 +185,16 @@ fn check_p(name: &str, p: Probability) -> Result<(), ConfigError> {
 }
 
 impl LinkConfig {
-    /// True when some impairment needs a decision per wire packet (so large offloaded packets
-    /// must not pass as one); delay and rate alone act correctly on super-packets.
+    /// True when some stage needs a decision per wire packet, so offloaded super-packets are
+    /// segmented first: loss, duplication, corruption, reordering, and a rate (whose queue
+    /// would otherwise drop, and whose serialisation would otherwise send, 64 KB at a time).
+    /// A pure delay acts correctly on super-packets.
     pub fn needs_per_packet(&self) -> bool {
         self.loss != Loss::None
             || self.duplicate.get() > 0.0
             || self.corrupt.get() > 0.0
             || self.reorder.get() > 0.0
-            || self.queue_bytes.is_some()
-            || self.queue_packets.is_some() && self.rate_bps.is_some()
+            || self.rate_bps.is_some()
     }
 
     /// The effective bottleneck queue limit in packets (None = unbounded, which only happens

@@ -412,6 +412,12 @@ impl<P: Packet> Direction<P> {
     /// Moves every packet due at `now` to `out` (in send-time order) and returns when the next
     /// one is due.
     pub fn poll(&mut self, now: Nanos, out: &mut Vec<P>) -> Option<Nanos> {
+        self.poll_each(now, |_, p| out.push(p))
+    }
+
+    /// Like [`Direction::poll`], passing each packet with the time it was due (the I/O edge
+    /// measures its own lateness with it).
+    pub fn poll_each(&mut self, now: Nanos, mut f: impl FnMut(Nanos, P)) -> Option<Nanos> {
         while let Some(Reverse(h)) = self.held.peek() {
             if h.time > now {
                 return Some(h.time);
@@ -423,7 +429,7 @@ impl<P: Packet> Direction<P> {
             self.held_bytes -= b;
             self.counters.packets_out += 1;
             self.counters.bytes_out += b;
-            out.push(h.pkt);
+            f(h.time, h.pkt);
         }
         None
     }

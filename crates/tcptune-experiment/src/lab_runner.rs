@@ -102,6 +102,7 @@ pub fn lab_spec(s: &Settings, seed: u64) -> Result<LabSpec, String> {
 /// The hosts of a running lab.
 struct LabHosts<'a> {
     lab: &'a str,
+    spec: &'a LabSpec,
 }
 
 impl Hosts for LabHosts<'_> {
@@ -111,8 +112,12 @@ impl Hosts for LabHosts<'_> {
             "netns",
             "exec",
             &tcptune_lab::lab::netns_name(self.lab, host),
-            program,
         ]);
+        // A host pinned to a CPU runs its commands there too (beside its CPU hog, if any).
+        if let Some(cpu) = self.spec.host(host).ok().and_then(|h| h.cpu) {
+            c.args(["taskset", "-c", &cpu.to_string()]);
+        }
+        c.arg(program);
         c
     }
     fn netns(&self, host: &str) -> String {
@@ -163,11 +168,18 @@ impl TrialRunner for LabRunner {
         })
     }
 
+    fn should_stop(&self) -> bool {
+        tcptune_lab::os::interrupted()
+    }
+
     fn run(&mut self, point: &Point, trial: &Trial, dir: &Path) -> Result<Measurement, String> {
         let spec = lab_spec(&point.settings, trial.seed)?;
-        tcptune_lab::lab::up(&self.lab, spec).map_err(|e| format!("lab up: {e}"))?;
+        tcptune_lab::lab::up(&self.lab, spec.clone()).map_err(|e| format!("lab up: {e}"))?;
         let _down = Down(&self.lab);
-        let hosts = LabHosts { lab: &self.lab };
+        let hosts = LabHosts {
+            lab: &self.lab,
+            spec: &spec,
+        };
         let capture = match point.settings.get("capture.snaplen") {
             Some(snaplen) => {
                 std::fs::create_dir_all(dir.join("captures")).map_err(|e| e.to_string())?;

@@ -281,6 +281,14 @@ mod tests {
         );
         assert!(!ps[0].settings.contains_key("label"));
         assert_eq!(ps[0].settings["client.mtu"], "576");
+        // Two labelled groups: both labels name the point.
+        let s = parse(
+            "name = \"t\"\n[[paired]]\nlabel = [\"a\", \"b\"]\n\"client.mtu\" = [576, 1500]\n[[paired]]\nlabel = [\"x\", \"y\"]\n\"link.delay\" = [\"1ms\", \"5ms\"]\n",
+            &FakeCaps,
+        )
+        .unwrap();
+        let labels: Vec<String> = points(&s).iter().map(Point::label).collect();
+        assert_eq!(labels, ["a, x", "a, y", "b, x", "b, y"]);
     }
 
     #[test]

@@ -104,10 +104,12 @@ pub fn theory(s: &Settings) -> Theory {
             .map(|max| max / 2.0),
     };
     let window_bound_bps = window.zip(rtt_s).map(|(w, r)| w * 8.0 / r);
+    // The path MTU: the smaller of the hosts' MTUs when set, else Ethernet's 1500.
     let mtu = ["client.mtu", "server.mtu"]
         .iter()
         .filter_map(|k| s.get(*k)?.parse::<f64>().ok())
-        .fold(1500.0f64, f64::min);
+        .reduce(f64::min)
+        .unwrap_or(1500.0);
     let timestamps_off = ["client", "server"].iter().any(|h| {
         s.get(&format!("{h}.sysctl.net.ipv4.tcp_timestamps"))
             .map(String::as_str)
@@ -270,6 +272,41 @@ fn numeric(key: &str, value: &str) -> Option<(f64, &'static str)> {
 
 /// The goodput chart: x from the first swept setting, one series per combination of the others.
 fn goodput_chart(points: &[PointSummary], title: &str) -> Chart {
+    // The x axis is the first swept setting that is a number at every point and takes at least
+    // three values (a buffer size rather than a congestion control's name); the other settings
+    // make one series per combination.
+    let keys: Vec<String> = points
+        .first()
+        .map(|p| p.varied.iter().map(|(k, _)| k.clone()).collect())
+        .unwrap_or_default();
+    let axis = keys.iter().position(|k| {
+        let values: std::collections::BTreeSet<&str> = points
+            .iter()
+            .filter_map(|p| {
+                p.varied
+                    .iter()
+                    .find(|(pk, _)| pk == k)
+                    .map(|(_, v)| v.as_str())
+            })
+            .collect();
+        values.len() >= 3 && values.iter().all(|v| numeric(k, v).is_some())
+    });
+    let reordered: Vec<PointSummary>;
+    let points: &[PointSummary] = match axis {
+        Some(i) if i > 0 => {
+            reordered = points
+                .iter()
+                .map(|p| {
+                    let mut q = p.clone();
+                    let x = q.varied.remove(i);
+                    q.varied.insert(0, x);
+                    q
+                })
+                .collect();
+            &reordered
+        }
+        _ => points,
+    };
     let x_key = points
         .first()
         .and_then(|p| p.varied.first())
@@ -663,6 +700,10 @@ mod tests {
         let t = theory(&r);
         assert_eq!(t.rtt_s, Some(0.02));
         assert!((t.expected_bps.unwrap() - 100e6 * 1448.0 / 1514.0).abs() < 1.0);
+        // Jumbo frames carry a larger share of payload.
+        r.insert("client.mtu".into(), "9000".into());
+        r.insert("server.mtu".into(), "9000".into());
+        assert!((theory(&r).expected_bps.unwrap() - 100e6 * 8948.0 / 9014.0).abs() < 1.0);
         // An explicit socket buffer (iperf3 -w, both ends) gives a window of about its size.
         s.insert("workload.direction".into(), "download".into());
         s.insert("workload.window".into(), "64KiB".into());

@@ -92,6 +92,10 @@ pub trait TrialRunner {
     /// Kernel, settings and backend, recorded once per run.
     fn environment(&mut self) -> serde_json::Value;
     fn run(&mut self, point: &Point, trial: &Trial, dir: &Path) -> Result<Measurement, String>;
+    /// Whether the run should stop before the next trial (a signal arrived).
+    fn should_stop(&self) -> bool {
+        false
+    }
 }
 
 /// Progress after each trial.
@@ -195,6 +199,8 @@ pub struct RunOutcome {
     pub ran: usize,
     pub skipped: usize,
     pub failed: usize,
+    /// The run stopped early because the runner asked to (a signal); rerun to resume.
+    pub interrupted: bool,
 }
 
 /// Runs every trial of `spec` not yet recorded in `dir`.
@@ -258,6 +264,15 @@ pub fn run(
         .count();
     let (mut ran, mut failed, mut wall_sum) = (0usize, 0usize, 0.0f64);
     for trial in stored.trials.iter().filter(|t| !done.contains(&t.id)) {
+        if runner.should_stop() {
+            return Ok(RunOutcome {
+                dir: dir.to_path_buf(),
+                ran,
+                skipped,
+                failed,
+                interrupted: true,
+            });
+        }
         let point = &stored.points[trial.point];
         let started = std::time::Instant::now();
         let started_unix_s = now_unix();
@@ -300,6 +315,7 @@ pub fn run(
         ran,
         skipped,
         failed,
+        interrupted: runner.should_stop(),
     })
 }
 

@@ -35,45 +35,53 @@ impl Capabilities for LiveCapabilities {
     }
 }
 
-/// Link settings (per direction under `link.up.` / `link.down.`, both under `link.`).
-pub const LINK_KEYS: [&str; 14] = [
+/// Link settings (per direction under `link.up.` / `link.down.`, both under `link.`), named as
+/// `tcptune lab up`'s options.
+pub const LINK_KEYS: [&str; 17] = [
     "rate",
     "delay",
+    "rtt",
     "jitter",
     "distribution",
+    "jitter_order",
     "loss",
+    "loss_ge",
     "loss_every",
-    "gemodel",
     "duplicate",
     "corrupt",
     "reorder",
     "reorder_gap",
     "queue",
     "queue_bytes",
+    "limit",
     "overhead",
 ];
 
-/// Host settings under `client.` / `server.` (plus `sysctl.<key>`).
-pub const HOST_KEYS: [&str; 9] = [
+/// Host settings under `client.` / `server.` (plus `sysctl.<name>`), as `lab up --host`.
+pub const HOST_KEYS: [&str; 11] = [
     "mtu",
     "txqueuelen",
+    "line_rate",
+    "cc",
     "initcwnd",
     "initrwnd",
     "ssthresh",
     "congctl",
     "cpu_hog",
-    "rcvbuf",
-    "sndbuf",
+    "cpu",
+    "sysctl.<name>",
 ];
 
 /// Workload settings under `workload.`.
-pub const WORKLOAD_KEYS: [&str; 9] = [
+pub const WORKLOAD_KEYS: [&str; 11] = [
     "kind",
     "direction",
     "duration",
     "bytes",
     "parallel",
+    "window",
     "cc",
+    "prime_connections",
     "client_command",
     "server_command",
     "file_size",
@@ -221,6 +229,7 @@ fn check_workload(key: &str, value: &str) -> Result<(), String> {
         "duration" => value.parse::<Dur>().map(drop).map_err(|e| e.to_string()),
         "bytes" | "file_size" | "window" => value.parse::<Bytes>().map(drop).map_err(|e| e.to_string()),
         "parallel" => uint(value, 1, 128).map(drop),
+        "prime_connections" => uint(value, 0, 10).map(drop),
         "cc" => Ok(()),
         "client_command" | "server_command" => Ok(()),
         _ => Err(unknown("workload", key, &WORKLOAD_KEYS)),

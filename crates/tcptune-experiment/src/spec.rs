@@ -342,7 +342,8 @@ pub fn parse(text: &str, caps: &dyn Capabilities) -> Result<Spec, SpecError> {
         .map(|a| &a.key)
         .chain(paired.iter().flat_map(|g| g.keys.iter()))
     {
-        if !seen.insert(k.clone()) {
+        // Each group may name its rows; labels are not settings.
+        if k != LABEL && !seen.insert(k.clone()) {
             return Err(p.err(
                 None,
                 format!("'{k}' is swept twice; list it in one [sweep] or [[paired]] only"),

@@ -50,6 +50,19 @@ impl Guard {
     }
 }
 
+impl Guard {
+    /// Waits up to `limit` for the process to exit by itself (no signal), then kills it.
+    fn wait(mut self, limit: Duration) {
+        let Some(mut c) = self.0.take() else { return };
+        let deadline = Instant::now() + limit;
+        while c.try_wait().ok().flatten().is_none() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+}
+
 impl Drop for Guard {
     fn drop(&mut self) {
         if let Some(c) = &mut self.0 {
@@ -156,24 +169,32 @@ impl Sampler {
     /// Stops sampling once the workload's connections have closed (or after a grace period),
     /// so their final statistics arrive as destroy events first.
     fn finish(self) -> Samples {
-        const TIME_WAIT: u8 = 6;
-        if let Ok(mut diag) = Diag::open_in_netns(&self.netns) {
-            let deadline = Instant::now() + Duration::from_secs(3);
-            while Instant::now() < deadline {
-                match diag.dump(&self.filter, 0) {
-                    Ok(open) if open.iter().any(|s| s.state != TIME_WAIT) => {
-                        std::thread::sleep(Duration::from_millis(10))
-                    }
-                    _ => break,
-                }
-            }
-        }
+        wait_closed(&self.netns, &self.filter, Duration::from_secs(3));
         self.stop.store(true, Ordering::Relaxed);
         let panicked = |_| "the sampler thread panicked".to_string();
         let mut all = self.polls.join().map_err(panicked)??;
         all.extend(self.closes.join().map_err(panicked)??);
         all.sort_by_key(|(at, _)| *at);
         Ok(all)
+    }
+}
+
+/// Waits (up to `limit`) until every connection matching `filter` in `netns` has closed or
+/// reached TIME_WAIT, the moment the kernel has written its final statistics: its destroy
+/// event, and its entry in the TCP metrics cache.
+fn wait_closed(netns: &str, filter: &Filter, limit: Duration) {
+    const TIME_WAIT: u8 = 6;
+    let Ok(mut diag) = Diag::open_in_netns(netns) else {
+        return;
+    };
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        match diag.dump(filter, 0) {
+            Ok(open) if open.iter().any(|s| s.state != TIME_WAIT) => {
+                std::thread::sleep(Duration::from_millis(10))
+            }
+            _ => break,
+        }
     }
 }
 
@@ -282,7 +303,17 @@ fn spawn(mut cmd: Command) -> Result<Guard, String> {
         .map_err(|e| format!("cannot start {line}: {e}"))
 }
 
-fn run_to_end(mut cmd: Command, limit: Duration) -> Result<std::process::Output, String> {
+fn run_to_end(cmd: Command, limit: Duration) -> Result<std::process::Output, String> {
+    run_to_end_allowing(cmd, limit, &[0])
+}
+
+/// Like [`run_to_end`], also accepting the exit codes in `ok` (curl's 28: the transfer was cut
+/// at `--max-time`, which for a capped download is a measurement, not a failure).
+fn run_to_end_allowing(
+    mut cmd: Command,
+    limit: Duration,
+    ok: &[i32],
+) -> Result<std::process::Output, String> {
     let line = format!("{cmd:?}");
     cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -305,7 +336,7 @@ fn run_to_end(mut cmd: Command, limit: Duration) -> Result<std::process::Output,
             return Err(format!("{line} did not finish within {limit:?}"));
         }
     };
-    if !out.status.success() {
+    if !out.status.code().is_some_and(|c| ok.contains(&c)) {
         // iperf3 --json reports its error in the JSON on stdout, not on stderr.
         let json_error = serde_json::from_slice::<serde_json::Value>(&out.stdout)
             .ok()
@@ -324,6 +355,15 @@ fn run_to_end(mut cmd: Command, limit: Duration) -> Result<std::process::Output,
         return Err(format!("{line} failed ({}): {why}", out.status));
     }
     Ok(out)
+}
+
+/// Starts a one-off iperf3 server on the server host and waits until it listens.
+fn iperf3_server(hosts: &dyn Hosts, port: u16) -> Result<Guard, String> {
+    let mut srv = hosts.command("server", "iperf3");
+    srv.args(["-s", "-1", "-p", &port.to_string()]);
+    let server = spawn(srv)?;
+    wait_listening(&hosts.netns("server"), port, Duration::from_secs(10))?;
+    Ok(server)
 }
 
 /// A workload's measurement and the time series of both ends.
@@ -435,10 +475,37 @@ pub fn run(
 
     let (measured, observed) = match kind {
         "iperf3" | "bulk" => {
-            let mut srv = hosts.command("server", "iperf3");
-            srv.args(["-s", "-1", "-p", &port.to_string()]);
-            let server = spawn(srv)?;
-            wait_listening(&hosts.netns("server"), port, Duration::from_secs(10))?;
+            // Short transfers first, so the client's TCP metrics cache knows the server (the
+            // only way a route's ssthresh reaches a connection: tcp_init_metrics reads the
+            // cache entry that an earlier connection to the destination left).
+            let primes: u32 = s
+                .get("workload.prime_connections")
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0);
+            for _ in 0..primes {
+                let server = iperf3_server(hosts, port)?;
+                let mut cli = hosts.command("client", "iperf3");
+                cli.args([
+                    "-c",
+                    &server_addr.to_string(),
+                    "-p",
+                    &port.to_string(),
+                    "-n",
+                    "100K",
+                    "--json",
+                ]);
+                run_to_end(cli, Duration::from_secs(30))?;
+                // The one-off server exits after its test: let it close its sockets itself. A
+                // signal now would reset the connection, and a reset writes no metrics.
+                server.wait(Duration::from_secs(5));
+                // The cache entry is written as the connection reaches TIME_WAIT, an RTT after
+                // the client is done: the measured connection must not start before that.
+                let to_server: Filter = format!("dport {port}")
+                    .parse()
+                    .map_err(|e| format!("{e}"))?;
+                wait_closed(&hosts.netns("client"), &to_server, Duration::from_secs(5));
+            }
+            let server = iperf3_server(hosts, port)?;
             start_receiver()?;
             let sampler =
                 Sampler::start(hosts.netns(send_host), filter, Duration::from_millis(50))?;
@@ -525,8 +592,9 @@ pub fn run(
             ]);
             cli.args(["--max-time", &format!("{:.0}", duration.secs().max(1.0))]);
             cli.arg(format!("http://{host}:{port}/file"));
-            let out =
-                listening.and_then(|()| run_to_end(cli, duration.std() + Duration::from_secs(30)));
+            let out = listening.and_then(|()| {
+                run_to_end_allowing(cli, duration.std() + Duration::from_secs(30), &[0, 28])
+            });
             let samples = sampler.finish();
             drop(server);
             let _ = std::fs::remove_dir_all(&dir);

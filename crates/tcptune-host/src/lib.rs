@@ -6,7 +6,6 @@
 //! host states without root; only `read` and the live sysctl writer touch the system.
 
 pub mod audit;
-pub mod netns;
 pub mod read;
 pub mod state;
 pub mod tune;

@@ -9,16 +9,16 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::netns;
 use crate::state::{
     key_from_proc_path, normalize_value, HostState, Interface, KernelVersion, Route, SysctlFileLine,
 };
+use tcptune_kernel::sys::{in_netns, KernelError};
 
 /// Why the host could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum ReadError {
     #[error(transparent)]
-    Netns(#[from] netns::NetnsError),
+    Netns(#[from] KernelError),
     #[error("cannot run `{cmd}`: {why}")]
     Command { cmd: String, why: String },
     #[error("cannot read {path}: {source}")]
@@ -44,7 +44,7 @@ pub const SYSCTL_CONF_DIRS: [&str; 5] = [
 /// Reads the state of the host, or of the named network namespace.
 pub fn read_host(netns_name: Option<&str>) -> Result<HostState, ReadError> {
     let sysctls = match netns_name {
-        Some(name) => netns::in_netns(name, || read_sysctls(Path::new("/proc/sys")))??,
+        Some(name) => in_netns(name, || read_sysctls(Path::new("/proc/sys")))??,
         None => read_sysctls(Path::new("/proc/sys"))?,
     };
     let kernel = fs::read_to_string("/proc/sys/kernel/osrelease")
@@ -61,7 +61,7 @@ pub fn read_host(netns_name: Option<&str>) -> Result<HostState, ReadError> {
             .ok()
             .and_then(|m| parse_meminfo(&m)),
         tcp_mem_used_pages: match netns_name {
-            Some(name) => netns::in_netns(name, || fs::read_to_string("/proc/net/sockstat"))?,
+            Some(name) => in_netns(name, || fs::read_to_string("/proc/net/sockstat"))?,
             None => fs::read_to_string("/proc/net/sockstat"),
         }
         .ok()

@@ -11,7 +11,6 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::audit::{Action, Audit};
-use crate::netns;
 
 /// One change of the plan, with the value it replaces.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
@@ -398,7 +397,7 @@ impl LiveHost {
 
     fn in_ns<T: Send>(&self, f: impl FnOnce() -> io::Result<T> + Send) -> io::Result<T> {
         match &self.netns {
-            Some(n) => netns::in_netns(n, f).map_err(io::Error::other)?,
+            Some(n) => tcptune_kernel::sys::in_netns(n, f).map_err(io::Error::other)?,
             None => f(),
         }
     }

@@ -45,22 +45,8 @@ impl TailLayout {
     }
 }
 
-/// A kernel release as `major.minor`, parsed from `uname -r` ("6.18.44-fc-v769").
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub struct KernelVersion {
-    pub major: u32,
-    pub minor: u32,
-}
-
-impl KernelVersion {
-    /// Parses the leading `major.minor` of a release string; `None` if it has none.
-    pub fn parse(release: &str) -> Option<KernelVersion> {
-        let mut parts = release.split(|c: char| !c.is_ascii_digit());
-        let major = parts.next()?.parse().ok()?;
-        let minor = parts.next()?.parse().ok()?;
-        Some(KernelVersion { major, minor })
-    }
-}
+/// The kernel version type shared by every crate (parses `uname -r` forms).
+pub use tcptune_model::kernel::KernelVersion;
 
 /// Reads a native-endian integer of type `$t` at `$off` if the payload reaches that far.
 macro_rules! field {
@@ -405,14 +391,14 @@ mod tests {
 
     #[test]
     fn kernel_version_parses_release_strings() {
-        let v = KernelVersion::parse("6.18.44-fc-v769").unwrap();
+        let v = "6.18.44-fc-v769".parse::<KernelVersion>().unwrap();
         assert_eq!((v.major, v.minor), (6, 18));
         assert_eq!(
-            TailLayout::for_kernel(KernelVersion::parse("7.0.0-rc1").unwrap()),
+            TailLayout::for_kernel("7.0.0-rc1".parse::<KernelVersion>().unwrap()),
             TailLayout::Linux7_0
         );
         assert_eq!(TailLayout::for_kernel(v), TailLayout::Linux6_18);
-        assert_eq!(KernelVersion::parse("garbage"), None);
+        assert!("garbage".parse::<KernelVersion>().is_err());
     }
 
     #[test]

@@ -39,18 +39,8 @@ pub fn in_netns<T: Send>(
     ns: &str,
     f: impl FnOnce() -> std::io::Result<T> + Send,
 ) -> std::io::Result<T> {
-    let file = std::fs::File::open(Path::new("/run/netns").join(ns))?;
-    std::thread::scope(|s| {
-        s.spawn(|| {
-            // SAFETY: setns with a valid namespace fd; affects only this helper thread.
-            if unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            f()
-        })
-        .join()
-        .unwrap_or_else(|_| Err(std::io::Error::other("namespace helper thread panicked")))
-    })
+    // The one setns-on-a-helper-thread implementation lives in the kernel crate.
+    tcptune_kernel::sys::in_netns(ns, f).map_err(std::io::Error::other)?
 }
 
 /// `/proc/sys/…` path of a dotted sysctl name.

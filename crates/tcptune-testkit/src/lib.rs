@@ -7,7 +7,7 @@
 use std::process::{Command, Output};
 use std::sync::atomic::{AtomicU32, Ordering};
 
-static COUNTER: AtomicU32 = AtomicU32::new(0);
+pub(crate) static COUNTER: AtomicU32 = AtomicU32::new(0);
 
 /// True when the process can create network namespaces (root with CAP_SYS_ADMIN).
 /// Prints why not, so a skipped test says so in the test log.
@@ -147,6 +147,9 @@ pub fn veth_pair(a: &Netns, b: &Netns, subnet_octet: u8) -> (String, String) {
     b.exec(&["ip", "link", "set", &vb, "up"]);
     (ia, ib)
 }
+
+pub mod delay;
+pub use delay::DelayLine;
 
 #[cfg(test)]
 mod tests {

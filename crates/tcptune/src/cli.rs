@@ -71,6 +71,9 @@ pub enum Command {
         #[command(subcommand)]
         lab: Box<LabCommand>,
     },
+    /// Analyse a packet capture (pcap/pcapng): Wireshark's TCP flags, per-flow statistics,
+    /// a diagnosis, and graphs.
+    Analyze(AnalyzeArgs),
     /// Print the JSON Schema of a command's `--json` output (all of them without a name).
     Schema {
         /// Schema name as listed by `tcptune schema --list`, e.g. model-bdp.
@@ -629,4 +632,21 @@ pub enum LabCommand {
         #[arg(long)]
         cpu: u32,
     },
+}
+
+/// `tcptune analyze FILE|-`.
+#[derive(Args, Debug)]
+pub struct AnalyzeArgs {
+    /// Capture file (pcap or pcapng), or `-` for standard input.
+    pub file: String,
+    /// List every flagged packet with the rule that fired and the numbers it compared.
+    #[arg(long)]
+    pub packets: bool,
+    /// Write SVG graphs (time-sequence, throughput, RTT, window and bytes in flight) of each
+    /// flow into this directory (created if missing).
+    #[arg(long, value_name = "DIR")]
+    pub graphs: Option<std::path::PathBuf>,
+    /// Graph at most this many flows (the ones with the most data).
+    #[arg(long, default_value_t = 8, value_name = "N")]
+    pub graph_flows: usize,
 }

@@ -37,9 +37,20 @@ impl<T> Envelope<T> {
     }
 }
 
+/// Prints plain text; a closed pipe (`| head`) ends the output quietly instead of panicking as
+/// `println!` would.
+pub fn text(s: &str) -> anyhow::Result<()> {
+    let mut out = io::stdout().lock();
+    match out.write_all(s.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() != io::ErrorKind::BrokenPipe => Err(e.into()),
+        _ => Ok(()),
+    }
+}
+
 /// Prints `result` as JSON (in its envelope) or as text. A closed pipe (`| head`) is not an error.
 pub fn emit<T: Serialize + Display>(command: &str, result: &T, json: bool) -> anyhow::Result<()> {
-    let mut out = io::stdout().lock();
+    // Buffered: a table of thousands of connections would otherwise cost a write per line.
+    let mut out = io::BufWriter::with_capacity(1 << 16, io::stdout().lock());
     let written = if json {
         serde_json::to_writer_pretty(&mut out, &Envelope::new(command, result))
             .map_err(io::Error::from)

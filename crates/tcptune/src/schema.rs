@@ -53,5 +53,6 @@ pub fn all() -> Vec<SchemaEntry> {
         entry::<tcptune_lab::LabList>("lab-status", "lab status"),
         entry::<tcptune_lab::LabStatus>("lab-set", "lab set"),
         entry::<tcptune_lab::Removed>("lab-down", "lab down"),
+        entry::<tcptune_analyze::AnalyzeReport>("analyze", "analyze"),
     ]
 }

@@ -189,3 +189,158 @@ fn a_bad_spec_fails_before_any_trial_with_its_line() {
     assert!(!out.exists(), "nothing was run or written");
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[test]
+fn an_interrupted_run_leaves_no_lab_and_resumes() {
+    if !tcptune_testkit::privileged("an_interrupted_run_leaves_no_lab_and_resumes") {
+        return;
+    }
+    let dir = tempdir("interrupt");
+    let spec = dir.join("spec.toml");
+    std::fs::write(
+        &spec,
+        "name = \"interrupt\"\nrepetitions = 2\nwarmup = false\n[link]\nrate = \"50mbit\"\ndelay = \"5ms\"\n[workload]\nkind = \"iperf3\"\nduration = \"2s\"\n[sweep]\n\"link.loss\" = [\"0%\", \"0.1%\"]\n",
+    )
+    .unwrap();
+    let out = dir.join("out");
+    let args = [
+        "lab",
+        "run",
+        spec.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--name",
+        "ttint",
+    ];
+    let child = Command::new(env!("CARGO_BIN_EXE_tcptune"))
+        .args(args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait for the first recorded trial, then interrupt the run during the next one.
+    let records = out.join("trials.jsonl");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while std::fs::read_to_string(&records)
+        .map(|t| t.lines().count())
+        .unwrap_or(0)
+        < 1
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no trial was recorded within 60 s"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    // SAFETY: kill(2) on our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let o = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("interrupted") && stderr.contains("resume"),
+        "{stderr}"
+    );
+    let netns = String::from_utf8(
+        Command::new("ip")
+            .args(["netns", "list"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    assert!(
+        !netns.contains("tcptune-ttint-"),
+        "the interrupted run left {netns}"
+    );
+    let recorded = std::fs::read_to_string(&records).unwrap().lines().count();
+    assert!(
+        (1..4).contains(&recorded),
+        "{recorded} trials recorded before the interrupt"
+    );
+    // The same command completes the rest, without repeating what was recorded.
+    let o = tcptune(&args);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let ids: Vec<String> = std::fs::read_to_string(&records)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|r| !r["result"].is_null())
+        .map(|r| r["id"].as_str().unwrap().to_string())
+        .collect();
+    let unique: std::collections::BTreeSet<&String> = ids.iter().collect();
+    assert_eq!((ids.len(), unique.len()), (4, 4), "{ids:?}");
+    assert!(out.join("report.html").exists());
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// Runs 200 pings through a lab with 20% random loss and the given seed, and returns the
+/// emulator's counters (packets in, lost, per direction) and the replies received.
+fn lossy_pings(lab: &str, seed: u64) -> (Vec<u64>, String) {
+    let o = tcptune(&[
+        "lab",
+        "up",
+        "--name",
+        lab,
+        "--delay",
+        "1ms",
+        "--loss",
+        "20%",
+        "--seed",
+        &seed.to_string(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let ping = tcptune(&[
+        "lab",
+        "exec",
+        lab,
+        "client",
+        "--",
+        "ping",
+        "-q",
+        "-n",
+        "-c",
+        "200",
+        "-i",
+        "0.005",
+        "-W",
+        "1",
+        "198.18.0.2",
+    ]);
+    let status = tcptune(&["--json", "lab", "status", "--name", lab]);
+    let down = tcptune(&["lab", "down", "--name", lab]);
+    assert!(down.status.success());
+    let v: Value = serde_json::from_slice(&status.stdout).unwrap();
+    let e = &v["result"]["labs"][0]["emulator"];
+    let counters = ["up", "down"]
+        .iter()
+        .flat_map(|d| {
+            [
+                e[d]["packets_in"].as_u64().unwrap(),
+                e[d]["dropped_loss"].as_u64().unwrap(),
+            ]
+        })
+        .collect();
+    let text = String::from_utf8_lossy(&ping.stdout);
+    let received = text
+        .split(',')
+        .find(|p| p.contains("received"))
+        .unwrap_or("")
+        .trim()
+        .to_string();
+    (counters, received)
+}
+
+#[test]
+fn the_same_seed_makes_the_same_impairment_decisions() {
+    if !tcptune_testkit::privileged("the_same_seed_makes_the_same_impairment_decisions") {
+        return;
+    }
+    // ping sends the same packet sequence every time, so the loss decisions must repeat.
+    let (a, ra) = lossy_pings("ttseeda", 7);
+    let (b, rb) = lossy_pings("ttseedb", 7);
+    assert_eq!((&a, &ra), (&b, &rb), "same seed, different decisions");
+    assert!(a[1] > 10 && a[3] > 10, "20% loss dropped too little: {a:?}");
+    let (c, _) = lossy_pings("ttseedc", 8);
+    assert_ne!(a, c, "another seed should decide differently");
+}

@@ -8,9 +8,12 @@
 //! `ppoll` until the next packet is due, a TUN becomes readable, a control client connects or a
 //! stop signal arrives (signalfd). Timer slack is set to 1 ns so wakeups are precise.
 //!
-//! Offloads are on (TSO super-packets pass as one) while no direction needs per-packet
-//! decisions, and off otherwise ([`LinkConfig::needs_per_packet`]); `lab set` switches live.
+//! TUN offloads are on, so senders hand over TSO super-packets. While a direction needs
+//! per-packet decisions ([`crate::config::LinkConfig::needs_per_packet`]) its super-packets are segmented in
+//! software; what leaves together is coalesced again before it is written ([`gro`]), so the
+//! receiving stack sees GRO-sized packets as from a real NIC. `lab set` switches live.
 
+pub mod gro;
 pub mod tun;
 
 use std::io::{self, BufRead, BufReader, Read, Write};
@@ -26,10 +29,13 @@ use crate::config::{ConfigError, LinkSpec};
 use crate::pipeline::{Counters, Direction, Nanos, Packet};
 use tun::{Frame, Tun, MAX_FRAME, VNET_HDR_LEN};
 
-/// Frames read from one TUN before the loop looks at the rest of the world.
-const BATCH: usize = 64;
+/// Frames read from one TUN before the loop delivers what is due (small: each offloaded
+/// frame costs ~10 µs, and packets waiting for delivery must not wait for a long batch).
+const BATCH: usize = 8;
 /// Bytes charged per wire packet at a host's line rate (the Ethernet header, as on a veth).
 const NIC_OVERHEAD: u64 = 14;
+/// Spare frame buffers kept for reuse (64 KiB each).
+const POOL_MAX: usize = 256;
 
 /// Monotonic time in ns.
 pub fn now_ns() -> Nanos {
@@ -62,6 +68,64 @@ pub struct PortStats {
     pub write_errors: u64,
 }
 
+/// How late packets were picked up for writing compared with their scheduled time (1 µs
+/// buckets up to 20 ms).
+pub struct Lateness {
+    buckets: Vec<u64>,
+    max_ns: u64,
+}
+
+const LATE_BUCKETS: usize = 20_000;
+
+impl Default for Lateness {
+    fn default() -> Self {
+        Lateness {
+            buckets: vec![0; LATE_BUCKETS + 1],
+            max_ns: 0,
+        }
+    }
+}
+
+impl Lateness {
+    fn add(&mut self, late_ns: u64) {
+        let i = ((late_ns / 1000) as usize).min(LATE_BUCKETS);
+        self.buckets[i] += 1;
+        self.max_ns = self.max_ns.max(late_ns);
+    }
+    /// The `q` quantile in µs (the upper edge of its bucket), None before any packet.
+    fn quantile_us(&self, q: f64) -> Option<u64> {
+        let n: u64 = self.buckets.iter().sum();
+        if n == 0 {
+            return None;
+        }
+        let rank = ((n as f64 * q).ceil() as u64).max(1);
+        let mut seen = 0;
+        for (i, c) in self.buckets.iter().enumerate() {
+            seen += c;
+            if seen >= rank {
+                return Some(i as u64 + 1);
+            }
+        }
+        Some(LATE_BUCKETS as u64)
+    }
+    fn summary(&self) -> LatenessSummary {
+        LatenessSummary {
+            p50_us: self.quantile_us(0.5),
+            p99_us: self.quantile_us(0.99),
+            max_us: (self.max_ns > 0).then(|| self.max_ns.div_ceil(1000)),
+        }
+    }
+}
+
+/// How late the emulator wrote packets compared with their scheduled departure: its own
+/// contribution to delay error (wakeup latency, CPU contention).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+pub struct LatenessSummary {
+    pub p50_us: Option<u64>,
+    pub p99_us: Option<u64>,
+    pub max_us: Option<u64>,
+}
+
 /// One host's end of the link.
 pub struct Port {
     tun: Tun,
@@ -86,7 +150,8 @@ impl Port {
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct EmuStatus {
     pub link: LinkSpec,
-    /// True while TSO super-packets pass whole (no per-packet impairment is on).
+    /// True while TSO super-packets pass whole; false while they are segmented in software
+    /// because a per-packet impairment is on.
     pub offloads: bool,
     /// Client → server.
     pub up: Counters,
@@ -97,6 +162,8 @@ pub struct EmuStatus {
     pub client_line_rate_bps: Option<Rate>,
     pub server_line_rate_bps: Option<Rate>,
     pub uptime_s: Dur,
+    /// Lateness of writes against the schedule, both directions, since the start.
+    pub lateness: LatenessSummary,
 }
 
 /// A request on the control socket: one JSON object per line.
@@ -135,6 +202,7 @@ pub struct Emulator {
     spec: LinkSpec,
     offloads: bool,
     started: Nanos,
+    late: Lateness,
 }
 
 /// Blocks SIGINT, SIGTERM and SIGHUP in this thread (call before starting other threads so
@@ -171,17 +239,19 @@ impl Emulator {
             spec,
             offloads: false,
             started: now_ns(),
+            late: Lateness::default(),
         };
         e.apply_offloads()
             .map_err(|err| ConfigError::Invalid(format!("cannot set TUN offloads: {err}")))?;
         Ok(e)
     }
 
+    /// TUN offloads stay on (the senders hand over 64 KB at a time); when a direction needs
+    /// per-packet decisions its super-packets are segmented in software ([`gro::segment`]).
     fn apply_offloads(&mut self) -> io::Result<()> {
-        let on = !(self.spec.up.needs_per_packet() || self.spec.down.needs_per_packet());
-        self.client.tun.set_offloads(on)?;
-        self.server.tun.set_offloads(on)?;
-        self.offloads = on;
+        self.client.tun.set_offloads(true)?;
+        self.server.tun.set_offloads(true)?;
+        self.offloads = !(self.spec.up.needs_per_packet() || self.spec.down.needs_per_packet());
         Ok(())
     }
 
@@ -197,6 +267,7 @@ impl Emulator {
             client_line_rate_bps: self.client.line_rate,
             server_line_rate_bps: self.server.line_rate,
             uptime_s: Dur::from_nanos(now - self.started),
+            lateness: self.late.summary(),
         }
     }
 
@@ -229,21 +300,38 @@ impl Emulator {
     }
 
     /// Reads up to a batch from `port` into `dir`; true if the batch was full (more may wait).
-    fn ingest(port: &mut Port, dir: &mut Direction<Frame>, scratch: &mut [u8], now: Nanos) -> bool {
+    /// Frames are read straight into buffers from `pool` (no copy).
+    fn ingest(
+        port: &mut Port,
+        dir: &mut Direction<Frame>,
+        pool: &mut Vec<Vec<u8>>,
+        now: Nanos,
+    ) -> bool {
         for _ in 0..BATCH {
             if port.nic_free_at > now {
                 return false;
             }
-            let len = match port.tun.read_frame(scratch) {
-                Ok(Some(len)) => len,
+            let mut buf = pool.pop().unwrap_or_else(|| Vec::with_capacity(MAX_FRAME));
+            match port.tun.read_into(&mut buf) {
+                Ok(true) => {}
                 // EIO happens while the device is down; nothing to read either way.
-                Ok(None) | Err(_) => return false,
-            };
-            if len <= VNET_HDR_LEN {
+                Ok(false) | Err(_) => {
+                    pool.push(buf);
+                    return false;
+                }
+            }
+            if buf.len() <= VNET_HDR_LEN {
+                pool.push(buf);
                 continue;
             }
-            let frame = Frame {
-                buf: scratch[..len].to_vec(),
+            // A small frame gets an exact-size copy, so a long delay line of small packets
+            // does not hold 64 KiB per packet; big (offloaded) frames keep their buffer.
+            let frame = if buf.len() < MAX_FRAME / 8 {
+                let copy = buf.clone();
+                pool.push(buf);
+                Frame { buf: copy }
+            } else {
+                Frame { buf }
             };
             let wire = frame.wire_bytes() + NIC_OVERHEAD * u64::from(frame.wire_packets());
             port.stats.frames_read += 1;
@@ -252,17 +340,46 @@ impl Emulator {
                 let tx = (wire as f64 * 8e9 / rate.bps()) as u64;
                 port.nic_free_at = port.nic_free_at.max(now) + tx;
             }
+            if dir.config().needs_per_packet() {
+                if let Some(segs) = gro::segment(&frame.buf) {
+                    if frame.buf.capacity() >= MAX_FRAME && pool.len() < POOL_MAX {
+                        pool.push(frame.buf);
+                    }
+                    for buf in segs {
+                        dir.enqueue(now, Frame { buf });
+                    }
+                    continue;
+                }
+            }
             dir.enqueue(now, frame);
         }
         true
     }
 
-    fn deliver(dir: &mut Direction<Frame>, to: &mut Port, now: Nanos, out: &mut Vec<Frame>) {
-        dir.poll(now, out);
-        for f in out.drain(..) {
-            match to.tun.write_frame(&f.buf) {
-                Ok(()) => to.stats.frames_written += 1,
-                Err(_) => to.stats.write_errors += 1,
+    fn deliver(
+        dir: &mut Direction<Frame>,
+        to: &mut Port,
+        late: &mut Lateness,
+        pool: &mut Vec<Vec<u8>>,
+        due: &mut Vec<Vec<u8>>,
+    ) {
+        let now = now_ns();
+        dir.poll_each(now, |t, f| {
+            late.add(now.saturating_sub(t));
+            due.push(f.buf);
+        });
+        if due.is_empty() {
+            return;
+        }
+        let stats = &mut to.stats;
+        gro::coalesce(due, |frame| match to.tun.write_frame(frame) {
+            Ok(()) => stats.frames_written += 1,
+            Err(_) => stats.write_errors += 1,
+        });
+        // Keep full-size buffers for reuse (copies of small frames are exact-size).
+        for buf in due.drain(..) {
+            if buf.capacity() >= MAX_FRAME && pool.len() < POOL_MAX {
+                pool.push(buf);
             }
         }
     }
@@ -323,15 +440,42 @@ impl Emulator {
         if let Some(l) = control {
             l.set_nonblocking(true)?;
         }
-        let mut scratch = vec![0u8; MAX_FRAME];
-        let mut out = Vec::with_capacity(BATCH);
+        let mut pool: Vec<Vec<u8>> = Vec::new();
+        let mut due: Vec<Vec<u8>> = Vec::new();
         loop {
+            // Due packets first: a batch of reads must not make them late.
+            Self::deliver(
+                &mut self.up,
+                &mut self.server,
+                &mut self.late,
+                &mut pool,
+                &mut due,
+            );
+            Self::deliver(
+                &mut self.down,
+                &mut self.client,
+                &mut self.late,
+                &mut pool,
+                &mut due,
+            );
             let now = now_ns();
-            let more_c = Self::ingest(&mut self.client, &mut self.up, &mut scratch, now);
-            let more_s = Self::ingest(&mut self.server, &mut self.down, &mut scratch, now);
+            let more_c = Self::ingest(&mut self.client, &mut self.up, &mut pool, now);
+            let more_s = Self::ingest(&mut self.server, &mut self.down, &mut pool, now);
+            Self::deliver(
+                &mut self.up,
+                &mut self.server,
+                &mut self.late,
+                &mut pool,
+                &mut due,
+            );
+            Self::deliver(
+                &mut self.down,
+                &mut self.client,
+                &mut self.late,
+                &mut pool,
+                &mut due,
+            );
             let now = now_ns();
-            Self::deliver(&mut self.up, &mut self.server, now, &mut out);
-            Self::deliver(&mut self.down, &mut self.client, now, &mut out);
 
             let mut next: Option<Nanos> = [self.up.next_wakeup(), self.down.next_wakeup()]
                 .into_iter()

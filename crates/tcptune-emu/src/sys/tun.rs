@@ -153,6 +153,25 @@ impl Tun {
         Ok(Some(n as usize))
     }
 
+    /// Reads one frame into `buf` (replacing its contents, up to its capacity) without
+    /// zeroing or copying; `Ok(false)` when nothing is waiting.
+    pub fn read_into(&self, buf: &mut Vec<u8>) -> io::Result<bool> {
+        buf.clear();
+        // SAFETY: read(2) writes at most capacity bytes into the vector's allocation; set_len
+        // then covers exactly the bytes the kernel wrote.
+        let n = unsafe { libc::read(self.fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.capacity()) };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            return match e.kind() {
+                io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(false),
+                _ => Err(e),
+            };
+        }
+        // SAFETY: the first n bytes were initialised by read(2), n <= capacity.
+        unsafe { buf.set_len(n as usize) };
+        Ok(true)
+    }
+
     /// Writes one frame (virtio header + IP packet).
     pub fn write_frame(&self, frame: &[u8]) -> io::Result<()> {
         // SAFETY: frame is valid for frame.len() bytes of reads.

@@ -9,7 +9,8 @@ use anyhow::Context as _;
 use tcptune_diagnose::conn::{Conn, ConnTable, History};
 use tcptune_diagnose::Context;
 use tcptune_kernel::diag::ext;
-use tcptune_kernel::{procs, sys, Diag, Filter};
+use tcptune_kernel::tcp_info::{KernelVersion, TailLayout};
+use tcptune_kernel::{procs, sys, Diag, Filter, KernelError};
 use tcptune_model::Dur;
 
 use crate::cli::{ConnsArgs, SockArgs};
@@ -28,7 +29,28 @@ pub(super) fn parse_filter(words: &[String]) -> anyhow::Result<Filter> {
         .with_context(|| format!("bad filter '{text}'"))
 }
 
+/// Recorded kernel answers to use instead of the kernel (CLI tests without root): a file of
+/// netlink messages as under fixtures/kernel/, and the kernel version it came from.
+const REPLAY_ENV: &str = "TCPTUNE_REPLAY_SOCK_DIAG";
+const REPLAY_KERNEL_ENV: &str = "TCPTUNE_REPLAY_KERNEL";
+
 pub(super) fn targets(sock: &SockArgs) -> anyhow::Result<Vec<Target>> {
+    if let Some(path) = std::env::var_os(REPLAY_ENV) {
+        let rec = std::fs::read(&path).with_context(|| {
+            format!(
+                "cannot read {REPLAY_ENV}={}",
+                std::path::Path::new(&path).display()
+            )
+        })?;
+        let release = std::env::var(REPLAY_KERNEL_ENV).unwrap_or_else(|_| "6.18".into());
+        let version = release.parse::<KernelVersion>().ok().with_context(|| {
+            format!("{REPLAY_KERNEL_ENV}={release} is not a kernel version such as 6.18")
+        })?;
+        return Ok(vec![Target {
+            netns: sock.netns.clone(),
+            diag: Diag::replay(rec, TailLayout::for_kernel(version)),
+        }]);
+    }
     let mut names: Vec<Option<String>> = Vec::new();
     if sock.all_netns {
         names.push(None);
@@ -36,19 +58,29 @@ pub(super) fn targets(sock: &SockArgs) -> anyhow::Result<Vec<Target>> {
     } else {
         names.push(sock.netns.clone());
     }
-    names
-        .into_iter()
-        .map(|netns| {
-            let diag = Diag::open_maybe_in(netns.as_deref())?;
-            Ok(Target { netns, diag })
-        })
-        .collect()
+    let mut out = Vec::new();
+    for netns in names {
+        match Diag::open_maybe_in(netns.as_deref()) {
+            Ok(diag) => out.push(Target { netns, diag }),
+            // Listed a moment ago and deleted since: nothing to look at there.
+            Err(KernelError::NoSuchNetns(_)) if sock.all_netns => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(out)
 }
 
 pub(super) fn context(sock: &SockArgs) -> Context {
     Context {
         path_rate: sock.rate,
     }
+}
+
+/// Highest rate first. The key is computed once per row, and rows move about once (they are
+/// large; bench/conns sorts 20,000).
+pub(super) fn sort_by_rate(rows: &mut [Conn]) {
+    // Rates are finite and non-negative, so their bit patterns order like the values.
+    rows.sort_by_cached_key(|c| std::cmp::Reverse(c.sort_rate().max(0.0).to_bits()));
 }
 
 pub(super) fn since(start: Instant) -> Dur {
@@ -88,13 +120,47 @@ pub(super) fn sample_all(
     Ok(rows)
 }
 
+/// One dump of every target, rows built as the sockets are decoded.
+fn once(
+    targets: &mut [Target],
+    filter: &Filter,
+    start: Instant,
+    ctx: &Context,
+    all: bool,
+) -> anyhow::Result<Vec<Conn>> {
+    let mut rows = Vec::new();
+    for t in targets.iter_mut() {
+        let at = since(start);
+        let netns = t.netns.clone();
+        t.diag
+            .dump_each(filter, ext::TCPTUNE, |s| {
+                let (mut c, _) = Conn::new(&s, at, None, ctx, all);
+                c.netns.clone_from(&netns);
+                rows.push(c);
+            })
+            .with_context(|| dump_context(&t.netns))?;
+    }
+    Ok(rows)
+}
+
+fn dump_context(netns: &Option<String>) -> String {
+    match netns {
+        Some(n) => format!("dumping sockets in network namespace '{n}'"),
+        None => "dumping sockets".to_string(),
+    }
+}
+
 pub fn run(args: ConnsArgs, json: bool) -> anyhow::Result<Outcome> {
     let filter = parse_filter(&args.sock.filter)?;
     let mut targets = targets(&args.sock)?;
     let ctx = context(&args.sock);
     let start = Instant::now();
     let mut history = History::default();
-    let mut rows = sample_all(&mut targets, &filter, &mut history, start, &ctx, args.all)?;
+    let mut rows = match args.over {
+        // One sample: no history to keep.
+        None => once(&mut targets, &filter, start, &ctx, args.all)?,
+        Some(_) => sample_all(&mut targets, &filter, &mut history, start, &ctx, args.all)?,
+    };
     if let Some(over) = args.over {
         std::thread::sleep(over.std());
         rows = sample_all(&mut targets, &filter, &mut history, start, &ctx, args.all)?;
@@ -102,7 +168,7 @@ pub fn run(args: ConnsArgs, json: bool) -> anyhow::Result<Outcome> {
     if args.sock.processes {
         add_processes(&mut rows);
     }
-    rows.sort_by(|a, b| b.sort_rate().total_cmp(&a.sort_rate()));
+    sort_by_rate(&mut rows);
     let table = ConnTable {
         connections: rows,
         all: args.all,

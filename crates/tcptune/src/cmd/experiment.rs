@@ -47,8 +47,8 @@ pub fn run(
         })?;
     }
     if check {
-        println!(
-            "{}: {} point(s) × {} repetition(s){} = {} trials, order {:?}",
+        let mut t = format!(
+            "{}: {} point(s) × {} repetition(s){} = {} trials, order {:?}\n",
             spec.name,
             points.len(),
             spec.repetitions,
@@ -57,8 +57,9 @@ pub fn run(
             spec.order
         );
         for p in &points {
-            println!("  p{:03}  {}", p.index, p.label());
+            t.push_str(&format!("  p{:03}  {}\n", p.index, p.label()));
         }
+        crate::output::text(&t)?;
         return Ok(Outcome::Ok);
     }
     if out.exists()
@@ -72,6 +73,9 @@ pub fn run(
             out.display()
         );
     }
+    // SIGINT/SIGTERM/SIGHUP set a flag: the trial in progress ends (its lab is removed) and the
+    // loop stops; a rerun resumes.
+    tcptune_lab::os::catch_stop_signals();
     let mut runner = LabRunner {
         lab: lab.to_string(),
     };
@@ -102,6 +106,13 @@ pub fn run(
         );
     })
     .with_context(|| format!("running {}", spec_path.display()))?;
+    if outcome.interrupted {
+        bail!(
+            "interrupted after {} trial(s) of this run; the labs were removed and {} keeps what was measured: run the same command again to resume",
+            outcome.ran,
+            out.display()
+        );
+    }
     let files = report::write_report(out)
         .with_context(|| format!("writing the report in {}", out.display()))?;
     if outcome.skipped > 0 {

@@ -3,6 +3,7 @@
 use crate::cli::{Cli, Command};
 use crate::Outcome;
 
+mod analyze;
 mod audit;
 mod conns;
 mod experiment;
@@ -40,6 +41,7 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Serve(args) => perf::serve(&args),
         Command::Test(args) => perf::test(&args, cli.json),
         Command::Lab { lab } => lab::run(*lab, cli.json),
+        Command::Analyze(args) => analyze::run(args, cli.json),
         Command::Schema { name, list } => schema::run(name.as_deref(), list),
     }
 }

@@ -7,7 +7,7 @@ pub fn run(name: Option<&str>, list: bool) -> anyhow::Result<Outcome> {
     let entries = all();
     if list {
         for SchemaEntry { name, command, .. } in &entries {
-            println!("{name:<24} tcptune {command} --json");
+            crate::output::text(&format!("{name:<24} tcptune {command} --json\n"))?;
         }
         return Ok(Outcome::Ok);
     }
@@ -25,6 +25,6 @@ pub fn run(name: Option<&str>, list: bool) -> anyhow::Result<Outcome> {
                 .collect::<anyhow::Result<_>>()?,
         ),
     };
-    println!("{}", serde_json::to_string_pretty(&doc)?);
+    crate::output::text(&(serde_json::to_string_pretty(&doc)? + "\n"))?;
     Ok(Outcome::Ok)
 }

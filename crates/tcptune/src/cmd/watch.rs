@@ -17,7 +17,9 @@ use tcptune_kernel::tcp_info::state_name;
 use tcptune_kernel::{DestroyEvents, DiagSocket};
 use tcptune_model::Dur;
 
-use super::conns::{add_processes, context, parse_filter, sample_all, since, targets, Target};
+use super::conns::{
+    add_processes, context, parse_filter, sample_all, since, sort_by_rate, targets, Target,
+};
 use crate::cli::WatchArgs;
 use crate::Outcome;
 
@@ -167,7 +169,7 @@ fn table(
                         cookie: c.cookie,
                         local: c.local,
                         remote: c.remote,
-                        state: c.state.clone(),
+                        state: c.state.to_string(),
                         closed: false,
                         sample: s,
                         congestion: c.congestion,
@@ -182,12 +184,11 @@ fn table(
             if args.sock.processes {
                 add_processes(&mut rows);
             }
-            rows.sort_by(|a, b| b.sort_rate().total_cmp(&a.sort_rate()));
+            sort_by_rate(&mut rows);
             let total = rows.len();
             rows.truncate(args.top);
-            let mut out = std::io::stdout().lock();
-            write!(
-                out,
+            // One write per frame, so the terminal never shows a half-drawn table.
+            let frame = format!(
                 "{}tcptune watch  t={:.1}s  {} connections (top {} by rate, every {})\n{}",
                 clear_screen(tty),
                 t.secs(),
@@ -198,8 +199,9 @@ fn table(
                     connections: rows,
                     all: false,
                 }
-            )
-            .ok();
+            );
+            let mut out = std::io::stdout().lock();
+            out.write_all(frame.as_bytes()).ok();
             out.flush().ok();
         }
         if stop.tick() {
@@ -246,8 +248,15 @@ fn one(
     let start = Instant::now();
     let mut stop = Stop::new(args, start);
     let tty = std::io::stdout().is_terminal();
-    let mut prev: Option<Sample> = None;
+    // History rows cover at least 100 ms each (the kernel's chrono counters tick in jiffies,
+    // so 1 ms rows would say nothing); the verdict covers the last HISTORY_FOR_VERDICT rows.
+    let row_period = args.interval.max(Dur::from_millis(100));
+    const HISTORY_ROWS: usize = 20;
+    const HISTORY_FOR_VERDICT: usize = 10;
+    // Samples at row boundaries, oldest first.
+    let mut marks: VecDeque<Sample> = VecDeque::new();
     let mut rows: VecDeque<Row> = VecDeque::new();
+    let mut last_draw: Option<Instant> = None;
     let mut next = Instant::now();
     let mut current = first;
     loop {
@@ -255,25 +264,33 @@ fn one(
         if let Some(line) = record_line(t, netns.as_deref(), &current, false) {
             sink.write(&line)?;
             let b = line.sample;
-            if let Some(a) = &prev {
-                let snap = snapshot(&b.info);
-                rows.push_back(Row {
-                    t,
-                    iv: interval(a, &b),
-                    cwnd: snap.cwnd_bytes,
-                    snd_wnd: snap.snd_wnd_bytes,
-                    rtt: snap.rtt_s,
-                });
-                if rows.len() > 20 {
-                    rows.pop_front();
+            let due = marks
+                .back()
+                .is_none_or(|m| b.at_s.nanos() - m.at_s.nanos() >= row_period.nanos());
+            if due {
+                if let Some(a) = marks.back() {
+                    let snap = snapshot(&b.info);
+                    rows.push_back(Row {
+                        t,
+                        iv: interval(a, &b),
+                        cwnd: snap.cwnd_bytes,
+                        snd_wnd: snap.snd_wnd_bytes,
+                        rtt: snap.rtt_s,
+                    });
+                    if rows.len() > HISTORY_ROWS {
+                        rows.pop_front();
+                    }
+                }
+                marks.push_back(b.clone());
+                if marks.len() > HISTORY_FOR_VERDICT + 1 {
+                    marks.pop_front();
                 }
             }
-            // Redraw at most ~20 times a second however fast we sample.
-            let redraw = prev.is_none()
-                || args.interval >= Dur::from_millis(50)
-                || stop.done % ((50 / args.interval.nanos().div_ceil(1_000_000)).max(1)) == 0;
+            // Redraw at most 20 times a second however fast we sample.
+            let redraw = last_draw.is_none_or(|d| d.elapsed() >= Duration::from_millis(50));
             if redraw && !sink.json {
-                let v = verdict(prev.as_ref(), &b, &ctx);
+                let base = marks.front().filter(|m| m.at_s < b.at_s);
+                let v = verdict(base, &b, &ctx);
                 draw_detail(
                     tty,
                     &current,
@@ -283,8 +300,8 @@ fn one(
                     &rows,
                     args.interval,
                 );
+                last_draw = Some(Instant::now());
             }
-            prev = Some(b);
         }
         sink.flush()?;
         if stop.tick() {

@@ -1,0 +1,625 @@
+//! Sans-IO analysis of TCP captures: feed decoded segments in capture order, get per-flow
+//! Wireshark-compatible flags ([`wireshark`]), tcptrace-style statistics ([`stats`]), a short
+//! diagnosis ([`diagnose`]) and bounded series for graphs ([`series`], drawn by [`svg`]).
+//!
+//! Memory grows with the number of flows, not packets: each flow keeps constant-size state plus
+//! bounded structures (at most 10000 unacked sequence ends as Wireshark keeps, 4096 outstanding
+//! segments for RTT, and a fixed number of graph points when graphs are asked for). Only
+//! `--packets` keeps something per flagged packet, because that is its output.
+
+pub mod diagnose;
+pub mod report;
+pub mod series;
+pub mod stats;
+pub mod svg;
+pub mod wireshark;
+
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::io::Read;
+
+use tcptune_model::{Bytes, Dur, Rate};
+use tcptune_wire::packet::flags as th;
+use tcptune_wire::{parse_frame, Addr, CaptureError, CaptureReader, SkipReason, TcpSegment};
+
+pub use report::{AnalyzeReport, FlagCounts, FlaggedPacket, FlowReport};
+use report::{DirStats, RttStats, Skipped, WindowStats};
+use series::FlowSeries;
+use stats::DirAcc;
+use wireshark::{ConvState, Flags, SynCheck, Verdict};
+
+/// What to collect besides the flags and statistics.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Options {
+    /// Keep every flagged packet with the reason (`--packets`).
+    pub packets: bool,
+    /// Keep bounded series for graphs (`--graphs`).
+    pub series: bool,
+}
+
+/// One endpoint: address and port.
+pub type Endpoint = (Addr, u16);
+
+/// A conversation key: both endpoints, lower one first, so both directions find it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct ConvKey(Endpoint, Endpoint);
+
+impl std::hash::Hash for ConvKey {
+    /// Three words instead of the derived byte-by-byte walk: the lookup is on the hot path.
+    fn hash<H: Hasher>(&self, h: &mut H) {
+        let word = |a: &Addr| {
+            let (lo, hi) = a.bytes.split_at(8);
+            let lo = u64::from_le_bytes(lo.try_into().unwrap_or([0; 8]));
+            let hi = u64::from_le_bytes(hi.try_into().unwrap_or([0; 8]));
+            lo ^ hi.rotate_left(29)
+        };
+        h.write_u64(word(&self.0 .0));
+        h.write_u64(word(&self.1 .0));
+        h.write_u64(
+            u64::from(self.0 .1)
+                | u64::from(self.1 .1) << 16
+                | u64::from(self.0 .0.v6) << 32
+                | u64::from(self.1 .0.v6) << 33,
+        );
+    }
+}
+
+impl ConvKey {
+    fn of(seg: &TcpSegment) -> ConvKey {
+        let s = (seg.src, seg.sport);
+        let d = (seg.dst, seg.dport);
+        if s <= d {
+            ConvKey(s, d)
+        } else {
+            ConvKey(d, s)
+        }
+    }
+}
+
+/// FxHash: a fast multiplicative hash. Flow keys are not attacker-chosen in a way that
+/// matters here (a hostile capture can only slow its own analysis).
+#[derive(Default, Clone, Copy)]
+struct FxHasher(u64);
+
+impl Hasher for FxHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for c in bytes.chunks(8) {
+            let mut b = [0u8; 8];
+            b[..c.len()].copy_from_slice(c);
+            self.write_u64(u64::from_le_bytes(b));
+        }
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+    fn write_u16(&mut self, v: u16) {
+        self.write_u64(u64::from(v));
+    }
+    fn write_u8(&mut self, v: u8) {
+        self.write_u64(u64::from(v));
+    }
+    fn write_usize(&mut self, v: usize) {
+        self.write_u64(v as u64);
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+/// One conversation being analysed.
+struct Flow {
+    stream: u32,
+    a: Endpoint,
+    b: Endpoint,
+    client: Option<usize>,
+    ws: ConvState,
+    dirs: [DirAcc; 2],
+    /// Last ACK number each direction sent (with the ACK flag), for bytes in flight.
+    last_ack: [Option<u32>; 2],
+    first_ns: i64,
+    last_ns: i64,
+    series: Option<Box<FlowSeries>>,
+}
+
+/// The streaming analyser: call [`Analyzer::frame`] for each frame in capture order, then
+/// [`Analyzer::finish`].
+pub struct Analyzer {
+    opts: Options,
+    flows: Vec<Flow>,
+    index: HashMap<ConvKey, usize, BuildHasherDefault<FxHasher>>,
+    /// The last conversation looked up: consecutive packets usually share it.
+    last: Option<(ConvKey, usize)>,
+    frames: u64,
+    tcp_segments: u64,
+    skipped: Skipped,
+    first_ns: Option<i64>,
+    last_ns: i64,
+    flagged: Vec<FlaggedPacket>,
+}
+
+impl Analyzer {
+    pub fn new(opts: Options) -> Analyzer {
+        Analyzer {
+            opts,
+            flows: Vec::new(),
+            index: HashMap::default(),
+            last: None,
+            frames: 0,
+            tcp_segments: 0,
+            skipped: Skipped::default(),
+            first_ns: None,
+            last_ns: 0,
+            flagged: Vec::new(),
+        }
+    }
+
+    /// Accounts one frame that was read: its number, time (ns since the epoch) and decoding.
+    pub fn frame(&mut self, number: u64, now: i64, parsed: &Result<TcpSegment, SkipReason>) {
+        self.frames += 1;
+        if self.first_ns.is_none() {
+            self.first_ns = Some(now);
+        }
+        self.last_ns = now;
+        match parsed {
+            Ok(seg) => self.segment(number, now, seg),
+            Err(SkipReason::NotTcp) => self.skipped.not_tcp += 1,
+            Err(SkipReason::Fragment) => self.skipped.fragments += 1,
+            Err(SkipReason::Malformed(_)) => self.skipped.malformed += 1,
+            Err(SkipReason::UnsupportedLink(_)) => self.skipped.unsupported_link += 1,
+        }
+    }
+
+    fn new_flow(&mut self, key: ConvKey, seg: &TcpSegment, now: i64) -> usize {
+        let i = self.flows.len();
+        self.flows.push(Flow {
+            stream: i as u32,
+            a: (seg.src, seg.sport),
+            b: (seg.dst, seg.dport),
+            client: None,
+            ws: ConvState::default(),
+            dirs: [DirAcc::default(), DirAcc::default()],
+            last_ack: [None, None],
+            first_ns: now,
+            last_ns: now,
+            series: self.opts.series.then(Box::default),
+        });
+        self.index.insert(key, i);
+        self.last = Some((key, i));
+        i
+    }
+
+    fn segment(&mut self, number: u64, now: i64, seg: &TcpSegment) {
+        self.tcp_segments += 1;
+        let key = ConvKey::of(seg);
+        let mut fi = match self.last {
+            Some((k, i)) if k == key => i,
+            _ => match self.index.get(&key) {
+                Some(&i) => {
+                    self.last = Some((key, i));
+                    i
+                }
+                None => self.new_flow(key, seg, now),
+            },
+        };
+        let d = usize::from(self.flows[fi].a != (seg.src, seg.sport));
+        let mut pre = Flags(0);
+        if let SynCheck::NewConversation = self.flows[fi].ws.syn_check(d, seg, &mut pre) {
+            fi = self.new_flow(key, seg, now);
+            pre.0 |= Flags::REUSED_PORTS;
+        }
+        let d = usize::from(self.flows[fi].a != (seg.src, seg.sport));
+        let flow = &mut self.flows[fi];
+        flow.last_ns = now;
+        let v = flow.ws.segment(d, number, now, seg, pre);
+        if seg.bogus_header() || seg.seglen.is_none() {
+            self.skipped.not_analysed += 1;
+        }
+        if flow.client.is_none() && seg.flags & (th::SYN | th::ACK) == th::SYN {
+            flow.client = Some(d);
+        }
+        // The window as Wireshark shows it: SYNs unscaled, others by the known shift.
+        let scaled = if seg.has(th::SYN) {
+            u64::from(seg.window)
+        } else {
+            u64::from(seg.window) << flow.ws.dirs[d].effective_shift()
+        };
+        let rexmt = flow.dirs[d].sent(now, seg, scaled, v.flags);
+        let mut rtt = None;
+        if seg.has(th::ACK) {
+            rtt = flow.dirs[1 - d].acked(seg.ack, now);
+            flow.last_ack[d] = Some(seg.ack);
+        }
+        let bif = flow.dirs[d].in_flight(flow.last_ack[1 - d]);
+        let len = seg.seglen.unwrap_or(0);
+        if len > 0 {
+            flow.dirs[d].note_in_flight(bif);
+        }
+        if let Some(s) = flow.series.as_deref_mut() {
+            let t = now;
+            if len > 0 {
+                s.data(
+                    d,
+                    t,
+                    seg.seq,
+                    len,
+                    rexmt > 0 || v.flags.any_retransmission(),
+                    bif,
+                );
+            }
+            if seg.has(th::ACK) {
+                s.ack(1 - d, t, seg.ack, scaled);
+            }
+            if let Some(r) = rtt {
+                s.rtt(1 - d, t, r);
+            }
+        }
+        if self.opts.packets && !v.flags.is_empty() {
+            let first = self.first_ns.unwrap_or(now);
+            self.flagged.push(FlaggedPacket {
+                frame: number,
+                stream: flow.stream,
+                time_s: Dur::from_nanos(now.saturating_sub(first).max(0) as u64),
+                direction: if d == 0 { "a_to_b" } else { "b_to_a" }.into(),
+                flags: v.flags.names().map(String::from).collect(),
+                duplicate_ack_num: v.flags.has(Flags::DUPLICATE_ACK).then_some(v.dupack_num),
+                why: explain(seg, &v),
+            });
+        }
+    }
+
+    /// The report (and the graph series, when collected), given the input's name and format
+    /// and what stopped reading early, if anything.
+    pub fn finish(self, input: &str, format: &str, capture_problem: Option<String>) -> Finished {
+        let first = self.first_ns.unwrap_or(0);
+        let mut total = FlagCounts::default();
+        let mut series = Vec::new();
+        let flows: Vec<FlowReport> = self
+            .flows
+            .into_iter()
+            .map(|mut fl| {
+                if let Some(s) = fl.series.take() {
+                    series.push((fl.stream, s));
+                }
+                let r = flow_report(fl, first);
+                total.merge(&r.flags);
+                r
+            })
+            .collect();
+        let report = AnalyzeReport {
+            input: input.into(),
+            format: format.into(),
+            profile: "wireshark-4.0".into(),
+            frames: self.frames,
+            tcp_segments: self.tcp_segments,
+            skipped: self.skipped,
+            capture_problem,
+            duration_s: Dur::from_nanos(self.last_ns.saturating_sub(first).max(0) as u64),
+            flags: total,
+            flows,
+            packets: self.opts.packets.then_some(self.flagged),
+        };
+        Finished {
+            report,
+            series,
+            capture_start_ns: first,
+        }
+    }
+}
+
+/// A finished analysis: the report and, with `Options::series`, each flow's graph series.
+pub struct Finished {
+    pub report: AnalyzeReport,
+    /// (stream number, series), in stream order.
+    pub series: Vec<(u32, Box<FlowSeries>)>,
+    /// Time of the first frame, ns since the epoch (graphs start their clock here).
+    pub capture_start_ns: i64,
+}
+
+fn ns_dur(ns: i64) -> Dur {
+    Dur::from_nanos(ns.max(0) as u64)
+}
+
+fn dir_stats(acc: &DirAcc, duration_ns: i64) -> DirStats {
+    let secs = duration_ns as f64 / 1e9;
+    DirStats {
+        packets: acc.packets,
+        data_packets: acc.data_packets,
+        data_bytes: Bytes::new(acc.data_bytes),
+        pure_acks: acc.pure_acks,
+        syn: acc.syn,
+        fin: acc.fin,
+        rst: acc.rst,
+        unique_bytes: Bytes::new(acc.unique_bytes),
+        retransmitted_packets: acc.rexmt_packets,
+        retransmitted_bytes: Bytes::new(acc.rexmt_bytes),
+        max_segment_bytes: acc.max_segment,
+        syn_options: acc.syn_options,
+        window: (acc.window.n > 0).then(|| WindowStats {
+            min_bytes: Bytes::new(acc.window.min as u64),
+            mean_bytes: Bytes::new(acc.window.mean().unwrap_or(0.0).round() as u64),
+            max_bytes: Bytes::new(acc.window.max as u64),
+            zero_windows: acc.zero_windows,
+        }),
+        rtt: (acc.rtt.n > 0).then(|| RttStats {
+            samples: acc.rtt.n,
+            min_s: Dur::from_secs_f64(acc.rtt.min),
+            mean_s: Dur::from_secs_f64(acc.rtt.mean().unwrap_or(0.0)),
+            max_s: Dur::from_secs_f64(acc.rtt.max),
+            stdev_s: Dur::from_secs_f64(acc.rtt.stdev().unwrap_or(0.0)),
+        }),
+        throughput_bps: if secs > 0.0 {
+            Rate::from_bps(acc.unique_bytes as f64 * 8.0 / secs)
+        } else {
+            Rate::from_bps(0.0)
+        },
+        max_idle_s: ns_dur(acc.max_idle_ns),
+        max_in_flight_bytes: Bytes::new(acc.max_in_flight),
+        flags: acc.flags,
+    }
+}
+
+fn endpoint(e: &Endpoint) -> String {
+    if e.0.v6 {
+        format!("[{}]:{}", e.0, e.1)
+    } else {
+        format!("{}:{}", e.0, e.1)
+    }
+}
+
+fn flow_report(fl: Flow, capture_start: i64) -> FlowReport {
+    let duration = fl.last_ns.saturating_sub(fl.first_ns);
+    let a_to_b = dir_stats(&fl.dirs[0], duration);
+    let b_to_a = dir_stats(&fl.dirs[1], duration);
+    let mut flags = a_to_b.flags;
+    flags.merge(&b_to_a.flags);
+    let mut r = FlowReport {
+        stream: fl.stream,
+        a: endpoint(&fl.a),
+        b: endpoint(&fl.b),
+        client: fl
+            .client
+            .map(|c| if c == 0 { "a" } else { "b" }.to_string()),
+        start_s: ns_dur(fl.first_ns.saturating_sub(capture_start)),
+        duration_s: ns_dur(duration),
+        packets: fl.dirs[0].packets + fl.dirs[1].packets,
+        initial_rtt_s: (fl.ws.ts_first_rtt > 0).then(|| ns_dur(fl.ws.ts_first_rtt)),
+        flags,
+        a_to_b,
+        b_to_a,
+        diagnosis: Vec::new(),
+    };
+    r.diagnosis = diagnose::diagnose(&r);
+    r
+}
+
+/// Says which rule fired and on what numbers, for `--packets`.
+fn explain(seg: &TcpSegment, v: &Verdict) -> String {
+    let w = &v.why;
+    let len = seg.seglen.unwrap_or(0);
+    // Relative numbers, as Wireshark shows them: ours from our base, ACKs from the peer's.
+    let rs = |x: u32| x.wrapping_sub(w.base);
+    let ra = |x: u32| x.wrapping_sub(w.rev_base);
+    let seq = rs(seg.seq);
+    let ack = ra(seg.ack);
+    let ms = |ns: i64| {
+        if ns < 0 {
+            "a negative time (capture out of order)".to_string()
+        } else {
+            format!("{:.3} ms", ns as f64 / 1e6)
+        }
+    };
+    let dups = if w.rev_dupacks == u32::MAX {
+        "the ACKed-unseen marker as".to_string()
+    } else {
+        w.rev_dupacks.to_string()
+    };
+    let mut why = Vec::new();
+    let f = v.flags;
+    if f.has(Flags::REUSED_PORTS) {
+        why.push(format!(
+            "SYN with a new initial sequence number {} on a used port pair",
+            seg.seq
+        ));
+    }
+    if f.has(Flags::SPURIOUS_RETRANSMISSION) {
+        why.push(format!(
+            "seq {}+{len} ends at or below the peer's last ACK {}: all of it was already acknowledged",
+            seq, ra(w.rev_lastack)
+        ));
+    }
+    if f.has(Flags::FAST_RETRANSMISSION) {
+        why.push(format!(
+            "seq {} < next expected {}, equals the peer's ACK after {} duplicate ACKs, {} after the peer's last packet (< 20 ms)",
+            seq, rs(w.nextseq), dups, ms(w.t_fast_ns)
+        ));
+    }
+    if f.has(Flags::OUT_OF_ORDER) {
+        why.push(format!(
+            "seq {} < next expected {}, {} after the highest segment (< {} threshold)",
+            seq,
+            rs(w.nextseq),
+            ms(w.t_ooo_ns),
+            ms(w.ooo_threshold_ns)
+        ));
+    }
+    if f.has(Flags::RETRANSMISSION) {
+        why.push(format!(
+            "seq {} < next expected {} and not fast ({} dup ACKs, {} since the peer's last packet) nor out-of-order ({} since the highest segment)",
+            seq,
+            rs(w.nextseq),
+            dups,
+            ms(w.t_fast_ns),
+            ms(w.t_ooo_ns)
+        ));
+    }
+    if f.has(Flags::LOST_PACKET) {
+        why.push(format!(
+            "seq {} > next expected {}: {} bytes before it were not captured",
+            seq,
+            rs(w.nextseq),
+            seg.seq.wrapping_sub(w.nextseq)
+        ));
+    }
+    if f.has(Flags::ACK_LOST_PACKET) {
+        why.push(format!("ACK {} covers data that was not captured", ack));
+    }
+    if f.has(Flags::DUPLICATE_ACK) {
+        why.push(format!(
+            "same ACK {}, window and seq as frame {} with no data: duplicate #{}",
+            ack, v.dupack_frame, v.dupack_num
+        ));
+    }
+    if f.has(Flags::ZERO_WINDOW) {
+        why.push("advertises a zero receive window".into());
+    }
+    if f.has(Flags::ZERO_WINDOW_PROBE) {
+        why.push(format!(
+            "1 byte at the next expected seq {} while the peer's window is 0",
+            seq
+        ));
+    }
+    if f.has(Flags::ZERO_WINDOW_PROBE_ACK) {
+        why.push("repeats its zero-window ACK after the peer's probe".into());
+    }
+    if f.has(Flags::WINDOW_FULL) {
+        why.push(format!(
+            "ends at {}, exactly the peer's advertised right edge (ACK {} + window)",
+            seq.wrapping_add(len),
+            ra(w.rev_lastack)
+        ));
+    }
+    if f.has(Flags::WINDOW_UPDATE) {
+        why.push(format!(
+            "no data, same ACK {}, window changed to {}",
+            ack, seg.window
+        ));
+    }
+    if f.has(Flags::KEEP_ALIVE) {
+        why.push(format!("{len} bytes at seq {} = next expected - 1", seq));
+    }
+    if f.has(Flags::KEEP_ALIVE_ACK) {
+        why.push("repeats its ACK after the peer's keep-alive".into());
+    }
+    why.join("; ")
+}
+
+/// Reads a whole capture from `src` and analyses it. A damaged file gives a partial report
+/// that says where reading stopped; only a file that cannot be read at all is an error.
+pub fn analyze_reader<R: Read>(
+    src: R,
+    input: &str,
+    opts: Options,
+) -> Result<Finished, CaptureError> {
+    let mut reader = CaptureReader::new(src)?;
+    let mut an = Analyzer::new(opts);
+    let problem = loop {
+        match reader.next() {
+            Ok(Some(frame)) => {
+                let parsed = parse_frame(&frame);
+                an.frame(frame.number, frame.ts_ns, &parsed);
+            }
+            Ok(None) => break None,
+            Err(e) if e.is_partial() => break Some(e.to_string()),
+            Err(e) => return Err(e),
+        }
+    };
+    let format = reader.info().format;
+    Ok(an.finish(input, format, problem))
+}
+
+/// Runs every stage on arbitrary bytes, as the fuzz target and its corpus replay do: read,
+/// decode, analyse with all options, render the text and the graphs. Returns the rendered text
+/// length (so the work is not optimised away); never panics on any input.
+#[doc(hidden)]
+pub fn fuzz_one(data: &[u8]) -> usize {
+    let opts = Options {
+        packets: true,
+        series: true,
+    };
+    let Ok(done) = analyze_reader(data, "fuzz", opts) else {
+        return 0;
+    };
+    let mut n = done.report.to_string().len();
+    for (_, s) in &done.series {
+        for d in &s.dirs {
+            for (_, plot) in svg::flow_plots("fuzz", d, done.capture_start_ns) {
+                n += plot.render().len();
+            }
+        }
+    }
+    n
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tcptune_wire::TcpOptions;
+
+    fn seg(sport: u16, seq: u32, ack: u32, flags: u16, len: u32) -> TcpSegment {
+        TcpSegment {
+            src: Addr::v4([10, 0, 0, 1]),
+            dst: Addr::v4([10, 0, 0, 2]),
+            sport,
+            dport: 80,
+            seq,
+            ack,
+            flags,
+            window: 100,
+            hlen: 20,
+            seglen: Some(len),
+            options: TcpOptions::default(),
+            ip_id: 0,
+        }
+    }
+
+    #[test]
+    fn per_flow_memory_is_bounded_however_many_packets() {
+        // One-way data with no ACKs captured: the worst case for every per-flow list.
+        let mut an = Analyzer::new(Options {
+            packets: false,
+            series: true,
+        });
+        let mut seq = 1u32;
+        for i in 0..300_000u64 {
+            an.frame(
+                i + 1,
+                1_000_000_000 + i as i64 * 1000,
+                &Ok(seg(1, seq, 1, th::ACK, 1000)),
+            );
+            seq = seq.wrapping_add(1000);
+        }
+        let f = &an.flows[0];
+        assert_eq!(an.flows.len(), 1);
+        assert!(f.ws.dirs[0].unacked.len() <= 10_000);
+        assert!(f.dirs[0].outstanding_len() <= stats::MAX_RTT_OUTSTANDING);
+        let s = f.series.as_ref().unwrap();
+        assert!(s.dirs[0].segments.points().len() <= series::MAX_POINTS);
+        assert!(s.dirs[0].progress.points().len() <= series::MAX_POINTS);
+        let r = an.finish("t", "pcap", None).report;
+        assert_eq!(r.flows[0].a_to_b.unique_bytes, Bytes::new(300_000_000));
+    }
+
+    #[test]
+    fn a_syn_with_a_new_isn_starts_a_new_stream_flagged_reused_ports() {
+        let mut an = Analyzer::new(Options {
+            packets: true,
+            series: false,
+        });
+        an.frame(1, 1_000_000_000, &Ok(seg(7, 100, 0, th::SYN, 0)));
+        an.frame(2, 1_000_001_000, &Ok(seg(7, 101, 1, th::ACK, 10)));
+        an.frame(3, 1_000_002_000, &Ok(seg(7, 900, 0, th::SYN, 0)));
+        an.frame(4, 1_000_003_000, &Ok(seg(8, 5, 0, th::SYN, 0)));
+        let r = an.finish("t", "pcap", None).report;
+        let streams: Vec<_> = r
+            .packets
+            .as_ref()
+            .unwrap()
+            .iter()
+            .map(|p| (p.frame, p.stream))
+            .collect();
+        assert_eq!(streams, vec![(3, 1)]);
+        assert_eq!(r.flows.len(), 3);
+        assert_eq!(r.flows[1].flags.reused_ports, 1);
+        assert_eq!(r.flows[2].stream, 2);
+    }
+}

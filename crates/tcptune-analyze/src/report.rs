@@ -1,0 +1,447 @@
+//! The result of `tcptune analyze`: per-flow flags, statistics and diagnosis, with its JSON
+//! shape (field names carry units) and its text rendering.
+
+use std::fmt;
+
+use schemars::JsonSchema;
+use serde::Serialize;
+use tcptune_model::{Bytes, Dur, Rate};
+
+use crate::wireshark::Flags;
+
+/// How many packets carry each Wireshark analysis flag (`tcp.analysis.<name>`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct FlagCounts {
+    /// Packets matching `tcp.analysis.retransmission`: plain, fast and spurious together (as
+    /// Wireshark's filter and expert summary count them).
+    pub retransmission: u64,
+    /// Retransmissions that are neither fast nor spurious (timeouts, mostly).
+    pub plain_retransmission: u64,
+    pub fast_retransmission: u64,
+    pub spurious_retransmission: u64,
+    pub out_of_order: u64,
+    /// "Previous segment not captured".
+    pub lost_segment: u64,
+    /// "ACKed segment that wasn't captured".
+    pub ack_lost_segment: u64,
+    pub duplicate_ack: u64,
+    pub zero_window: u64,
+    pub zero_window_probe: u64,
+    pub zero_window_probe_ack: u64,
+    pub window_full: u64,
+    pub window_update: u64,
+    pub keep_alive: u64,
+    pub keep_alive_ack: u64,
+    pub reused_ports: u64,
+}
+
+impl FlagCounts {
+    pub fn add(&mut self, f: Flags) {
+        if f.is_empty() {
+            return;
+        }
+        let c = |bit: u16| u64::from(f.has(bit));
+        self.retransmission += u64::from(f.any_retransmission());
+        self.plain_retransmission += c(Flags::RETRANSMISSION);
+        self.fast_retransmission += c(Flags::FAST_RETRANSMISSION);
+        self.spurious_retransmission += c(Flags::SPURIOUS_RETRANSMISSION);
+        self.out_of_order += c(Flags::OUT_OF_ORDER);
+        self.lost_segment += c(Flags::LOST_PACKET);
+        self.ack_lost_segment += c(Flags::ACK_LOST_PACKET);
+        self.duplicate_ack += c(Flags::DUPLICATE_ACK);
+        self.zero_window += c(Flags::ZERO_WINDOW);
+        self.zero_window_probe += c(Flags::ZERO_WINDOW_PROBE);
+        self.zero_window_probe_ack += c(Flags::ZERO_WINDOW_PROBE_ACK);
+        self.window_full += c(Flags::WINDOW_FULL);
+        self.window_update += c(Flags::WINDOW_UPDATE);
+        self.keep_alive += c(Flags::KEEP_ALIVE);
+        self.keep_alive_ack += c(Flags::KEEP_ALIVE_ACK);
+        self.reused_ports += c(Flags::REUSED_PORTS);
+    }
+
+    pub fn merge(&mut self, o: &FlagCounts) {
+        for (a, b) in self.as_mut_array().into_iter().zip(o.as_array()) {
+            *a += b;
+        }
+    }
+
+    /// (display-filter name, count) for every flag, `retransmission` being the inclusive one.
+    pub fn named(&self) -> [(&'static str, u64); 15] {
+        [
+            ("retransmission", self.retransmission),
+            ("fast_retransmission", self.fast_retransmission),
+            ("spurious_retransmission", self.spurious_retransmission),
+            ("out_of_order", self.out_of_order),
+            ("lost_segment", self.lost_segment),
+            ("ack_lost_segment", self.ack_lost_segment),
+            ("duplicate_ack", self.duplicate_ack),
+            ("zero_window", self.zero_window),
+            ("zero_window_probe", self.zero_window_probe),
+            ("zero_window_probe_ack", self.zero_window_probe_ack),
+            ("window_full", self.window_full),
+            ("window_update", self.window_update),
+            ("keep_alive", self.keep_alive),
+            ("keep_alive_ack", self.keep_alive_ack),
+            ("reused_ports", self.reused_ports),
+        ]
+    }
+
+    fn as_array(&self) -> [u64; 16] {
+        [
+            self.retransmission,
+            self.plain_retransmission,
+            self.fast_retransmission,
+            self.spurious_retransmission,
+            self.out_of_order,
+            self.lost_segment,
+            self.ack_lost_segment,
+            self.duplicate_ack,
+            self.zero_window,
+            self.zero_window_probe,
+            self.zero_window_probe_ack,
+            self.window_full,
+            self.window_update,
+            self.keep_alive,
+            self.keep_alive_ack,
+            self.reused_ports,
+        ]
+    }
+
+    fn as_mut_array(&mut self) -> [&mut u64; 16] {
+        [
+            &mut self.retransmission,
+            &mut self.plain_retransmission,
+            &mut self.fast_retransmission,
+            &mut self.spurious_retransmission,
+            &mut self.out_of_order,
+            &mut self.lost_segment,
+            &mut self.ack_lost_segment,
+            &mut self.duplicate_ack,
+            &mut self.zero_window,
+            &mut self.zero_window_probe,
+            &mut self.zero_window_probe_ack,
+            &mut self.window_full,
+            &mut self.window_update,
+            &mut self.keep_alive,
+            &mut self.keep_alive_ack,
+            &mut self.reused_ports,
+        ]
+    }
+
+    pub fn total(&self) -> u64 {
+        self.named().iter().map(|(_, n)| n).sum()
+    }
+}
+
+/// Options offered in a direction's SYN.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct SynOptions {
+    /// MSS option, bytes.
+    pub mss: Option<u16>,
+    /// Window scale shift as sent.
+    pub window_scale: Option<u8>,
+    pub sack_permitted: bool,
+    pub timestamps: bool,
+}
+
+/// Min/mean/max/stdev of RTT samples, seconds.
+#[derive(Debug, Clone, Copy, Serialize, JsonSchema)]
+pub struct RttStats {
+    pub samples: u64,
+    pub min_s: Dur,
+    pub mean_s: Dur,
+    pub max_s: Dur,
+    pub stdev_s: Dur,
+}
+
+/// Advertised receive window (scaled, as Wireshark shows it), bytes.
+#[derive(Debug, Clone, Copy, Serialize, JsonSchema)]
+pub struct WindowStats {
+    pub min_bytes: Bytes,
+    pub mean_bytes: Bytes,
+    pub max_bytes: Bytes,
+    /// Packets advertising a zero window.
+    pub zero_windows: u64,
+}
+
+/// tcptrace-style statistics for the packets one endpoint sent.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct DirStats {
+    pub packets: u64,
+    /// Packets carrying payload.
+    pub data_packets: u64,
+    /// Payload bytes, retransmissions included.
+    pub data_bytes: Bytes,
+    /// Packets with ACK and nothing else (no payload, SYN, FIN or RST).
+    pub pure_acks: u64,
+    pub syn: u64,
+    pub fin: u64,
+    pub rst: u64,
+    /// Payload bytes above the highest sequence number sent before (new data).
+    pub unique_bytes: Bytes,
+    /// Packets repeating bytes already sent (any overlap).
+    pub retransmitted_packets: u64,
+    pub retransmitted_bytes: Bytes,
+    /// Largest payload, bytes.
+    pub max_segment_bytes: u32,
+    pub syn_options: Option<SynOptions>,
+    pub window: Option<WindowStats>,
+    /// RTT of this direction's data, by Karn's rule from the peer's ACKs.
+    pub rtt: Option<RttStats>,
+    /// Unique bytes over the flow's duration (tcptrace's throughput).
+    pub throughput_bps: Rate,
+    /// Longest gap between two packets of this direction.
+    pub max_idle_s: Dur,
+    /// Largest amount of data sent and not yet acknowledged, bytes.
+    pub max_in_flight_bytes: Bytes,
+    /// Wireshark flags on this direction's packets.
+    pub flags: FlagCounts,
+}
+
+/// One TCP conversation (Wireshark's `tcp.stream`).
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct FlowReport {
+    /// Wireshark's `tcp.stream` number (0-based, in order of first appearance).
+    pub stream: u32,
+    /// Endpoint that sent the first packet seen, "address:port".
+    pub a: String,
+    pub b: String,
+    /// Which endpoint sent a pure SYN first ("a" or "b"), if any was captured.
+    pub client: Option<String>,
+    /// Start relative to the first packet of the capture.
+    pub start_s: Dur,
+    pub duration_s: Dur,
+    pub packets: u64,
+    /// SYN to first ACK, when the handshake was captured (Wireshark's iRTT).
+    pub initial_rtt_s: Option<Dur>,
+    /// Flags on both directions' packets.
+    pub flags: FlagCounts,
+    pub a_to_b: DirStats,
+    pub b_to_a: DirStats,
+    /// Short findings from the capture alone, most important first.
+    pub diagnosis: Vec<String>,
+}
+
+/// One flagged packet and why (with `--packets`).
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct FlaggedPacket {
+    /// Frame number in the file (1-based, as Wireshark numbers them).
+    pub frame: u64,
+    pub stream: u32,
+    /// Time since the first packet of the capture.
+    pub time_s: Dur,
+    /// "a_to_b" or "b_to_a".
+    pub direction: String,
+    /// Flag names as in `tcp.analysis.<name>`.
+    pub flags: Vec<String>,
+    /// `tcp.analysis.duplicate_ack_num`.
+    pub duplicate_ack_num: Option<u32>,
+    /// The rule(s) that fired, with the numbers they compared.
+    pub why: String,
+}
+
+/// Frames that were read but not analysed, by reason.
+#[derive(Debug, Clone, Default, Serialize, JsonSchema)]
+pub struct Skipped {
+    /// Not IP or not TCP.
+    pub not_tcp: u64,
+    /// IP fragments (not reassembled).
+    pub fragments: u64,
+    /// Headers cut short or malformed.
+    pub malformed: u64,
+    /// Frames on link types tcptune does not decode.
+    pub unsupported_link: u64,
+    /// TCP segments whose IP length is shorter than their TCP header, or whose header length is
+    /// below 20 bytes: counted in their flow but not analysed (as Wireshark does).
+    pub not_analysed: u64,
+}
+
+/// The whole analysis of a capture.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct AnalyzeReport {
+    /// The input as given ("-" for standard input).
+    pub input: String,
+    /// "pcap" or "pcapng".
+    pub format: String,
+    /// Whose rules the flags follow: "wireshark-4.0".
+    pub profile: String,
+    pub frames: u64,
+    pub tcp_segments: u64,
+    pub skipped: Skipped,
+    /// Set when the file is damaged: what stopped the reading. The result covers the frames
+    /// before it.
+    pub capture_problem: Option<String>,
+    /// Time from the first to the last frame.
+    pub duration_s: Dur,
+    /// Flags over all flows.
+    pub flags: FlagCounts,
+    pub flows: Vec<FlowReport>,
+    /// Flagged packets (only with `--packets`).
+    pub packets: Option<Vec<FlaggedPacket>>,
+}
+
+impl AnalyzeReport {
+    /// True when the capture shows something worth acting on (loss, zero window, window full,
+    /// reordering) — the binary exits 1 then.
+    pub fn found_problem(&self) -> bool {
+        let f = &self.flags;
+        f.retransmission + f.zero_window + f.window_full + f.out_of_order > 0
+    }
+}
+
+fn fmt_rate(r: Rate) -> String {
+    r.to_string()
+}
+
+/// Bytes in four significant digits with a decimal prefix ("41.45 kB"), for the text report.
+fn short(b: Bytes) -> String {
+    let n = b.get() as f64;
+    let (v, unit) = if n < 1e3 {
+        return format!("{} B", b.get());
+    } else if n < 1e6 {
+        (n / 1e3, "kB")
+    } else if n < 1e9 {
+        (n / 1e6, "MB")
+    } else {
+        (n / 1e9, "GB")
+    };
+    format!("{} {unit}", tcptune_model::units::fmt_sig(v, 4))
+}
+
+impl fmt::Display for AnalyzeReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "{}: {} {} frames, {} TCP segments in {} flows over {} (flags: {} rules)",
+            self.input,
+            self.format,
+            self.frames,
+            self.tcp_segments,
+            self.flows.len(),
+            self.duration_s,
+            self.profile
+        )?;
+        if let Some(p) = &self.capture_problem {
+            writeln!(f, "  warning: {p}")?;
+        }
+        let s = &self.skipped;
+        let skipped = s.not_tcp + s.fragments + s.malformed + s.unsupported_link;
+        if skipped + s.not_analysed > 0 {
+            writeln!(
+                f,
+                "  skipped: {} not TCP, {} IP fragments, {} malformed, {} on unsupported links; \
+                 {} TCP segments not analysed (short or bogus header)",
+                s.not_tcp, s.fragments, s.malformed, s.unsupported_link, s.not_analysed
+            )?;
+        }
+        write_flags(f, "  flags:", &self.flags)?;
+        for fl in &self.flows {
+            writeln!(f)?;
+            writeln!(
+                f,
+                "stream {}  {} <-> {}  {} packets, {} from +{}{}",
+                fl.stream,
+                fl.a,
+                fl.b,
+                fl.packets,
+                fl.duration_s,
+                fl.start_s,
+                fl.initial_rtt_s
+                    .map(|r| format!(", iRTT {r}"))
+                    .unwrap_or_default()
+            )?;
+            write_flags(f, "  flags:", &fl.flags)?;
+            for (name, d) in [("a->b", &fl.a_to_b), ("b->a", &fl.b_to_a)] {
+                writeln!(
+                    f,
+                    "  {name}  {} packets ({} data, {} pure ACKs, {} SYN, {} FIN, {} RST); data {}, \
+                     unique {}, retransmitted {} packets / {}",
+                    d.packets,
+                    d.data_packets,
+                    d.pure_acks,
+                    d.syn,
+                    d.fin,
+                    d.rst,
+                    short(d.data_bytes),
+                    short(d.unique_bytes),
+                    d.retransmitted_packets,
+                    short(d.retransmitted_bytes)
+                )?;
+                writeln!(
+                    f,
+                    "        throughput {}, max idle {}, max in flight {}",
+                    fmt_rate(d.throughput_bps),
+                    d.max_idle_s,
+                    short(d.max_in_flight_bytes)
+                )?;
+                if let Some(w) = &d.window {
+                    writeln!(
+                        f,
+                        "        advertises a receive window of {}..{} (mean {}), zero {} times",
+                        short(w.min_bytes),
+                        short(w.max_bytes),
+                        short(w.mean_bytes),
+                        w.zero_windows
+                    )?;
+                }
+                if let Some(r) = &d.rtt {
+                    writeln!(
+                        f,
+                        "        RTT min {} mean {} max {} stdev {} ({} samples, Karn)",
+                        r.min_s, r.mean_s, r.max_s, r.stdev_s, r.samples
+                    )?;
+                }
+                if let Some(o) = &d.syn_options {
+                    let mut opts = vec![
+                        format!("MSS {}", o.mss.map(|m| m.to_string()).unwrap_or("-".into())),
+                        format!(
+                            "window scale {}",
+                            o.window_scale.map(|m| m.to_string()).unwrap_or("-".into())
+                        ),
+                    ];
+                    if o.sack_permitted {
+                        opts.push("SACK".into());
+                    }
+                    if o.timestamps {
+                        opts.push("timestamps".into());
+                    }
+                    writeln!(f, "        SYN options: {}", opts.join(", "))?;
+                }
+            }
+            for d in &fl.diagnosis {
+                writeln!(f, "  - {d}")?;
+            }
+        }
+        if let Some(pk) = &self.packets {
+            writeln!(f)?;
+            writeln!(f, "flagged packets ({}):", pk.len())?;
+            for p in pk {
+                writeln!(
+                    f,
+                    "  #{} stream {} +{} {} [{}] {}",
+                    p.frame,
+                    p.stream,
+                    p.time_s,
+                    p.direction,
+                    p.flags.join(","),
+                    p.why
+                )?;
+            }
+        }
+        Ok(())
+    }
+}
+
+fn write_flags(f: &mut fmt::Formatter<'_>, lead: &str, c: &FlagCounts) -> fmt::Result {
+    let parts: Vec<String> = c
+        .named()
+        .iter()
+        .filter(|(_, n)| *n > 0)
+        .map(|(name, n)| format!("{name} {n}"))
+        .collect();
+    if parts.is_empty() {
+        writeln!(f, "{lead} none")
+    } else {
+        writeln!(f, "{lead} {}", parts.join(", "))
+    }
+}

@@ -1,0 +1,549 @@
+//! Zero-copy decoding of one frame down to its TCP header: link layer (Ethernet with VLAN tags,
+//! raw IP, Linux cooked SLL/SLL2, BSD null/loopback), IPv4/IPv6 (extension headers skipped),
+//! and the TCP header with its options.
+//!
+//! The TCP segment length is computed the way Wireshark does: from the IP header's length
+//! bounded by the frame's *original* length, minus the TCP header length, so a capture cut by
+//! a snaplen still gives the true length. Fragments, non-IP and non-TCP frames are reported as
+//! a [`SkipReason`] rather than an error: a capture is expected to contain them.
+
+use crate::capture::{Frame, LinkType};
+
+/// An IP address as 16 bytes (IPv4 in the first four, the rest zero) plus its family, so a
+/// flow key is one fixed-size value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Addr {
+    pub v6: bool,
+    pub bytes: [u8; 16],
+}
+
+impl Addr {
+    pub fn v4(b: [u8; 4]) -> Addr {
+        let mut bytes = [0u8; 16];
+        bytes[..4].copy_from_slice(&b);
+        Addr { v6: false, bytes }
+    }
+    pub fn ip(&self) -> std::net::IpAddr {
+        if self.v6 {
+            std::net::IpAddr::from(self.bytes)
+        } else {
+            std::net::IpAddr::from([self.bytes[0], self.bytes[1], self.bytes[2], self.bytes[3]])
+        }
+    }
+}
+
+impl std::fmt::Display for Addr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.ip())
+    }
+}
+
+/// TCP flag bits as in the header's 16-bit flags field (low 12 bits).
+pub mod flags {
+    pub const FIN: u16 = 0x001;
+    pub const SYN: u16 = 0x002;
+    pub const RST: u16 = 0x004;
+    pub const PSH: u16 = 0x008;
+    pub const ACK: u16 = 0x010;
+    pub const URG: u16 = 0x020;
+    pub const ECE: u16 = 0x040;
+    pub const CWR: u16 = 0x080;
+}
+
+/// The TCP options tcptune looks at. SACK blocks beyond four are ignored (none fit anyway).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TcpOptions {
+    pub mss: Option<u16>,
+    /// Window scale shift as sent (may exceed 14; the receiver clamps).
+    pub wscale: Option<u8>,
+    pub sack_permitted: bool,
+    /// (TSval, TSecr).
+    pub timestamps: Option<(u32, u32)>,
+    pub sack: [(u32, u32); 4],
+    pub sack_count: u8,
+    /// An option's length was impossible or ran past the header (parsing stopped there).
+    pub malformed: bool,
+}
+
+impl TcpOptions {
+    pub fn sack_blocks(&self) -> &[(u32, u32)] {
+        &self.sack[..self.sack_count as usize]
+    }
+}
+
+/// The decoded TCP segment of a frame.
+#[derive(Debug, Clone, Copy)]
+pub struct TcpSegment {
+    pub src: Addr,
+    pub dst: Addr,
+    pub sport: u16,
+    pub dport: u16,
+    pub seq: u32,
+    pub ack: u32,
+    pub flags: u16,
+    /// The raw 16-bit window field (unscaled).
+    pub window: u16,
+    /// TCP header length in bytes (data offset × 4).
+    pub hlen: u16,
+    /// Payload length from the IP header (Wireshark's `tcp.len`); `None` when the IP-reported
+    /// length is shorter than the TCP header (Wireshark's "short segment", not analysed).
+    pub seglen: Option<u32>,
+    pub options: TcpOptions,
+    /// IPv4 identification (0 for IPv6), for spotting duplicated captures.
+    pub ip_id: u16,
+}
+
+impl TcpSegment {
+    pub fn has(&self, f: u16) -> bool {
+        self.flags & f != 0
+    }
+    /// A header length below 20 bytes: Wireshark creates the conversation but does not
+    /// analyse the segment.
+    pub fn bogus_header(&self) -> bool {
+        self.hlen < 20
+    }
+}
+
+/// Why a frame carries no TCP segment tcptune can analyse.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SkipReason {
+    /// Not IP, or IP carrying something other than TCP.
+    NotTcp,
+    /// An IP fragment (not reassembled).
+    Fragment,
+    /// A link type tcptune does not decode.
+    UnsupportedLink(u32),
+    /// Headers cut short by the snaplen or malformed (bad version, lengths).
+    Malformed(&'static str),
+}
+
+/// The result of decoding one frame.
+pub type Parsed = Result<TcpSegment, SkipReason>;
+
+fn be16(b: &[u8], at: usize) -> u16 {
+    u16::from_be_bytes([b[at], b[at + 1]])
+}
+fn be32(b: &[u8], at: usize) -> u32 {
+    u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+}
+
+const ETH_IPV4: u16 = 0x0800;
+const ETH_IPV6: u16 = 0x86dd;
+
+/// Decodes a frame down to its TCP segment.
+pub fn parse_frame(frame: &Frame<'_>) -> Parsed {
+    let d = frame.data;
+    let orig = frame.orig_len as usize;
+    // (offset of the IP header, ethertype or 0 for "look at the version nibble")
+    let (off, etype) = match frame.link {
+        LinkType::ETHERNET => {
+            if d.len() < 14 {
+                return Err(SkipReason::Malformed("Ethernet header cut short"));
+            }
+            let mut off = 12;
+            let mut et = be16(d, off);
+            // 802.1Q, 802.1ad and the old QinQ type: each tag is 4 bytes.
+            while matches!(et, 0x8100 | 0x88a8 | 0x9100) {
+                off += 4;
+                if d.len() < off + 2 {
+                    return Err(SkipReason::Malformed("VLAN tag cut short"));
+                }
+                et = be16(d, off);
+            }
+            (off + 2, et)
+        }
+        LinkType::RAW | LinkType::RAW_12 | LinkType::RAW_14 | LinkType::IPV4 | LinkType::IPV6 => {
+            (0, 0)
+        }
+        LinkType::LINUX_SLL => {
+            if d.len() < 16 {
+                return Err(SkipReason::Malformed("Linux cooked header cut short"));
+            }
+            (16, be16(d, 14))
+        }
+        LinkType::LINUX_SLL2 => {
+            if d.len() < 20 {
+                return Err(SkipReason::Malformed("Linux cooked v2 header cut short"));
+            }
+            (20, be16(d, 0))
+        }
+        LinkType::NULL | LinkType::LOOP => {
+            if d.len() < 4 {
+                return Err(SkipReason::Malformed("loopback header cut short"));
+            }
+            // The family is in the capturing host's byte order for NULL, network order for
+            // LOOP; small values tell which.
+            let le = u32::from_le_bytes([d[0], d[1], d[2], d[3]]);
+            let fam = if le <= 0xffff {
+                le
+            } else {
+                d[3] as u32 | (d[2] as u32) << 8
+            };
+            match fam {
+                2 => (4, ETH_IPV4),
+                10 | 24 | 28 | 30 => (4, ETH_IPV6),
+                _ => return Err(SkipReason::NotTcp),
+            }
+        }
+        LinkType(other) => return Err(SkipReason::UnsupportedLink(other)),
+    };
+    if off > d.len() {
+        return Err(SkipReason::Malformed("link header cut short"));
+    }
+    let ip = &d[off..];
+    let reported = orig.saturating_sub(off);
+    let version = match etype {
+        ETH_IPV4 => 4,
+        ETH_IPV6 => 6,
+        0 => match ip.first() {
+            Some(b) => b >> 4,
+            None => return Err(SkipReason::Malformed("empty IP packet")),
+        },
+        _ => return Err(SkipReason::NotTcp),
+    };
+    match version {
+        4 => parse_ipv4(ip, reported),
+        6 => parse_ipv6(ip, reported),
+        _ => Err(SkipReason::Malformed("IP version is neither 4 nor 6")),
+    }
+}
+
+fn parse_ipv4(ip: &[u8], reported: usize) -> Parsed {
+    if ip.len() < 20 {
+        return Err(SkipReason::Malformed("IPv4 header cut short"));
+    }
+    if ip[0] >> 4 != 4 {
+        return Err(SkipReason::Malformed("IPv4 version field is not 4"));
+    }
+    let ihl = usize::from(ip[0] & 0x0f) * 4;
+    if ihl < 20 {
+        return Err(SkipReason::Malformed("IPv4 header length below 20"));
+    }
+    let total = usize::from(be16(ip, 2));
+    let frag = be16(ip, 6);
+    if frag & 0x3fff != 0 {
+        return Err(SkipReason::Fragment);
+    }
+    if ip[9] != 6 {
+        return Err(SkipReason::NotTcp);
+    }
+    // Total length 0 is what TSO/GSO captures show: use what the frame says.
+    let ip_len = if total == 0 {
+        reported
+    } else {
+        total.min(reported)
+    };
+    if ip_len < ihl || ip.len() < ihl {
+        return Err(SkipReason::Malformed("IPv4 length shorter than its header"));
+    }
+    let src = Addr::v4([ip[12], ip[13], ip[14], ip[15]]);
+    let dst = Addr::v4([ip[16], ip[17], ip[18], ip[19]]);
+    parse_tcp(src, dst, &ip[ihl..], ip_len - ihl, be16(ip, 4))
+}
+
+fn parse_ipv6(ip: &[u8], reported: usize) -> Parsed {
+    if ip.len() < 40 {
+        return Err(SkipReason::Malformed("IPv6 header cut short"));
+    }
+    if ip[0] >> 4 != 6 {
+        return Err(SkipReason::Malformed("IPv6 version field is not 6"));
+    }
+    let payload = usize::from(be16(ip, 4));
+    let mut src = [0u8; 16];
+    let mut dst = [0u8; 16];
+    src.copy_from_slice(&ip[8..24]);
+    dst.copy_from_slice(&ip[24..40]);
+    let avail = reported.saturating_sub(40);
+    let mut left = if payload == 0 {
+        avail
+    } else {
+        payload.min(avail)
+    };
+    let mut next = ip[6];
+    let mut off = 40;
+    loop {
+        match next {
+            6 => break,
+            0 | 43 | 60 | 44 | 51 => {
+                if ip.len() < off + 8 {
+                    return Err(SkipReason::Malformed("IPv6 extension header cut short"));
+                }
+                let len = match next {
+                    44 => {
+                        if be16(ip, off + 2) & 0xfff9 != 0 {
+                            return Err(SkipReason::Fragment);
+                        }
+                        8
+                    }
+                    51 => (usize::from(ip[off + 1]) + 2) * 4,
+                    _ => (usize::from(ip[off + 1]) + 1) * 8,
+                };
+                if left < len {
+                    return Err(SkipReason::Malformed(
+                        "IPv6 extension header longer than the packet",
+                    ));
+                }
+                next = ip[off];
+                off += len;
+                left -= len;
+            }
+            _ => return Err(SkipReason::NotTcp),
+        }
+    }
+    if ip.len() < off {
+        return Err(SkipReason::Malformed("IPv6 extension header cut short"));
+    }
+    parse_tcp(
+        Addr {
+            v6: true,
+            bytes: src,
+        },
+        Addr {
+            v6: true,
+            bytes: dst,
+        },
+        &ip[off..],
+        left,
+        0,
+    )
+}
+
+fn parse_tcp(src: Addr, dst: Addr, t: &[u8], reported: usize, ip_id: u16) -> Parsed {
+    if t.len() < 20 {
+        return Err(SkipReason::Malformed("TCP header cut short"));
+    }
+    let hlen = u16::from(t[12] >> 4) * 4;
+    let seglen = (reported >= usize::from(hlen)).then(|| (reported - usize::from(hlen)) as u32);
+    let opt_end = usize::from(hlen).min(t.len());
+    let options = if opt_end > 20 {
+        parse_options(&t[20..opt_end])
+    } else {
+        TcpOptions::default()
+    };
+    Ok(TcpSegment {
+        src,
+        dst,
+        sport: be16(t, 0),
+        dport: be16(t, 2),
+        seq: be32(t, 4),
+        ack: be32(t, 8),
+        flags: be16(t, 12) & 0x0fff,
+        window: be16(t, 14),
+        hlen,
+        seglen,
+        options,
+        ip_id,
+    })
+}
+
+/// Parses TCP options; stops (marking `malformed`) at an impossible length.
+pub fn parse_options(mut o: &[u8]) -> TcpOptions {
+    let mut r = TcpOptions::default();
+    while let Some(&kind) = o.first() {
+        match kind {
+            0 => break,
+            1 => {
+                o = &o[1..];
+                continue;
+            }
+            _ => {}
+        }
+        let Some(&len) = o.get(1) else {
+            r.malformed = true;
+            break;
+        };
+        let len = usize::from(len);
+        if len < 2 || len > o.len() {
+            r.malformed = true;
+            break;
+        }
+        let v = &o[2..len];
+        match (kind, len) {
+            (2, 4) => r.mss = Some(be16(v, 0)),
+            (3, 3) => r.wscale = Some(v[0]),
+            (4, 2) => r.sack_permitted = true,
+            (8, 10) => r.timestamps = Some((be32(v, 0), be32(v, 4))),
+            (5, _) if (len - 2) % 8 == 0 => {
+                for b in v.chunks_exact(8) {
+                    if (r.sack_count as usize) < r.sack.len() {
+                        r.sack[r.sack_count as usize] = (be32(b, 0), be32(b, 4));
+                        r.sack_count += 1;
+                    }
+                }
+            }
+            (2 | 3 | 4 | 8 | 5, _) => r.malformed = true,
+            _ => {}
+        }
+        o = &o[len..];
+    }
+    r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Builds a TCP header with the given options (padded to 4 bytes).
+    pub fn tcp(
+        sport: u16,
+        dport: u16,
+        seq: u32,
+        ack: u32,
+        fl: u16,
+        win: u16,
+        opts: &[u8],
+    ) -> Vec<u8> {
+        let mut o = opts.to_vec();
+        while o.len() % 4 != 0 {
+            o.push(0);
+        }
+        let hlen = 20 + o.len();
+        let mut t = Vec::new();
+        t.extend(sport.to_be_bytes());
+        t.extend(dport.to_be_bytes());
+        t.extend(seq.to_be_bytes());
+        t.extend(ack.to_be_bytes());
+        t.extend((((hlen as u16 / 4) << 12) | fl).to_be_bytes());
+        t.extend(win.to_be_bytes());
+        t.extend([0, 0, 0, 0]);
+        t.extend(o);
+        t
+    }
+
+    fn ipv4(payload: &[u8], total_extra: usize) -> Vec<u8> {
+        let total = 20 + payload.len() + total_extra;
+        let mut ip = vec![
+            0x45, 0, 0, 0, 0x12, 0x34, 0x40, 0, 64, 6, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2,
+        ];
+        ip[2..4].copy_from_slice(&(total as u16).to_be_bytes());
+        ip.extend_from_slice(payload);
+        ip
+    }
+
+    fn frame(link: u32, data: &[u8], orig: u32) -> Frame<'_> {
+        Frame {
+            number: 1,
+            ts_ns: 0,
+            link: LinkType(link),
+            orig_len: orig,
+            data,
+        }
+    }
+
+    #[test]
+    fn snaplen_cut_segment_keeps_its_true_length() {
+        let t = tcp(1000, 80, 7, 9, flags::ACK, 512, &[]);
+        // IP says 1000 bytes of payload follow; only the headers were captured.
+        let ip = ipv4(&t, 1000);
+        let mut eth = vec![0u8; 12];
+        eth.extend([0x81, 0x00, 0, 5, 0x08, 0x00]); // one VLAN tag
+        eth.extend(&ip);
+        let s = parse_frame(&frame(1, &eth, (eth.len() + 1000) as u32)).unwrap();
+        assert_eq!(
+            (s.sport, s.dport, s.seq, s.ack, s.window),
+            (1000, 80, 7, 9, 512)
+        );
+        assert_eq!(s.seglen, Some(1000));
+        assert_eq!(s.ip_id, 0x1234);
+        assert_eq!(s.src.to_string(), "10.0.0.1");
+    }
+
+    #[test]
+    fn ethernet_padding_is_not_payload() {
+        let t = tcp(1, 2, 0, 0, flags::ACK, 1, &[]);
+        let mut ip = ipv4(&t, 0);
+        ip.extend([0u8; 6]); // padding to the 60-byte minimum frame
+        let s = parse_frame(&frame(LinkType::RAW.0, &ip, ip.len() as u32)).unwrap();
+        assert_eq!(s.seglen, Some(0));
+    }
+
+    #[test]
+    fn options_are_decoded_and_bad_lengths_flagged() {
+        let o = [
+            2, 4, 0x05, 0xb4, 4, 2, 8, 10, 0, 0, 0, 1, 0, 0, 0, 2, 1, 3, 3, 7,
+        ];
+        let p = parse_options(&o);
+        assert_eq!(p.mss, Some(1460));
+        assert!(p.sack_permitted);
+        assert_eq!(p.timestamps, Some((1, 2)));
+        assert_eq!(p.wscale, Some(7));
+        assert!(!p.malformed);
+        let s = parse_options(&[5, 18, 0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0, 3, 0, 0, 0, 4]);
+        assert_eq!(s.sack_blocks(), &[(1, 2), (3, 4)]);
+        assert!(parse_options(&[2, 40, 1]).malformed);
+        assert!(parse_options(&[3, 0]).malformed);
+        assert!(parse_options(&[2]).malformed);
+    }
+
+    #[test]
+    fn cooked_null_and_ipv6_links_decode() {
+        let t = tcp(5, 6, 1, 2, flags::SYN, 100, &[]);
+        let ip = ipv4(&t, 0);
+        let mut sll = vec![0u8; 14];
+        sll.extend([0x08, 0x00]);
+        sll.extend(&ip);
+        assert_eq!(
+            parse_frame(&frame(113, &sll, sll.len() as u32))
+                .unwrap()
+                .sport,
+            5
+        );
+        let mut sll2 = vec![0x08, 0x00];
+        sll2.extend([0u8; 18]);
+        sll2.extend(&ip);
+        assert_eq!(
+            parse_frame(&frame(276, &sll2, sll2.len() as u32))
+                .unwrap()
+                .dport,
+            6
+        );
+        let mut null = 2u32.to_le_bytes().to_vec();
+        null.extend(&ip);
+        assert_eq!(
+            parse_frame(&frame(0, &null, null.len() as u32))
+                .unwrap()
+                .seq,
+            1
+        );
+        let mut v6 = vec![0x60, 0, 0, 0];
+        v6.extend(((t.len() + 8) as u16).to_be_bytes());
+        v6.extend([60, 64]); // destination options first
+        v6.extend([0u8; 32]);
+        v6.extend([6, 0, 0, 0, 0, 0, 0, 0]);
+        v6.extend(&t);
+        let s = parse_frame(&frame(229, &v6, v6.len() as u32)).unwrap();
+        assert!(s.src.v6);
+        assert_eq!(s.seglen, Some(0));
+    }
+
+    #[test]
+    fn fragments_and_other_protocols_are_skipped() {
+        let t = tcp(1, 2, 0, 0, 0, 0, &[]);
+        let mut ip = ipv4(&t, 0);
+        ip[6] = 0x20; // more fragments
+        assert_eq!(
+            parse_frame(&frame(101, &ip, ip.len() as u32)).unwrap_err(),
+            SkipReason::Fragment
+        );
+        let mut ip = ipv4(&t, 0);
+        ip[9] = 17;
+        assert_eq!(
+            parse_frame(&frame(101, &ip, ip.len() as u32)).unwrap_err(),
+            SkipReason::NotTcp
+        );
+        assert!(matches!(
+            parse_frame(&frame(147, &ip, 40)),
+            Err(SkipReason::UnsupportedLink(147))
+        ));
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_bytes_on_any_link_never_panic(data in proptest::collection::vec(proptest::num::u8::ANY, 0..120),
+                                             link in proptest::sample::select(vec![0u32, 1, 12, 101, 108, 113, 228, 229, 276]),
+                                             extra in 0u32..2000) {
+            let f = frame(link, &data, data.len() as u32 + extra);
+            let _ = parse_frame(&f);
+        }
+    }
+}

@@ -1,0 +1,269 @@
+//! Benchmark: a full dump of 10,000 connections (20,000 sockets) with tcp_info, decoded and
+//! derived, against `ss -tin` on the same sockets in the same run. Run it with `bench/conns`
+//! (as root: it makes a network namespace, removed at the end).
+//!
+//! Prints, per socket: ss (process, spawn to exit, output to /dev/null); tcptune's library
+//! path end to end (dump + decode + derive, in process); the kernel's share of that (the same
+//! dump with nothing decoded); decode + derive alone (from the recorded answers in memory); and
+//! the `tcptune conns` process end to end (text and --json), for completeness.
+
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
+use std::os::unix::process::CommandExt;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use tcptune_diagnose::conn::Conn;
+use tcptune_diagnose::Context;
+use tcptune_kernel::diag::{ext, DumpRequest, AF_INET, AF_INET6};
+use tcptune_kernel::filter::state;
+use tcptune_kernel::sys::{in_netns, Diag};
+use tcptune_kernel::DiagSocket;
+use tcptune_model::Dur;
+
+const DEFAULT_CONNS: usize = 10_000;
+const REPS: usize = 15;
+
+struct Ns(String);
+impl Drop for Ns {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
+    }
+}
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+/// Runs `argv` inside the namespace (setns in the child before exec, so no `ip netns exec`
+/// overhead is timed), output to /dev/null; returns the wall time.
+fn time_process(ns: &str, argv: &[&str]) -> Duration {
+    let f = std::fs::File::open(format!("/run/netns/{ns}")).unwrap();
+    let fd = f.as_raw_fd();
+    let mut cmd = Command::new(argv[0]);
+    cmd.args(&argv[1..])
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit());
+    // SAFETY: setns is async-signal-safe; fd stays open until the child has exec'd.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::setns(fd, libc::CLONE_NEWNET) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let t = Instant::now();
+    let st = cmd.status().unwrap();
+    let d = t.elapsed();
+    assert!(st.success(), "{argv:?} failed");
+    drop(f);
+    d
+}
+
+fn per_socket(d: Duration, n: usize) -> f64 {
+    d.as_secs_f64() * 1e6 / n as f64
+}
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let tcptune_bin = args
+        .next()
+        .expect("usage: bench_conns TCPTUNE_BINARY [CONNECTIONS]");
+    let conns: usize = args
+        .next()
+        .map(|s| s.parse().unwrap())
+        .unwrap_or(DEFAULT_CONNS);
+    // One descriptor per connection: the server ends stay in the accept queue (established
+    // sockets the dump sees like any other), which halves the descriptors needed.
+    let want = (conns + 1000) as u64;
+    // SAFETY: plain rlimit calls on our own process.
+    unsafe {
+        let mut lim = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim);
+        if lim.rlim_cur < want {
+            lim.rlim_cur = want.min(lim.rlim_max);
+            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+        }
+        if lim.rlim_cur < want {
+            eprintln!(
+                "the open-file limit ({}) is below the {want} this needs; raise it with ulimit -n",
+                lim.rlim_cur
+            );
+            std::process::exit(2);
+        }
+    }
+    let ns = Ns(format!("tt-bench-{}", std::process::id()));
+    let st = Command::new("ip")
+        .args(["netns", "add", &ns.0])
+        .status()
+        .unwrap();
+    assert!(st.success(), "ip netns add failed (run as root)");
+    Command::new("ip")
+        .args(["-n", &ns.0, "link", "set", "lo", "up"])
+        .status()
+        .unwrap();
+    // The accept queue must hold every server end (per-namespace setting, gone with it).
+    let backlog = (conns + 16).to_string();
+    Command::new("ip")
+        .args(["netns", "exec", &ns.0, "sysctl", "-qw"])
+        .arg(format!("net.core.somaxconn={backlog}"))
+        .arg(format!("net.ipv4.tcp_max_syn_backlog={backlog}"))
+        .status()
+        .unwrap();
+
+    eprintln!("opening {conns} loopback connections in {} …", ns.0);
+    let sockets = in_netns(&ns.0, || {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        // SAFETY: listen() again on our listening socket only raises its backlog.
+        unsafe { libc::listen(l.as_raw_fd(), conns as i32 + 16) };
+        let addr: SocketAddr = l.local_addr().unwrap();
+        let mut keep: Vec<TcpStream> = Vec::with_capacity(conns);
+        for _ in 0..conns {
+            keep.push(TcpStream::connect(addr).unwrap());
+        }
+        (l, keep)
+    })
+    .unwrap();
+    let n_expected = 2 * conns;
+
+    let mut diag = Diag::open_in_netns(&ns.0).unwrap();
+    let filter = tcptune_kernel::Filter::default();
+    let reqs: Vec<DumpRequest> = [AF_INET, AF_INET6]
+        .iter()
+        .map(|&family| DumpRequest {
+            family,
+            states: state::CONNECTED,
+            ext: ext::TCPTUNE,
+            bytecode: Vec::new(),
+        })
+        .collect();
+    let ctx = Context::default();
+
+    // 1. The kernel alone: the same dump, every message received, nothing decoded.
+    let mut kernel = Vec::new();
+    let mut n_sockets = 0;
+    for _ in 0..REPS {
+        let t = Instant::now();
+        let mut n = 0;
+        for r in &reqs {
+            n += diag.dump_raw(r, |_, _| Ok(())).unwrap().sockets;
+        }
+        kernel.push(t.elapsed());
+        n_sockets = n;
+    }
+    assert_eq!(n_sockets, n_expected, "the dump did not see every socket");
+
+    // 2. Ours end to end, in process: dump + decode + derive (figures and verdict per socket).
+    let mut ours = Vec::new();
+    let mut verdicts = 0usize;
+    for _ in 0..REPS {
+        let t = Instant::now();
+        let start = Instant::now();
+        let mut rows: Vec<Conn> = Vec::with_capacity(n_expected);
+        diag.dump_each(&filter, ext::TCPTUNE, |s| {
+            rows.push(Conn::new(&s, Dur::from(start.elapsed()), None, &ctx, false).0);
+        })
+        .unwrap();
+        ours.push(t.elapsed());
+        verdicts = rows.len();
+    }
+    assert_eq!(verdicts, n_expected);
+
+    // 3. Decode + derive alone, from the kernel's answers recorded in memory.
+    let mut payloads: Vec<Vec<u8>> = Vec::with_capacity(n_expected);
+    for r in &reqs {
+        diag.dump_raw(r, |p, _| {
+            payloads.push(p.to_vec());
+            Ok(())
+        })
+        .unwrap();
+    }
+    let tail = tcptune_kernel::sys::running_tail_layout();
+    let mut decode = Vec::new();
+    for _ in 0..REPS {
+        let t = Instant::now();
+        let mut rows: Vec<Conn> = Vec::with_capacity(payloads.len());
+        for p in &payloads {
+            let s = DiagSocket::decode(p, tail).unwrap();
+            rows.push(Conn::new(&s, Dur::ZERO, None, &ctx, false).0);
+        }
+        decode.push(t.elapsed());
+        std::hint::black_box(&rows);
+    }
+
+    // 3b. Rendering the rows as text and as JSON (what the CLI adds on top).
+    let mut rows: Vec<Conn> = Vec::with_capacity(payloads.len());
+    for p in &payloads {
+        let s = DiagSocket::decode(p, tail).unwrap();
+        rows.push(Conn::new(&s, Dur::ZERO, None, &ctx, false).0);
+    }
+    let table = tcptune_diagnose::conn::ConnTable {
+        connections: rows,
+        all: false,
+    };
+    let t = Instant::now();
+    let text = table.to_string();
+    let render_text = t.elapsed();
+    let t = Instant::now();
+    let json = serde_json::to_vec_pretty(&table).unwrap();
+    let render_json = t.elapsed();
+    std::hint::black_box((&text, &json));
+
+    // 4. ss -tin, and the tcptune process, on the same sockets, interleaved.
+    let mut ss = Vec::new();
+    let mut cli_text = Vec::new();
+    let mut cli_json = Vec::new();
+    for _ in 0..5 {
+        ss.push(time_process(&ns.0, &["ss", "-tin"]));
+        cli_text.push(time_process(&ns.0, &[&tcptune_bin, "conns"]));
+        cli_json.push(time_process(&ns.0, &[&tcptune_bin, "conns", "--json"]));
+    }
+    drop(sockets);
+
+    let n = n_sockets;
+    let (k, o, d, s) = (median(kernel), median(ours), median(decode), median(ss));
+    let (ct, cj) = (median(cli_text), median(cli_json));
+    let ss_us = per_socket(s, n);
+    let ours_us = per_socket(o, n);
+    println!("sockets dumped:                {n} ({conns} connections, both ends)");
+    println!(
+        "ss -tin (process):             {ss_us:.3} µs/socket ({:.1} ms)",
+        s.as_secs_f64() * 1e3
+    );
+    println!(
+        "tcptune dump+decode+derive:    {ours_us:.3} µs/socket ({:.1} ms)",
+        o.as_secs_f64() * 1e3
+    );
+    println!("ratio ss / tcptune:            {:.1}x", ss_us / ours_us);
+    println!(
+        "  of which the kernel's dump:  {:.3} µs/socket ({:.0}% of ours)",
+        per_socket(k, n),
+        100.0 * k.as_secs_f64() / o.as_secs_f64()
+    );
+    println!(
+        "  decode+derive alone:         {:.3} µs/socket (goal < 0.5)",
+        per_socket(d, n)
+    );
+    println!(
+        "  rendering text / JSON:       {:.3} / {:.3} µs/socket ({} / {} bytes)",
+        per_socket(render_text, n),
+        per_socket(render_json, n),
+        text.len(),
+        json.len()
+    );
+    println!(
+        "tcptune conns (process, text): {:.3} µs/socket, ratio {:.1}x",
+        per_socket(ct, n),
+        s.as_secs_f64() / ct.as_secs_f64()
+    );
+    println!(
+        "tcptune conns --json (process): {:.3} µs/socket, ratio {:.1}x",
+        per_socket(cj, n),
+        s.as_secs_f64() / cj.as_secs_f64()
+    );
+}

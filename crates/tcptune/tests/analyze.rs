@@ -1,0 +1,227 @@
+//! `tcptune analyze` as a user runs it: files and standard input, text and JSON, graphs,
+//! flagged packets, exit codes, and damaged or wrong inputs (one clear sentence, exit 2, or a
+//! partial result that says what was skipped; never a panic).
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_tcptune"))
+}
+
+fn fixture(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fixtures")
+        .join(name)
+}
+
+fn tmp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("tcptune-cli-analyze-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d.join(name)
+}
+
+fn run(args: &[&str]) -> Output {
+    bin().args(args).output().unwrap()
+}
+
+fn no_panic(o: &Output) {
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!err.contains("panicked"), "tcptune panicked: {err}");
+}
+
+fn json(o: &Output) -> serde_json::Value {
+    serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&o.stdout)))
+}
+
+#[test]
+fn lossy_capture_exits_1_and_json_matches_text() {
+    let f = fixture("loss.pcap");
+    let text = run(&["analyze", f.to_str().unwrap()]);
+    no_panic(&text);
+    assert_eq!(text.status.code(), Some(1), "retransmissions are a finding");
+    let j = run(&["analyze", "--json", f.to_str().unwrap()]);
+    assert_eq!(j.status.code(), Some(1));
+    let v = json(&j);
+    assert_eq!(v["command"], "analyze");
+    let r = &v["result"];
+    let retrans = r["flags"]["retransmission"].as_u64().unwrap();
+    assert!(retrans > 0);
+    let out = String::from_utf8(text.stdout).unwrap();
+    assert!(
+        out.contains(&format!("retransmission {retrans}")),
+        "text and JSON disagree: {out}"
+    );
+    // Totals are the sum over flows.
+    let sum: u64 = r["flows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["flags"]["retransmission"].as_u64().unwrap())
+        .sum();
+    assert_eq!(sum, retrans);
+    assert!(!r["flows"][0]["diagnosis"].as_array().unwrap().is_empty());
+}
+
+#[test]
+fn standard_input_gives_the_same_result_as_the_file() {
+    let f = fixture("dup-reorder.pcapng");
+    let from_file = json(&run(&["analyze", "--json", f.to_str().unwrap()]));
+    let mut child = bin()
+        .args(["analyze", "--json", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let data = std::fs::read(&f).unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let writer = std::thread::spawn(move || stdin.write_all(&data));
+    let out = child.wait_with_output().unwrap();
+    writer.join().unwrap().unwrap();
+    no_panic(&out);
+    let from_stdin = json(&out);
+    assert_eq!(from_stdin["result"]["input"], "-");
+    assert_eq!(from_file["result"]["flows"], from_stdin["result"]["flows"]);
+    assert_eq!(from_file["result"]["format"], "pcapng");
+}
+
+#[test]
+fn clean_capture_exits_0() {
+    let f = fixture("keepalive.pcap");
+    let o = run(&["analyze", f.to_str().unwrap()]);
+    no_panic(&o);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+    assert!(String::from_utf8_lossy(&o.stdout).contains("keep_alive"));
+}
+
+#[test]
+fn packets_lists_each_flagged_packet_with_a_reason() {
+    let f = fixture("zerowin.pcap");
+    let v = json(&run(&[
+        "analyze",
+        "--json",
+        "--packets",
+        f.to_str().unwrap(),
+    ]));
+    let r = &v["result"];
+    let pk = r["packets"].as_array().unwrap();
+    let zero = pk
+        .iter()
+        .filter(|p| {
+            p["flags"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|n| n == "zero_window")
+        })
+        .count() as u64;
+    assert_eq!(zero, r["flags"]["zero_window"].as_u64().unwrap());
+    assert!(zero > 0);
+    assert!(pk.iter().all(|p| !p["why"].as_str().unwrap().is_empty()));
+}
+
+#[test]
+fn graphs_are_written_as_svg() {
+    let dir = tmp("graphs");
+    let _ = std::fs::remove_dir_all(&dir);
+    let f = fixture("winfull.pcap");
+    let o = run(&[
+        "analyze",
+        f.to_str().unwrap(),
+        "--graphs",
+        dir.to_str().unwrap(),
+    ]);
+    no_panic(&o);
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "stream-0-rtt.svg",
+            "stream-0-throughput.svg",
+            "stream-0-tseq.svg",
+            "stream-0-window.svg"
+        ]
+    );
+    for n in names {
+        let s = std::fs::read_to_string(dir.join(&n)).unwrap();
+        assert!(
+            s.starts_with("<svg") && s.trim_end().ends_with("</svg>"),
+            "{n}"
+        );
+    }
+    let tseq = std::fs::read_to_string(dir.join("stream-0-tseq.svg")).unwrap();
+    assert!(tseq.contains("receive window edge") && tseq.contains("ACK"));
+}
+
+fn expect_refused(o: &Output, mentions: &str) {
+    no_panic(o);
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(err.trim().lines().count(), 1, "one sentence: {err}");
+    assert!(err.contains(mentions), "{err}");
+}
+
+#[test]
+fn unreadable_or_wrong_inputs_are_one_sentence_and_exit_2() {
+    expect_refused(
+        &run(&["analyze", "/nonexistent/x.pcap"]),
+        "/nonexistent/x.pcap",
+    );
+    let empty = tmp("empty.pcap");
+    std::fs::write(&empty, b"").unwrap();
+    expect_refused(&run(&["analyze", empty.to_str().unwrap()]), "empty");
+    let garbage = tmp("garbage.pcap");
+    std::fs::write(&garbage, b"GET / HTTP/1.1\r\nHost: example\r\n\r\n").unwrap();
+    expect_refused(&run(&["analyze", garbage.to_str().unwrap()]), "not a pcap");
+    let dir = std::env::temp_dir();
+    expect_refused(&run(&["analyze", dir.to_str().unwrap()]), "cannot");
+}
+
+#[test]
+fn damaged_captures_give_a_partial_result_that_says_so() {
+    let data = std::fs::read(fixture("loss.pcap")).unwrap();
+    // Cut in the middle of a record.
+    let cut = tmp("cut.pcap");
+    std::fs::write(&cut, &data[..data.len() / 2 + 7]).unwrap();
+    let o = run(&["analyze", "--json", cut.to_str().unwrap()]);
+    no_panic(&o);
+    assert!(o.status.code().unwrap() <= 1);
+    let r = &json(&o)["result"];
+    let problem = r["capture_problem"].as_str().unwrap();
+    assert!(problem.contains("ends in the middle"), "{problem}");
+    let frames = r["frames"].as_u64().unwrap();
+    assert!(frames > 100 && problem.contains(&format!("{frames} complete frames")));
+    // A record claiming a huge length: stop there, keep what came before.
+    let mut huge = data.clone();
+    let second = 24 + 16 + u32::from_le_bytes(data[32..36].try_into().unwrap()) as usize;
+    huge[second + 8..second + 12].copy_from_slice(&0x7fff_ffffu32.to_le_bytes());
+    let p = tmp("huge.pcap");
+    std::fs::write(&p, &huge).unwrap();
+    let r = json(&run(&["analyze", "--json", p.to_str().unwrap()]))["result"].clone();
+    assert_eq!(r["frames"], 1);
+    assert!(r["capture_problem"].as_str().unwrap().contains("corrupt"));
+    // Zero snaplen in the header: the records are still read.
+    let mut zero = data.clone();
+    zero[16..20].copy_from_slice(&0u32.to_le_bytes());
+    let p = tmp("zero-snaplen.pcap");
+    std::fs::write(&p, &zero).unwrap();
+    let full = json(&run(&[
+        "analyze",
+        "--json",
+        fixture("loss.pcap").to_str().unwrap(),
+    ]));
+    let z = json(&run(&["analyze", "--json", p.to_str().unwrap()]));
+    assert_eq!(z["result"]["flows"], full["result"]["flows"]);
+}
