@@ -37,13 +37,7 @@ pub struct ClientConfig {
 
 fn kernel() -> (KernelVersion, KernelSource) {
     match tcptune_kernel::sys::kernel_version() {
-        Some(v) => (
-            KernelVersion::new(
-                v.major.min(u16::MAX as u32) as u16,
-                v.minor.min(u16::MAX as u32) as u16,
-            ),
-            KernelSource::Detected,
-        ),
+        Some(v) => (v, KernelSource::Detected),
         None => (KernelVersion::new(6, 6), KernelSource::Assumed),
     }
 }
