@@ -21,6 +21,18 @@ use tcptune_model::Dur;
 
 use crate::sock::{self, ZeroCopySource};
 
+/// Samples kept across all streams of a test (each is about 1.5 KiB in memory).
+pub const MAX_SAMPLES: usize = 65_536;
+
+/// Halves a sample series, keeping the first and every other one after it.
+pub fn thin_half(v: &mut Vec<Sample>) {
+    let mut k = 0usize;
+    v.retain(|_| {
+        k += 1;
+        (k - 1) % 2 == 0
+    });
+}
+
 /// How often blocking socket calls return to check for a stop request.
 const POLL: Duration = Duration::from_millis(100);
 
@@ -177,6 +189,9 @@ impl DataPhase {
         let (tx, rx) = mpsc::channel::<()>();
         let socks: Vec<Arc<TcpStream>> = slots.iter().map(|s| s.sock.clone()).collect();
         let store = samples.clone();
+        // Memory stays bounded however long a test runs (a server cannot be made to hold a
+        // day of 20 Hz samples of 256 streams): past the cap, every other sample goes.
+        let per_stream_cap = (MAX_SAMPLES / slots.len().max(1)).max(64);
         let sampler = std::thread::Builder::new()
             .name("sampler".into())
             .spawn(move || loop {
@@ -184,6 +199,9 @@ impl DataPhase {
                 if let Ok(mut st) = store.lock() {
                     for (v, s) in st.iter_mut().zip(taken) {
                         v.extend(s);
+                        if v.len() >= per_stream_cap {
+                            thin_half(v);
+                        }
                     }
                 }
                 // The period doubles as the wait for the stop message.
@@ -346,5 +364,24 @@ fn recv_loop(sock: &TcpStream, len: usize, stop: &AtomicBool, bytes: &AtomicU64)
             Err(e) if is_timeout(&e) => {}
             Err(_) => return,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn thinning_keeps_the_first_sample_and_halves() {
+        let mut v: Vec<Sample> = (0..10u64)
+            .map(|k| Sample {
+                at_s: Dur::from_millis(k),
+                info: Default::default(),
+                skmem: None,
+            })
+            .collect();
+        thin_half(&mut v);
+        let at: Vec<u64> = v.iter().map(|s| s.at_s.nanos() / 1_000_000).collect();
+        assert_eq!(at, [0, 2, 4, 6, 8]);
     }
 }

@@ -13,7 +13,7 @@ use std::time::Duration;
 use tcptune_diagnose::throughput::TestLimit;
 use tcptune_kernel::sys::in_netns;
 use tcptune_model::buffers::{buffers, BufferQuery, FlowSharing};
-use tcptune_model::kernel::{CongestionControl, KernelSource, KernelVersion};
+use tcptune_model::kernel::{CongestionControl, KernelSource};
 use tcptune_model::Rate;
 use tcptune_perf::{Direction, Params};
 use tcptune_perftest::client::{self, ClientConfig};
@@ -265,7 +265,7 @@ fn rule_query(rate: Rate, rtt: tcptune_model::Dur) -> BufferQuery {
         flows: 1,
         sharing: FlowSharing::Shared,
         memory_budget: None,
-        kernel: KernelVersion::new(v.major as u16, v.minor as u16),
+        kernel: v,
         kernel_source: KernelSource::Detected,
         scaling_ratio: None,
         adv_win_scale: None,

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 use tcptune_model::buffers::{buffers, BufferQuery, FlowSharing};
-use tcptune_model::kernel::{CongestionControl, KernelSource, KernelVersion};
+use tcptune_model::kernel::{CongestionControl, KernelSource};
 use tcptune_model::{Dur, Rate};
 
 fn tcptune(args: &[&str]) -> Output {
@@ -124,7 +124,7 @@ fn rmem_for(rate: &str, rtt_s: f64, rcvbuf: u64) -> u64 {
         flows: 1,
         sharing: FlowSharing::Shared,
         memory_budget: None,
-        kernel: KernelVersion::new(v.major as u16, v.minor as u16),
+        kernel: v,
         kernel_source: KernelSource::Detected,
         scaling_ratio: None,
         adv_win_scale: None,
