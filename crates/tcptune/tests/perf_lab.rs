@@ -150,7 +150,11 @@ fn lab_diagnoses_windows_buffers_and_loss() {
     );
     let d = diagnosis(&r);
     assert_eq!(code, 1, "{d}");
-    assert_eq!(d["limit"], "receiver_window", "{}", d["verdict"]);
+    assert_eq!(
+        d["limit"], "receiver_window",
+        "{} EVIDENCE {} BOUNDS {}",
+        d["verdict"], d["streams"][0]["evidence"], d["streams"][0]["bounds"]
+    );
     assert_eq!(d["streams"][0]["evidence"]["from_receiver"], true);
     lab.set(&[
         "--host",
@@ -252,7 +256,11 @@ fn lab_seed_001_untuned_and_tuned_receiver() {
     let (code, slow) = lab.test(&["-t", "4", "-R", "--path-rate", "100mbit"]);
     let d = diagnosis(&slow);
     assert_eq!(code, 1);
-    assert_eq!(d["limit"], "receiver_window", "{}", d["verdict"]);
+    assert_eq!(
+        d["limit"], "receiver_window",
+        "{} EVIDENCE {} BOUNDS {}",
+        d["verdict"], d["streams"][0]["evidence"], d["streams"][0]["bounds"]
+    );
     let missing = d["streams"][0]["evidence"]["missing_options"]
         .as_array()
         .unwrap();
