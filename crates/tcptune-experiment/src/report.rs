@@ -519,7 +519,7 @@ pub fn write_report(dir: &Path) -> Result<ReportFiles, RunError> {
     let points = summarize(&plan, &records);
     let io = |p: &Path| {
         let p = p.display().to_string();
-        move |source| RunError::Io { path: p, source }
+        move |cause| RunError::Io { path: p, cause }
     };
     let csv_path = dir.join("summary.csv");
     std::fs::write(&csv_path, summary_csv(&points)).map_err(io(&csv_path))?;

@@ -113,19 +113,17 @@ pub struct Progress<'a> {
 pub enum RunError {
     #[error("{dir} holds results of a different spec; give another --out or remove it")]
     DifferentSpec { dir: String },
-    #[error("{path}: {source}")]
-    Io {
-        path: String,
-        source: std::io::Error,
-    },
+    // The cause is in the message; not chained as a source, or `{:#}` prints it twice.
+    #[error("{path}: {cause}")]
+    Io { path: String, cause: std::io::Error },
     #[error("{path}: {why}")]
     Corrupt { path: String, why: String },
 }
 
 fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> RunError + '_ {
-    move |source| RunError::Io {
+    move |cause| RunError::Io {
         path: path.display().to_string(),
-        source,
+        cause,
     }
 }
 

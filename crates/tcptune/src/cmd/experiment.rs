@@ -62,6 +62,12 @@ pub fn run(
         crate::output::text(&t)?;
         return Ok(Outcome::Ok);
     }
+    if out.exists() && !out.is_dir() {
+        bail!(
+            "--out {} is a file; give a directory for the results",
+            out.display()
+        );
+    }
     if out.exists()
         && !out.join("plan.json").exists()
         && std::fs::read_dir(out)
