@@ -97,7 +97,9 @@ fn live_lossy_transfer_flags_equal_tshark() {
         "iperf3 server did not start"
     );
     let client = ns
-        .command(&["iperf3", "-c", "127.0.0.1", "-n", "3M", "-l", "16K"])
+        // 30 MB: about 470 GSO super-packets over loopback, so 2% loss drops some of them with
+        // near certainty (with 3 MB, ~50 packets, a third of the runs saw no loss at all).
+        .command(&["iperf3", "-c", "127.0.0.1", "-n", "30M", "-l", "16K"])
         .output()
         .unwrap();
     assert!(
@@ -126,7 +128,19 @@ fn live_lossy_transfer_flags_equal_tshark() {
     let (_, report) = common::ours(&pcap);
     let _ = std::fs::remove_file(&pcap);
     assert!(diffs.is_empty(), "differences from tshark: {diffs:#?}");
-    assert!(report.tcp_segments > 200, "the capture holds the transfer");
+    // The capture recorded the transfer: count bytes, not segments (over loopback the segment
+    // count depends on GSO sizes). tcpdump may drop packets at loopback speed (2.4–2.6 of 3 MB
+    // were seen in CI); the comparison with tshark above runs on the same file either way.
+    let carried = report
+        .flows
+        .iter()
+        .map(|f| f.a_to_b.unique_bytes.get().max(f.b_to_a.unique_bytes.get()))
+        .max()
+        .unwrap_or(0);
+    assert!(
+        carried >= 1 << 20,
+        "the capture holds the transfer: {carried} bytes"
+    );
     assert!(
         report.flags.retransmission > 0,
         "2% loss causes retransmissions"
