@@ -18,6 +18,9 @@ pub const NLMSG_NOOP: u16 = 1;
 pub const NLMSG_ERROR: u16 = 2;
 pub const NLMSG_DONE: u16 = 3;
 pub const SOCK_DIAG_BY_FAMILY: u16 = 20;
+/// The pre-3.3 request type, still served: its dump covers IPv4 and IPv6 in one walk of the
+/// socket tables (the kernel treats it as `AF_UNSPEC`), and its answers carry this type.
+pub const TCPDIAG_GETSOCK: u16 = 18;
 pub const NLM_F_REQUEST: u16 = 1;
 pub const NLM_F_DUMP: u16 = 0x300;
 /// Set on messages of a dump that was interrupted by a change of the socket tables.
@@ -25,10 +28,14 @@ pub const NLM_F_DUMP_INTR: u16 = 0x10;
 
 pub const AF_INET: u8 = 2;
 pub const AF_INET6: u8 = 10;
+/// Both families, in one dump ([`TCPDIAG_GETSOCK`]).
+pub const AF_UNSPEC: u8 = 0;
 pub const IPPROTO_TCP: u8 = 6;
 
 /// Size of `struct inet_diag_req_v2` and `struct inet_diag_msg`.
 const REQ_V2_LEN: usize = 56;
+/// Size of the older `struct inet_diag_req` (a sockid between the flags and the states).
+const REQ_COMPAT_LEN: usize = 60;
 const DIAG_MSG_LEN: usize = 72;
 const INET_DIAG_NOCOOKIE: u32 = !0;
 const INET_DIAG_REQ_BYTECODE: u16 = 1;
@@ -368,7 +375,7 @@ impl DiagSocket {
 /// What a dump asks the kernel for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DumpRequest {
-    /// `AF_INET` or `AF_INET6`.
+    /// `AF_INET`, `AF_INET6`, or `AF_UNSPEC` for both in one dump.
     pub family: u8,
     /// Bit `1 << state` for each TCP state wanted.
     pub states: u32,
@@ -378,9 +385,9 @@ pub struct DumpRequest {
     pub bytecode: Vec<u8>,
 }
 
-fn header(buf: &mut Vec<u8>, flags: u16, seq: u32) {
+fn header(buf: &mut Vec<u8>, kind: u16, flags: u16, seq: u32) {
     buf.extend_from_slice(&0u32.to_ne_bytes()); // length, patched at the end
-    buf.extend_from_slice(&SOCK_DIAG_BY_FAMILY.to_ne_bytes());
+    buf.extend_from_slice(&kind.to_ne_bytes());
     buf.extend_from_slice(&flags.to_ne_bytes());
     buf.extend_from_slice(&seq.to_ne_bytes());
     buf.extend_from_slice(&0u32.to_ne_bytes()); // port id: the kernel fills it
@@ -405,11 +412,22 @@ fn addr_words(ip: IpAddr) -> [u8; 16] {
 impl DumpRequest {
     /// The netlink message bytes of this request.
     pub fn encode(&self, seq: u32) -> Vec<u8> {
-        let mut b = Vec::with_capacity(NLMSG_HDRLEN + REQ_V2_LEN + 4 + self.bytecode.len());
-        header(&mut b, NLM_F_REQUEST | NLM_F_DUMP, seq);
-        b.extend_from_slice(&[self.family, IPPROTO_TCP, self.ext, 0]);
-        b.extend_from_slice(&self.states.to_ne_bytes());
-        b.extend_from_slice(&[0u8; 48]); // inet_diag_sockid: unused in a dump
+        let mut b = Vec::with_capacity(NLMSG_HDRLEN + REQ_COMPAT_LEN + 4 + self.bytecode.len());
+        if self.family == AF_UNSPEC {
+            // Both families: the older request, which the kernel answers from one walk of
+            // the socket hash tables instead of one walk per family (each walk visits every
+            // bucket, a cost that does not depend on how many sockets match).
+            header(&mut b, TCPDIAG_GETSOCK, NLM_F_REQUEST | NLM_F_DUMP, seq);
+            b.extend_from_slice(&[AF_UNSPEC, 0, 0, self.ext]);
+            b.extend_from_slice(&[0u8; 48]); // inet_diag_sockid: unused in a dump
+            b.extend_from_slice(&self.states.to_ne_bytes());
+            b.extend_from_slice(&0u32.to_ne_bytes()); // idiag_dbs
+        } else {
+            header(&mut b, SOCK_DIAG_BY_FAMILY, NLM_F_REQUEST | NLM_F_DUMP, seq);
+            b.extend_from_slice(&[self.family, IPPROTO_TCP, self.ext, 0]);
+            b.extend_from_slice(&self.states.to_ne_bytes());
+            b.extend_from_slice(&[0u8; 48]); // inet_diag_sockid: unused in a dump
+        }
         if !self.bytecode.is_empty() {
             let len = (4 + self.bytecode.len()) as u16;
             b.extend_from_slice(&len.to_ne_bytes());
@@ -425,7 +443,7 @@ impl DumpRequest {
 pub fn exact_request(src: SocketAddr, dst: SocketAddr, ext: u8, seq: u32) -> Vec<u8> {
     let family = if src.is_ipv4() { AF_INET } else { AF_INET6 };
     let mut b = Vec::with_capacity(NLMSG_HDRLEN + REQ_V2_LEN);
-    header(&mut b, NLM_F_REQUEST, seq);
+    header(&mut b, SOCK_DIAG_BY_FAMILY, NLM_F_REQUEST, seq);
     b.extend_from_slice(&[family, IPPROTO_TCP, ext, 0]);
     b.extend_from_slice(&u32::MAX.to_ne_bytes()); // states: any
     b.extend_from_slice(&src.port().to_be_bytes());
@@ -458,6 +476,26 @@ mod tests {
         assert_eq!(u16::from_ne_bytes([b[6], b[7]]), NLM_F_REQUEST | NLM_F_DUMP);
         assert_eq!(&b[16..20], &[AF_INET6, 6, ext::INFO, 0]);
         assert_eq!(u16::from_ne_bytes([b[74], b[75]]), INET_DIAG_REQ_BYTECODE);
+    }
+
+    #[test]
+    fn both_families_use_the_older_request_with_states_after_the_sockid() {
+        let r = DumpRequest {
+            family: AF_UNSPEC,
+            states: 1 << 1 | 1 << 8,
+            ext: ext::TCPTUNE,
+            bytecode: vec![1, 4, 8, 0],
+        };
+        let b = r.encode(9);
+        assert_eq!(b.len(), 16 + 60 + 8);
+        assert_eq!(u16::from_ne_bytes([b[4], b[5]]), TCPDIAG_GETSOCK);
+        assert_eq!(&b[16..20], &[AF_UNSPEC, 0, 0, ext::TCPTUNE]);
+        assert_eq!(
+            u32::from_ne_bytes(b[68..72].try_into().unwrap()),
+            1 << 1 | 1 << 8
+        );
+        assert_eq!(&b[72..76], &[0; 4]); // idiag_dbs
+        assert_eq!(u16::from_ne_bytes([b[78], b[79]]), INET_DIAG_REQ_BYTECODE);
     }
 
     #[test]

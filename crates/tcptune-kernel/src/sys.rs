@@ -10,7 +10,7 @@ use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use crate::diag::{self, DiagSocket, DumpRequest, SkMemInfo, AF_INET, AF_INET6};
+use crate::diag::{self, DiagSocket, DumpRequest, SkMemInfo, AF_INET, AF_INET6, AF_UNSPEC};
 use crate::filter::Filter;
 use crate::tcp_info::{KernelVersion, TailLayout, TcpInfo};
 
@@ -154,6 +154,64 @@ fn setsockopt_int(fd: &OwnedFd, level: i32, name: i32, v: i32) -> io::Result<()>
 /// and a too-small buffer truncates them.
 const RECV_BUF: usize = 256 * 1024;
 
+/// Receives one datagram into `buf`, retrying on EINTR.
+fn recv_into(fd: i32, buf: &mut [u8]) -> Result<usize> {
+    loop {
+        // SAFETY: buf is valid for its length.
+        let n = unsafe { libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), 0) };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(KernelError::Io {
+                what: "receive",
+                source: e,
+            });
+        }
+        return Ok(n as usize);
+    }
+}
+
+/// Visits the messages of one datagram of the dump numbered `seq`: each socket's payload
+/// goes to `each`, the counters to `stats`. True when the dump ended in this datagram.
+fn visit_datagram(
+    buf: &[u8],
+    seq: u32,
+    stats: &mut DumpStats,
+    mut each: impl FnMut(&[u8]) -> Result<()>,
+) -> Result<bool> {
+    for m in diag::messages(buf) {
+        let m = m?;
+        if m.seq != seq {
+            continue; // a stale answer to an earlier, abandoned request
+        }
+        if m.flags & diag::NLM_F_DUMP_INTR != 0 {
+            stats.interrupted = true;
+        }
+        match m.kind {
+            // The older request's answers carry its type.
+            diag::SOCK_DIAG_BY_FAMILY | diag::TCPDIAG_GETSOCK => {
+                stats.sockets += 1;
+                each(m.payload)?;
+            }
+            diag::NLMSG_DONE => return Ok(true),
+            diag::NLMSG_ERROR => {
+                let code = diag::error_code(m.payload);
+                if code != 0 {
+                    return Err(KernelError::Refused(io::Error::from_raw_os_error(code)));
+                }
+                return Ok(true);
+            }
+            _ => {}
+        }
+    }
+    Ok(false)
+}
+
+/// Datagrams in flight between the receiving and the decoding thread of a parallel dump.
+const PIPELINE_DEPTH: usize = 4;
+
 /// A NETLINK_SOCK_DIAG socket, bound to the network namespace it was created in.
 pub struct Diag {
     fd: Option<OwnedFd>,
@@ -173,6 +231,15 @@ pub struct DumpStats {
     /// The socket tables changed during the dump (NLM_F_DUMP_INTR): some sockets may be
     /// missing or repeated.
     pub interrupted: bool,
+}
+
+impl DumpStats {
+    fn add(&mut self, o: &DumpStats) {
+        self.datagrams += o.datagrams;
+        self.sockets += o.sockets;
+        self.bytes += o.bytes;
+        self.interrupted |= o.interrupted;
+    }
 }
 
 impl Diag {
@@ -255,28 +322,28 @@ impl Diag {
     }
 
     fn recv(&mut self) -> Result<usize> {
-        loop {
-            // SAFETY: buf is valid for its length.
-            let n = unsafe {
-                libc::recv(
-                    self.raw_fd(),
-                    self.buf.as_mut_ptr().cast(),
-                    self.buf.len(),
-                    0,
-                )
-            };
-            if n < 0 {
-                let e = io::Error::last_os_error();
-                if e.kind() == io::ErrorKind::Interrupted {
-                    continue;
-                }
-                return Err(KernelError::Io {
-                    what: "receive",
-                    source: e,
-                });
-            }
-            return Ok(n as usize);
-        }
+        recv_into(self.raw_fd(), &mut self.buf)
+    }
+
+    /// The dump requests a filter needs: one for both families when it wants both (the
+    /// kernel then walks its socket tables once), else one for the family it wants.
+    fn requests(filter: &Filter, ext: u8) -> Vec<DumpRequest> {
+        let families: &[u8] = match (filter.ipv4, filter.ipv6) {
+            (true, true) => &[AF_UNSPEC],
+            (true, false) => &[AF_INET],
+            (false, true) => &[AF_INET6],
+            (false, false) => &[],
+        };
+        let bytecode = filter.bytecode();
+        families
+            .iter()
+            .map(|&family| DumpRequest {
+                family,
+                states: filter.states,
+                ext,
+                bytecode: bytecode.clone(),
+            })
+            .collect()
     }
 
     /// Sends one dump request and hands each socket's raw `inet_diag_msg` payload to `each`.
@@ -290,7 +357,10 @@ impl Diag {
             let mut stats = DumpStats::default();
             for m in diag::messages(rec) {
                 let m = m?;
-                if m.kind == diag::SOCK_DIAG_BY_FAMILY && m.payload.first() == Some(&req.family) {
+                let family = m.payload.first().copied();
+                if m.kind == diag::SOCK_DIAG_BY_FAMILY
+                    && (req.family == AF_UNSPEC || family == Some(req.family))
+                {
                     stats.sockets += 1;
                     each(m.payload, self.tail)?;
                 }
@@ -301,6 +371,7 @@ impl Diag {
         let seq = self.seq;
         self.send(&req.encode(seq))?;
         let mut stats = DumpStats::default();
+        let tail = self.tail;
         loop {
             let n = self.recv()?;
             stats.datagrams += 1;
@@ -308,48 +379,9 @@ impl Diag {
             // The buffer is swapped out while its messages are visited, so `each` may borrow
             // it while `self` stays usable.
             let buf = std::mem::take(&mut self.buf);
-            let mut done = false;
-            let mut result = Ok(());
-            for m in diag::messages(&buf[..n]) {
-                let m = match m {
-                    Ok(m) => m,
-                    Err(e) => {
-                        result = Err(e.into());
-                        break;
-                    }
-                };
-                if m.seq != seq {
-                    continue; // a stale answer to an earlier, abandoned request
-                }
-                if m.flags & diag::NLM_F_DUMP_INTR != 0 {
-                    stats.interrupted = true;
-                }
-                match m.kind {
-                    diag::SOCK_DIAG_BY_FAMILY => {
-                        stats.sockets += 1;
-                        if let Err(e) = each(m.payload, self.tail) {
-                            result = Err(e);
-                            break;
-                        }
-                    }
-                    diag::NLMSG_DONE => {
-                        done = true;
-                        break;
-                    }
-                    diag::NLMSG_ERROR => {
-                        let code = diag::error_code(m.payload);
-                        if code != 0 {
-                            result = Err(KernelError::Refused(io::Error::from_raw_os_error(code)));
-                        }
-                        done = true;
-                        break;
-                    }
-                    _ => {}
-                }
-            }
+            let done = visit_datagram(&buf[..n], seq, &mut stats, |p| each(p, tail));
             self.buf = buf;
-            result?;
-            if done {
+            if done? {
                 return Ok(stats);
             }
         }
@@ -370,18 +402,8 @@ impl Diag {
         ext: u8,
         mut each: impl FnMut(DiagSocket),
     ) -> Result<DumpStats> {
-        let bytecode = filter.bytecode();
         let mut total = DumpStats::default();
-        for (family, wanted) in [(AF_INET, filter.ipv4), (AF_INET6, filter.ipv6)] {
-            if !wanted {
-                continue;
-            }
-            let req = DumpRequest {
-                family,
-                states: filter.states,
-                ext,
-                bytecode: bytecode.clone(),
-            };
+        for req in Diag::requests(filter, ext) {
             // A recording was not filtered by a kernel: apply the filter here instead.
             let replay = self.replay.is_some();
             let st = self.dump_raw(&req, |p, tail| {
@@ -391,12 +413,84 @@ impl Diag {
                 }
                 Ok(())
             })?;
-            total.datagrams += st.datagrams;
-            total.sockets += st.sockets;
-            total.bytes += st.bytes;
-            total.interrupted |= st.interrupted;
+            total.add(&st);
         }
         Ok(total)
+    }
+
+    /// Like [`Diag::dump_each`], with decoding and `each` on a second thread while this one
+    /// waits for the kernel, which fills the next datagram only when asked for it. On a
+    /// multi-core machine the decoding then costs no wall time; `conns` uses it for one-shot
+    /// dumps of many sockets.
+    pub fn dump_each_parallel<F>(&mut self, filter: &Filter, ext: u8, each: F) -> Result<DumpStats>
+    where
+        F: FnMut(DiagSocket) + Send,
+    {
+        if self.replay.is_some() {
+            return self.dump_each(filter, ext, each);
+        }
+        let fd = self.raw_fd();
+        let tail = self.tail;
+        // Full datagrams go one way, emptied buffers come back: no allocation per datagram.
+        let (full_tx, full_rx) =
+            std::sync::mpsc::sync_channel::<(Vec<u8>, usize, u32)>(PIPELINE_DEPTH);
+        let (empty_tx, empty_rx) = std::sync::mpsc::channel::<Vec<u8>>();
+        for _ in 0..PIPELINE_DEPTH {
+            let _ = empty_tx.send(vec![0u8; RECV_BUF]);
+        }
+        std::thread::scope(|scope| {
+            let decoder = scope.spawn(move || -> Result<()> {
+                let mut each = each;
+                let mut result = Ok(());
+                let mut ignored = DumpStats::default();
+                for (buf, n, seq) in full_rx {
+                    if result.is_ok() {
+                        result = visit_datagram(&buf[..n], seq, &mut ignored, |p| {
+                            each(DiagSocket::decode(p, tail)?);
+                            Ok(())
+                        })
+                        .map(|_| ());
+                    }
+                    // The receiver may have stopped already; then the buffer is just freed.
+                    let _ = empty_tx.send(buf);
+                }
+                result
+            });
+            let received = (|| -> Result<DumpStats> {
+                let mut total = DumpStats::default();
+                for req in Diag::requests(filter, ext) {
+                    self.seq = self.seq.wrapping_add(1);
+                    let seq = self.seq;
+                    self.send(&req.encode(seq))?;
+                    loop {
+                        // Only fails when the decoder has gone (it panicked): stop receiving.
+                        let Ok(mut buf) = empty_rx.recv() else {
+                            return Ok(total);
+                        };
+                        let n = recv_into(fd, &mut buf)?;
+                        total.datagrams += 1;
+                        total.bytes += n;
+                        // Only the messages' headers here: counts, the end, errors.
+                        let done = visit_datagram(&buf[..n], seq, &mut total, |_| Ok(()))?;
+                        if full_tx.send((buf, n, seq)).is_err() {
+                            return Ok(total);
+                        }
+                        if done {
+                            break;
+                        }
+                    }
+                }
+                Ok(total)
+            })();
+            drop(full_tx);
+            let decoded = match decoder.join() {
+                Ok(r) => r,
+                Err(panic) => std::panic::resume_unwind(panic),
+            };
+            let total = received?;
+            decoded?;
+            Ok(total)
+        })
     }
 
     /// Asks for exactly one socket by its local and remote address (no dump; cheap enough to

@@ -71,3 +71,60 @@ fn getsockopt_query_and_dump_agree_on_one_connection() {
         .unwrap();
     assert!(gone.is_none());
 }
+
+/// A dump of both families is one request the kernel answers from one walk of its tables;
+/// sequential and pipelined decoding must both see the IPv4 and the IPv6 connection.
+#[test]
+fn both_families_in_one_dump_sequential_and_pipelined() {
+    let l4 = TcpListener::bind("127.0.0.1:0").unwrap();
+    let l6 = TcpListener::bind("[::1]:0").unwrap();
+    let c4 = TcpStream::connect(l4.local_addr().unwrap()).unwrap();
+    let c6 = TcpStream::connect(l6.local_addr().unwrap()).unwrap();
+    let (_a4, _) = l4.accept().unwrap();
+    let (_a6, _) = l6.accept().unwrap();
+    let ours = [
+        c4.local_addr().unwrap(),
+        c6.local_addr().unwrap(),
+        l4.local_addr().unwrap(),
+        l6.local_addr().unwrap(),
+    ];
+    let mine = |s: &tcptune_kernel::DiagSocket| ours.contains(&s.src) || ours.contains(&s.dst);
+    let mut d = Diag::open().unwrap();
+    let all = Filter::default();
+    assert!(all.ipv4 && all.ipv6);
+
+    let mut seq: Vec<(std::net::SocketAddr, u64)> = d
+        .dump(&all, ext::TCPTUNE)
+        .unwrap()
+        .into_iter()
+        .filter(|s| mine(s))
+        .map(|s| (s.src, s.cookie))
+        .collect();
+    let mut piped = Vec::new();
+    let st = d
+        .dump_each_parallel(&all, ext::TCPTUNE, |s| {
+            if mine(&s) {
+                assert!(s.info.is_some(), "tcp_info decoded on the second thread");
+                piped.push((s.src, s.cookie));
+            }
+        })
+        .unwrap();
+    seq.sort();
+    piped.sort();
+    // Both ends of both connections (the default states leave the listeners out).
+    assert_eq!(seq.len(), 4, "{seq:?}");
+    assert_eq!(seq.iter().filter(|(a, _)| a.is_ipv6()).count(), 2);
+    assert_eq!(seq, piped);
+    assert!(st.sockets >= 4 && st.datagrams >= 1);
+
+    // One family asked for: the other's sockets stay out.
+    let v6: Filter = "ipv6".parse().unwrap();
+    let only6: Vec<_> = d
+        .dump(&v6, ext::INFO)
+        .unwrap()
+        .into_iter()
+        .filter(|s| mine(s))
+        .collect();
+    assert_eq!(only6.len(), 2);
+    assert!(only6.iter().all(|s| s.src.is_ipv6()));
+}

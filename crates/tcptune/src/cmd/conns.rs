@@ -92,7 +92,7 @@ pub(super) fn add_processes(rows: &mut [Conn]) {
     let inodes: HashSet<u32> = rows.iter().map(|c| c.inode).filter(|&i| i != 0).collect();
     let owners = procs::owners(&inodes);
     for c in rows {
-        c.process = owners.get(&c.inode).cloned();
+        c.process = owners.get(&c.inode).cloned().map(Box::new);
     }
 }
 
@@ -132,9 +132,10 @@ fn once(
     for t in targets.iter_mut() {
         let at = since(start);
         let netns = t.netns.clone();
+        let rows = &mut rows;
         t.diag
-            .dump_each(filter, ext::TCPTUNE, |s| {
-                let (mut c, _) = Conn::new(&s, at, None, ctx, all);
+            .dump_each_parallel(filter, ext::TCPTUNE, |s| {
+                let (mut c, _) = Conn::new(s, at, None, ctx, all);
                 c.netns.clone_from(&netns);
                 rows.push(c);
             })
@@ -174,5 +175,8 @@ pub fn run(args: ConnsArgs, json: bool) -> anyhow::Result<Outcome> {
         all: args.all,
     };
     output::emit("conns", &table, json)?;
+    // The process ends next: freeing tens of thousands of rows one by one would only delay
+    // the exit (the kernel reclaims the memory wholesale).
+    std::mem::forget(table);
     Ok(Outcome::Ok)
 }
