@@ -41,9 +41,9 @@ pub struct Conn {
     pub wqueue_bytes: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub snapshot: Option<Snapshot>,
-    /// Figures since the previous sample (watch, conns --over). Boxed, like the `--all`
-    /// fields below: a one-shot dump has none, and 20,000 rows of 680 bytes cost more in
-    /// page faults than their decoding.
+    // Boxed, like the `--all` fields below: a one-shot dump has none, and 20,000 rows of
+    // 680 bytes cost more in page faults than their decoding.
+    /// Figures since the previous sample (watch, conns --over).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interval: Option<Box<Interval>>,
     pub verdict: Verdict,
