@@ -130,6 +130,72 @@ fn read_piece(expect: &mut Expect, input: &[u8]) -> (usize, Result<Option<Piece>
     }
 }
 
+/// What both sides' sessions are to [`feed`].
+trait Conversation {
+    type Event;
+    fn failed(&self) -> bool;
+    /// What the side is doing, for "… while {doing}" in errors.
+    fn doing(&self) -> &'static str;
+    fn expect(&mut self) -> &mut Expect;
+    /// Marks the session failed (queuing whatever the peer must be told) and returns `e`.
+    fn failing(&mut self, e: SessionError) -> SessionError;
+    fn piece(&mut self, p: Piece, now: Dur) -> Result<Option<Self::Event>, SessionError>;
+}
+
+/// Cuts the control connection's bytes into the pieces the session expects, one after
+/// another, and hands each complete piece to it: the part of `handle_input` both sides share.
+/// Bytes that arrive when nothing is expected fail the session.
+fn feed<C: Conversation>(c: &mut C, input: &[u8], now: Dur) -> Result<Vec<C::Event>, SessionError> {
+    if c.failed() {
+        return Err(SessionError::Ended);
+    }
+    let mut events = Vec::new();
+    let mut pos = 0;
+    while pos < input.len() {
+        if matches!(c.expect(), Expect::Nothing) {
+            let doing = c.doing();
+            return Err(c.failing(SessionError::Misuse("sending more data", doing)));
+        }
+        let (used, piece) = read_piece(c.expect(), &input[pos..]);
+        pos += used;
+        match piece {
+            Err(e) => return Err(c.failing(e.into())),
+            Ok(None) => {}
+            Ok(Some(p)) => events.extend(c.piece(p, now)?),
+        }
+        if used == 0 {
+            break;
+        }
+    }
+    Ok(events)
+}
+
+/// The trait's methods, as each side's inherent ones.
+macro_rules! conversation {
+    ($session:ty, $event:ty, $phase:ty) => {
+        impl Conversation for $session {
+            type Event = $event;
+            fn failed(&self) -> bool {
+                self.phase == <$phase>::Failed
+            }
+            fn doing(&self) -> &'static str {
+                self.phase.doing()
+            }
+            fn expect(&mut self) -> &mut Expect {
+                &mut self.expect
+            }
+            fn failing(&mut self, e: SessionError) -> SessionError {
+                self.fail(e)
+            }
+            fn piece(&mut self, p: Piece, now: Dur) -> Result<Option<$event>, SessionError> {
+                self.on_piece(p, now)
+            }
+        }
+    };
+}
+conversation!(ServerSession, ServerEvent, ServerPhase);
+conversation!(ClientSession, ClientEvent, ClientPhase);
+
 // ------------------------------------------------------------------------------------------
 // Server
 
@@ -297,32 +363,7 @@ impl ServerSession {
         input: &[u8],
         now: Dur,
     ) -> Result<Vec<ServerEvent>, SessionError> {
-        if self.phase == ServerPhase::Failed {
-            return Err(SessionError::Ended);
-        }
-        let mut events = Vec::new();
-        let mut pos = 0;
-        while pos < input.len() {
-            if matches!(self.expect, Expect::Nothing) {
-                let phase = self.phase.doing();
-                return Err(self.fail(SessionError::Misuse("sending more data", phase)));
-            }
-            let (used, piece) = read_piece(&mut self.expect, &input[pos..]);
-            pos += used;
-            match piece {
-                Err(e) => return Err(self.fail(e.into())),
-                Ok(None) => {}
-                Ok(Some(p)) => {
-                    if let Some(ev) = self.on_piece(p, now)? {
-                        events.push(ev);
-                    }
-                }
-            }
-            if used == 0 {
-                break;
-            }
-        }
-        Ok(events)
+        feed(self, input, now)
     }
 
     fn on_piece(&mut self, piece: Piece, now: Dur) -> Result<Option<ServerEvent>, SessionError> {
@@ -612,37 +653,13 @@ impl ClientSession {
         e
     }
 
+    /// Consumes bytes from the control connection.
     pub fn handle_input(
         &mut self,
         input: &[u8],
         now: Dur,
     ) -> Result<Vec<ClientEvent>, SessionError> {
-        if self.phase == ClientPhase::Failed {
-            return Err(SessionError::Ended);
-        }
-        let mut events = Vec::new();
-        let mut pos = 0;
-        while pos < input.len() {
-            if matches!(self.expect, Expect::Nothing) {
-                let phase = self.phase.doing();
-                return Err(self.fail(SessionError::Misuse("sending more data", phase)));
-            }
-            let (used, piece) = read_piece(&mut self.expect, &input[pos..]);
-            pos += used;
-            match piece {
-                Err(e) => return Err(self.fail(e.into())),
-                Ok(None) => {}
-                Ok(Some(p)) => {
-                    if let Some(ev) = self.on_piece(p, now)? {
-                        events.push(ev);
-                    }
-                }
-            }
-            if used == 0 {
-                break;
-            }
-        }
-        Ok(events)
+        feed(self, input, now)
     }
 
     fn on_piece(&mut self, piece: Piece, now: Dur) -> Result<Option<ClientEvent>, SessionError> {
