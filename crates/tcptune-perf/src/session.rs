@@ -134,6 +134,10 @@ fn read_piece(expect: &mut Expect, input: &[u8]) -> (usize, Result<Option<Piece>
 trait Conversation {
     type Event;
     fn failed(&self) -> bool;
+    /// Done or failed: nothing more is expected.
+    fn over(&self) -> bool;
+    fn set_failed(&mut self);
+    fn deadline(&self) -> Option<Dur>;
     /// What the side is doing, for "… while {doing}" in errors.
     fn doing(&self) -> &'static str;
     fn expect(&mut self) -> &mut Expect;
@@ -170,6 +174,26 @@ fn feed<C: Conversation>(c: &mut C, input: &[u8], now: Dur) -> Result<Vec<C::Eve
     Ok(events)
 }
 
+/// Ends the session if the current phase has run out of time.
+fn poll<C: Conversation>(c: &mut C, now: Dur) -> Result<(), SessionError> {
+    if c.deadline().is_some_and(|d| now >= d) {
+        let phase = c.doing();
+        c.set_failed();
+        return Err(SessionError::Timeout { phase });
+    }
+    Ok(())
+}
+
+/// The peer closed the control connection: fine once the session is over, else a failure.
+fn handle_eof<C: Conversation>(c: &mut C) -> Result<(), SessionError> {
+    if c.over() {
+        return Ok(());
+    }
+    let phase = c.doing();
+    c.set_failed();
+    Err(SessionError::Closed { phase })
+}
+
 /// The trait's methods, as each side's inherent ones.
 macro_rules! conversation {
     ($session:ty, $event:ty, $phase:ty) => {
@@ -177,6 +201,15 @@ macro_rules! conversation {
             type Event = $event;
             fn failed(&self) -> bool {
                 self.phase == <$phase>::Failed
+            }
+            fn over(&self) -> bool {
+                matches!(self.phase, <$phase>::Done | <$phase>::Failed)
+            }
+            fn set_failed(&mut self) {
+                self.phase = <$phase>::Failed;
+            }
+            fn deadline(&self) -> Option<Dur> {
+                <$session>::deadline(self)
             }
             fn doing(&self) -> &'static str {
                 self.phase.doing()
@@ -316,23 +349,12 @@ impl ServerSession {
 
     /// Ends the session if the current phase has run out of time.
     pub fn poll(&mut self, now: Dur) -> Result<(), SessionError> {
-        if self.deadline().is_some_and(|d| now >= d) {
-            let phase = self.phase.doing();
-            self.phase = ServerPhase::Failed;
-            return Err(SessionError::Timeout { phase });
-        }
-        Ok(())
+        poll(self, now)
     }
 
     /// The peer closed the control connection.
     pub fn handle_eof(&mut self) -> Result<(), SessionError> {
-        match self.phase {
-            ServerPhase::Done | ServerPhase::Failed => Ok(()),
-            p => {
-                self.phase = ServerPhase::Failed;
-                Err(SessionError::Closed { phase: p.doing() })
-            }
-        }
+        handle_eof(self)
     }
 
     fn fail(&mut self, e: SessionError) -> SessionError {
@@ -629,22 +651,11 @@ impl ClientSession {
     }
 
     pub fn poll(&mut self, now: Dur) -> Result<(), SessionError> {
-        if self.deadline().is_some_and(|d| now >= d) {
-            let phase = self.phase.doing();
-            self.phase = ClientPhase::Failed;
-            return Err(SessionError::Timeout { phase });
-        }
-        Ok(())
+        poll(self, now)
     }
 
     pub fn handle_eof(&mut self) -> Result<(), SessionError> {
-        match self.phase {
-            ClientPhase::Done | ClientPhase::Failed => Ok(()),
-            p => {
-                self.phase = ClientPhase::Failed;
-                Err(SessionError::Closed { phase: p.doing() })
-            }
-        }
+        handle_eof(self)
     }
 
     fn fail(&mut self, e: SessionError) -> SessionError {
