@@ -1,53 +1,15 @@
 //! Our client against our server on loopback: every direction, parallel streams, bytes mode,
 //! and the server's samples arriving in the results extension.
 
-use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use tcptune_perf::{Direction, Params};
-use tcptune_perftest::client::{self, ClientConfig};
+use tcptune_perftest::client;
 use tcptune_perftest::report::SampledAt;
-use tcptune_perftest::server::{Server, ServerConfig, ServerLog};
+use tcptune_perftest::server::ServerConfig;
 
-/// A running server: its address, its stop flag, its thread, and what it logged.
-type Running = (
-    SocketAddr,
-    Arc<std::sync::atomic::AtomicBool>,
-    std::thread::JoinHandle<()>,
-    Arc<Mutex<Vec<ServerLog>>>,
-);
-
-fn start_server(cfg: ServerConfig) -> Running {
-    let srv = Server::bind(ServerConfig {
-        bind: "127.0.0.1:0".parse().unwrap(),
-        ..cfg
-    })
-    .unwrap();
-    let addr = srv.local_addr().unwrap();
-    let stop = srv.stop_handle();
-    let logs = Arc::new(Mutex::new(Vec::new()));
-    let l2 = logs.clone();
-    let h = std::thread::spawn(move || {
-        srv.run(Arc::new(move |l| l2.lock().unwrap().push(l)))
-            .unwrap();
-    });
-    (addr, stop, h, logs)
-}
-
-fn cfg(addr: SocketAddr, params: Params) -> ClientConfig {
-    ClientConfig {
-        host: addr.ip().to_string(),
-        port: addr.port(),
-        params,
-        interval: Some(Duration::from_millis(500)),
-        sample_every: Duration::from_millis(50),
-        path_rate: None,
-        connect_timeout: Duration::from_secs(5),
-        interrupt: None,
-    }
-}
+mod common;
+use common::{cfg, start_server};
 
 #[test]
 fn every_direction_against_our_server() {
