@@ -4,7 +4,7 @@
 //! what is checked is that iperf3 accepts every byte the sessions write and reports the bytes
 //! our side counted. Each test moves about a second of loopback traffic.
 
-use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
+use std::io::{ErrorKind, Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -17,6 +17,7 @@ use tcptune_perf::session::{
     ClientEvent, ClientSession, ServerEvent, ServerPhase, ServerSession, Timeouts,
 };
 use tcptune_perf::{Cookie, Direction, Params, Results, StreamResult, COOKIE_LEN};
+use tcptune_testkit::{line_channel, wait_for_line, NoLine};
 
 /// The whole exchange must finish within this, or the test fails instead of hanging.
 const LIMIT: Duration = Duration::from_secs(30);
@@ -188,27 +189,13 @@ fn start_iperf3_server() -> Option<StartedServer> {
             .unwrap(),
     ));
     // Wait for the "Server listening" line: a pipe read with a deadline.
-    let stdout = server.child().stdout.take().unwrap();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            let _ = tx.send(line);
-        }
-    });
-    let ready = Instant::now() + Duration::from_secs(10);
-    let mut output = Vec::new();
-    loop {
-        match rx.recv_timeout(ready.saturating_duration_since(Instant::now())) {
-            Ok(line) => {
-                let listening = line.contains("Server listening");
-                output.push(line);
-                if listening {
-                    return Some((server, port, rx, output));
-                }
-            }
-            Err(mpsc::RecvTimeoutError::Disconnected) => return None,
-            Err(mpsc::RecvTimeoutError::Timeout) => panic!("iperf3 -s is silent: {output:?}"),
-        }
+    let rx = line_channel(server.child().stdout.take().unwrap());
+    match wait_for_line(&rx, Duration::from_secs(10), |l| {
+        l.contains("Server listening")
+    }) {
+        Ok(output) => Some((server, port, rx, output)),
+        Err(NoLine::Ended(_)) => None,
+        Err(NoLine::Timeout(output)) => panic!("iperf3 -s is silent: {output:?}"),
     }
 }
 

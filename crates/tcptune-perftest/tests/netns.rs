@@ -4,7 +4,6 @@
 //! send buffer does not limit a flow over veth's microsecond RTT (the kernel always lets one
 //! skb through), so that verdict is unit-tested on samples until the lab's delay emulation lands.
 
-use std::io::{BufRead, BufReader};
 use std::process::{Child, Stdio};
 use std::sync::atomic::Ordering;
 use std::sync::{mpsc, Arc};
@@ -19,7 +18,7 @@ use tcptune_perf::{Direction, Params};
 use tcptune_perftest::client::{self, ClientConfig};
 use tcptune_perftest::report::TestOutput;
 use tcptune_perftest::server::{Server, ServerConfig};
-use tcptune_testkit::{privileged, veth_pair, Netns};
+use tcptune_testkit::{line_channel, privileged, veth_pair, wait_for_line, Netns};
 
 /// A child process killed on drop (a failed assertion must not leave iperf3 running).
 struct Kill(Child);
@@ -45,17 +44,11 @@ fn iperf3_server(ns: &Netns, port: u16) -> Kill {
         .stderr(Stdio::null())
         .spawn()
         .expect("iperf3 is installed (scripts/deps)");
-    let out = child.stdout.take().unwrap();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(out).lines().map_while(Result::ok) {
-            if line.contains("Server listening") {
-                let _ = tx.send(());
-            }
-        }
-    });
-    rx.recv_timeout(Duration::from_secs(10))
-        .expect("iperf3 -s printed 'Server listening' within 10 s");
+    let rx = line_channel(child.stdout.take().unwrap());
+    wait_for_line(&rx, Duration::from_secs(10), |l| {
+        l.contains("Server listening")
+    })
+    .expect("iperf3 -s printed 'Server listening' within 10 s");
     Kill(child)
 }
 

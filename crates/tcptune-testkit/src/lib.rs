@@ -5,6 +5,9 @@
 //! parallel test binaries never collide, and leftovers are recognisable.
 
 use std::process::{Command, Output};
+
+mod lines;
+pub use lines::{line_channel, wait_for_line, NoLine};
 use std::sync::atomic::{AtomicU32, Ordering};
 
 pub(crate) static COUNTER: AtomicU32 = AtomicU32::new(0);

@@ -1,12 +1,11 @@
 //! `tcptune serve` and `tcptune test` as a user runs them, on loopback: the JSON shape
 //! (iperf3's fields plus ours), the exit codes, and one-sentence errors for bad input.
 
-use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Output, Stdio};
-use std::sync::mpsc;
 use std::time::Duration;
 
 use serde_json::Value;
+use tcptune_testkit::{line_channel, wait_for_line};
 
 fn tcptune(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_tcptune"))
@@ -46,16 +45,10 @@ fn serve() -> (Kill, u16) {
                 .spawn()
                 .unwrap(),
         );
-        let out = child.0.stdout.take().unwrap();
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for l in BufReader::new(out).lines().map_while(Result::ok) {
-                let _ = tx.send(l);
-            }
-        });
+        let rx = line_channel(child.0.stdout.take().unwrap());
         // A closed pipe (the port was taken meanwhile) ends the wait early: try another.
-        if let Ok(l) = rx.recv_timeout(Duration::from_secs(10)) {
-            if l.starts_with("listening on") {
+        if let Ok(seen) = wait_for_line(&rx, Duration::from_secs(10), |_| true) {
+            if seen[0].starts_with("listening on") {
                 return (child, port);
             }
         }
@@ -220,21 +213,9 @@ fn ctrl_c_ends_the_test_on_both_ends() {
             .unwrap(),
     );
     // Wait for the first interval line (the test is running), then send SIGINT.
-    let out = client.0.stdout.take().unwrap();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for l in BufReader::new(out).lines().map_while(Result::ok) {
-            let _ = tx.send(l);
-        }
-    });
-    loop {
-        let l = rx
-            .recv_timeout(Duration::from_secs(10))
-            .expect("interval lines");
-        if l.starts_with("[  1]") {
-            break;
-        }
-    }
+    let rx = line_channel(client.0.stdout.take().unwrap());
+    wait_for_line(&rx, Duration::from_secs(10), |l| l.starts_with("[  1]"))
+        .expect("interval lines");
     // SAFETY: kill(2) on our own child's pid.
     unsafe { libc::kill(client.0.id() as i32, libc::SIGINT) };
     let status = client.0.wait().unwrap();

@@ -4,15 +4,14 @@
 //! buffer (send-buffer limited), 1% loss (loss limited, near the Mathis bound), and seed 001's
 //! untuned receiver against the same receiver tuned (the factor between them).
 
-use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Output, Stdio};
-use std::sync::mpsc;
 use std::time::Duration;
 
 use serde_json::Value;
 use tcptune_model::buffers::{buffers, BufferQuery, FlowSharing};
 use tcptune_model::kernel::{CongestionControl, KernelSource};
 use tcptune_model::{Dur, Rate};
+use tcptune_testkit::{line_channel, wait_for_line};
 
 fn tcptune(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_tcptune"))
@@ -67,21 +66,9 @@ impl Lab {
                 .spawn()
                 .unwrap(),
         );
-        let out = srv.0.stdout.take().unwrap();
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for l in BufReader::new(out).lines().map_while(Result::ok) {
-                let _ = tx.send(l);
-            }
-        });
-        loop {
-            let l = rx
-                .recv_timeout(Duration::from_secs(10))
-                .expect("the server printed that it listens within 10 s");
-            if l.contains(ready) {
-                break;
-            }
-        }
+        let rx = line_channel(srv.0.stdout.take().unwrap());
+        wait_for_line(&rx, Duration::from_secs(10), |l| l.contains(ready))
+            .expect("the server printed that it listens within 10 s");
         let ns_client = self.ns("client");
         let mut a = vec!["netns", "exec", ns_client.as_str()];
         let bin = env!("CARGO_BIN_EXE_tcptune");
