@@ -437,9 +437,6 @@ fn evidence(
     }
 }
 
-/// Whether sample `b` shows a sender held back by its send buffer rather than by cwnd: the
-/// buffer is (nearly) full, nothing written waits to be sent, and well under a cwnd (and under
-/// the peer's window) of data is in flight. Returns the evidence.
 /// The sender's congestion window is at least twice the receiver's advertised window and the
 /// sender has (nearly) that whole window in flight: the receiver's window is the limit, whatever
 /// the chronographs say.
@@ -459,6 +456,9 @@ fn window_far_below_cwnd(b: &Sample) -> Option<String> {
     })
 }
 
+/// Whether sample `b` shows a sender held back by its send buffer rather than by cwnd: the
+/// buffer is (nearly) full, nothing written waits to be sent, and well under a cwnd (and under
+/// the peer's window) of data is in flight. Returns the evidence.
 fn send_buffer_full(b: &Sample) -> Option<String> {
     let m = b.skmem?;
     let i = &b.info;
