@@ -10,10 +10,10 @@ use tcptune_diagnose::Sample;
 use tcptune_model::kernel::{CongestionControl, KernelSource, KernelVersion};
 use tcptune_model::{Bytes, Dur, Rate};
 use tcptune_perf::session::{ClientEvent, ClientSession, SessionError, Timeouts};
-use tcptune_perf::{Direction, Params, Results, StreamResult};
+use tcptune_perf::{Direction, Params, Results};
 
 use crate::control::{Clock, Control, Got};
-use crate::data::{DataPhase, SendPlan, StreamOutcome, StreamSocket};
+use crate::data::{own_results, retrans_of, DataPhase, SendPlan, StreamOutcome, StreamSocket};
 use crate::report::*;
 use crate::sock::{self, DataOptions};
 use crate::{ServerSamples, TestError};
@@ -198,12 +198,6 @@ fn interval_report(
         sum,
         sum_bidir_reverse: rev,
     }
-}
-
-fn retrans_of(samples: &[Sample]) -> Option<i64> {
-    let first = samples.first()?.info.total_retrans?;
-    let last = samples.last()?.info.total_retrans?;
-    Some(last.wrapping_sub(first) as i64)
 }
 
 fn rtt_stats(samples: &[Sample]) -> (Option<u32>, Option<u32>, Option<u32>) {
@@ -441,38 +435,7 @@ pub fn run(
         matches!(e, ClientEvent::ExchangeResults)
     })?;
     let outcomes = data.finish();
-    let (u1, s1) = sock::cpu_times();
-    let wall = secs.max(1e-9);
-    let (cu, cs) = ((u1 - u0) / wall * 100.0, (s1 - s0) / wall * 100.0);
-    let own = Results {
-        cpu_util_total: cu + cs,
-        cpu_util_user: cu,
-        cpu_util_system: cs,
-        sender_has_retransmits: if client_sends > 0 { 1 } else { -1 },
-        congestion_used: outcomes.iter().find_map(|o| o.congestion.clone()),
-        streams: outcomes
-            .iter()
-            .map(|o| StreamResult {
-                id: o.id as i64,
-                bytes: o.bytes,
-                retransmits: if o.sends {
-                    retrans_of(&o.samples).unwrap_or(0)
-                } else {
-                    -1
-                },
-                jitter: 0.0,
-                errors: 0,
-                omitted_errors: Some(0),
-                packets: 0,
-                omitted_packets: Some(0),
-                start_time: Some(0.0),
-                end_time: Some(secs),
-            })
-            .collect(),
-        server_output_json: None,
-        server_output_text: None,
-        extension: None,
-    };
+    let own = own_results(&outcomes, secs, (u0, s0));
     s.send_results(&own, clock.now()).map_err(session_err)?;
     let ev = pump(&mut ctl, &mut s, &clock, |e| matches!(e, ClientEvent::Done))?;
     let server = ev
@@ -497,7 +460,7 @@ pub fn run(
         &server,
         server_samples,
         secs,
-        (cu, cs),
+        (own.cpu_util_user, own.cpu_util_system),
     ))
 }
 

@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 
 use tcptune_diagnose::Sample;
 use tcptune_model::Dur;
+use tcptune_perf::{Results, StreamResult};
 
 use crate::sock::{self, ZeroCopySource};
 
@@ -302,6 +303,56 @@ impl Drop for DataPhase {
         self.stop_send.store(true, Ordering::Relaxed);
         self.stop_all.store(true, Ordering::Relaxed);
         drop(self.sampler_stop.take());
+    }
+}
+
+/// Segments a stream retransmitted over the test, from its first and last `tcp_info`.
+pub fn retrans_of(samples: &[Sample]) -> Option<i64> {
+    let first = samples.first()?.info.total_retrans?;
+    let last = samples.last()?.info.total_retrans?;
+    Some(last.wrapping_sub(first) as i64)
+}
+
+/// This side's iperf3 results (the part both client and server send): CPU use over `secs`
+/// as percentages from the `cpu_times` taken at the start, and per stream its bytes and, for
+/// senders, retransmits. The caller adds its extension.
+pub fn own_results(outcomes: &[StreamOutcome], secs: f64, cpu_at_start: (f64, f64)) -> Results {
+    let (u1, s1) = sock::cpu_times();
+    let wall = secs.max(1e-9);
+    let cu = (u1 - cpu_at_start.0) / wall * 100.0;
+    let cs = (s1 - cpu_at_start.1) / wall * 100.0;
+    Results {
+        cpu_util_total: cu + cs,
+        cpu_util_user: cu,
+        cpu_util_system: cs,
+        sender_has_retransmits: if outcomes.iter().any(|o| o.sends) {
+            1
+        } else {
+            -1
+        },
+        congestion_used: outcomes.iter().find_map(|o| o.congestion.clone()),
+        streams: outcomes
+            .iter()
+            .map(|o| StreamResult {
+                id: o.id as i64,
+                bytes: o.bytes,
+                retransmits: if o.sends {
+                    retrans_of(&o.samples).unwrap_or(0)
+                } else {
+                    -1
+                },
+                jitter: 0.0,
+                errors: 0,
+                omitted_errors: Some(0),
+                packets: 0,
+                omitted_packets: Some(0),
+                start_time: Some(0.0),
+                end_time: Some(secs),
+            })
+            .collect(),
+        server_output_json: None,
+        server_output_text: None,
+        extension: None,
     }
 }
 

@@ -21,10 +21,10 @@ use std::time::{Duration, Instant};
 
 use tcptune_perf::session::BUSY_REPLY;
 use tcptune_perf::session::{ServerEvent, ServerPhase, ServerSession, Timeouts, DATA_DENIED_REPLY};
-use tcptune_perf::{wire, Cookie, Protocol, Results, StreamResult, COOKIE_LEN};
+use tcptune_perf::{wire, Cookie, Protocol, Results, COOKIE_LEN};
 
 use crate::control::{Clock, Control, Got};
-use crate::data::{DataPhase, SendPlan, StreamSocket};
+use crate::data::{own_results, DataPhase, SendPlan, StreamSocket};
 use crate::sock::{self, DataOptions};
 use crate::{Cidr, ServerSamples, ServerStreamSamples, TestError};
 
@@ -472,8 +472,6 @@ fn serve_test(
     }
     let outcomes = data.finish();
     let secs = t0.elapsed().as_secs_f64();
-    let (u1, s1) = sock::cpu_times();
-    let (cu, cs) = ((u1 - u0) / secs * 100.0, (s1 - s0) / secs * 100.0);
     let mut samples: Vec<ServerStreamSamples> = outcomes
         .iter()
         .map(|o| ServerStreamSamples {
@@ -484,43 +482,8 @@ fn serve_test(
         .collect();
     thin(&mut samples, (wire::MAX_RESULTS_JSON as usize) / 2);
     let own = Results {
-        cpu_util_total: cu + cs,
-        cpu_util_user: cu,
-        cpu_util_system: cs,
-        sender_has_retransmits: if outcomes.iter().any(|o| o.sends) {
-            1
-        } else {
-            -1
-        },
-        congestion_used: outcomes.iter().find_map(|o| o.congestion.clone()),
-        streams: outcomes
-            .iter()
-            .map(|o| StreamResult {
-                id: o.id as i64,
-                bytes: o.bytes,
-                retransmits: if o.sends {
-                    match (
-                        o.samples.first().and_then(|x| x.info.total_retrans),
-                        o.samples.last().and_then(|x| x.info.total_retrans),
-                    ) {
-                        (Some(a), Some(b)) => b.wrapping_sub(a) as i64,
-                        _ => 0,
-                    }
-                } else {
-                    -1
-                },
-                jitter: 0.0,
-                errors: 0,
-                omitted_errors: Some(0),
-                packets: 0,
-                omitted_packets: Some(0),
-                start_time: Some(0.0),
-                end_time: Some(secs),
-            })
-            .collect(),
-        server_output_json: None,
-        server_output_text: None,
         extension: serde_json::to_value(ServerSamples { streams: samples }).ok(),
+        ..own_results(&outcomes, secs, (u0, s0))
     };
     s.finish(own, clock.now())
         .map_err(|e| fail(TestError::Session(e)))?;
