@@ -127,6 +127,20 @@ fn pair(purpose: &str, octet: u8) -> Pair {
     Pair { a, b, addr_b }
 }
 
+impl Pair {
+    /// One connection from A to B's `port`: (client end in A, server end in B), the server's
+    /// listener with `rcvbuf` set before listen when given.
+    fn connected(&self, port: u16, rcvbuf: Option<i32>) -> (TcpStream, TcpStream) {
+        let l = in_ns(&self.b, || {
+            listen(&format!("{}:{port}", self.addr_b), rcvbuf)
+        });
+        let target: SocketAddr = format!("{}:{port}", self.addr_b).parse().unwrap();
+        let client = in_ns(&self.a, || connect(target, None));
+        let (server, _) = l.accept().unwrap();
+        (client, server)
+    }
+}
+
 /// Runs tcptune with `args` and returns the JSON result, asserting exit 0.
 fn json(args: &[&str]) -> Value {
     let out = tcptune().args(args).arg("--json").output().unwrap();
@@ -206,10 +220,7 @@ fn tiny_receive_buffer_makes_the_sender_receiver_window_limited() {
     let _turn = turn();
     let p = pair("rwnd", 61);
     let port = 5201;
-    let l = in_ns(&p.b, || listen(&format!("{}:{port}", p.addr_b), Some(4096)));
-    let target: SocketAddr = format!("{}:{port}", p.addr_b).parse().unwrap();
-    let client = in_ns(&p.a, || connect(target, None));
-    let (server, _) = l.accept().unwrap();
+    let (client, server) = p.connected(port, Some(4096));
     let stop = Arc::new(AtomicBool::new(false));
     let shut = client.try_clone().unwrap();
     let written = writer(client, 64 * 1024, None, stop.clone());
@@ -275,10 +286,7 @@ fn slow_writer_is_application_limited() {
     let _turn = turn();
     let p = pair("app", 62);
     let port = 5202;
-    let l = in_ns(&p.b, || listen(&format!("{}:{port}", p.addr_b), None));
-    let target: SocketAddr = format!("{}:{port}", p.addr_b).parse().unwrap();
-    let client = in_ns(&p.a, || connect(target, None));
-    let (server, _) = l.accept().unwrap();
+    let (client, server) = p.connected(port, None);
     let stop = Arc::new(AtomicBool::new(false));
     // 1 KiB every 20 ms: the connection could carry far more.
     let written = writer(client, 1024, Some(Duration::from_millis(20)), stop.clone());
@@ -527,10 +535,7 @@ fn watch_records_samples_and_follows_one_connection_at_1ms() {
     }
     let p = pair("watch", 65);
     let port = 5205;
-    let l = in_ns(&p.b, || listen(&format!("{}:{port}", p.addr_b), None));
-    let target: SocketAddr = format!("{}:{port}", p.addr_b).parse().unwrap();
-    let client = in_ns(&p.a, || connect(target, None));
-    let (server, _) = l.accept().unwrap();
+    let (client, server) = p.connected(port, None);
     let stop = Arc::new(AtomicBool::new(false));
     let written = writer(client, 1024, Some(Duration::from_millis(1)), stop.clone());
     let _read = reader(server, 65536, None);
