@@ -67,6 +67,10 @@ pub mod ext {
     pub const SHUTDOWN: u8 = 1 << 7;
     /// What tcptune asks for: tcp_info, the CC name and its info, socket memory, shutdown.
     pub const TCPTUNE: u8 = INFO | VEGASINFO | CONG | SKMEMINFO | SHUTDOWN;
+    /// What a table row needs (the verdict's evidence): [`TCPTUNE`] without the congestion
+    /// control's own info, which only `--all` shows. The kernel fills BBR's info for every
+    /// socket asked; leaving it out saves ~6% of a dump of 20,000 sockets.
+    pub const ROWS: u8 = INFO | CONG | SKMEMINFO | SHUTDOWN;
 }
 
 /// Why a kernel answer could not be decoded.

@@ -171,13 +171,14 @@ fn main() {
 
     let mut diag = Diag::open_in_netns(&ns.0).unwrap();
     let filter = tcptune_kernel::Filter::default();
-    // One request for both families, as `Diag::dump_each` sends it.
+    // One request for both families, as `Diag::dump_each` sends it, asking for what a row
+    // needs (as `tcptune conns` without --all).
     let reqs: Vec<DumpRequest> = [AF_UNSPEC]
         .iter()
         .map(|&family| DumpRequest {
             family,
             states: state::CONNECTED,
-            ext: ext::TCPTUNE,
+            ext: ext::ROWS,
             bytecode: Vec::new(),
         })
         .collect();
@@ -206,7 +207,7 @@ fn main() {
         let start = Instant::now();
         let mut rows: Vec<Conn> = Vec::with_capacity(n_expected);
         let rows_ref = &mut rows;
-        diag.dump_each_parallel(&filter, ext::TCPTUNE, |s| {
+        diag.dump_each_parallel(&filter, ext::ROWS, |s| {
             rows_ref.push(Conn::new(s, Dur::from(start.elapsed()), None, &ctx, false).0);
         })
         .unwrap();

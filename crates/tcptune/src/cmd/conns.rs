@@ -6,7 +6,7 @@ use std::collections::HashSet;
 use std::time::Instant;
 
 use anyhow::Context as _;
-use tcptune_diagnose::conn::{Conn, ConnTable, History};
+use tcptune_diagnose::conn::{Conn, ConnTable, History, TextRows};
 use tcptune_diagnose::Context;
 use tcptune_kernel::diag::ext;
 use tcptune_kernel::tcp_info::{KernelVersion, TailLayout};
@@ -79,8 +79,7 @@ pub(super) fn context(sock: &SockArgs) -> Context {
 /// Highest rate first. The key is computed once per row, and rows move about once (they are
 /// large; bench/conns sorts 20,000).
 pub(super) fn sort_by_rate(rows: &mut [Conn]) {
-    // Rates are finite and non-negative, so their bit patterns order like the values.
-    rows.sort_by_cached_key(|c| std::cmp::Reverse(c.sort_rate().max(0.0).to_bits()));
+    rows.sort_by_cached_key(Conn::sort_key);
 }
 
 pub(super) fn since(start: Instant) -> Dur {
@@ -93,6 +92,16 @@ pub(super) fn add_processes(rows: &mut [Conn]) {
     let owners = procs::owners(&inodes);
     for c in rows {
         c.process = owners.get(&c.inode).cloned().map(Box::new);
+    }
+}
+
+/// What to ask the kernel for: every row's evidence, and with `--all` the congestion
+/// control's own info too.
+fn row_ext(all: bool) -> u8 {
+    if all {
+        ext::TCPTUNE
+    } else {
+        ext::ROWS
     }
 }
 
@@ -109,7 +118,7 @@ pub(super) fn sample_all(
     for t in targets.iter_mut() {
         let socks = t
             .diag
-            .dump(filter, ext::TCPTUNE)
+            .dump(filter, row_ext(all))
             .with_context(|| match &t.netns {
                 Some(n) => format!("dumping sockets in network namespace '{n}'"),
                 None => "dumping sockets".to_string(),
@@ -120,28 +129,29 @@ pub(super) fn sample_all(
     Ok(rows)
 }
 
-/// One dump of every target, rows built as the sockets are decoded.
+/// One dump of every target, each socket's row handed to `each` as it is decoded (on the
+/// decoding thread).
 fn once(
     targets: &mut [Target],
     filter: &Filter,
     start: Instant,
     ctx: &Context,
     all: bool,
-) -> anyhow::Result<Vec<Conn>> {
-    let mut rows = Vec::new();
+    mut each: impl FnMut(Conn) + Send,
+) -> anyhow::Result<()> {
     for t in targets.iter_mut() {
         let at = since(start);
         let netns = t.netns.clone();
-        let rows = &mut rows;
+        let each = &mut each;
         t.diag
-            .dump_each_parallel(filter, ext::TCPTUNE, |s| {
+            .dump_each_parallel(filter, row_ext(all), |s| {
                 let (mut c, _) = Conn::new(s, at, None, ctx, all);
                 c.netns.clone_from(&netns);
-                rows.push(c);
+                each(c);
             })
             .with_context(|| dump_context(&t.netns))?;
     }
-    Ok(rows)
+    Ok(())
 }
 
 fn dump_context(netns: &Option<String>) -> String {
@@ -157,9 +167,25 @@ pub fn run(args: ConnsArgs, json: bool) -> anyhow::Result<Outcome> {
     let ctx = context(&args.sock);
     let start = Instant::now();
     let mut history = History::default();
+    if args.over.is_none() && !json && !args.sock.processes {
+        // The common case, a one-shot text table: rows are rendered as they are decoded and
+        // only their lines are kept.
+        let mut table = TextRows::new(args.all);
+        once(&mut targets, &filter, start, &ctx, args.all, |c| {
+            table.push(&c)
+        })?;
+        output::text(&table.finish())?;
+        return Ok(Outcome::Ok);
+    }
     let mut rows = match args.over {
         // One sample: no history to keep.
-        None => once(&mut targets, &filter, start, &ctx, args.all)?,
+        None => {
+            let mut rows = Vec::new();
+            once(&mut targets, &filter, start, &ctx, args.all, |c| {
+                rows.push(c)
+            })?;
+            rows
+        }
         Some(_) => sample_all(&mut targets, &filter, &mut history, start, &ctx, args.all)?,
     };
     if let Some(over) = args.over {
