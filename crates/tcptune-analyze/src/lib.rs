@@ -17,6 +17,7 @@ pub mod wireshark;
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::io::Read;
+use std::sync::mpsc;
 
 use tcptune_model::{Bytes, Dur, Rate};
 use tcptune_wire::packet::flags as th;
@@ -518,28 +519,73 @@ fn explain(seg: &TcpSegment, v: &Verdict) -> String {
     why.join("; ")
 }
 
+/// Frames handed from the reading thread to the analysing one at a time.
+const BATCH: usize = 2048;
+/// Batches in flight between the two (memory stays a constant, whatever the capture's size).
+const BATCHES_IN_FLIGHT: usize = 4;
+
+/// One frame as the analyser takes it: number, time, and the parsed segment.
+type ParsedFrame = (u64, i64, Result<TcpSegment, SkipReason>);
+
 /// Reads a whole capture from `src` and analyses it. A damaged file gives a partial report
 /// that says where reading stopped; only a file that cannot be read at all is an error.
+///
+/// Two threads: this one reads records and parses headers (about a third of the work), a
+/// second one runs the analysis on batches of parsed frames, in order. Each flow's state
+/// stays with the analysing thread, so the result is the same as in one thread.
 pub fn analyze_reader<R: Read>(
     src: R,
     input: &str,
     opts: Options,
 ) -> Result<Finished, CaptureError> {
     let mut reader = CaptureReader::new(src)?;
-    let mut an = Analyzer::new(opts);
-    let problem = loop {
-        match reader.next() {
-            Ok(Some(frame)) => {
-                let parsed = parse_frame(&frame);
-                an.frame(frame.number, frame.ts_ns, &parsed);
+    let (full_tx, full_rx) = mpsc::sync_channel::<Vec<ParsedFrame>>(BATCHES_IN_FLIGHT);
+    let (empty_tx, empty_rx) = mpsc::channel::<Vec<ParsedFrame>>();
+    std::thread::scope(|scope| {
+        let analyser = scope.spawn(move || {
+            let mut an = Analyzer::new(opts);
+            for mut batch in full_rx {
+                for (number, ts, parsed) in &batch {
+                    an.frame(*number, *ts, parsed);
+                }
+                batch.clear();
+                // The reader may have finished already; then the batch is just freed.
+                let _ = empty_tx.send(batch);
             }
-            Ok(None) => break None,
-            Err(e) if e.is_partial() => break Some(e.to_string()),
-            Err(e) => return Err(e),
+            an
+        });
+        let mut batch = Vec::with_capacity(BATCH);
+        let read = loop {
+            match reader.next() {
+                Ok(Some(frame)) => {
+                    batch.push((frame.number, frame.ts_ns, parse_frame(&frame)));
+                    if batch.len() == BATCH {
+                        let next = empty_rx
+                            .try_recv()
+                            .unwrap_or_else(|_| Vec::with_capacity(BATCH));
+                        // Fails only if the analyser has gone (it panicked): see join below.
+                        if full_tx.send(std::mem::replace(&mut batch, next)).is_err() {
+                            break Ok(None);
+                        }
+                    }
+                }
+                Ok(None) => break Ok(None),
+                Err(e) if e.is_partial() => break Ok(Some(e.to_string())),
+                Err(e) => break Err(e),
+            }
+        };
+        if !batch.is_empty() {
+            let _ = full_tx.send(batch);
         }
-    };
-    let format = reader.info().format;
-    Ok(an.finish(input, format, problem))
+        drop(full_tx);
+        let an = match analyser.join() {
+            Ok(an) => an,
+            Err(panic) => std::panic::resume_unwind(panic),
+        };
+        let problem = read?;
+        let format = reader.info().format;
+        Ok(an.finish(input, format, problem))
+    })
 }
 
 /// Runs every stage on arbitrary bytes, as the fuzz target and its corpus replay do: read,
