@@ -122,14 +122,42 @@ struct Flow {
     series: Option<Box<FlowSeries>>,
 }
 
+/// Numbers the address/port pairs in order of first appearance: the lookup every packet
+/// needs before its conversation's state can be touched. Kept apart from [`Analyzer`] so the
+/// reading thread can do it while the analysing thread works on earlier frames.
+#[derive(Default)]
+pub struct Conversations {
+    index: HashMap<ConvKey, u32, BuildHasherDefault<FxHasher>>,
+    /// The last pair looked up: consecutive packets usually share it.
+    last: Option<(ConvKey, u32)>,
+}
+
+impl Conversations {
+    /// The pair's number (0, 1, … in order of first appearance).
+    pub fn slot(&mut self, seg: &TcpSegment) -> u32 {
+        let key = ConvKey::of(seg);
+        match self.last {
+            Some((k, i)) if k == key => i,
+            _ => {
+                let next = self.index.len() as u32;
+                let i = *self.index.entry(key).or_insert(next);
+                self.last = Some((key, i));
+                i
+            }
+        }
+    }
+}
+
 /// The streaming analyser: call [`Analyzer::frame`] for each frame in capture order, then
 /// [`Analyzer::finish`].
 pub struct Analyzer {
     opts: Options,
     flows: Vec<Flow>,
-    index: HashMap<ConvKey, usize, BuildHasherDefault<FxHasher>>,
-    /// The last conversation looked up: consecutive packets usually share it.
-    last: Option<(ConvKey, usize)>,
+    /// Used by [`Analyzer::frame`]; [`Analyzer::frame_in`] is given the pair's number instead.
+    pairs: Conversations,
+    /// The current flow of each address/port pair, by pair number (ports get reused: a pair
+    /// can start a new flow).
+    current: Vec<usize>,
     frames: u64,
     tcp_segments: u64,
     skipped: Skipped,
@@ -143,8 +171,8 @@ impl Analyzer {
         Analyzer {
             opts,
             flows: Vec::new(),
-            index: HashMap::default(),
-            last: None,
+            pairs: Conversations::default(),
+            current: Vec::new(),
             frames: 0,
             tcp_segments: 0,
             skipped: Skipped::default(),
@@ -156,21 +184,35 @@ impl Analyzer {
 
     /// Accounts one frame that was read: its number, time (ns since the epoch) and decoding.
     pub fn frame(&mut self, number: u64, now: i64, parsed: &Result<TcpSegment, SkipReason>) {
+        let pair = parsed.as_ref().ok().map(|seg| self.pairs.slot(seg));
+        self.frame_in(number, now, parsed, pair);
+    }
+
+    /// [`Analyzer::frame`] with the segment's pair number from a [`Conversations`] that has
+    /// seen every earlier frame (`None` when the frame carries no segment).
+    pub fn frame_in(
+        &mut self,
+        number: u64,
+        now: i64,
+        parsed: &Result<TcpSegment, SkipReason>,
+        pair: Option<u32>,
+    ) {
         self.frames += 1;
         if self.first_ns.is_none() {
             self.first_ns = Some(now);
         }
         self.last_ns = now;
-        match parsed {
-            Ok(seg) => self.segment(number, now, seg),
-            Err(SkipReason::NotTcp) => self.skipped.not_tcp += 1,
-            Err(SkipReason::Fragment) => self.skipped.fragments += 1,
-            Err(SkipReason::Malformed(_)) => self.skipped.malformed += 1,
-            Err(SkipReason::UnsupportedLink(_)) => self.skipped.unsupported_link += 1,
+        match (parsed, pair) {
+            (Ok(seg), Some(pair)) => self.segment(number, now, seg, pair as usize),
+            (Ok(_), None) => self.skipped.not_analysed += 1,
+            (Err(SkipReason::NotTcp), _) => self.skipped.not_tcp += 1,
+            (Err(SkipReason::Fragment), _) => self.skipped.fragments += 1,
+            (Err(SkipReason::Malformed(_)), _) => self.skipped.malformed += 1,
+            (Err(SkipReason::UnsupportedLink(_)), _) => self.skipped.unsupported_link += 1,
         }
     }
 
-    fn new_flow(&mut self, key: ConvKey, seg: &TcpSegment, now: i64) -> usize {
+    fn new_flow(&mut self, pair: usize, seg: &TcpSegment, now: i64) -> usize {
         let i = self.flows.len();
         self.flows.push(Flow {
             stream: i as u32,
@@ -184,28 +226,23 @@ impl Analyzer {
             last_ns: now,
             series: self.opts.series.then(Box::default),
         });
-        self.index.insert(key, i);
-        self.last = Some((key, i));
+        if self.current.len() <= pair {
+            self.current.resize(pair + 1, usize::MAX);
+        }
+        self.current[pair] = i;
         i
     }
 
-    fn segment(&mut self, number: u64, now: i64, seg: &TcpSegment) {
+    fn segment(&mut self, number: u64, now: i64, seg: &TcpSegment, pair: usize) {
         self.tcp_segments += 1;
-        let key = ConvKey::of(seg);
-        let mut fi = match self.last {
-            Some((k, i)) if k == key => i,
-            _ => match self.index.get(&key) {
-                Some(&i) => {
-                    self.last = Some((key, i));
-                    i
-                }
-                None => self.new_flow(key, seg, now),
-            },
+        let mut fi = match self.current.get(pair) {
+            Some(&i) if i != usize::MAX => i,
+            _ => self.new_flow(pair, seg, now),
         };
         let d = usize::from(self.flows[fi].a != (seg.src, seg.sport));
         let mut pre = Flags(0);
         if let SynCheck::NewConversation = self.flows[fi].ws.syn_check(d, seg, &mut pre) {
-            fi = self.new_flow(key, seg, now);
+            fi = self.new_flow(pair, seg, now);
             pre.0 |= Flags::REUSED_PORTS;
         }
         let d = usize::from(self.flows[fi].a != (seg.src, seg.sport));
@@ -525,13 +562,14 @@ const BATCH: usize = 2048;
 const BATCHES_IN_FLIGHT: usize = 4;
 
 /// One frame as the analyser takes it: number, time, and the parsed segment.
-type ParsedFrame = (u64, i64, Result<TcpSegment, SkipReason>);
+type ParsedFrame = (u64, i64, Result<TcpSegment, SkipReason>, Option<u32>);
 
 /// Reads a whole capture from `src` and analyses it. A damaged file gives a partial report
 /// that says where reading stopped; only a file that cannot be read at all is an error.
 ///
-/// Two threads: this one reads records and parses headers (about a third of the work), a
-/// second one runs the analysis on batches of parsed frames, in order. Each flow's state
+/// Two threads: this one reads records, parses headers and numbers the address/port pairs
+/// (about 40% of the work), a second one runs the analysis on batches of parsed frames, in
+/// order. Each flow's state
 /// stays with the analysing thread, so the result is the same as in one thread.
 pub fn analyze_reader<R: Read>(
     src: R,
@@ -545,8 +583,8 @@ pub fn analyze_reader<R: Read>(
         let analyser = scope.spawn(move || {
             let mut an = Analyzer::new(opts);
             for mut batch in full_rx {
-                for (number, ts, parsed) in &batch {
-                    an.frame(*number, *ts, parsed);
+                for (number, ts, parsed, pair) in &batch {
+                    an.frame_in(*number, *ts, parsed, *pair);
                 }
                 batch.clear();
                 // The reader may have finished already; then the batch is just freed.
@@ -555,10 +593,13 @@ pub fn analyze_reader<R: Read>(
             an
         });
         let mut batch = Vec::with_capacity(BATCH);
+        let mut pairs = Conversations::default();
         let read = loop {
             match reader.next() {
                 Ok(Some(frame)) => {
-                    batch.push((frame.number, frame.ts_ns, parse_frame(&frame)));
+                    let parsed = parse_frame(&frame);
+                    let pair = parsed.as_ref().ok().map(|seg| pairs.slot(seg));
+                    batch.push((frame.number, frame.ts_ns, parsed, pair));
                     if batch.len() == BATCH {
                         let next = empty_rx
                             .try_recv()
