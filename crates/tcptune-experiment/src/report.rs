@@ -45,6 +45,10 @@ pub struct PointSummary {
     pub goodput_bps: Option<Summary>,
     pub retransmits_mean: Option<f64>,
     pub rtt_min_s_mean: Option<f64>,
+    /// Mean over trials of the sender's largest send buffer and the receiver's largest
+    /// receive buffer (the memory the connection was granted), bytes.
+    pub sndbuf_peak_mean: Option<f64>,
+    pub rcvbuf_peak_mean: Option<f64>,
     pub limits_mean: Option<crate::run::LimitShares>,
     /// The most common verdict of the point's trials.
     pub verdict: Option<String>,
@@ -191,6 +195,16 @@ pub fn summarize(plan: &StoredPlan, records: &[TrialRecord]) -> Vec<PointSummary
                         .collect(),
                 ),
                 rtt_min_s_mean: mean(ok.iter().filter_map(|m| m.rtt_min_s).collect()),
+                sndbuf_peak_mean: mean(
+                    ok.iter()
+                        .filter_map(|m| m.sndbuf_peak_bytes.map(|b| b as f64))
+                        .collect(),
+                ),
+                rcvbuf_peak_mean: mean(
+                    ok.iter()
+                        .filter_map(|m| m.rcvbuf_peak_bytes.map(|b| b as f64))
+                        .collect(),
+                ),
                 limits_mean,
                 verdict: verdicts
                     .into_iter()
@@ -222,7 +236,7 @@ pub fn summary_csv(points: &[PointSummary]) -> String {
         out.push(',');
         out.push_str(&csv_field(k));
     }
-    out.push_str(",n,mean_bps,sd_bps,ci95_low_bps,ci95_high_bps,median_bps,min_bps,max_bps,retransmits_mean,rtt_min_s_mean,expected_bps,failures,verdict\n");
+    out.push_str(",n,mean_bps,sd_bps,ci95_low_bps,ci95_high_bps,median_bps,min_bps,max_bps,retransmits_mean,rtt_min_s_mean,sndbuf_peak_bytes_mean,rcvbuf_peak_bytes_mean,expected_bps,failures,verdict\n");
     let f = |v: Option<f64>| v.map(|x| format!("{x:.6}")).unwrap_or_default();
     for p in points {
         out.push_str(&p.index.to_string());
@@ -232,7 +246,7 @@ pub fn summary_csv(points: &[PointSummary]) -> String {
         }
         let g = p.goodput_bps.as_ref();
         out.push_str(&format!(
-            ",{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
+            ",{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
             g.map(|g| g.n).unwrap_or(0),
             f(g.map(|g| g.mean)),
             f(g.and_then(|g| g.sd)),
@@ -243,6 +257,8 @@ pub fn summary_csv(points: &[PointSummary]) -> String {
             f(g.map(|g| g.max)),
             f(p.retransmits_mean),
             f(p.rtt_min_s_mean),
+            f(p.sndbuf_peak_mean),
+            f(p.rcvbuf_peak_mean),
             f(p.theory.expected_bps),
             p.failures,
             csv_field(p.verdict.as_deref().unwrap_or("")),
@@ -747,6 +763,33 @@ mod tests {
         let csv = std::fs::read_to_string(&files.summary_csv).unwrap();
         assert_eq!(csv.lines().count(), 6);
         assert!(csv.starts_with("point,server.sysctl.net.ipv4.tcp_rmem,n,mean_bps"));
+        // The receive buffer each trial had, averaged per point (the fake runner reports twice
+        // the window it was limited by; the first point's buffer is the smallest).
+        let header: Vec<&str> = csv.lines().next().unwrap().split(',').collect();
+        let col = header
+            .iter()
+            .position(|h| *h == "rcvbuf_peak_bytes_mean")
+            .unwrap();
+        let first: f64 = csv
+            .lines()
+            .nth(1)
+            .unwrap()
+            .split(',')
+            .nth(col)
+            .unwrap()
+            .parse()
+            .unwrap();
+        let last: f64 = csv
+            .lines()
+            .nth(5)
+            .unwrap()
+            .split(',')
+            .nth(col)
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(first > 0.0 && first < last, "{first} {last}");
+        assert_eq!(files.points[0].rcvbuf_peak_mean, Some(first));
         let html = std::fs::read_to_string(&files.html).unwrap();
         assert!(
             html.contains("<svg")

@@ -51,6 +51,13 @@ pub struct Measurement {
     pub receiver_series: Option<String>,
     /// Packet capture file, relative to the results directory.
     pub capture: Option<String>,
+    /// The largest send buffer the sender's connection had (`sk_sndbuf` from its socket
+    /// memory samples): the memory autotuning granted it, whatever the configured maximum.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sndbuf_peak_bytes: Option<u64>,
+    /// The largest receive buffer the receiver's connection had (`sk_rcvbuf`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rcvbuf_peak_bytes: Option<u64>,
 }
 
 /// One line of `trials.jsonl`.
@@ -399,6 +406,8 @@ pub(crate) mod tests {
                 series: Some(series),
                 receiver_series: None,
                 capture: None,
+                sndbuf_peak_bytes: None,
+                rcvbuf_peak_bytes: Some((window * 2.0) as u64),
             })
         }
     }

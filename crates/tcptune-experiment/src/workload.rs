@@ -207,6 +207,7 @@ struct Observed {
     rtt_mean_s: Option<f64>,
     rtt_p99_s: Option<f64>,
     retransmits: Option<u64>,
+    sndbuf_peak_bytes: Option<u64>,
 }
 
 fn observe(samples: Vec<(Dur, DiagSocket)>, path_rate: Option<Rate>) -> Option<Observed> {
@@ -274,6 +275,10 @@ fn observe(samples: Vec<(Dur, DiagSocket)>, path_rate: Option<Rate>) -> Option<O
         rtt_mean_s: (!rtts.is_empty()).then(|| rtts.iter().sum::<f64>() / rtts.len() as f64),
         rtt_p99_s: p99,
         retransmits: last.info.total_retrans.map(u64::from),
+        sndbuf_peak_bytes: conn
+            .iter()
+            .filter_map(|s| s.skmem.map(|m| u64::from(m.sndbuf)))
+            .max(),
     })
 }
 
@@ -376,24 +381,32 @@ pub struct WorkloadResult {
     pub receiver_series: Vec<SeriesSample>,
 }
 
-/// The receiver's view, from the samples of its busiest connection.
-fn receiver_view(samples: Vec<(Dur, DiagSocket)>) -> Vec<SeriesSample> {
+/// The receiver's view, from the samples of its busiest connection: its series and the
+/// largest receive buffer (`sk_rcvbuf`) it had.
+fn receiver_view(samples: Vec<(Dur, DiagSocket)>) -> (Vec<SeriesSample>, Option<u64>) {
     let Some(busiest) = samples
         .iter()
         .max_by_key(|(_, s)| s.info.as_ref().and_then(|i| i.bytes_received).unwrap_or(0))
         .map(|(_, s)| s.cookie)
     else {
-        return Vec::new();
+        return (Vec::new(), None);
     };
+    let mut rcvbuf_peak = None;
     let conn: Vec<(Dur, tcptune_kernel::tcp_info::TcpInfo)> = samples
         .into_iter()
         .filter(|(_, s)| s.cookie == busiest)
-        .filter_map(|(at, s)| Some((at, s.info?)))
+        .filter_map(|(at, s)| {
+            if let Some(m) = s.skmem {
+                rcvbuf_peak = rcvbuf_peak.max(Some(u64::from(m.rcvbuf)));
+            }
+            Some((at, s.info?))
+        })
         .collect();
     let Some(t0) = conn.first().map(|(at, _)| at.secs()) else {
-        return Vec::new();
+        return (Vec::new(), rcvbuf_peak);
     };
-    conn.windows(2)
+    let series = conn
+        .windows(2)
         .map(|w| {
             let ((ta, a), (tb, b)) = (&w[0], &w[1]);
             let dt = tb.secs() - ta.secs();
@@ -412,7 +425,8 @@ fn receiver_view(samples: Vec<(Dur, DiagSocket)>) -> Vec<SeriesSample> {
                 rcv_ssthresh_bytes: b.rcv_ssthresh.map(u64::from),
             }
         })
-        .collect()
+        .collect();
+    (series, rcvbuf_peak)
 }
 
 /// Runs the point's workload once and measures it. `port` should differ between trials that
@@ -659,11 +673,12 @@ pub fn run(
     if let Some(g) = cap {
         g.stop();
     }
-    let receiver_series = match receiver {
+    let (receiver_series, rcvbuf_peak) = match receiver {
         Some(r) => receiver_view(r.finish()?),
-        None => Vec::new(),
+        None => (Vec::new(), None),
     };
     let mut m = measured;
+    m.rcvbuf_peak_bytes = rcvbuf_peak;
     let mut series = Vec::new();
     if let Some(o) = observe(observed, path_rate) {
         m.retransmits = m.retransmits.or(o.retransmits);
@@ -672,6 +687,7 @@ pub fn run(
         m.rtt_p99_s = o.rtt_p99_s;
         m.limits = o.limits;
         m.verdict = o.verdict;
+        m.sndbuf_peak_bytes = o.sndbuf_peak_bytes;
         series = o.series;
     }
     Ok(WorkloadResult {
