@@ -10,7 +10,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::state::{
-    key_from_proc_path, normalize_value, HostState, Interface, KernelVersion, Route, SysctlFileLine,
+    key_from_proc_path, normalize_value, HostState, Interface, KernelVersion, LockedSocket, Route,
+    SysctlFileLine,
 };
 use tcptune_kernel::sys::{in_netns, KernelError};
 
@@ -53,7 +54,6 @@ pub fn read_host(netns_name: Option<&str>) -> Result<HostState, ReadError> {
     Ok(HostState {
         netns: netns_name.map(str::to_string),
         kernel,
-        sysctls,
         interfaces: parse_links(&ip_json(netns_name, &["-d", "link", "show"])?),
         routes: parse_routes(&ip_json(netns_name, &["route", "show", "table", "all"])?),
         page_size: page_size(),
@@ -67,8 +67,67 @@ pub fn read_host(netns_name: Option<&str>) -> Result<HostState, ReadError> {
         .ok()
         .and_then(|s| parse_sockstat_tcp_mem(&s)),
         sysctl_files: read_sysctl_files(&SYSCTL_CONF_DIRS, Path::new("/etc/sysctl.conf")),
-        locked_sockets: Vec::new(),
+        locked_sockets: locked_sockets(netns_name, &sysctls),
+        sysctls,
     })
+}
+
+/// Connections whose application fixed a buffer size (SO_RCVBUF/SO_SNDBUF), as far as
+/// sock_diag shows it. The kernel does not report the lock itself (`SOCK_RCVBUF_LOCK` stays
+/// inside the socket), so the sign used is a buffer below the default of `tcp_rmem`/`tcp_wmem`:
+/// autotuning starts a connection's buffers at the default and only grows them, so an
+/// established socket holding less had its size set by the application (or was shrunk under
+/// TCP memory pressure, which the audit reports separately). A locked buffer at or above the
+/// default cannot be told from an autotuned one and is not reported. Nothing is reported
+/// when the sockets cannot be dumped.
+fn locked_sockets(
+    netns: Option<&str>,
+    sysctls: &std::collections::BTreeMap<String, String>,
+) -> Vec<LockedSocket> {
+    let default =
+        |key: &str| -> Option<u64> { sysctls.get(key)?.split_whitespace().nth(1)?.parse().ok() };
+    let (Some(rmem_default), Some(wmem_default)) =
+        (default("net.ipv4.tcp_rmem"), default("net.ipv4.tcp_wmem"))
+    else {
+        return Vec::new();
+    };
+    let Ok(filter) = "state established".parse::<tcptune_kernel::Filter>() else {
+        return Vec::new();
+    };
+    let Ok(mut diag) = tcptune_kernel::Diag::open_maybe_in(netns) else {
+        return Vec::new();
+    };
+    let Ok(socks) = diag.dump(&filter, tcptune_kernel::diag::ext::SKMEMINFO) else {
+        return Vec::new();
+    };
+    let mut found: Vec<(u32, LockedSocket)> = socks
+        .iter()
+        .filter_map(|s| {
+            let m = s.skmem?;
+            let rcv = (u64::from(m.rcvbuf) < rmem_default).then_some(u64::from(m.rcvbuf));
+            let snd = (u64::from(m.sndbuf) < wmem_default).then_some(u64::from(m.sndbuf));
+            (rcv.is_some() || snd.is_some()).then(|| {
+                (
+                    s.inode,
+                    LockedSocket {
+                        local: s.src.to_string(),
+                        remote: s.dst.to_string(),
+                        process: None,
+                        rcvbuf_locked: rcv,
+                        sndbuf_locked: snd,
+                    },
+                )
+            })
+        })
+        .collect();
+    let inodes = found.iter().map(|(i, _)| *i).filter(|&i| i != 0).collect();
+    let owners = tcptune_kernel::procs::owners(&inodes);
+    for (inode, s) in &mut found {
+        s.process = owners
+            .get(inode)
+            .map(|o| format!("{} (pid {})", o.comm, o.pid));
+    }
+    found.into_iter().map(|(_, s)| s).collect()
 }
 
 fn page_size() -> u64 {
