@@ -227,7 +227,11 @@ fn check_workload(key: &str, value: &str) -> Result<(), String> {
             _ => Err(format!("direction '{value}' is unknown; use upload (client sends) or download (server sends)")),
         },
         "duration" => value.parse::<Dur>().map(drop).map_err(|e| e.to_string()),
-        "bytes" | "file_size" | "window" => value.parse::<Bytes>().map(drop).map_err(|e| e.to_string()),
+        "bytes" | "file_size" => value.parse::<Bytes>().map(drop).map_err(|e| e.to_string()),
+        // "none": the application leaves its buffers to autotuning (lets a paired group
+        // compare an application that sets SO_RCVBUF with one that does not).
+        "window" if value == "none" => Ok(()),
+        "window" => value.parse::<Bytes>().map(drop).map_err(|e| format!("{e}; or none")),
         "parallel" => uint(value, 1, 128).map(drop),
         "prime_connections" => uint(value, 0, 10).map(drop),
         "cc" => Ok(()),
@@ -269,6 +273,7 @@ pub(crate) mod tests {
             ("link.loss_ge", "1%,10%,100%,0%"),
             ("link.rtt", "20ms"),
             ("workload.window", "64KiB"),
+            ("workload.window", "none"),
             ("server.cc", "bbr"),
             ("server.sysctl.net.ipv4.tcp_rmem", "4096 131072 6291456"),
             ("client.mtu", "9000"),
@@ -293,6 +298,7 @@ pub(crate) mod tests {
             ("server.sysctl.net.ipv4.tcp_nonsense", "1", "does not exist"),
             ("server.sysctl.kernel.pid_max", "1", "not a network setting"),
             ("router.mtu", "1500", "not a setting"),
+            ("workload.window", "big", "or none"),
         ];
         for (k, v, want) in bad {
             let e = check(k, v, &FakeCaps)

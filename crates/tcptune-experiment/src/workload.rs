@@ -541,7 +541,7 @@ pub fn run(
             if let Some(cc) = s.get("workload.cc") {
                 cli.args(["-C", cc]);
             }
-            if let Some(w) = s.get("workload.window") {
+            if let Some(w) = s.get("workload.window").filter(|w| *w != "none") {
                 // iperf3 -w sets SO_SNDBUF and SO_RCVBUF on both ends' data sockets.
                 let w = w.parse::<Bytes>().map_err(|e| e.to_string())?;
                 cli.args(["-w", &w.get().to_string()]);
