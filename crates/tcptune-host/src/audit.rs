@@ -666,9 +666,18 @@ impl Ctx<'_> {
                 rmem_max.to_string(),
                 None,
                 Verdict::Fine,
-                "rmem_max caps only sockets that set SO_RCVBUF (none seen with too small a \
-                 buffer); autotuning is capped by tcp_rmem alone."
-                    .into(),
+                if rcv_too_small {
+                    format!(
+                        "rmem_max {} lets an application that sets SO_RCVBUF ask for the {} this \
+                         path needs; autotuning is capped by tcp_rmem alone.",
+                        fmt_bytes(rmem_max),
+                        fmt_bytes(needed)
+                    )
+                } else {
+                    "rmem_max caps only sockets that set SO_RCVBUF (none seen with too small a \
+                     buffer); autotuning is capped by tcp_rmem alone."
+                        .into()
+                },
                 "ip-sysctl.rst tcp_rmem; net.rst rmem_max",
                 None,
             );

@@ -263,3 +263,27 @@ fn recorded_state_of_this_kernel_against_datacenter_and_lan_paths() {
     // A 1 Gbit/s LAN needs nothing.
     assert_eq!(audit(&s, &input("1gbit", "0.12ms")).changes().count(), 0);
 }
+
+#[test]
+fn a_recorded_application_with_a_small_so_rcvbuf_gets_r5() {
+    // Recorded from a lab server while `iperf3 -w 32K` received (sk_rcvbuf 64 KiB).
+    let s = state("lab-mistuned-app-6.18.json");
+    assert_eq!(s.locked_sockets.len(), 1);
+    let a = audit(&s, &input("100mbit", "20ms"));
+    let f = a
+        .findings
+        .iter()
+        .find(|f| f.rule == "R5" && f.setting.starts_with("socket "))
+        .unwrap_or_else(|| panic!("{:#?}", a.findings));
+    assert_eq!(f.verdict, Verdict::Warning);
+    assert!(f.why.contains("iperf3 (pid"), "{}", f.why);
+    assert!(f.why.contains("remove the setsockopt"), "{}", f.why);
+    // rmem_max (4 MiB here) already lets the application ask for enough: no change there.
+    assert_eq!(finding(&a, "net.core.rmem_max").verdict, Verdict::Fine);
+    // On a LAN the same 64 KiB buffer carries the BDP: nothing to say about the socket.
+    let lan = audit(&s, &input("1gbit", "0.2ms"));
+    assert!(!lan
+        .findings
+        .iter()
+        .any(|f| f.setting.starts_with("socket ")));
+}
