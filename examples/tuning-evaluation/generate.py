@@ -4,9 +4,14 @@ comparing, on a host that starts mistuned, the starting settings, tuned's networ
 values, ESnet's, tcptune's recommendation for that path, and a sweep of buffer sizes (the
 exhaustive search for the best).
 
-tcptune's recommendation is what `tcptune tune --state STATE --path … --json` plans for a
-recorded state of a mistuned lab host (fixtures/host/lab-mistuned-6.18.json), so the
-evaluation uses the same code a user runs.
+The start is mistuned three ways: an old distribution's buffer defaults, SACK off, and an
+application that fixes a small SO_RCVBUF/SO_SNDBUF (iperf3 -w 32K: 64 KiB buffers with
+autotuning off). tcptune's recommendation is what `tcptune tune --state STATE --path … --json`
+plans for a recorded state of such a lab host (fixtures/host/lab-mistuned-app-6.18.json,
+recorded while the application ran), plus what its audit says about the application: where it
+warns that the socket's SO_RCVBUF is too small for the path (R5: "remove the setsockopt"), the
+tcptune row runs the application without -w. tuned's and ESnet's lists change sysctls only, so
+their rows keep the application as it is. The evaluation uses the same code a user runs.
 
 Usage: examples/tuning-evaluation/generate.py [TCPTUNE_BINARY]
 """
@@ -18,7 +23,9 @@ import sys
 HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 TCPTUNE = sys.argv[1] if len(sys.argv) > 1 else str(ROOT / "target/release/tcptune")
-STATE = ROOT / "fixtures/host/lab-mistuned-6.18.json"
+STATE = ROOT / "fixtures/host/lab-mistuned-app-6.18.json"
+# The application's own buffer request (iperf3 -w, on both ends' data sockets).
+APP_WINDOW = "32KiB"
 
 # name, rate, RTT, loss, note. Paths above what the emulator carries on two cores are scaled
 # (rate ÷ 10, RTT × 10: the BDP, which buffers are compared with, is kept).
@@ -26,12 +33,12 @@ STATE = ROOT / "fixtures/host/lab-mistuned-6.18.json"
 # (slow start takes seconds) and the lossy one (a handful of losses per second, each costing
 # CUBIC many round trips to recover).
 PATHS = [
-    ("lan", "1gbit", "0.2ms", None, "a LAN", "4s", 2),
-    ("dc-1g", "1gbit", "1.5ms", None, "1 Gbit/s × 1.5 ms datacenter link", "4s", 2),
-    ("dc-10g", "1gbit", "16ms", None, "10 Gbit/s × 1.6 ms datacenter link, scaled to 1 Gbit/s × 16 ms", "4s", 2),
-    ("wan", "100mbit", "20ms", None, "100 Mbit/s × 20 ms WAN", "4s", 2),
+    ("lan", "1gbit", "0.2ms", None, "a LAN", "4s", 3),
+    ("dc-1g", "1gbit", "1.5ms", None, "1 Gbit/s × 1.5 ms datacenter link", "4s", 3),
+    ("dc-10g", "1gbit", "16ms", None, "10 Gbit/s × 1.6 ms datacenter link, scaled to 1 Gbit/s × 16 ms", "4s", 3),
+    ("wan", "100mbit", "20ms", None, "100 Mbit/s × 20 ms WAN", "4s", 3),
     ("lfn", "1gbit", "100ms", None, "1 Gbit/s × 100 ms long fat path", "12s", 3),
-    ("lossy", "50mbit", "50ms", "0.1%", "50 Mbit/s × 50 ms with 0.1% loss", "12s", 4),
+    ("lossy", "50mbit", "50ms", "0.1%", "50 Mbit/s × 50 ms with 0.1% loss", "12s", 3),
 ]
 
 # The mistuned start: an old distribution's buffer defaults, SACK off.
@@ -59,6 +66,8 @@ def size(b):
 
 
 def recommendation(path):
+    """The sysctls `tcptune tune` plans, and the application's window after following the
+    audit: "none" (no setsockopt) where it warns that the socket's SO_RCVBUF is too small."""
     out = subprocess.run(
         [TCPTUNE, "--json", "tune", "--state", str(STATE), "--path", path, "--role", "both"],
         capture_output=True, text=True, check=True,
@@ -69,18 +78,25 @@ def recommendation(path):
         a = c["action"]
         if a["kind"] == "sysctl":
             rec[a["key"]] = a["value"]
-    return rec
+    out = subprocess.run(
+        [TCPTUNE, "--json", "audit", "--state", str(STATE), "--path", path, "--role", "both"],
+        capture_output=True, text=True,
+    )
+    findings = json.loads(out.stdout)["result"]["findings"]
+    app_warned = any(f["rule"] == "R5" and f["setting"].startswith("socket ") for f in findings)
+    return rec, ("none" if app_warned else APP_WINDOW)
 
 
 def main():
     state = json.loads(STATE.read_text())["sysctls"]
     for name, rate, rtt, loss, note, duration, reps in PATHS:
         path = f"rate={rate},rtt={rtt}" + (f",loss={loss}" if loss else "")
+        rec, rec_window = recommendation(path)
         configs = [
             ("start", START),
             ("tuned", {**START, **TUNED}),
             ("esnet", {**START, **ESNET}),
-            ("tcptune", recommendation(path)),
+            ("tcptune", rec),
         ] + [
             (f"sweep {size(b)}", {**START, "net.ipv4.tcp_sack": "1",
                                   "net.ipv4.tcp_rmem": f"4096 87380 {b}",
@@ -104,8 +120,12 @@ def main():
             values = [c.get(k, state.get(k, "")) for _, c in configs]
             for host in ("client", "server"):
                 lines.append(f'"{host}.sysctl.{k}" = [' + ", ".join(f'"{v}"' for v in values) + "]")
+        # The application: its small buffers in the start, tuned and ESnet rows; in tcptune's
+        # row as the audit leaves it; the sweep searches buffers through the sysctls alone.
+        windows = [APP_WINDOW, APP_WINDOW, APP_WINDOW, rec_window] + ["none"] * len(SWEEP)
+        lines.append('"workload.window" = [' + ", ".join(f'"{w}"' for w in windows) + "]")
         (HERE / f"{name}.toml").write_text("\n".join(lines) + "\n")
-        print(f"{name}: tcptune recommends {configs[3][1]}")
+        print(f"{name}: tcptune recommends {configs[3][1]}, application window {rec_window}")
 
 
 if __name__ == "__main__":
