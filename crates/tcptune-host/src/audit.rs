@@ -46,6 +46,9 @@ pub struct AuditInput {
     /// Memory the buffers of those flows may take in all, when bounded.
     pub memory_budget_bytes: Option<Bytes>,
     pub role: Role,
+    /// Size buffer maxima to this path ([`fitted`]) rather than only raising short ones.
+    #[serde(default)]
+    pub fit: bool,
 }
 
 /// How a setting stands.
@@ -153,6 +156,15 @@ const SRC_MEM: &str = "ip-sysctl.rst tcp_mem (pages; pressure mode clamps every 
 
 fn fmt_bytes(b: u64) -> String {
     Bytes::new(b).short()
+}
+
+/// The maximum `--fit` gives a buffer that `needed` bytes carry: twice the need (headroom for
+/// RTT that grows with queueing, and for delayed and stretched ACKs), rounded up to a power of
+/// two, and at least 256 KiB (a few 64 KiB TSO bursts in flight, whatever the BDP). In the
+/// tuning evaluation (examples/tuning-evaluation) the smallest sufficient sweep point was
+/// within this on every path.
+pub fn fitted(needed: u64) -> u64 {
+    (2 * needed).max(256 * 1024).next_power_of_two()
 }
 
 /// Rounds a buffer size up to a readable value: a whole MiB above 4 MiB, 64 KiB below.
@@ -468,8 +480,32 @@ impl Ctx<'_> {
         };
         let target = match budget_per_flow {
             Some(b) if b < needed => b.max(default),
+            _ if self.input.fit => fitted(needed).max(default),
             _ => needed,
         };
+        // --fit: a maximum more than twice the fitted size is lowered to it.
+        if self.input.fit && max > 2 * target && target >= needed {
+            let value = format!("{min} {default} {target}");
+            let why = format!(
+                "{reason}: {} is needed; the maximum {} lets autotuning grow every flow's buffer \
+                 far beyond it (into a deep bottleneck queue) — {} is twice the need (--fit).",
+                fmt_bytes(needed),
+                fmt_bytes(max),
+                fmt_bytes(target)
+            );
+            let action = self.sysctl_change(key, value.clone());
+            self.push(
+                rule,
+                key,
+                current,
+                Some(value),
+                Verdict::Change,
+                why,
+                source,
+                action,
+            );
+            return;
+        }
         if max >= needed {
             let far_above = budget_per_flow.is_some_and(|b| max > b);
             let (verdict, why) = if far_above {
@@ -598,21 +634,24 @@ impl Ctx<'_> {
             let Some(rcvbuf) = s.rcvbuf_locked else {
                 continue;
             };
+            // Twice the BDP, as for the buffer maxima (R1): a window of just one BDP leaves no
+            // room for the RTT growing under load or for stretched ACKs.
             let window = (rcvbuf as f64 * self.fraction) as u64;
-            if window >= self.flow_bdp {
+            if window >= 2 * self.flow_bdp {
                 continue;
             }
             rcv_too_small = true;
             let bound = Rate::from_bytes_per(Bytes::new(window), self.input.rtt_s);
-            let mut why = format!(
+            let mut why =
+                format!(
                 "{} set SO_RCVBUF, which turns autotuning off: its {} buffer gives a window of \
-                 about {} and at most {bound}, below the BDP of {}; remove the setsockopt or \
-                 ask for at least {}.",
+                 about {} and at most {bound}, below twice the BDP of {}; remove the setsockopt \
+                 or ask for at least {}.",
                 s.process.as_deref().unwrap_or("the application"),
                 fmt_bytes(rcvbuf),
                 fmt_bytes(window),
                 fmt_bytes(self.flow_bdp),
-                fmt_bytes(round_buffer(self.flow_bdp as f64 / self.fraction / 2.0))
+                fmt_bytes(round_buffer(2.0 * self.flow_bdp as f64 / self.fraction / 2.0))
             );
             if self
                 .state

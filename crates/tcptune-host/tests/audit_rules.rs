@@ -22,6 +22,7 @@ fn input(rate: &str, rtt: &str) -> AuditInput {
         flows: 1,
         memory_budget_bytes: None,
         role: Role::Both,
+        fit: false,
     }
 }
 
@@ -280,10 +281,65 @@ fn a_recorded_application_with_a_small_so_rcvbuf_gets_r5() {
     assert!(f.why.contains("remove the setsockopt"), "{}", f.why);
     // rmem_max (4 MiB here) already lets the application ask for enough: no change there.
     assert_eq!(finding(&a, "net.core.rmem_max").verdict, Verdict::Fine);
-    // On a LAN the same 64 KiB buffer carries the BDP: nothing to say about the socket.
-    let lan = audit(&s, &input("1gbit", "0.2ms"));
-    assert!(!lan
+    // Where its window (about 32 KiB) is at least twice the BDP, nothing is said about it:
+    // 100 Mbit/s × 1 ms has a BDP of 12.5 kB. On a 1 Gbit/s × 0.2 ms LAN (25 kB) it is not.
+    let short = audit(&s, &input("100mbit", "1ms"));
+    assert!(!short
         .findings
         .iter()
         .any(|f| f.setting.starts_with("socket ")));
+    let lan = audit(&s, &input("1gbit", "0.2ms"));
+    assert!(lan
+        .findings
+        .iter()
+        .any(|f| f.setting.starts_with("socket ")));
+}
+
+#[test]
+fn fit_sizes_maxima_to_the_path_and_leaves_enough_alone_otherwise() {
+    // The mistuned lab host: 6 MiB / 4 MiB maxima; 1 Gbit/s × 1.5 ms needs ~384 KiB.
+    let s = state("lab-mistuned-6.18.json");
+    let plain = audit(&s, &input("1gbit", "1.5ms"));
+    assert_eq!(finding(&plain, "net.ipv4.tcp_rmem").verdict, Verdict::Fine);
+    let fit = audit(
+        &s,
+        &AuditInput {
+            fit: true,
+            ..input("1gbit", "1.5ms")
+        },
+    );
+    let r = finding(&fit, "net.ipv4.tcp_rmem");
+    assert_eq!(r.verdict, Verdict::Change);
+    assert_eq!(r.recommended.as_deref(), Some("4096 87380 1048576"));
+    assert!(r.why.contains("--fit"), "{}", r.why);
+    // The send side (BBR here: 3× the BDP, ~576 KiB, fitted to 2 MiB) keeps its 4 MiB, which
+    // is within twice the fitted size.
+    let w = finding(&fit, "net.ipv4.tcp_wmem");
+    assert_eq!(w.verdict, Verdict::Fine, "{}", w.why);
+    // A long fat path needs more than the maxima: raised to twice the need, a power of two.
+    let lfn = audit(
+        &s,
+        &AuditInput {
+            fit: true,
+            ..input("1gbit", "100ms")
+        },
+    );
+    let need = lfn.rmem_needed_bytes.get();
+    assert_eq!(
+        finding(&lfn, "net.ipv4.tcp_rmem").recommended,
+        Some(format!("4096 87380 {}", tcptune_host::audit::fitted(need)))
+    );
+    // Maxima within twice the fitted size stay: a LAN's 6 MiB is far above, so it is lowered
+    // to the 256 KiB floor; a 512 KiB maximum would be left alone.
+    let lan = audit(
+        &s,
+        &AuditInput {
+            fit: true,
+            ..input("1gbit", "0.2ms")
+        },
+    );
+    assert_eq!(
+        finding(&lan, "net.ipv4.tcp_rmem").recommended.as_deref(),
+        Some("4096 87380 262144")
+    );
 }

@@ -75,6 +75,7 @@ fn a_small_so_rcvbuf_is_found_and_warned_about() {
             flows: 1,
             memory_budget_bytes: None,
             role: Role::Both,
+            fit: false,
         },
     );
     let r5: Vec<_> = a

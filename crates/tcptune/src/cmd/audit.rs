@@ -95,6 +95,7 @@ fn audit_input(args: &AuditArgs) -> anyhow::Result<AuditInput> {
         loss: spec.loss,
         flows: args.flows,
         memory_budget_bytes: args.memory,
+        fit: args.fit,
         role: match args.role {
             RoleArg::Sender => Role::Sender,
             RoleArg::Receiver => Role::Receiver,
