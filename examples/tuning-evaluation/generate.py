@@ -65,11 +65,13 @@ def size(b):
     return str(b)
 
 
-def recommendation(path):
-    """The sysctls `tcptune tune` plans, and the application's window after following the
-    audit: "none" (no setsockopt) where it warns that the socket's SO_RCVBUF is too small."""
+def recommendation(path, fit=False):
+    """The sysctls `tcptune tune` plans (with --fit: maxima sized to the path), and the
+    application's window after following the audit: "none" (no setsockopt) where it warns
+    that the socket's SO_RCVBUF is too small."""
+    extra = ["--fit"] if fit else []
     out = subprocess.run(
-        [TCPTUNE, "--json", "tune", "--state", str(STATE), "--path", path, "--role", "both"],
+        [TCPTUNE, "--json", "tune", "--state", str(STATE), "--path", path, "--role", "both"] + extra,
         capture_output=True, text=True, check=True,
     )
     plan = json.loads(out.stdout)["result"]["plan"]
@@ -92,11 +94,13 @@ def main():
     for name, rate, rtt, loss, note, duration, reps in PATHS:
         path = f"rate={rate},rtt={rtt}" + (f",loss={loss}" if loss else "")
         rec, rec_window = recommendation(path)
+        fit, fit_window = recommendation(path, fit=True)
         configs = [
             ("start", START),
             ("tuned", {**START, **TUNED}),
             ("esnet", {**START, **ESNET}),
             ("tcptune", rec),
+            ("tcptune fit", fit),
         ] + [
             (f"sweep {size(b)}", {**START, "net.ipv4.tcp_sack": "1",
                                   "net.ipv4.tcp_rmem": f"4096 87380 {b}",
@@ -122,10 +126,10 @@ def main():
                 lines.append(f'"{host}.sysctl.{k}" = [' + ", ".join(f'"{v}"' for v in values) + "]")
         # The application: its small buffers in the start, tuned and ESnet rows; in tcptune's
         # row as the audit leaves it; the sweep searches buffers through the sysctls alone.
-        windows = [APP_WINDOW, APP_WINDOW, APP_WINDOW, rec_window] + ["none"] * len(SWEEP)
+        windows = [APP_WINDOW, APP_WINDOW, APP_WINDOW, rec_window, fit_window] + ["none"] * len(SWEEP)
         lines.append('"workload.window" = [' + ", ".join(f'"{w}"' for w in windows) + "]")
         (HERE / f"{name}.toml").write_text("\n".join(lines) + "\n")
-        print(f"{name}: tcptune recommends {configs[3][1]}, application window {rec_window}")
+        print(f"{name}: tcptune recommends {rec}, --fit {fit}, application window {rec_window}")
 
 
 if __name__ == "__main__":

@@ -159,12 +159,11 @@ fn fmt_bytes(b: u64) -> String {
 }
 
 /// The maximum `--fit` gives a buffer that `needed` bytes carry: twice the need (headroom for
-/// RTT that grows with queueing, and for delayed and stretched ACKs), rounded up to a power of
-/// two, and at least 256 KiB (a few 64 KiB TSO bursts in flight, whatever the BDP). In the
-/// tuning evaluation (examples/tuning-evaluation) the smallest sufficient sweep point was
-/// within this on every path.
+/// an RTT that grows with queueing, and for delayed and stretched ACKs), rounded up like every
+/// recommended buffer, and at least 256 KiB (a few 64 KiB TSO bursts in flight, whatever the
+/// BDP).
 pub fn fitted(needed: u64) -> u64 {
-    (2 * needed).max(256 * 1024).next_power_of_two()
+    round_buffer(2.0 * needed as f64).max(256 * 1024)
 }
 
 /// Rounds a buffer size up to a readable value: a whole MiB above 4 MiB, 64 KiB below.
@@ -483,12 +482,12 @@ impl Ctx<'_> {
             _ if self.input.fit => fitted(needed).max(default),
             _ => needed,
         };
-        // --fit: a maximum more than twice the fitted size is lowered to it.
-        if self.input.fit && max > 2 * target && target >= needed {
+        // --fit: a maximum above the fitted size is lowered to it.
+        if self.input.fit && max > target && target >= needed {
             let value = format!("{min} {default} {target}");
             let why = format!(
                 "{reason}: {} is needed; the maximum {} lets autotuning grow every flow's buffer \
-                 far beyond it (into a deep bottleneck queue) — {} is twice the need (--fit).",
+                 beyond it (into a deep bottleneck queue) — {} is twice the need (--fit).",
                 fmt_bytes(needed),
                 fmt_bytes(max),
                 fmt_bytes(target)

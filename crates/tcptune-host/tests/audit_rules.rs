@@ -310,12 +310,11 @@ fn fit_sizes_maxima_to_the_path_and_leaves_enough_alone_otherwise() {
     );
     let r = finding(&fit, "net.ipv4.tcp_rmem");
     assert_eq!(r.verdict, Verdict::Change);
-    assert_eq!(r.recommended.as_deref(), Some("4096 87380 1048576"));
+    assert_eq!(r.recommended.as_deref(), Some("4096 87380 786432"));
     assert!(r.why.contains("--fit"), "{}", r.why);
-    // The send side (BBR here: 3× the BDP, ~576 KiB, fitted to 2 MiB) keeps its 4 MiB, which
-    // is within twice the fitted size.
+    // The send side (BBR here: 3× the BDP, 576 KiB) is fitted to twice that.
     let w = finding(&fit, "net.ipv4.tcp_wmem");
-    assert_eq!(w.verdict, Verdict::Fine, "{}", w.why);
+    assert_eq!(w.recommended.as_deref(), Some("4096 16384 1179648"));
     // A long fat path needs more than the maxima: raised to twice the need, a power of two.
     let lfn = audit(
         &s,
@@ -329,8 +328,7 @@ fn fit_sizes_maxima_to_the_path_and_leaves_enough_alone_otherwise() {
         finding(&lfn, "net.ipv4.tcp_rmem").recommended,
         Some(format!("4096 87380 {}", tcptune_host::audit::fitted(need)))
     );
-    // Maxima within twice the fitted size stay: a LAN's 6 MiB is far above, so it is lowered
-    // to the 256 KiB floor; a 512 KiB maximum would be left alone.
+    // A LAN needs little: the 256 KiB floor.
     let lan = audit(
         &s,
         &AuditInput {

@@ -187,8 +187,8 @@ pub struct AuditArgs {
     /// Memory all those flows' buffers may take: 1GiB, 512MB.
     #[arg(long)]
     pub memory: Option<Bytes>,
-    /// Size the buffer maxima to this path (twice the need, a power of two, at least 256 KiB),
-    /// lowering maxima far above it: for hosts that serve this path only. Uses less memory
+    /// Size the buffer maxima to this path (twice the need, at least 256 KiB), lowering maxima
+    /// above it: for hosts that serve this path only. Uses less memory
     /// and keeps a deep bottleneck queue from being filled. Without it, maxima that suffice
     /// are left alone.
     #[arg(long)]
