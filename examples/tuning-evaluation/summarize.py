@@ -29,13 +29,13 @@ def mib(b):
 
 def main():
     prefix = sys.argv[1]
-    print("| path | start | tuned | ESnet | tcptune | best (sweep) | tcptune / best | tcptune buffers: max → used | smallest ≥ 95% of best: max → used | used, tcptune / smallest | goal met |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("| path | start | tuned | ESnet | tcptune | tcptune --fit | best (sweep) | tcptune / best | --fit / best | smallest ≥ 95% of best: max → used | used: tcptune, --fit (÷ smallest) | goal met by |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for name, title in PATHS:
         try:
             rows = list(csv.DictReader(open(f"{prefix}{name}/summary.csv")))
         except FileNotFoundError:
-            print(f"| {title} | (not run) | | | | | | | | | |")
+            print(f"| {title} | (not run) | | | | | | | | | | |")
             continue
         by = {r["label"]: r for r in rows}
         plan = json.load(open(f"{prefix}{name}/plan.json"))
@@ -56,16 +56,21 @@ def main():
                     int(st["client.sysctl.net.ipv4.tcp_wmem"].split()[2]))
         enough = [l for l in sweep if sweep[l] >= 0.95 * best]
         smallest = min(enough, key=lambda l: used[l])
-        t = mean["tcptune"]
-        tr, tw = configured("tcptune")
         sr, sw = configured(smallest)
-        ratio = used["tcptune"] / used[smallest] if used[smallest] else float("nan")
-        met = t >= 0.95 * best and ratio <= 2.0
+        cells, met = [], []
+        for row in ("tcptune", "tcptune fit"):
+            share = mean[row] / best
+            ratio = used[row] / used[smallest] if used[smallest] else float("nan")
+            cells.append((share, ratio))
+            if share >= 0.95 and ratio <= 2.0:
+                met.append("--fit" if row.endswith("fit") else "default")
         print(f"| {title} | {mean['start']:.1f} | {mean['tuned']:.1f} | {mean['esnet']:.1f} "
-              f"| {t:.1f} ± {sd['tcptune']:.1f} | {best:.1f} ± {sd[best_label]:.1f} ({best_label}) "
-              f"| {100 * t / best:.0f}% | {mib(tr)} + {mib(tw)} → {mib(used['tcptune'])} "
-              f"| {mib(sr)} + {mib(sw)} → {mib(used[smallest])} ({smallest}) | {ratio:.2f} "
-              f"| {'yes' if met else 'no'} |")
+              f"| {mean['tcptune']:.1f} ± {sd['tcptune']:.1f} | {mean['tcptune fit']:.1f} ± {sd['tcptune fit']:.1f} "
+              f"| {best:.1f} ± {sd[best_label]:.1f} ({best_label}) "
+              f"| {100 * cells[0][0]:.0f}% | {100 * cells[1][0]:.0f}% "
+              f"| {mib(sr)} + {mib(sw)} → {mib(used[smallest])} ({smallest}) "
+              f"| {mib(used['tcptune'])} ({cells[0][1]:.1f}×), {mib(used['tcptune fit'])} ({cells[1][1]:.1f}×) "
+              f"| {', '.join(met) or 'neither'} |")
 
 
 if __name__ == "__main__":
