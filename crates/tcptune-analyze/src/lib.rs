@@ -742,6 +742,100 @@ mod tests {
         }
     }
 
+    /// The sequential path the pipeline must match exactly: one thread, frame by frame.
+    fn sequential(data: &[u8], opts: Options) -> AnalyzeReport {
+        let mut reader = CaptureReader::new(data).unwrap();
+        let mut an = Analyzer::new(opts);
+        let problem = loop {
+            match reader.next() {
+                Ok(Some(f)) => an.frame(f.number, f.ts_ns, &parse_frame(&f)),
+                Ok(None) => break None,
+                Err(e) => break Some(e.to_string()),
+            }
+        };
+        let format = reader.info().format;
+        an.finish("t", format, problem).report
+    }
+
+    #[test]
+    fn the_pipeline_reports_exactly_what_the_sequential_analysis_does() {
+        use tcptune_wire::write::{PcapWriter, SegSpec};
+        // Many batches' worth of frames over 300 interleaved flows (so the flow index grows
+        // several times), with losses, reordering, duplicate ACKs and reused port pairs.
+        let mut w = PcapWriter::new(Vec::new(), 96).unwrap();
+        let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = [1000u32; 300];
+        let mut isn = [1000u32; 300];
+        for i in 0..(BATCH * (QUEUE + 6)) as u32 {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            let f = (rng % 300) as usize;
+            let base = SegSpec {
+                ts_ns: 1_000_000_000 + i64::from(i) * 3000,
+                src: [10, 0, (f >> 8) as u8, f as u8],
+                dst: [10, 9, 0, 1],
+                sport: 40000 + f as u16,
+                dport: 80,
+                window: 500,
+                ..SegSpec::default()
+            };
+            let roll = (rng >> 32) % 100;
+            let seg = if roll < 2 {
+                // A new connection on the same port pair: a SYN with a new ISN.
+                isn[f] = isn[f].wrapping_add(77_777);
+                next[f] = isn[f].wrapping_add(1);
+                SegSpec {
+                    seq: isn[f],
+                    flags: th::SYN,
+                    ..base
+                }
+            } else if roll < 30 {
+                // The peer's ACK (sometimes a duplicate of the previous one).
+                SegSpec {
+                    src: base.dst,
+                    dst: base.src,
+                    sport: 80,
+                    dport: base.sport,
+                    seq: 5,
+                    ack: next[f].wrapping_sub(if roll < 10 { 1000 } else { 0 }),
+                    flags: th::ACK,
+                    ..base
+                }
+            } else {
+                let skip = if roll > 97 { 1000 } else { 0 }; // a segment not captured
+                let back = if roll == 97 { 2000 } else { 0 }; // a retransmission
+                let seq = next[f].wrapping_add(skip).wrapping_sub(back);
+                next[f] = next[f].wrapping_add(skip + 1000).wrapping_sub(back);
+                SegSpec {
+                    seq,
+                    ack: 5,
+                    flags: th::ACK,
+                    payload_len: 1000,
+                    ..base
+                }
+            };
+            w.segment(&seg).unwrap();
+        }
+        let data = w.into_inner();
+        let opts = Options {
+            packets: true,
+            series: false,
+        };
+        let json = |r: &AnalyzeReport| serde_json::to_string(r).unwrap();
+        let piped = analyze_reader(&data[..], "t", opts).unwrap().report;
+        assert!(piped.flows.len() > 300, "reused ports make new streams");
+        let f = piped.flags;
+        assert!(f.reused_ports > 0 && f.duplicate_ack > 0 && f.lost_segment > 0);
+        assert!(f.retransmission > 0 && f.ack_lost_segment > 0);
+        assert_eq!(json(&piped), json(&sequential(&data, opts)));
+        // Cut mid-record: the same partial report and the same reason.
+        let cut = &data[..data.len() - 30];
+        let piped = analyze_reader(cut, "t", opts).unwrap().report;
+        assert!(piped.capture_problem.is_some());
+        assert_eq!(json(&piped), json(&sequential(cut, opts)));
+    }
+
     #[test]
     fn per_flow_memory_is_bounded_however_many_packets() {
         // One-way data with no ACKs captured: the worst case for every per-flow list.
