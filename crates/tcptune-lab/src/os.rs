@@ -125,22 +125,26 @@ pub fn lab_processes() -> Vec<LabProcess> {
             .split(|&b| b == 0)
             .map(|a| String::from_utf8_lossy(a).into_owned())
             .collect();
-        if args.len() >= 5
-            && args[1] == "lab"
-            && (args[2] == "_emulator" || args[2] == "_hog")
-            && args[3] == "--name"
-            && Path::new(&args[0])
-                .file_name()
-                .is_some_and(|n| n.to_string_lossy().starts_with("tcptune"))
-        {
-            v.push(LabProcess {
-                pid,
-                role: args[2].clone(),
-                lab: args[4].clone(),
-            });
+        if let Some((role, lab)) = lab_role(&args) {
+            v.push(LabProcess { pid, role, lab });
         }
     }
     v
+}
+
+/// The role and lab of a process started as `<…tcptune…> lab _emulator|_hog --name LAB`. The
+/// binary may be a renamed copy (a run keeps one so a rebuild cannot break it), so its file
+/// name only has to contain "tcptune".
+fn lab_role(args: &[String]) -> Option<(String, String)> {
+    let is_ours = Path::new(args.first()?)
+        .file_name()
+        .is_some_and(|n| n.to_string_lossy().contains("tcptune"));
+    (args.len() >= 5
+        && is_ours
+        && args[1] == "lab"
+        && (args[2] == "_emulator" || args[2] == "_hog")
+        && args[3] == "--name")
+        .then(|| (args[2].clone(), args[4].clone()))
 }
 
 /// Sends SIGTERM, waits (on a pidfd, up to `grace`) for the process to exit, then SIGKILLs.
@@ -228,4 +232,54 @@ pub fn pin_to_cpu(cpu: u32) -> std::io::Result<()> {
 /// Number of CPUs this process may run on.
 pub fn cpus() -> u32 {
     std::thread::available_parallelism().map_or(1, |n| n.get() as u32)
+}
+
+#[cfg(test)]
+mod lab_role_tests {
+    use super::lab_role;
+
+    fn v(a: &[&str]) -> Vec<String> {
+        a.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn lab_processes_are_recognised_under_a_renamed_binary() {
+        let want = Some(("_emulator".to_string(), "ev1".to_string()));
+        assert_eq!(
+            lab_role(&v(&[
+                "/usr/bin/tcptune",
+                "lab",
+                "_emulator",
+                "--name",
+                "ev1"
+            ])),
+            want
+        );
+        // A run that copied its binary (the tuning evaluation did) must still find them.
+        assert_eq!(
+            lab_role(&v(&[
+                "/tmp/eval-tcptune",
+                "lab",
+                "_emulator",
+                "--name",
+                "ev1"
+            ])),
+            want
+        );
+        assert_eq!(
+            lab_role(&v(&[
+                "/usr/bin/python3",
+                "lab",
+                "_emulator",
+                "--name",
+                "ev1"
+            ])),
+            None
+        );
+        assert_eq!(
+            lab_role(&v(&["/usr/bin/tcptune", "lab", "up", "--name", "ev1"])),
+            None
+        );
+        assert_eq!(lab_role(&v(&["tcptune"])), None);
+    }
 }
