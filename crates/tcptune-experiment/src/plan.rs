@@ -6,7 +6,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::settings::Settings;
-use crate::spec::{Order, Spec, LABEL};
+use crate::spec::{Order, Seeds, Spec, LABEL};
 
 /// One combination of settings.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -150,15 +150,24 @@ pub fn points(spec: &Spec) -> Vec<Point> {
 /// Every trial, in the order they run.
 pub fn trials(spec: &Spec, points: &[Point]) -> Vec<Trial> {
     let mut seeds = SplitMix64::new(spec.seed);
+    // Common seeds: one per repetition, shared by every point.
+    let common: Vec<u64> = match spec.seeds {
+        Seeds::Common => (0..spec.repetitions).map(|_| seeds.next_u64()).collect(),
+        Seeds::PerTrial => Vec::new(),
+    };
     let mut measured: Vec<Trial> = Vec::new();
     for p in points {
         for rep in 1..=spec.repetitions {
+            let seed = match spec.seeds {
+                Seeds::Common => common[rep as usize - 1],
+                Seeds::PerTrial => seeds.next_u64(),
+            };
             measured.push(Trial {
                 id: format!("p{:03}-r{rep:02}", p.index),
                 point: p.index,
                 rep: Some(rep),
                 warmup: false,
-                seed: seeds.next_u64(),
+                seed,
             });
         }
     }
@@ -264,6 +273,31 @@ mod tests {
         assert_ne!(trials(&s2, &ps), a);
         let ids: std::collections::BTreeSet<&str> = a.iter().map(|t| t.id.as_str()).collect();
         assert_eq!(ids.len(), a.len());
+    }
+
+    #[test]
+    fn common_seeds_are_shared_by_a_repetition() {
+        let s = spec("seeds = \"common\"");
+        let ps = points(&s);
+        let all = trials(&s, &ps);
+        let measured: Vec<&Trial> = all.iter().filter(|t| !t.warmup).collect();
+        for t in &measured {
+            let first = measured
+                .iter()
+                .find(|u| u.rep == t.rep)
+                .expect("its own repetition");
+            assert_eq!(t.seed, first.seed, "{} and {} differ", t.id, first.id);
+        }
+        let per_rep: std::collections::BTreeSet<u64> = measured.iter().map(|t| t.seed).collect();
+        assert_eq!(per_rep.len(), 3, "one seed per repetition");
+        // Per-trial (the default) gives every measured trial its own.
+        let d = spec("");
+        let own: std::collections::BTreeSet<u64> = trials(&d, &ps)
+            .iter()
+            .filter(|t| !t.warmup)
+            .map(|t| t.seed)
+            .collect();
+        assert_eq!(own.len(), ps.len() * 3);
     }
 
     #[test]

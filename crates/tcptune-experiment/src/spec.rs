@@ -8,6 +8,7 @@
 //! repetitions = 5          # measured trials per sweep point
 //! warmup = true            # one discarded trial before each point's first
 //! order = "random"         # or "sequential"
+//! seeds = "per-trial"      # or "common": repetition r of every point gets the same link seed
 //!
 //! [link]                   # both directions; [link.up] / [link.down] per direction
 //! rate = "100mbit"
@@ -45,6 +46,19 @@ pub enum Order {
     Sequential,
 }
 
+/// How trials get their link seeds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Seeds {
+    /// Every trial its own seed: repetitions sample the impairments independently.
+    PerTrial,
+    /// Common random numbers: repetition r of every point uses the same seed, so, packet for
+    /// packet, the points meet the same losses (as long as their packet sequences agree).
+    /// Differences between points within a repetition then come from the points, not from the
+    /// luck of the draw, which narrows paired comparisons on lossy paths.
+    Common,
+}
+
 /// A list of values swept for one setting.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Axis {
@@ -69,6 +83,7 @@ pub struct Spec {
     pub repetitions: u32,
     pub warmup: bool,
     pub order: Order,
+    pub seeds: Seeds,
     /// Every fixed setting, by path.
     pub base: Settings,
     pub sweep: Vec<Axis>,
@@ -205,13 +220,14 @@ impl Parser<'_> {
 /// A `[sweep]` or `[[paired]]` list that names points instead of setting anything.
 pub const LABEL: &str = "label";
 
-const TOP_KEYS: [&str; 13] = [
+const TOP_KEYS: [&str; 14] = [
     "name",
     "description",
     "seed",
     "repetitions",
     "warmup",
     "order",
+    "seeds",
     "link",
     "client",
     "server",
@@ -280,6 +296,16 @@ pub fn parse(text: &str, caps: &dyn Capabilities) -> Result<Spec, SpecError> {
             return Err(p.err(
                 root.get("order").and_then(|i| i.span()),
                 format!("order '{o}' is unknown; use random or sequential"),
+            ))
+        }
+    };
+    let seeds = match str_of("seeds")?.as_deref() {
+        None | Some("per-trial") => Seeds::PerTrial,
+        Some("common") => Seeds::Common,
+        Some(o) => {
+            return Err(p.err(
+                root.get("seeds").and_then(|i| i.span()),
+                format!("seeds '{o}' is unknown; use per-trial or common"),
             ))
         }
     };
@@ -357,6 +383,7 @@ pub fn parse(text: &str, caps: &dyn Capabilities) -> Result<Spec, SpecError> {
         repetitions: int_of("repetitions", 1, 100_000)?.unwrap_or(3) as u32,
         warmup,
         order,
+        seeds,
         base,
         sweep,
         paired,
@@ -408,6 +435,7 @@ duration = "5s"
             (s.name.as_str(), s.seed, s.repetitions, s.order),
             ("buffers", 7, 4, Order::Sequential)
         );
+        assert_eq!(s.seeds, Seeds::PerTrial, "the default");
         assert_eq!(s.base["link.rate"], "100mbit");
         assert_eq!(s.base["link.down.loss"], "1%");
         assert_eq!(
@@ -439,6 +467,14 @@ duration = "5s"
         let e = err("name = \"x\"\n\n[sweep]\n\"server.congctl\" = [\"cubic\", \"vegas\"]\n");
         assert_eq!(e.line, Some(4), "{e}");
         assert!(e.message.contains("not available in this kernel"), "{e}");
+
+        let e = err("name = \"x\"\nseeds = \"same\"\n");
+        assert_eq!(e.line, Some(2), "{e}");
+        assert!(
+            e.message
+                .contains("seeds 'same' is unknown; use per-trial or common"),
+            "{e}"
+        );
 
         let e = err("name = \"x\"\n[link\n");
         assert_eq!(e.line, Some(2), "{e}");

@@ -328,7 +328,8 @@ fn fit_sizes_maxima_to_the_path_and_leaves_enough_alone_otherwise() {
         finding(&lfn, "net.ipv4.tcp_rmem").recommended,
         Some(format!("4096 87380 {}", tcptune_host::audit::fitted(need)))
     );
-    // A LAN needs little: the 256 KiB floor.
+    // A LAN needs little (25 KB BDP): twice the receive side's need rounds up to the 128 KiB
+    // floor; BBR's send side (3 × 25 KB, rounded up to 128 KiB) doubles to 256 KiB.
     let lan = audit(
         &s,
         &AuditInput {
@@ -338,6 +339,39 @@ fn fit_sizes_maxima_to_the_path_and_leaves_enough_alone_otherwise() {
     );
     assert_eq!(
         finding(&lan, "net.ipv4.tcp_rmem").recommended.as_deref(),
-        Some("4096 87380 262144")
+        Some("4096 87380 131072")
     );
+    assert_eq!(
+        finding(&lan, "net.ipv4.tcp_wmem").recommended.as_deref(),
+        Some("4096 16384 262144")
+    );
+    assert_eq!(tcptune_host::audit::fitted(1), 128 * 1024);
+}
+
+#[test]
+fn the_send_buffer_is_sized_for_the_control_the_audit_recommends() {
+    // CUBIC host, BBR available. Without loss the sender stays on CUBIC: 2× the window.
+    let s = state("mistuned-6.1.json");
+    let clean = audit(&s, &input("1gbit", "100ms"));
+    let bdp = clean.flow_bdp_bytes.get();
+    assert!(clean.wmem_needed_bytes.get() >= 2 * bdp && clean.wmem_needed_bytes.get() < 3 * bdp);
+    // With 0.1% loss (Mathis: ~27 Mbit/s at this host's 9000-byte MTU) R13 switches it to BBR, whose send buffer is 3× the window; the send
+    // side must be sized for that, or the recommendation would starve the new control.
+    let mut lossy = input("1gbit", "100ms");
+    lossy.loss = Some("0.1%".parse::<Probability>().unwrap());
+    let a = audit(&s, &lossy);
+    assert_eq!(
+        finding(&a, "net.ipv4.tcp_congestion_control")
+            .recommended
+            .as_deref(),
+        Some("bbr")
+    );
+    assert!(
+        a.wmem_needed_bytes.get() >= 3 * bdp,
+        "{:?}",
+        a.wmem_needed_bytes
+    );
+    let w = finding(&a, "net.ipv4.tcp_wmem");
+    assert!(w.why.contains("3× the BDP"), "{}", w.why);
+    assert!(w.why.contains("bbr (recommended below)"), "{}", w.why);
 }

@@ -1,10 +1,11 @@
-//! The lab's lifecycle: `up` builds the namespaces, starts the emulator process and applies
-//! the host settings (undoing everything if any step fails or a signal arrives); `down`
-//! removes everything named after the lab and restores global sysctls; `status`, `set` and
-//! `exec` work on a running lab; [`run_emulator`] is the background process itself.
+//! The lab's lifecycle: `up` builds the namespaces, starts the emulator process (or, on the
+//! netem backend, joins them with a veth pair and puts tc qdiscs on its ends) and applies the
+//! host settings (undoing everything if any step fails or a signal arrives); `down` removes
+//! everything named after the lab and restores global sysctls; `status`, `set` and `exec` work
+//! on a running lab; [`run_emulator`] is the background process itself.
 //!
-//! A lab is *alive* when its setup is complete and its emulator runs, or while the `lab up`
-//! that creates it is still running. Anything else named after a lab is a leftover (of a
+//! A lab is *alive* when its setup is complete and its link works (its emulator runs, or its
+//! veth ends exist), or while the `lab up` that creates it is still running. Anything else named after a lab is a leftover (of a
 //! `kill -9`), removed by the next `lab up` or by `lab down --all`.
 
 use std::fmt;
@@ -20,8 +21,9 @@ use serde::{Deserialize, Serialize};
 use tcptune_emu::sys::{self, EmuStatus, Request, Side};
 use tcptune_emu::LinkSpec;
 
+use crate::netem;
 use crate::os::{self, SysctlScope};
-use crate::spec::{HostSettings, LabSpec, HOSTS};
+use crate::spec::{Backend, HostSettings, LabSpec, HOSTS};
 use crate::LabError;
 
 /// Where lab state lives (tmpfs: gone after a reboot, like the namespaces).
@@ -149,10 +151,103 @@ fn emulator_pid(lab: &str) -> Option<u32> {
 /// Alive: set up and emulating, or being set up by a live `lab up`.
 fn is_alive(lab: &str) -> bool {
     match read_state(lab) {
-        Some(st) if st.ready => emulator_pid(lab).is_some(),
+        Some(st) if st.ready => link_up(lab, &st),
         Some(st) => os::alive(st.owner_pid) && st.owner_pid != std::process::id(),
         None => false,
     }
+}
+
+/// Whether a set-up lab's link still works: its emulator runs (emu), or both namespaces still
+/// hold their end of the veth (netem).
+fn link_up(lab: &str, st: &State) -> bool {
+    match st.spec.backend {
+        Backend::Emu => emulator_pid(lab).is_some(),
+        Backend::Netem => HOSTS
+            .iter()
+            .all(|h| os::ip(&["-n", &netns_name(lab, h), "link", "show", DEV]).is_ok()),
+    }
+}
+
+/// The netem backend's link: one veth pair, an end in each host's namespace.
+fn create_veth(lab: &str) -> Result<(), LabError> {
+    let (c, s) = (netns_name(lab, "client"), netns_name(lab, "server"));
+    os::ip(&[
+        "link", "add", DEV, "netns", &c, "type", "veth", "peer", "name", DEV, "netns", &s,
+    ])?;
+    Ok(())
+}
+
+/// Puts each direction of `link` on the egress of the veth end that sends it: up on the
+/// client's, down on the server's (`tc qdisc replace`, so a running lab changes in place).
+fn apply_qdiscs(lab: &str, link: &LinkSpec) -> Result<(), LabError> {
+    for (h, cfg) in [("client", &link.up), ("server", &link.down)] {
+        let ns = netns_name(lab, h);
+        let cmds = netem::qdisc_commands(cfg, link.seed)?;
+        if cmds.is_empty() {
+            // No limits: back to the veth's own noqueue (fails harmlessly if already there).
+            let _ =
+                os::run(Command::new("tc").args(["-n", &ns, "qdisc", "del", "dev", DEV, "root"]));
+        }
+        for cmd in cmds {
+            let mut c = if cmd.first().is_some_and(|a| a == "-K") {
+                let mut c = Command::new("ip");
+                c.args(["netns", "exec", &ns, "ethtool"]);
+                c
+            } else {
+                let mut c = Command::new("tc");
+                c.args(["-n", &ns]);
+                c
+            };
+            os::run(c.args(&cmd))?;
+        }
+    }
+    Ok(())
+}
+
+/// One direction's qdisc on the netem backend, from `tc -s -j qdisc show`.
+#[derive(Debug, Clone, Default, Serialize, JsonSchema)]
+pub struct QdiscStatus {
+    /// The host whose egress it shapes (client: the up direction).
+    pub host: String,
+    /// netem, tbf, or noqueue (no limits).
+    pub kind: String,
+    pub packets: u64,
+    pub bytes: u64,
+    pub drops: u64,
+    pub overlimits: u64,
+    /// Queued now.
+    pub backlog_bytes: u64,
+    pub backlog_packets: u64,
+}
+
+fn qdisc_status(lab: &str) -> Vec<QdiscStatus> {
+    HOSTS
+        .iter()
+        .filter_map(|&h| {
+            let ns = netns_name(lab, h);
+            let out = os::run(
+                Command::new("tc").args(["-n", &ns, "-s", "-j", "qdisc", "show", "dev", DEV]),
+            )
+            .ok()?;
+            let v: serde_json::Value = serde_json::from_str(&out).ok()?;
+            let q = v
+                .as_array()?
+                .iter()
+                .find(|q| q["root"].as_bool() == Some(true))
+                .or(v.get(0))?;
+            let n = |k: &str| q[k].as_u64().unwrap_or(0);
+            Some(QdiscStatus {
+                host: h.into(),
+                kind: q["kind"].as_str().unwrap_or("").into(),
+                packets: n("packets"),
+                bytes: n("bytes"),
+                drops: n("drops"),
+                overlimits: n("overlimits"),
+                backlog_bytes: n("backlog"),
+                backlog_packets: n("qlen"),
+            })
+        })
+        .collect()
 }
 
 /// Removes everything named after `lab`: its processes (except this one), processes left in
@@ -566,12 +661,20 @@ pub fn up(lab: &str, spec: LabSpec) -> Result<LabStatus, LabError> {
             .map_err(|e| LabError::Environment(format!("cannot write {}: {e}", etc.display())))?;
     }
     check_interrupt()?;
-    st.emulator_pid = Some(spawn_emulator(lab)?);
-    write_state(&st)?;
+    match spec.backend {
+        Backend::Emu => {
+            st.emulator_pid = Some(spawn_emulator(lab)?);
+            write_state(&st)?;
+        }
+        Backend::Netem => create_veth(lab)?,
+    }
     for h in HOSTS {
         check_interrupt()?;
         let want = spec.host(h)?.clone();
         configure_host(&mut st, lab, h, &want, None)?;
+    }
+    if spec.backend == Backend::Netem {
+        apply_qdiscs(lab, &spec.link)?;
     }
     check_interrupt()?;
     st.ready = true;
@@ -650,6 +753,7 @@ pub struct LabStatus {
     pub name: String,
     /// "running", "starting", or "broken" (a leftover: `lab down` removes it).
     pub state: String,
+    pub backend: Backend,
     pub emulator_pid: Option<u32>,
     pub hosts: Vec<HostStatus>,
     pub link: LinkSpec,
@@ -657,6 +761,8 @@ pub struct LabStatus {
     pub global_changes: Vec<GlobalChange>,
     /// Live counters from the emulator (absent when it does not run).
     pub emulator: Option<EmuStatus>,
+    /// The netem backend's qdiscs with their counters (empty on the emu backend).
+    pub qdiscs: Vec<QdiscStatus>,
 }
 
 /// `lab status`: every lab, or the one named.
@@ -670,14 +776,19 @@ fn status_of(lab: &str) -> Result<LabStatus, LabError> {
     let pid = emulator_pid(lab);
     let spec = st.as_ref().map(|s| s.spec.clone()).unwrap_or_default();
     let state = match &st {
-        Some(s) if s.ready && pid.is_some() => "running",
+        Some(s) if s.ready && link_up(lab, s) => "running",
         Some(s) if !s.ready && os::alive(s.owner_pid) => "starting",
         _ => "broken",
     };
-    let emulator = if state == "running" {
+    let emulator = if state == "running" && spec.backend == Backend::Emu {
         control(lab, &Request::Status)?
     } else {
         None
+    };
+    let qdiscs = if state == "running" && spec.backend == Backend::Netem {
+        qdisc_status(lab)
+    } else {
+        Vec::new()
     };
     let hosts = HOSTS
         .iter()
@@ -697,11 +808,13 @@ fn status_of(lab: &str) -> Result<LabStatus, LabError> {
     Ok(LabStatus {
         name: lab.into(),
         state: state.into(),
+        backend: spec.backend,
         emulator_pid: pid,
         hosts,
         link: spec.link,
         global_changes: st.map(|s| s.globals).unwrap_or_default(),
         emulator,
+        qdiscs,
     })
 }
 
@@ -726,9 +839,9 @@ pub fn status(lab: Option<&str>) -> Result<LabList, LabError> {
 fn running_state(lab: &str) -> Result<State, LabError> {
     check_name(lab)?;
     match read_state(lab) {
-        Some(st) if st.ready && emulator_pid(lab).is_some() => Ok(st),
+        Some(st) if st.ready && link_up(lab, &st) => Ok(st),
         Some(_) => Err(LabError::Environment(format!(
-            "lab '{lab}' is not running (its emulator stopped); remove it with \
+            "lab '{lab}' is not running (its link is gone); remove it with \
              `tcptune lab down --name {lab}` and start it again"
         ))),
         None => Err(LabError::NoSuchLab(lab.into())),
@@ -738,6 +851,13 @@ fn running_state(lab: &str) -> Result<State, LabError> {
 /// `tcptune lab set`: new link and host settings for a running lab.
 pub fn set(lab: &str, new: LabSpec) -> Result<LabStatus, LabError> {
     let mut st = running_state(lab)?;
+    if new.backend != st.spec.backend {
+        return Err(LabError::Input(format!(
+            "lab '{lab}' runs on the {:?} backend, which `lab set` cannot change; take it down \
+             and start it again with --backend",
+            st.spec.backend
+        )));
+    }
     new.validate()?;
     for h in [&new.client, &new.server] {
         for cc in h.congestion_controls() {
@@ -745,12 +865,17 @@ pub fn set(lab: &str, new: LabSpec) -> Result<LabStatus, LabError> {
         }
     }
     if new.link != st.spec.link {
-        control(
-            lab,
-            &Request::SetLink {
-                link: Box::new(new.link.clone()),
-            },
-        )?;
+        match st.spec.backend {
+            Backend::Emu => {
+                control(
+                    lab,
+                    &Request::SetLink {
+                        link: Box::new(new.link.clone()),
+                    },
+                )?;
+            }
+            Backend::Netem => apply_qdiscs(lab, &new.link)?,
+        }
         st.spec.link = new.link.clone();
         write_state(&st)?;
     }
@@ -858,7 +983,11 @@ pub fn run_emulator(lab: &str) -> Result<(), LabError> {
 
 impl fmt::Display for LabStatus {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(f, "lab {} ({})", self.name, self.state)?;
+        let backend = match self.backend {
+            Backend::Emu => "user-space emulator",
+            Backend::Netem => "veth + tc qdiscs",
+        };
+        writeln!(f, "lab {} ({}, {backend})", self.name, self.state)?;
         for h in &self.hosts {
             writeln!(
                 f,
@@ -933,6 +1062,22 @@ impl fmt::Display for LabStatus {
                     c.max_queue_packets
                 )?;
             }
+        }
+        for q in &self.qdiscs {
+            writeln!(
+                f,
+                "  {:<4} {} on the {}'s egress: {} pkts {} B, dropped {}, overlimits {}; queue \
+                 {} pkts {} B",
+                if q.host == "client" { "up" } else { "down" },
+                q.kind,
+                q.host,
+                q.packets,
+                q.bytes,
+                q.drops,
+                q.overlimits,
+                q.backlog_packets,
+                q.backlog_bytes
+            )?;
         }
         for g in &self.global_changes {
             writeln!(f, "  global {}={} (was {})", g.key, g.value, g.original)?;

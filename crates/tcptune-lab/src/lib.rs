@@ -6,6 +6,8 @@
 //! - [`lab`]: the lifecycle (`up`, `exec`, `status`, `set`, `down`), the emulator process, and
 //!   the search for leftovers of killed labs;
 //! - [`os`]: the OS edge: `ip`, sysctls inside a namespace, processes, signals.
+//! - [`linkcheck`]: the delay error of a link against an ideal one, from captures at both ends
+//!   (the benchmark's and the accuracy tests' oracle).
 //!
 //! Everything a lab makes is named after it, so it can be found again after a `kill -9`:
 //! namespaces `tcptune-<lab>-client|server`, `/etc/netns/<namespace>/`, state under
@@ -13,12 +15,13 @@
 //! socket), and processes whose command line is `tcptune lab _emulator|_hog --name <lab>`.
 
 pub mod lab;
+pub mod linkcheck;
 pub mod netem;
 pub mod os;
 pub mod spec;
 
-pub use lab::{HostStatus, LabList, LabStatus, Removed};
-pub use spec::{HostSettings, LabSpec, LinkChanges, RouteMetrics, Which};
+pub use lab::{HostStatus, LabList, LabStatus, QdiscStatus, Removed};
+pub use spec::{Backend, HostSettings, LabSpec, LinkChanges, RouteMetrics, Which};
 
 /// Why a lab command failed; each message is one sentence naming the input and what to do.
 #[derive(Debug, thiserror::Error)]

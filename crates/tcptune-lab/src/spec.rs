@@ -56,6 +56,18 @@ pub struct HostSettings {
 /// The hosts of a lab.
 pub const HOSTS: [&str; 2] = ["client", "server"];
 
+/// How the link between the hosts is made.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Backend {
+    /// The user-space emulator between two TUN devices (every kernel with TUN).
+    #[default]
+    Emu,
+    /// A veth pair with kernel qdiscs on each end's egress: netem, or tbf for a link that only
+    /// limits the rate (tbf exists on kernels without sch_netem).
+    Netem,
+}
+
 /// A whole lab.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(default, deny_unknown_fields)]
@@ -63,6 +75,7 @@ pub struct LabSpec {
     pub link: LinkSpec,
     pub client: HostSettings,
     pub server: HostSettings,
+    pub backend: Backend,
 }
 
 /// Which direction(s) link options change.
@@ -397,7 +410,21 @@ impl LabSpec {
             .validate()
             .map_err(|ConfigError::Invalid(s)| LabError::Input(s))?;
         self.client.validate()?;
-        self.server.validate()
+        self.server.validate()?;
+        if self.backend == Backend::Netem {
+            for (h, s) in [("client", &self.client), ("server", &self.server)] {
+                if s.line_rate_bps.is_some() {
+                    return Err(LabError::Input(format!(
+                        "{h}.line_rate needs the user-space emulator (--backend emu): on the \
+                         netem backend the host's device is a veth"
+                    )));
+                }
+            }
+            // Refuses what tc cannot express, and netem where this kernel lacks it.
+            crate::netem::qdisc_commands(&self.link.up, self.link.seed)?;
+            crate::netem::qdisc_commands(&self.link.down, self.link.seed)?;
+        }
+        Ok(())
     }
 
     /// Reads a `--spec` file (JSON with the fields of [`LabSpec`]).

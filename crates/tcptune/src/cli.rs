@@ -187,7 +187,7 @@ pub struct AuditArgs {
     /// Memory all those flows' buffers may take: 1GiB, 512MB.
     #[arg(long)]
     pub memory: Option<Bytes>,
-    /// Size the buffer maxima to this path (twice the need, at least 256 KiB), lowering maxima
+    /// Size the buffer maxima to this path (twice the need, at least 128 KiB), lowering maxima
     /// above it: for hosts that serve this path only. Uses less memory
     /// and keeps a deep bottleneck queue from being filled. Without it, maxima that suffice
     /// are left alone.
@@ -576,10 +576,12 @@ pub enum LabCommand {
         /// A JSON lab spec (link and hosts); options given as well override it.
         #[arg(long, value_name = "FILE")]
         spec: Option<std::path::PathBuf>,
-        /// Link backend: emu (user-space emulator over TUN), netem, or auto (netem where the
-        /// kernel has sch_netem).
-        #[arg(long, default_value = "auto")]
-        backend: String,
+        /// Link backend: emu (the user-space emulator over TUN), netem (a veth pair with tc
+        /// qdiscs: netem, or tbf for a link that only limits the rate), or auto (netem where
+        /// the kernel has sch_netem and can express the link, else emu). Default: the spec
+        /// file's, else auto.
+        #[arg(long)]
+        backend: Option<String>,
     },
     /// Run a command in a host of a lab: lab exec NAME HOST -- CMD...
     Exec {

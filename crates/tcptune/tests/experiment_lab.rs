@@ -280,6 +280,8 @@ fn lossy_pings(lab: &str, seed: u64) -> (Vec<u64>, String) {
     let o = tcptune(&[
         "lab",
         "up",
+        "--backend",
+        "emu",
         "--name",
         lab,
         "--delay",

@@ -37,7 +37,8 @@ struct Lab(String);
 
 impl Lab {
     fn up(name: &str, opts: &[&str]) -> Lab {
-        let mut args = vec!["lab", "up", "--name", name];
+        // The emulator explicitly: `auto` would pick netem on a kernel that has it.
+        let mut args = vec!["lab", "up", "--backend", "emu", "--name", name];
         args.extend(opts);
         ok(&args);
         Lab(name.to_string())
@@ -221,7 +222,17 @@ fn kill_9_of_lab_up_midway_is_cleaned_by_down() {
     let _g = GLOBAL.read().unwrap_or_else(|e| e.into_inner());
     for stage in ["namespace", "emulator"] {
         let mut child = Command::new(env!("CARGO_BIN_EXE_tcptune"))
-            .args(["lab", "up", "--name", "t-kup", "--delay", "1ms", "--host"])
+            .args([
+                "lab",
+                "up",
+                "--backend",
+                "emu",
+                "--name",
+                "t-kup",
+                "--delay",
+                "1ms",
+            ])
+            .arg("--host")
             .arg("both.sysctl.net.ipv4.tcp_sack=0")
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -824,7 +835,16 @@ fn sigint_to_lab_up_removes_what_it_made() {
     }
     let _g = GLOBAL.read().unwrap_or_else(|e| e.into_inner());
     let child = Command::new(env!("CARGO_BIN_EXE_tcptune"))
-        .args(["lab", "up", "--name", "t-int", "--delay", "1ms"])
+        .args([
+            "lab",
+            "up",
+            "--backend",
+            "emu",
+            "--name",
+            "t-int",
+            "--delay",
+            "1ms",
+        ])
         .args(["--host", "both.sysctl.net.ipv4.tcp_sack=0"])
         .args(["--host", "both.sysctl.net.ipv4.tcp_timestamps=0"])
         .stdout(Stdio::null())
@@ -846,4 +866,102 @@ fn sigint_to_lab_up_removes_what_it_made() {
         ok(&["lab", "down", "--name", "t-int"]);
         assert_gone("t-int");
     }
+}
+
+#[test]
+fn netem_backend_is_a_veth_with_qdiscs_and_refuses_what_the_kernel_lacks() {
+    if !privileged("netem_backend_is_a_veth_with_qdiscs_and_refuses_what_the_kernel_lacks") {
+        return;
+    }
+    let _g = GLOBAL.write().unwrap_or_else(|e| e.into_inner());
+    let has_netem = tcptune_lab::netem::netem_available();
+    // A rate-only link runs on tbf, which every kernel here has.
+    ok(&[
+        "lab",
+        "up",
+        "--backend",
+        "netem",
+        "--name",
+        "t-veth",
+        "--rate",
+        "40mbit",
+    ]);
+    let lab = Lab("t-veth".into());
+    let st = lab.status();
+    assert_eq!(st["backend"], "netem");
+    assert!(st["emulator"].is_null(), "no emulator process: {st}");
+    let kinds: Vec<&str> = st["qdiscs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|q| q["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["tbf", "tbf"]);
+    assert!(ping_min_ms(&lab) < 1.0, "no delay configured");
+    // The same goodput expectation as the emulator's: 1448 payload bytes per 1514 charged.
+    let j = iperf(&lab, 5311, &["-t", "3", "-O", "1"]);
+    let got = j["end"]["sum_received"]["bits_per_second"]
+        .as_f64()
+        .unwrap();
+    let expect = 40e6 * 1448.0 / 1514.0;
+    assert!(
+        got > 0.9 * expect && got < 1.01 * expect,
+        "goodput {got} bit/s, expected about {expect}"
+    );
+    let up = &lab.status()["qdiscs"][0];
+    assert_eq!(up["host"], "client");
+    assert!(up["packets"].as_u64().unwrap() > 1000, "{up}");
+    // `lab set` changes the qdisc in place.
+    ok(&["lab", "set", "--name", "t-veth", "--rate", "20mbit"]);
+    let tc = Command::new("tc")
+        .args([
+            "-n",
+            &lab.ns("client"),
+            "-j",
+            "qdisc",
+            "show",
+            "dev",
+            "eth0",
+        ])
+        .output()
+        .unwrap();
+    let q: Value = serde_json::from_slice(&tc.stdout).unwrap();
+    assert_eq!(q[0]["options"]["rate"], 2_500_000, "bytes/s: {q}");
+    // A delay needs netem itself: refused in one sentence where the kernel lacks it, and the
+    // lab keeps running as it was.
+    let out = tcptune(&["lab", "set", "--name", "t-veth", "--delay", "5ms"]);
+    if has_netem {
+        assert!(out.status.success());
+        assert!(ping_min_ms(&lab) >= 10.0);
+    } else {
+        assert_eq!(out.status.code(), Some(2));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("needs the sch_netem qdisc, which this kernel lacks")
+                && err.contains("--backend emu"),
+            "{err}"
+        );
+        assert!(ping_min_ms(&lab) < 1.0);
+        // Nothing is created for a lab the backend cannot run.
+        let out = tcptune(&[
+            "lab",
+            "up",
+            "--backend",
+            "netem",
+            "--name",
+            "t-veth2",
+            "--delay",
+            "5ms",
+        ]);
+        assert_eq!(out.status.code(), Some(2));
+        assert_gone("t-veth2");
+        // auto picks the user-space emulator here.
+        ok(&["lab", "up", "--name", "t-auto", "--rate", "40mbit"]);
+        let auto = Lab("t-auto".into());
+        assert_eq!(auto.status()["backend"], "emu");
+        drop(auto);
+        assert_gone("t-auto");
+    }
+    drop(lab);
+    assert_gone("t-veth");
 }

@@ -25,7 +25,7 @@ struct Lab(&'static str);
 impl Lab {
     fn up(name: &'static str, args: &[&str]) -> Lab {
         let _ = tcptune(&["lab", "down", "--name", name]);
-        let mut a = vec!["lab", "up", "--name", name];
+        let mut a = vec!["lab", "up", "--backend", "emu", "--name", name];
         a.extend_from_slice(args);
         let o = tcptune(&a);
         assert!(

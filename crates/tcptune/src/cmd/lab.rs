@@ -1,7 +1,7 @@
 //! `tcptune lab …`: glue between the command line and `tcptune-lab`.
 
 use anyhow::bail;
-use tcptune_lab::{lab, spec, LabSpec};
+use tcptune_lab::{lab, spec, Backend, LabSpec};
 
 use crate::cli::{LabCommand, LinkArgs};
 use crate::output::emit;
@@ -36,18 +36,31 @@ pub fn run(cmd: LabCommand, json: bool) -> anyhow::Result<Outcome> {
                 None => LabSpec::default(),
             };
             apply(&mut s, &link, &host)?;
-            match backend.as_str() {
-                "emu" | "auto" => {}
-                "netem" if !tcptune_lab::netem::netem_available() => bail!(
-                    "--backend netem needs the sch_netem qdisc, which this kernel lacks; use \
-                     --backend emu"
-                ),
-                "netem" => bail!(
-                    "--backend netem is not implemented yet (see `Known limitations`); use \
-                     --backend emu"
-                ),
+            let backend = match (&backend, &spec) {
+                (Some(b), _) => b.as_str(),
+                (None, Some(_)) => match s.backend {
+                    Backend::Emu => "emu",
+                    Backend::Netem => "netem",
+                },
+                (None, None) => "auto",
+            };
+            s.backend = match backend {
+                "emu" => Backend::Emu,
+                "netem" => Backend::Netem,
+                // netem where the kernel has it and can express the link; else ours.
+                "auto" => {
+                    let fits = |c| tcptune_lab::netem::qdisc_commands(c, s.link.seed).is_ok();
+                    if tcptune_lab::netem::netem_available()
+                        && fits(&s.link.up)
+                        && fits(&s.link.down)
+                    {
+                        Backend::Netem
+                    } else {
+                        Backend::Emu
+                    }
+                }
                 other => bail!("--backend '{other}' is unknown; use emu, netem or auto"),
-            }
+            };
             let status = lab::up(&name, s)?;
             emit("lab up", &status, json)?;
         }
