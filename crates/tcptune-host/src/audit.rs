@@ -158,13 +158,18 @@ fn fmt_bytes(b: u64) -> String {
     Bytes::new(b).short()
 }
 
-/// The maximum `--fit` gives a buffer that `needed` bytes carry: twice the need (headroom for
-/// an RTT that grows with queueing, and for delayed and stretched ACKs), rounded up like every
+/// The maximum `--fit` gives a buffer that `needed` bytes carry: 1.5× the need (headroom for
+/// an RTT that grows with queueing, and for delayed and stretched ACKs; the need itself
+/// already counts the kernel's overhead, twice the window or more), rounded up like every
 /// recommended buffer, and at least 128 KiB: two of the largest (64 KiB) TSO bursts, so a
-/// sender can fill one while the other is in flight, whatever the BDP. (A 256 KiB floor used
-/// 3.4× the smallest sufficient buffer on the evaluation's 1 Gbit/s × 0.2 ms LAN.)
+/// sender can fill one while the other is in flight, whatever the BDP.
+///
+/// Chosen with the tuning evaluation (examples/tuning-evaluation): a 256 KiB floor used 3.4×
+/// the smallest sufficient buffer on a 1 Gbit/s × 0.2 ms LAN; twice the need would let the
+/// scaled 10 Gbit/s × 1.6 ms path's buffers grow to 8 + 8 MiB, twice the 4 + 4 MiB that
+/// suffice there.
 pub fn fitted(needed: u64) -> u64 {
-    round_buffer(2.0 * needed as f64).max(128 * 1024)
+    round_buffer(1.5 * needed as f64).max(128 * 1024)
 }
 
 /// Rounds a buffer size up to a readable value: a whole MiB above 4 MiB, 64 KiB below.
@@ -484,16 +489,27 @@ impl Ctx<'_> {
             _ if self.input.fit => fitted(needed).max(default),
             _ => needed,
         };
-        // --fit: a maximum above the fitted size is lowered to it.
-        if self.input.fit && max > target && target >= needed {
+        // --fit: the maximum becomes the fitted size, lowered or raised.
+        if self.input.fit && max != target && target >= needed {
             let value = format!("{min} {default} {target}");
-            let why = format!(
-                "{reason}: {} is needed; the maximum {} lets autotuning grow every flow's buffer \
-                 beyond it (into a deep bottleneck queue) — {} is twice the need (--fit).",
-                fmt_bytes(needed),
-                fmt_bytes(max),
-                fmt_bytes(target)
-            );
+            let why = if max > target {
+                format!(
+                    "{reason}: {} is needed; the maximum {} lets autotuning grow every flow's \
+                     buffer beyond it (into a deep bottleneck queue) — {} is 1.5× the need \
+                     (--fit).",
+                    fmt_bytes(needed),
+                    fmt_bytes(max),
+                    fmt_bytes(target)
+                )
+            } else {
+                format!(
+                    "{reason}: {} is needed; the maximum {} leaves little headroom for an RTT \
+                     that grows with queueing — {} is 1.5× the need (--fit).",
+                    fmt_bytes(needed),
+                    fmt_bytes(max),
+                    fmt_bytes(target)
+                )
+            };
             let action = self.sysctl_change(key, value.clone());
             self.push(
                 rule,

@@ -310,12 +310,26 @@ fn fit_sizes_maxima_to_the_path_and_leaves_enough_alone_otherwise() {
     );
     let r = finding(&fit, "net.ipv4.tcp_rmem");
     assert_eq!(r.verdict, Verdict::Change);
-    assert_eq!(r.recommended.as_deref(), Some("4096 87380 786432"));
+    // 1.5 × 384 KiB.
+    assert_eq!(r.recommended.as_deref(), Some("4096 87380 589824"));
     assert!(r.why.contains("--fit"), "{}", r.why);
-    // The send side (BBR here: 3× the BDP, 576 KiB) is fitted to twice that.
+    // The send side (BBR here: 3× the BDP, 576 KiB) is fitted to 1.5× that, rounded up to
+    // 64 KiB.
     let w = finding(&fit, "net.ipv4.tcp_wmem");
-    assert_eq!(w.recommended.as_deref(), Some("4096 16384 1179648"));
-    // A long fat path needs more than the maxima: raised to twice the need, a power of two.
+    assert_eq!(w.recommended.as_deref(), Some("4096 16384 917504"));
+    // A maximum that suffices but leaves less than the headroom is raised: 1 Gbit/s × 20 ms
+    // needs 5 MiB of receive buffer; 6 MiB is below 1.5× that (7.5 MiB, a whole 8 MiB).
+    let mid = audit(
+        &s,
+        &AuditInput {
+            fit: true,
+            ..input("1gbit", "20ms")
+        },
+    );
+    let m = finding(&mid, "net.ipv4.tcp_rmem");
+    assert_eq!(m.recommended.as_deref(), Some("4096 87380 8388608"));
+    assert!(m.why.contains("little headroom"), "{}", m.why);
+    // A long fat path needs more than the maxima: raised to 1.5× the need.
     let lfn = audit(
         &s,
         &AuditInput {
@@ -329,7 +343,7 @@ fn fit_sizes_maxima_to_the_path_and_leaves_enough_alone_otherwise() {
         Some(format!("4096 87380 {}", tcptune_host::audit::fitted(need)))
     );
     // A LAN needs little (25 KB BDP): twice the receive side's need rounds up to the 128 KiB
-    // floor; BBR's send side (3 × 25 KB, rounded up to 128 KiB) doubles to 256 KiB.
+    // floor; BBR's send side (3 × 25 KB, rounded up to 128 KiB) grows by half to 192 KiB.
     let lan = audit(
         &s,
         &AuditInput {
@@ -343,7 +357,7 @@ fn fit_sizes_maxima_to_the_path_and_leaves_enough_alone_otherwise() {
     );
     assert_eq!(
         finding(&lan, "net.ipv4.tcp_wmem").recommended.as_deref(),
-        Some("4096 16384 262144")
+        Some("4096 16384 196608")
     );
     assert_eq!(tcptune_host::audit::fitted(1), 128 * 1024);
 }

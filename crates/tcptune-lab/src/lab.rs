@@ -938,10 +938,21 @@ pub fn exec(lab: &str, host: &str, argv: &[String]) -> Result<i32, LabError> {
 pub fn run_emulator(lab: &str) -> Result<(), LabError> {
     let env = |what: &str, e: &dyn fmt::Display| LabError::Environment(format!("{what}: {e}"));
     let signals = sys::stop_signals().map_err(|e| env("cannot block signals", &e))?;
-    // Packets wait on this process's wakeups: on a busy machine a higher weight keeps the
-    // delay error small (not real-time priority, so a flood cannot starve the machine).
-    // SAFETY: setpriority on this process; failure only costs accuracy.
-    unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, -10) };
+    // Packets wait on this process's wakeups. The emulator is the network: a packet due now
+    // must not wait behind a host's CPU hog, a busy receiver or a build, so it runs at a low
+    // real-time priority (SCHED_FIFO 10), which wakes it at once. Measured with bench/lab at
+    // 80% of 1 Gbit/s, TCP's delay-error p99 fell from 47–404 µs (nice −10) to ~45 µs. It
+    // sleeps in ppoll whenever nothing is due, and the kernel's RT throttling
+    // (sched_rt_runtime_us) leaves other tasks 5% of a CPU even under a flood. Where
+    // real-time priority is not allowed, nice −10.
+    let fifo = libc::sched_param { sched_priority: 10 };
+    // SAFETY: sched_setscheduler/setpriority on this process with a valid sched_param;
+    // failure only costs accuracy.
+    unsafe {
+        if libc::sched_setscheduler(0, libc::SCHED_FIFO | libc::SCHED_RESET_ON_FORK, &fifo) != 0 {
+            libc::setpriority(libc::PRIO_PROCESS, 0, -10);
+        }
+    }
     let st = read_state(lab).ok_or_else(|| LabError::NoSuchLab(lab.into()))?;
     let open = |h: &str| {
         sys::tun::Tun::create_in(&Path::new("/run/netns").join(netns_name(lab, h)), DEV)

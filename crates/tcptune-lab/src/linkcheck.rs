@@ -129,6 +129,17 @@ impl Errors {
     pub fn raw_quantile_us(&self, q: f64) -> Option<f64> {
         quantile_us(&self.raw_ns, q)
     }
+    /// Pools another run's packets with these.
+    pub fn merge(&mut self, other: Errors) {
+        self.ns.extend(other.ns);
+        self.ns.sort_unstable();
+        self.raw_ns.extend(other.raw_ns);
+        self.raw_ns.sort_unstable();
+        self.keyed += other.keyed;
+        self.bytes += other.bytes;
+        self.span_ns += other.span_ns;
+    }
+
     /// The load offered to the link, bits/s.
     pub fn offered_bps(&self) -> f64 {
         if self.span_ns <= 0 {
@@ -280,6 +291,12 @@ mod tests {
             v
         });
         assert_eq!(e.quantile_us(0.0), Some(2.0));
+        let mut pooled = e.clone();
+        pooled.merge(e.clone());
+        assert_eq!(pooled.ns.len(), 6);
+        assert_eq!(pooled.keyed, 6);
+        assert!(pooled.ns.windows(2).all(|w| w[0] <= w[1]));
+        assert_eq!(pooled.offered_bps(), e.offered_bps());
         // Nothing received: nothing matched, the load still counted.
         let none = delay_errors(&sent, &[], 1e9, 1e6);
         assert!(none.ns.is_empty() && none.quantile_us(0.5).is_none());

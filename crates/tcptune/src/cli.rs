@@ -187,10 +187,10 @@ pub struct AuditArgs {
     /// Memory all those flows' buffers may take: 1GiB, 512MB.
     #[arg(long)]
     pub memory: Option<Bytes>,
-    /// Size the buffer maxima to this path (twice the need, at least 128 KiB), lowering maxima
-    /// above it: for hosts that serve this path only. Uses less memory
-    /// and keeps a deep bottleneck queue from being filled. Without it, maxima that suffice
-    /// are left alone.
+    /// Size the buffer maxima to this path (1.5× the need, at least 128 KiB), lowering maxima
+    /// above it and raising those below: for hosts that serve this path only. Uses less
+    /// memory and keeps a deep bottleneck queue from being filled. Without it, maxima that
+    /// suffice are left alone.
     #[arg(long)]
     pub fit: bool,
     /// Whether this host sends, receives, or both.
