@@ -63,11 +63,10 @@ struct Tcpdump {
 
 impl Tcpdump {
     /// Starts the capture and returns once tcpdump says it is listening.
-    fn start(netns: &str, direction: &str, path: PathBuf) -> Tcpdump {
-        let mut child = Command::new("ip")
-            .args([
-                "netns", "exec", netns, "tcpdump", "-i", "eth0", "-Q", direction,
-            ])
+    /// `host` is the command prefix that runs in the host (taskset … ip netns exec NS).
+    fn start(mut host: Command, direction: &str, path: PathBuf) -> Tcpdump {
+        let mut child = host
+            .args(["tcpdump", "-i", "eth0", "-Q", direction])
             .args([
                 "-n",
                 "-s",
@@ -131,7 +130,9 @@ impl Tcpdump {
 
 /// One load through the lab with captures at both ends; the load's delay errors against an
 /// ideal 1 Gbit/s × 1 ms link, and the packets the captures dropped.
+/// The hosts' commands (iperf3, tcpdump) run on `cpus`.
 fn delay_round(
+    cpus: &str,
     cl: &str,
     sv: &str,
     load_args: &[&str],
@@ -139,9 +140,13 @@ fn delay_round(
     secs: &str,
     mtu: u32,
 ) -> (linkcheck::Errors, u64) {
-    let mut srv = Command::new("ip")
-        .args(["netns", "exec", sv, "iperf3", "-s", "-1", "-p", port])
-        .args(["--forceflush"])
+    let in_host = |ns: &str| {
+        let mut c = Command::new("taskset");
+        c.args(["-c", cpus, "ip", "netns", "exec", ns]);
+        c
+    };
+    let mut srv = in_host(sv)
+        .args(["iperf3", "-s", "-1", "-p", port, "--forceflush"])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -150,23 +155,14 @@ fn delay_round(
     let _ = std::io::BufReader::new(srv.stdout.as_mut().expect("piped")).read_line(&mut line);
     let dir = std::env::temp_dir();
     let pid = std::process::id();
-    let sent = Tcpdump::start(
-        cl,
-        "out",
-        dir.join(format!("bench-lab-{pid}-{port}-c.pcap")),
-    );
-    let got = Tcpdump::start(sv, "in", dir.join(format!("bench-lab-{pid}-{port}-s.pcap")));
-    run(Command::new("ip")
-        .args([
-            "netns",
-            "exec",
-            cl,
-            "iperf3",
-            "-c",
-            "198.18.0.2",
-            "-p",
-            port,
-        ])
+    let capture = |ns: &str, dir_: &str, end: &str| {
+        let path = dir.join(format!("bench-lab-{pid}-{port}-{end}.pcap"));
+        Tcpdump::start(in_host(ns), dir_, path)
+    };
+    let sent = capture(cl, "out", "c");
+    let got = capture(sv, "in", "s");
+    run(in_host(cl)
+        .args(["iperf3", "-c", "198.18.0.2", "-p", port])
         .args(load_args)
         .args(["-t", secs]));
     let _ = srv.kill();
@@ -241,61 +237,79 @@ fn main() {
     .trim()
     .parse()
     .unwrap_or(1500);
+    let status = || -> Value {
+        serde_json::from_str(&tcptune(&["lab", "status", "--name", lab, "--json"]))
+            .unwrap_or(Value::Null)
+    };
     let rounds: u32 = std::env::var("ROUNDS")
         .ok()
         .and_then(|r| r.parse().ok())
         .unwrap_or(3);
     let us = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.0} us"));
-    for (name, load_args, port) in [
-        (
-            "TCP paced at 800 Mbit/s",
-            &["--fq-rate", "800M"][..],
-            "5504",
-        ),
-        (
-            "UDP at 800 Mbit/s",
-            &["-u", "-b", "800M", "-l", "1472"][..],
-            "5505",
-        ),
-    ] {
-        // Every round's figures, then all rounds' packets pooled: the tail of one round is
-        // a handful of events, so rounds differ.
-        let mut all = linkcheck::Errors::default();
-        for round in 1..=rounds {
-            let (e, dropped) = delay_round(&cl, &sv, load_args, port, &t, mtu);
+    // Shared: everything may run anywhere (the emulator competes with the hosts for both
+    // CPUs). Pinned: the emulator has CPU 0 to itself, the hosts' commands share CPU 1, as
+    // when the link runs on its own core.
+    let emu_pid = status()["result"]["labs"][0]["emulator_pid"]
+        .as_u64()
+        .unwrap_or(0)
+        .to_string();
+    let pins = std::env::var("PIN").unwrap_or_else(|_| "0,1".into());
+    for pin in pins.split(',').map(|p| p.trim() == "1") {
+        let (cpus, emu_cpus, how) = if pin {
+            ("1", "0", ", emulator on CPU 0, hosts on CPU 1")
+        } else {
+            ("0-1", "0-1", ", shared CPUs")
+        };
+        run(Command::new("taskset").args(["-a", "-p", "-c", emu_cpus, &emu_pid]));
+        for (name, load_args, port) in [
+            (
+                "TCP paced at 800 Mbit/s",
+                &["--fq-rate", "800M"][..],
+                "5504",
+            ),
+            (
+                "UDP at 800 Mbit/s",
+                &["-u", "-b", "800M", "-l", "1472"][..],
+                "5505",
+            ),
+        ] {
+            // Every round's figures, then all rounds' packets pooled: the tail of one round is
+            // a handful of events, so rounds differ.
+            let mut all = linkcheck::Errors::default();
+            for round in 1..=rounds {
+                let (e, dropped) = delay_round(cpus, &cl, &sv, load_args, port, &t, mtu);
+                println!(
+                    "  round {round}: {name}{how}: offered {:.2} Gbit/s, {} of {} packets matched{}: p50 {}  p99 {}  max {}",
+                    e.offered_bps() / 1e9,
+                    e.ns.len(),
+                    e.keyed,
+                    if dropped > 0 {
+                        format!(" (capture dropped {dropped})")
+                    } else {
+                        String::new()
+                    },
+                    us(e.quantile_us(0.5)),
+                    us(e.quantile_us(0.99)),
+                    us(e.quantile_us(1.0)),
+                );
+                all.merge(e);
+            }
             println!(
-                "  round {round}: {name}: offered {:.2} Gbit/s, {} of {} packets matched{}: p50 {}  p99 {}  max {}",
-                e.offered_bps() / 1e9,
-                e.ns.len(),
-                e.keyed,
-                if dropped > 0 {
-                    format!(" (capture dropped {dropped})")
-                } else {
-                    String::new()
-                },
-                us(e.quantile_us(0.5)),
-                us(e.quantile_us(0.99)),
-                us(e.quantile_us(1.0)),
+                "delay error, {name}{how}, {rounds} rounds pooled ({} of {} packets matched): p50 {}  p99 {}  max {}  (goal p99 <= 200 us)",
+                all.ns.len(),
+                all.keyed,
+                us(all.quantile_us(0.5)),
+                us(all.quantile_us(0.99)),
+                us(all.quantile_us(1.0)),
             );
-            all.merge(e);
+            println!(
+                "  measured minus the configured 1 ms alone (queueing and serialisation an ideal link has too): p50 {}  p99 {}",
+                us(all.raw_quantile_us(0.5)),
+                us(all.raw_quantile_us(0.99)),
+            );
         }
-        println!(
-            "delay error, {name}, {rounds} rounds pooled ({} of {} packets matched): p50 {}  p99 {}  max {}  (goal p99 <= 200 us)",
-            all.ns.len(),
-            all.keyed,
-            us(all.quantile_us(0.5)),
-            us(all.quantile_us(0.99)),
-            us(all.quantile_us(1.0)),
-        );
-        println!(
-            "  measured minus the configured 1 ms alone (queueing and serialisation an ideal link has too): p50 {}  p99 {}",
-            us(all.raw_quantile_us(0.5)),
-            us(all.raw_quantile_us(0.99)),
-        );
     }
-    let status: Value = serde_json::from_str(&tcptune(&["lab", "status", "--name", lab, "--json"]))
-        .unwrap_or(Value::Null);
-    let late = &status["result"]["labs"][0]["emulator"]["lateness"];
+    let late = &status()["result"]["labs"][0]["emulator"]["lateness"];
     println!(
         "  emulator's own lateness (pick-up time for writing - scheduled time, all runs): p50 {} us  p99 {} us  max {} us",
         late["p50_us"], late["p99_us"], late["max_us"]
