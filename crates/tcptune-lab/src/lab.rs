@@ -1037,9 +1037,15 @@ impl fmt::Display for LabStatus {
         }
         writeln!(f, "  seed {}", self.link.seed)?;
         if let Some(e) = &self.emulator {
+            // The PID is what `taskset`/`chrt` need to give the emulator a core of its own.
+            if let Some(pid) = self.emulator_pid {
+                write!(f, "  emulator pid {pid}, ")?;
+            } else {
+                write!(f, "  ")?;
+            }
             writeln!(
                 f,
-                "  offloads {}",
+                "offloads {}",
                 if e.offloads {
                     "on (TSO)"
                 } else {

@@ -24,6 +24,34 @@ fn run(cmd: &mut Command) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// The machine's CPU time counters from `/proc/stat` as (steal, total) in ticks. On a VM,
+/// steal is time the hypervisor ran something else while a vCPU wanted to run: no process
+/// inside the guest, however prioritised, runs then, so it bounds how punctual the link can be.
+fn cpu_steal_ticks() -> (u64, u64) {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let fields: Vec<u64> = stat
+        .lines()
+        .next()
+        .unwrap_or("")
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|f| f.parse().ok())
+        .collect();
+    // user nice system idle iowait irq softirq steal guest guest_nice; guest time is already
+    // counted in user, so the total stops at steal.
+    let total = fields.iter().take(8).sum();
+    (fields.get(7).copied().unwrap_or(0), total)
+}
+
+/// Steal as a share of all CPU time between two [`cpu_steal_ticks`] readings.
+fn steal_share(before: (u64, u64), after: (u64, u64)) -> f64 {
+    let total = after.1.saturating_sub(before.1);
+    if total == 0 {
+        return 0.0;
+    }
+    after.0.saturating_sub(before.0) as f64 / total as f64
+}
+
 /// iperf3 server via `server` (a command prefix), client via `client`; returns the JSON.
 fn iperf(server: &[&str], client: &[&str], target: &str, port: u16, extra: &[&str]) -> Value {
     let p = port.to_string();
@@ -139,7 +167,7 @@ fn delay_round(
     port: &str,
     secs: &str,
     mtu: u32,
-) -> (linkcheck::Errors, u64) {
+) -> (linkcheck::Errors, u64, f64) {
     let in_host = |ns: &str| {
         let mut c = Command::new("taskset");
         c.args(["-c", cpus, "ip", "netns", "exec", ns]);
@@ -161,10 +189,12 @@ fn delay_round(
     };
     let sent = capture(cl, "out", "c");
     let got = capture(sv, "in", "s");
+    let before = cpu_steal_ticks();
     run(in_host(cl)
         .args(["iperf3", "-c", "198.18.0.2", "-p", port])
         .args(load_args)
         .args(["-t", secs]));
+    let steal = steal_share(before, cpu_steal_ticks());
     let _ = srv.kill();
     let _ = srv.wait();
     let (sent, drop_c) = sent.stop(mtu);
@@ -172,6 +202,7 @@ fn delay_round(
     (
         linkcheck::delay_errors(&sent, &got, 1e9, 1e6),
         drop_c + drop_s,
+        steal,
     )
 }
 
@@ -276,10 +307,12 @@ fn main() {
             // Every round's figures, then all rounds' packets pooled: the tail of one round is
             // a handful of events, so rounds differ.
             let mut all = linkcheck::Errors::default();
+            let mut steal_sum = 0.0;
             for round in 1..=rounds {
-                let (e, dropped) = delay_round(cpus, &cl, &sv, load_args, port, &t, mtu);
+                let (e, dropped, steal) = delay_round(cpus, &cl, &sv, load_args, port, &t, mtu);
+                steal_sum += steal;
                 println!(
-                    "  round {round}: {name}{how}: offered {:.2} Gbit/s, {} of {} packets matched{}: p50 {}  p99 {}  max {}",
+                    "  round {round}: {name}{how}: offered {:.2} Gbit/s, {} of {} packets matched{}: p50 {}  p99 {}  max {}  (CPU steal {:.0}%)",
                     e.offered_bps() / 1e9,
                     e.ns.len(),
                     e.keyed,
@@ -291,16 +324,18 @@ fn main() {
                     us(e.quantile_us(0.5)),
                     us(e.quantile_us(0.99)),
                     us(e.quantile_us(1.0)),
+                    steal * 100.0,
                 );
                 all.merge(e);
             }
             println!(
-                "delay error, {name}{how}, {rounds} rounds pooled ({} of {} packets matched): p50 {}  p99 {}  max {}  (goal p99 <= 200 us)",
+                "delay error, {name}{how}, {rounds} rounds pooled ({} of {} packets matched): p50 {}  p99 {}  max {}  (goal p99 <= 200 us; CPU steal {:.0}%)",
                 all.ns.len(),
                 all.keyed,
                 us(all.quantile_us(0.5)),
                 us(all.quantile_us(0.99)),
                 us(all.quantile_us(1.0)),
+                steal_sum * 100.0 / f64::from(rounds.max(1)),
             );
             println!(
                 "  measured minus the configured 1 ms alone (queueing and serialisation an ideal link has too): p50 {}  p99 {}",
