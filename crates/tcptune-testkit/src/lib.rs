@@ -8,6 +8,7 @@ use std::process::{Command, Output};
 
 mod lines;
 pub use lines::{line_channel, wait_for_line, NoLine};
+pub mod steal;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 pub(crate) static COUNTER: AtomicU32 = AtomicU32::new(0);

@@ -295,6 +295,7 @@ fn configured_rtt_matches_ping_and_tcp_min_rtt() {
     }
     // Measurements run alone: other labs' traffic would compete for the 2 CPUs.
     let _g = GLOBAL.write().unwrap_or_else(|e| e.into_inner());
+    let _steal = tcptune_testkit::steal::Watch::new("configured_rtt_matches_ping_and_tcp_min_rtt");
     let lab = Lab::up("t-rtt", &["--rtt", "10ms"]);
     let ping = ping_min_ms(&lab);
     assert!(
@@ -321,6 +322,7 @@ fn tcp_goodput_is_the_payload_share_of_the_rate() {
     }
     // Measurements run alone: other labs' traffic would compete for the 2 CPUs.
     let _g = GLOBAL.write().unwrap_or_else(|e| e.into_inner());
+    let _steal = tcptune_testkit::steal::Watch::new("tcp_goodput_is_the_payload_share_of_the_rate");
     let lab = Lab::up("t-rate", &["--rate", "40mbit", "--rtt", "4ms"]);
     let j = iperf(&lab, 5302, &["-t", "3", "-O", "1"]);
     let got = j["end"]["sum_received"]["bits_per_second"]
@@ -349,6 +351,7 @@ fn window_limited_throughput_is_window_over_rtt() {
     }
     // Measurements run alone: other labs' traffic would compete for the 2 CPUs.
     let _g = GLOBAL.write().unwrap_or_else(|e| e.into_inner());
+    let _steal = tcptune_testkit::steal::Watch::new("window_limited_throughput_is_window_over_rtt");
     // The receiver's buffer capped at 256 KiB (iperf3 -w would cap the sender's too).
     let lab = Lab::up(
         "t-win",
@@ -497,6 +500,9 @@ fn loss_duplication_and_reordering_shares_are_inside_binomial_intervals() {
     }
     // Measurements run alone: other labs' traffic would compete for the 2 CPUs.
     let _g = GLOBAL.write().unwrap_or_else(|e| e.into_inner());
+    let _steal = tcptune_testkit::steal::Watch::new(
+        "loss_duplication_and_reordering_shares_are_inside_binomial_intervals",
+    );
     let (loss, dup, reorder) = (0.03, 0.04, 0.05);
     let lab = Lab::up(
         "t-imp",
@@ -558,6 +564,7 @@ fn queue_limit_bounds_the_delay_under_load() {
     }
     // Measurements run alone: other labs' traffic would compete for the 2 CPUs.
     let _g = GLOBAL.write().unwrap_or_else(|e| e.into_inner());
+    let _steal = tcptune_testkit::steal::Watch::new("queue_limit_bounds_the_delay_under_load");
     let lab = Lab::up(
         "t-queue",
         &[
@@ -732,6 +739,8 @@ fn host_line_rate_makes_txqueuelen_the_nic_queue() {
         return;
     }
     let _g = GLOBAL.write().unwrap_or_else(|e| e.into_inner());
+    let _steal =
+        tcptune_testkit::steal::Watch::new("host_line_rate_makes_txqueuelen_the_nic_queue");
     // No link impairment; the client's NIC runs at 20 Mbit/s with a 20-packet queue.
     let lab = Lab::up(
         "t-nic",

@@ -132,6 +132,7 @@ fn lab_diagnoses_windows_buffers_and_loss() {
     if !tcptune_testkit::privileged("lab_diagnoses_windows_buffers_and_loss") {
         return;
     }
+    let _steal = tcptune_testkit::steal::Watch::new("lab_diagnoses_windows_buffers_and_loss");
     let _serial = ONE_LAB_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let lab = Lab::up("ttperf", &["--rate", "100mbit", "--rtt", "20ms"]);
     // A download from a stock iperf3 server into a client with a 64 KiB receive buffer: only
@@ -229,6 +230,7 @@ fn lab_seed_001_untuned_and_tuned_receiver() {
     if !tcptune_testkit::privileged("lab_seed_001_untuned_and_tuned_receiver") {
         return;
     }
+    let _steal = tcptune_testkit::steal::Watch::new("lab_seed_001_untuned_and_tuned_receiver");
     let _serial = ONE_LAB_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let lab = Lab::up(
         "ttseed1",

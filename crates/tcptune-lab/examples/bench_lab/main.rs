@@ -12,7 +12,7 @@ use tcptune_lab::linkcheck::{self, Seen};
 use tcptune_wire::{CaptureReader, LinkType};
 
 use serde_json::Value;
-use tcptune_testkit::{veth_pair, Netns};
+use tcptune_testkit::{steal, veth_pair, Netns};
 
 fn run(cmd: &mut Command) -> String {
     let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
@@ -22,34 +22,6 @@ fn run(cmd: &mut Command) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// The machine's CPU time counters from `/proc/stat` as (steal, total) in ticks. On a VM,
-/// steal is time the hypervisor ran something else while a vCPU wanted to run: no process
-/// inside the guest, however prioritised, runs then, so it bounds how punctual the link can be.
-fn cpu_steal_ticks() -> (u64, u64) {
-    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
-    let fields: Vec<u64> = stat
-        .lines()
-        .next()
-        .unwrap_or("")
-        .split_whitespace()
-        .skip(1)
-        .filter_map(|f| f.parse().ok())
-        .collect();
-    // user nice system idle iowait irq softirq steal guest guest_nice; guest time is already
-    // counted in user, so the total stops at steal.
-    let total = fields.iter().take(8).sum();
-    (fields.get(7).copied().unwrap_or(0), total)
-}
-
-/// Steal as a share of all CPU time between two [`cpu_steal_ticks`] readings.
-fn steal_share(before: (u64, u64), after: (u64, u64)) -> f64 {
-    let total = after.1.saturating_sub(before.1);
-    if total == 0 {
-        return 0.0;
-    }
-    after.0.saturating_sub(before.0) as f64 / total as f64
 }
 
 /// iperf3 server via `server` (a command prefix), client via `client`; returns the JSON.
@@ -189,12 +161,12 @@ fn delay_round(
     };
     let sent = capture(cl, "out", "c");
     let got = capture(sv, "in", "s");
-    let before = cpu_steal_ticks();
+    let before = steal::cpu_ticks();
     run(in_host(cl)
         .args(["iperf3", "-c", "198.18.0.2", "-p", port])
         .args(load_args)
         .args(["-t", secs]));
-    let steal = steal_share(before, cpu_steal_ticks());
+    let steal = steal::share(before, steal::cpu_ticks());
     let _ = srv.kill();
     let _ = srv.wait();
     let (sent, drop_c) = sent.stop(mtu);
