@@ -81,6 +81,12 @@ fn iperf3_upload_with_a_tiny_receive_buffer_is_receiver_window_limited() {
     // The receiver (server) may never grow its buffer beyond 16 KiB.
     p.server
         .exec(&["sysctl", "-q", "-w", "net.ipv4.tcp_rmem=4096 16384 16384"]);
+    // A namespace starts with the host's default congestion control. The sender must be a
+    // loss-based one whose window grows past the receiver's: BBR (some hosts' default) caps
+    // its cwnd near 2x the sub-millisecond veth BDP, and would be cwnd-limited most of the time.
+    // Reno, because a namespace may only pick what the host allows, and Reno is always allowed.
+    p.client
+        .exec(&["sysctl", "-q", "-w", "net.ipv4.tcp_congestion_control=reno"]);
     let s = settings(&[("workload.kind", "iperf3"), ("workload.duration", "2s")]);
     let r = workload::run(&p, &s, 15201, None).unwrap();
     let m = &r.measurement;
