@@ -62,64 +62,67 @@ fn window_limited_goodput_matches_window_over_rtt() {
     if !tcptune_testkit::privileged("window_limited_goodput_matches_window_over_rtt") {
         return;
     }
-    let _steal =
-        tcptune_testkit::steal::Watch::new("window_limited_goodput_matches_window_over_rtt");
-    let dir = tempdir("window");
-    let trials = run(
-        &dir,
-        "ttwin",
-        r#"
-name = "window"
-repetitions = 1
-warmup = false
-order = "sequential"
-[link]
-rate = "200mbit"
-delay = "15ms"
-[client]
-cc = "cubic"
-[workload]
-kind = "iperf3"
-duration = "3s"
-[sweep]
-"server.sysctl.net.ipv4.tcp_rmem" = ["4096 32768 32768", "4096 65536 131072", "4096 131072 524288"]
-"#,
+    tcptune_testkit::steal::retry_when_starved(
+        "window_limited_goodput_matches_window_over_rtt",
+        || {
+            let dir = tempdir("window");
+            let trials = run(
+                &dir,
+                "ttwin",
+                r#"
+    name = "window"
+    repetitions = 1
+    warmup = false
+    order = "sequential"
+    [link]
+    rate = "200mbit"
+    delay = "15ms"
+    [client]
+    cc = "cubic"
+    [workload]
+    kind = "iperf3"
+    duration = "3s"
+    [sweep]
+    "server.sysctl.net.ipv4.tcp_rmem" = ["4096 32768 32768", "4096 65536 131072", "4096 131072 524288"]
+    "#,
+            );
+            assert_eq!(trials.len(), 3);
+            for t in &trials {
+                // The advertised window the sender saw and the smoothed RTT, sample by sample, after
+                // the first RTTs of the transfer, where the receiver's window was what held the
+                // sender: its congestion window at least as large. (CUBIC may leave slow start early
+                // and take a second to grow past the largest window; those samples are cwnd-limited.)
+                let s = series(&dir, t);
+                let steady: Vec<&Value> = s
+                    .iter()
+                    .filter(|x| {
+                        x["t_s"].as_f64().unwrap() > 0.5
+                            && x["snd_cwnd_bytes"].as_f64() >= x["rwnd_bytes"].as_f64()
+                    })
+                    .collect();
+                assert!(steady.len() > 10, "{} samples", steady.len());
+                let n = steady.len() as f64;
+                let window_rate = steady
+                    .iter()
+                    .map(|x| x["rwnd_bytes"].as_f64().unwrap() * 8.0 / x["rtt_s"].as_f64().unwrap())
+                    .sum::<f64>()
+                    / n;
+                let goodput = steady
+                    .iter()
+                    .map(|x| x["goodput_bps"].as_f64().unwrap())
+                    .sum::<f64>()
+                    / n;
+                assert!(
+                    (goodput / window_rate - 1.0).abs() < 0.10,
+                    "{}: goodput {goodput:.0} vs window/RTT {window_rate:.0}",
+                    t["id"]
+                );
+                let v = t["result"]["verdict"].as_str().unwrap();
+                assert!(v.starts_with("receiver-window limited"), "{v}");
+            }
+            let _ = std::fs::remove_dir_all(dir);
+        },
     );
-    assert_eq!(trials.len(), 3);
-    for t in &trials {
-        // The advertised window the sender saw and the smoothed RTT, sample by sample, after
-        // the first RTTs of the transfer, where the receiver's window was what held the
-        // sender: its congestion window at least as large. (CUBIC may leave slow start early
-        // and take a second to grow past the largest window; those samples are cwnd-limited.)
-        let s = series(&dir, t);
-        let steady: Vec<&Value> = s
-            .iter()
-            .filter(|x| {
-                x["t_s"].as_f64().unwrap() > 0.5
-                    && x["snd_cwnd_bytes"].as_f64() >= x["rwnd_bytes"].as_f64()
-            })
-            .collect();
-        assert!(steady.len() > 10, "{} samples", steady.len());
-        let n = steady.len() as f64;
-        let window_rate = steady
-            .iter()
-            .map(|x| x["rwnd_bytes"].as_f64().unwrap() * 8.0 / x["rtt_s"].as_f64().unwrap())
-            .sum::<f64>()
-            / n;
-        let goodput = steady
-            .iter()
-            .map(|x| x["goodput_bps"].as_f64().unwrap())
-            .sum::<f64>()
-            / n;
-        assert!(
-            (goodput / window_rate - 1.0).abs() < 0.10,
-            "{}: goodput {goodput:.0} vs window/RTT {window_rate:.0}",
-            t["id"]
-        );
-        let v = t["result"]["verdict"].as_str().unwrap();
-        assert!(v.starts_with("receiver-window limited"), "{v}");
-    }
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[test]
@@ -127,52 +130,53 @@ fn reno_under_random_loss_follows_mathis() {
     if !tcptune_testkit::privileged("reno_under_random_loss_follows_mathis") {
         return;
     }
-    let _steal = tcptune_testkit::steal::Watch::new("reno_under_random_loss_follows_mathis");
-    let dir = tempdir("mathis");
-    let trials = run(
-        &dir,
-        "ttmathis",
-        r#"
-name = "mathis"
-repetitions = 1
-warmup = false
-order = "sequential"
-[link]
-rate = "200mbit"
-delay = "10ms"
-[client]
-cc = "reno"
-[workload]
-kind = "iperf3"
-duration = "8s"
-[sweep]
-"link.up.loss" = ["0.1%", "0.5%", "1%", "2%"]
-"#,
-    );
-    assert_eq!(trials.len(), 4);
-    let mss = 1448.0;
-    // Fit one C over the sweep: goodput = C · MSS / (RTT · √p), least squares through zero.
-    let (mut num, mut den) = (0.0, 0.0);
-    for (t, p) in trials.iter().zip([0.001f64, 0.005, 0.01, 0.02]) {
-        let m = &t["result"];
-        let x = mss * 8.0 / (m["rtt_mean_s"].as_f64().unwrap() * p.sqrt());
-        let y = m["goodput_bps"].as_f64().unwrap();
-        // Each point alone is noisy (tens of loss events in 8 s) but must be in the right place.
-        assert!(
-            (0.5..=2.0).contains(&(y / x)),
-            "{} (p = {p}): C = {:.2}",
-            t["id"],
-            y / x
+    tcptune_testkit::steal::retry_when_starved("reno_under_random_loss_follows_mathis", || {
+        let dir = tempdir("mathis");
+        let trials = run(
+            &dir,
+            "ttmathis",
+            r#"
+    name = "mathis"
+    repetitions = 1
+    warmup = false
+    order = "sequential"
+    [link]
+    rate = "200mbit"
+    delay = "10ms"
+    [client]
+    cc = "reno"
+    [workload]
+    kind = "iperf3"
+    duration = "8s"
+    [sweep]
+    "link.up.loss" = ["0.1%", "0.5%", "1%", "2%"]
+    "#,
         );
-        num += x * y;
-        den += x * x;
-    }
-    let c = num / den;
-    assert!(
-        (0.7..=1.5).contains(&c),
-        "Mathis C fitted over the sweep = {c:.2}"
-    );
-    let _ = std::fs::remove_dir_all(dir);
+        assert_eq!(trials.len(), 4);
+        let mss = 1448.0;
+        // Fit one C over the sweep: goodput = C · MSS / (RTT · √p), least squares through zero.
+        let (mut num, mut den) = (0.0, 0.0);
+        for (t, p) in trials.iter().zip([0.001f64, 0.005, 0.01, 0.02]) {
+            let m = &t["result"];
+            let x = mss * 8.0 / (m["rtt_mean_s"].as_f64().unwrap() * p.sqrt());
+            let y = m["goodput_bps"].as_f64().unwrap();
+            // Each point alone is noisy (tens of loss events in 8 s) but must be in the right place.
+            assert!(
+                (0.5..=2.0).contains(&(y / x)),
+                "{} (p = {p}): C = {:.2}",
+                t["id"],
+                y / x
+            );
+            num += x * y;
+            den += x * x;
+        }
+        let c = num / den;
+        assert!(
+            (0.7..=1.5).contains(&c),
+            "Mathis C fitted over the sweep = {c:.2}"
+        );
+        let _ = std::fs::remove_dir_all(dir);
+    });
 }
 
 #[test]
