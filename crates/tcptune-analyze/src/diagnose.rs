@@ -1,7 +1,10 @@
-//! A short diagnosis of one flow from the capture alone: what the flags and statistics say
-//! about what limited it (receive window, zero-window stalls, loss and how it was repaired,
-//! reordering, capture gaps). Thresholds are deliberately low: these are findings to look at,
-//! with their numbers, not verdicts.
+//! What a capture says about one flow: each direction that carried data is judged by the one
+//! diagnosis engine (`tcptune_diagnose::engine`, fed what the capture shows: windows, zero
+//! windows, retransmissions and how they were repaired, RTT samples), followed by the facts
+//! behind it (retransmission breakdown, reordering, capture gaps). The class names and
+//! thresholds are the engine's, the same that `conns`, `watch` and `test` use.
+
+use tcptune_diagnose::engine::{classify, CaptureEvidence, Context, Observations, Series};
 
 use crate::report::{DirStats, FlowReport};
 
@@ -13,29 +16,37 @@ fn pct(n: u64, of: u64) -> f64 {
     }
 }
 
-fn dir_findings(name: &str, peer: &str, d: &DirStats, out: &mut Vec<String>) {
+/// The engine's input for the data sent one way: `d` is that direction, `back` the other one
+/// (whose packets carry the receiver's window and zero windows).
+fn capture_evidence(d: &DirStats, back: &DirStats, r: &FlowReport) -> CaptureEvidence {
     let f = &d.flags;
-    if d.data_packets == 0 {
-        return;
+    CaptureEvidence {
+        data_packets: d.data_packets,
+        window_full: f.window_full,
+        zero_window: back.flags.zero_window,
+        retransmissions: f.retransmission,
+        fast_retransmissions: f.fast_retransmission,
+        timeout_retransmissions: f.plain_retransmission,
+        spurious_retransmissions: f.spurious_retransmission,
+        payload_bytes: d.unique_bytes.get(),
+        duration: r.duration_s,
+        min_rtt: d.rtt.as_ref().map(|x| x.min_s),
+        mean_rtt: d.rtt.as_ref().map(|x| x.mean_s),
+        max_window_bytes: back.window.as_ref().map(|w| w.max_bytes.get()),
+        mss: (d.max_segment_bytes > 0).then_some(d.max_segment_bytes),
     }
-    if f.window_full > 0 {
-        out.push(format!(
-            "{name}: the receiver's window was full for {:.1}% of the data segments ({} of {}): \
-             receive-window limited; a larger receive buffer at {peer} would help",
-            pct(f.window_full, d.data_packets),
-            f.window_full,
-            d.data_packets
-        ));
-    }
+}
+
+fn dir_findings(name: &str, d: &DirStats, out: &mut Vec<String>) {
+    let f = &d.flags;
     if f.retransmission > 0 {
-        let timeouts = f.plain_retransmission;
         out.push(format!(
             "{name}: {} retransmissions ({:.2}% of data segments): {} fast, {} after a timeout or \
              tail loss, {} spurious; {} bytes retransmitted",
             f.retransmission,
             pct(f.retransmission, d.data_packets),
             f.fast_retransmission,
-            timeouts,
+            f.plain_retransmission,
             f.spurious_retransmission,
             d.retransmitted_bytes.get()
         ));
@@ -49,32 +60,37 @@ fn dir_findings(name: &str, peer: &str, d: &DirStats, out: &mut Vec<String>) {
     }
     if f.zero_window_probe > 0 {
         out.push(format!(
-            "{name}: {} zero-window probes sent",
-            f.zero_window_probe
+            "{name}: {} zero-window probes sent ({} keep-alives, which is how Wireshark labels \
+             Linux's probes)",
+            f.zero_window_probe, f.keep_alive
         ));
     }
 }
 
-/// Findings for one flow, most important first.
+/// Findings for one flow: each data direction's limit first, then the facts.
 pub fn diagnose(r: &FlowReport) -> Vec<String> {
     let mut out = Vec::new();
-    for (name, d, other, peer) in [
-        ("a->b", &r.a_to_b, &r.b_to_a, r.b.as_str()),
-        ("b->a", &r.b_to_a, &r.a_to_b, r.a.as_str()),
+    let ctx = Context::default();
+    for (name, d, back) in [
+        ("a->b", &r.a_to_b, &r.b_to_a),
+        ("b->a", &r.b_to_a, &r.a_to_b),
     ] {
-        if d.flags.zero_window > 0 && other.data_packets > 0 {
-            let who = if name == "a->b" { &r.a } else { &r.b };
-            out.push(format!(
-                "{who} advertised a zero window {} times: its application did not read fast \
-                 enough and the sender stalled ({} zero-window probes, {} keep-alives, which \
-                 is how Wireshark labels Linux's probes)",
-                d.flags.zero_window, other.flags.zero_window_probe, other.flags.keep_alive
-            ));
+        if d.data_packets == 0 {
+            continue;
         }
-        let _ = peer;
+        let c = capture_evidence(d, back, r);
+        let obs = Observations {
+            sender: Series::None,
+            receiver: Series::None,
+            delivered: None,
+            cpu: &[],
+            capture: Some(&c),
+        };
+        let (v, _) = classify(&obs, &ctx, "of the capture");
+        out.push(format!("{name}: {}", v.text));
     }
-    dir_findings("a->b", &r.b, &r.a_to_b, &mut out);
-    dir_findings("b->a", &r.a, &r.b_to_a, &mut out);
+    dir_findings("a->b", &r.a_to_b, &mut out);
+    dir_findings("b->a", &r.b_to_a, &mut out);
     let gaps = r.flags.lost_segment + r.flags.ack_lost_segment;
     if gaps > 0 {
         out.push(format!(
@@ -87,7 +103,7 @@ pub fn diagnose(r: &FlowReport) -> Vec<String> {
         out.push(format!("ports reused {} times", r.flags.reused_ports));
     }
     if out.is_empty() {
-        out.push("no loss, window or reordering problems visible in the capture".into());
+        out.push("no data carried".into());
     }
     out
 }

@@ -14,7 +14,7 @@ use tcptune_kernel::tcp_info::state_name;
 use tcptune_kernel::{BbrInfo, CongName, DiagSocket, SkMemInfo, TcpInfo};
 use tcptune_model::{Dur, Rate};
 
-use crate::{interval, snapshot, verdict_with, Context, Interval, Sample, Snapshot, Verdict};
+use crate::{interval, snapshot, verdict, Context, Interval, Sample, Snapshot, Verdict};
 
 /// One connection with what limits it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -82,16 +82,17 @@ impl Conn {
         let (snap, iv, v) = match &sample {
             Some(b) => {
                 let snap = snapshot(&b.info);
-                let v = verdict_with(prev, b, &snap, ctx);
+                let v = verdict(prev, b, ctx);
                 (Some(snap), prev.map(|a| interval(a, b)), v)
             }
             None => (
                 None,
                 None,
                 Verdict {
-                    limit: crate::Limit::Unknown,
+                    limit: crate::Limit::NotEnoughEvidence,
                     share: None,
-                    text: "no tcp_info in this state".into(),
+                    text: "not enough evidence: no tcp_info in this state".into(),
+                    missing: Vec::new(),
                 },
             ),
         };

@@ -11,6 +11,8 @@ use std::path::{Path, PathBuf};
 use schemars::JsonSchema;
 use serde::Serialize;
 use tcptune_model::{Bytes, Dur, Probability, Rate};
+use tcptune_model::goodput::goodput_ceiling;
+use tcptune_model::mathis::{mathis_bps, MathisConstant};
 use tcptune_report::html::{Block, Page};
 use tcptune_report::stats::{summarize as stats, Summary};
 use tcptune_report::svg::{Chart, Point as P, Series, Style, PALETTE};
@@ -50,7 +52,7 @@ pub struct PointSummary {
     pub sndbuf_peak_mean: Option<f64>,
     pub rcvbuf_peak_mean: Option<f64>,
     pub limits_mean: Option<crate::run::LimitShares>,
-    /// The most common verdict of the point's trials.
+    /// The limit class of most of the point's trials, from the diagnosis engine (see [`point_verdict`]).
     pub verdict: Option<String>,
     pub failures: usize,
     pub theory: Theory,
@@ -124,15 +126,28 @@ pub fn theory(s: &Settings) -> Theory {
         .and_then(|v| v.parse::<Probability>().ok())
         .map(Probability::get)
         .filter(|p| *p > 0.0);
-    let mathis_bps = loss
-        .zip(rtt_s)
-        .map(|(p, r)| mss * 8.0 / r * 1.5f64.sqrt() / p.sqrt());
+    let mathis_bps = loss.zip(rtt_s).map(|(p, r)| {
+        mathis_bps(
+            Bytes::new(mss as u64),
+            Dur::from_secs_f64(r),
+            p,
+            MathisConstant::Periodic.value(),
+        )
+    });
     // TCP payload's share of the wire rate: MSS of every MTU plus the link's per-packet
     // overhead (the emulator counts 14 bytes, an Ethernet header, unless told otherwise).
     let overhead = link("overhead")
         .and_then(|v| v.trim().parse::<f64>().ok())
         .unwrap_or(14.0);
-    let payload_rate = rate.map(|r| r * mss / (mtu + overhead));
+    let payload_rate = rate.map(|r| {
+        goodput_ceiling(
+            Rate::from_bps(r),
+            mss as u32,
+            (mtu - mss) as u32,
+            overhead.max(0.0) as u32,
+        )
+        .bps()
+    });
     let expected_bps = [payload_rate, window_bound_bps, mathis_bps]
         .into_iter()
         .flatten()
@@ -162,12 +177,6 @@ pub fn summarize(plan: &StoredPlan, records: &[TrialRecord]) -> Vec<PointSummary
                 .count();
             let mean =
                 |v: Vec<f64>| (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64);
-            let mut verdicts: BTreeMap<&str, usize> = BTreeMap::new();
-            for m in &ok {
-                if let Some(v) = &m.verdict {
-                    *verdicts.entry(v.as_str()).or_default() += 1;
-                }
-            }
             let limits: Vec<_> = ok.iter().filter_map(|m| m.limits.as_ref()).collect();
             let limits_mean = (!limits.is_empty()).then(|| {
                 let n = limits.len() as f64;
@@ -206,15 +215,53 @@ pub fn summarize(plan: &StoredPlan, records: &[TrialRecord]) -> Vec<PointSummary
                         .collect(),
                 ),
                 limits_mean,
-                verdict: verdicts
-                    .into_iter()
-                    .max_by_key(|(_, n)| *n)
-                    .map(|(v, _)| v.to_string()),
+                verdict: point_verdict(&ok),
                 failures,
                 theory: theory(&p.settings),
             }
         })
         .collect()
+}
+
+/// The point's verdict: the limit class of most of its trials (ties go to the class with the
+/// larger summed share of time), with how many trials and their mean share. Trials recorded
+/// before classes were kept count by their verdict's leading label.
+pub fn point_verdict(trials: &[&crate::run::Measurement]) -> Option<String> {
+    use tcptune_diagnose::Limit;
+    let class = |m: &crate::run::Measurement| {
+        m.limit.or_else(|| {
+            let v = m.verdict.as_deref()?;
+            Limit::ALL.into_iter().find(|l| v.starts_with(l.label()))
+        })
+    };
+    let mut by: Vec<(Limit, usize, f64, usize)> = Vec::new();
+    for m in trials {
+        let Some(l) = class(m) else { continue };
+        let share = m.limit_share;
+        match by.iter_mut().find(|x| x.0 == l) {
+            Some(x) => {
+                x.1 += 1;
+                if let Some(s) = share {
+                    x.2 += s;
+                    x.3 += 1;
+                }
+            }
+            None => by.push((l, 1, share.unwrap_or(0.0), share.is_some() as usize)),
+        }
+    }
+    let (l, n, sum, with_share) = by
+        .into_iter()
+        .max_by(|a, b| a.1.cmp(&b.1).then(a.2.total_cmp(&b.2)))?;
+    let share = if with_share > 0 {
+        format!(", mean share {:.0}%", sum / with_share as f64 * 100.0)
+    } else {
+        String::new()
+    };
+    Some(format!(
+        "{} ({n} of {} trials{share})",
+        l.label(),
+        trials.len()
+    ))
 }
 
 fn csv_field(s: &str) -> String {
@@ -650,7 +697,7 @@ pub fn write_report(dir: &Path) -> Result<ReportFiles, RunError> {
         vec![Block::Table {
             header: [
                 "point",
-                "most common verdict",
+                "limit (most trials)",
                 "rwnd-limited",
                 "sndbuf-limited",
                 "cwnd-limited",
@@ -757,9 +804,12 @@ mod tests {
         }
         assert_eq!(
             files.points[0].verdict.as_deref(),
-            Some("receiver-window limited")
+            Some("receiver-window limited (4 of 4 trials, mean share 93%)")
         );
-        assert_eq!(files.points[4].verdict.as_deref(), Some("path capacity"));
+        assert_eq!(
+            files.points[4].verdict.as_deref(),
+            Some("at the path's capacity (4 of 4 trials)")
+        );
         let csv = std::fs::read_to_string(&files.summary_csv).unwrap();
         assert_eq!(csv.lines().count(), 6);
         assert!(csv.starts_with("point,server.sysctl.net.ipv4.tcp_rmem,n,mean_bps"));

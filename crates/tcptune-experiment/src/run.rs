@@ -42,6 +42,12 @@ pub struct Measurement {
     pub limits: Option<LimitShares>,
     /// The diagnosis in one line.
     pub verdict: Option<String>,
+    /// The limit class the diagnosis engine found, and its share of the trial's time where
+    /// the chronographs give one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<tcptune_diagnose::Limit>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit_share: Option<f64>,
     /// Link counters (packets, drops by cause, …) as the backend reports them.
     pub link: Option<serde_json::Value>,
     /// Time series of the sender's connection, relative to the results directory.
@@ -400,8 +406,14 @@ pub(crate) mod tests {
                 verdict: Some(if limited {
                     "receiver-window limited".into()
                 } else {
-                    "path capacity".into()
+                    "at the path's capacity".into()
                 }),
+                limit: Some(if limited {
+                    tcptune_diagnose::Limit::ReceiverWindow
+                } else {
+                    tcptune_diagnose::Limit::PathCapacity
+                }),
+                limit_share: limited.then_some(0.93),
                 link: None,
                 series: Some(series),
                 receiver_series: None,

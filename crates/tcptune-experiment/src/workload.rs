@@ -203,6 +203,8 @@ struct Observed {
     series: Vec<SeriesSample>,
     limits: Option<LimitShares>,
     verdict: Option<String>,
+    limit: tcptune_diagnose::Limit,
+    limit_share: Option<f64>,
     rtt_min_s: Option<f64>,
     rtt_mean_s: Option<f64>,
     rtt_p99_s: Option<f64>,
@@ -248,10 +250,16 @@ fn observe(samples: Vec<(Dur, DiagSocket)>, path_rate: Option<Rate>) -> Option<O
     let whole = interval(first, last);
     // One sample (a transfer shorter than the period, seen only as it closed): judge the
     // connection over its life.
+    // The lab's links charge netem's 14-byte framing per packet unless a spec says otherwise.
+    let ctx = Context {
+        path_rate,
+        framing_bytes: tcptune_model::goodput::NETEM_FRAMING,
+        ..Context::default()
+    };
     let v = if conn.len() > 1 {
-        verdict(Some(first), last, &Context { path_rate })
+        verdict(Some(first), last, &ctx)
     } else {
-        verdict(None, last, &Context { path_rate })
+        verdict(None, last, &ctx)
     };
     let mut rtts: Vec<f64> = conn
         .iter()
@@ -270,6 +278,8 @@ fn observe(samples: Vec<(Dur, DiagSocket)>, path_rate: Option<Rate>) -> Option<O
             cwnd: s.network,
             app: s.application.unwrap_or(0.0),
         }),
+        limit: v.limit,
+        limit_share: v.share,
         verdict: Some(v.text),
         rtt_min_s: last.info.min_rtt().map(|r| r as f64 / 1e6),
         rtt_mean_s: (!rtts.is_empty()).then(|| rtts.iter().sum::<f64>() / rtts.len() as f64),
@@ -687,6 +697,8 @@ pub fn run(
         m.rtt_p99_s = o.rtt_p99_s;
         m.limits = o.limits;
         m.verdict = o.verdict;
+        m.limit = Some(o.limit);
+        m.limit_share = o.limit_share;
         m.sndbuf_peak_bytes = o.sndbuf_peak_bytes;
         series = o.series;
     }

@@ -826,9 +826,12 @@ impl Ctx<'_> {
         let loss_based = matches!(self.cc.as_str(), "cubic" | "reno" | "htcp");
         let p = self.input.loss.filter(|p| p.get() > 0.0 && loss_based)?;
         // Mathis et al. with C = sqrt(3/2): the loss-limited bound of Reno-style AIMD.
-        let bound = Rate::from_bps(
-            self.mss() as f64 * 8.0 / self.input.rtt_s.secs() * (1.5f64).sqrt() / p.get().sqrt(),
-        );
+        let bound = Rate::from_bps(tcptune_model::mathis::mathis_bps(
+            tcptune_model::Bytes::new(self.mss() as u64),
+            self.input.rtt_s,
+            p.get(),
+            tcptune_model::mathis::MathisConstant::Periodic.value(),
+        ));
         let flow_rate = self.input.rate_bps.bps() / self.flows as f64;
         (bound.bps() < flow_rate).then_some((p, bound))
     }

@@ -167,6 +167,17 @@ fn read_sysctls(root: &Path) -> Result<std::collections::BTreeMap<String, String
     Ok(out)
 }
 
+/// One sysctl of the current network namespace, whitespace-normalised as the audit keeps
+/// values, or `None` where it cannot be read (through [`crate::tune::LiveHost`], the one
+/// /proc/sys accessor).
+pub fn read_sysctl(key: &str) -> Option<String> {
+    use crate::tune::HostIo;
+    crate::tune::LiveHost { netns: None }
+        .read_sysctl(key)
+        .ok()
+        .map(|v| normalize_value(&v))
+}
+
 fn ip_json(netns_name: Option<&str>, args: &[&str]) -> Result<serde_json::Value, ReadError> {
     let mut cmd = Command::new("ip");
     if let Some(n) = netns_name {

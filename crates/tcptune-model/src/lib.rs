@@ -8,6 +8,7 @@
 pub mod bdp;
 pub mod buffers;
 pub mod cubic;
+pub mod goodput;
 pub mod kernel;
 pub mod mathis;
 pub mod path;

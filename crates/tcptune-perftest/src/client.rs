@@ -5,6 +5,8 @@ use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use tcptune_diagnose::advice::{HostSettings, KnownSettings};
+use tcptune_diagnose::engine::{self, CpuScope, CpuUse};
 use tcptune_diagnose::throughput::{diagnose_stream, diagnose_test, StreamInput, TestContext};
 use tcptune_diagnose::Sample;
 use tcptune_model::kernel::{CongestionControl, KernelSource, KernelVersion};
@@ -33,6 +35,9 @@ pub struct ClientConfig {
     /// Set (by a signal handler) to end the test early: CLIENT_TERMINATE is sent, as iperf3
     /// does on Ctrl-C, so the server ends its side at once.
     pub interrupt: Option<&'static AtomicBool>,
+    /// This host's TCP settings (read by the caller), so recommendations are checked against
+    /// the values in effect; empty when unknown.
+    pub host_settings: HostSettings,
 }
 
 fn kernel() -> (KernelVersion, KernelSource) {
@@ -42,20 +47,42 @@ fn kernel() -> (KernelVersion, KernelSource) {
     }
 }
 
-/// The test context the diagnosis needs, from the parameters.
-pub fn context(params: &Params, path_rate: Option<Rate>) -> TestContext {
+/// The test context the diagnosis needs, from the parameters. `sender_cc` is the sending
+/// socket's congestion control as that end reported it; `settings` this host's values, which
+/// are the peer's too when the peer is this host (a loopback test).
+pub fn context(
+    params: &Params,
+    path_rate: Option<Rate>,
+    sender_cc: Option<&str>,
+    settings: &HostSettings,
+    peer_is_local: bool,
+) -> TestContext {
     let (kernel, kernel_source) = kernel();
+    let client_sends = params.direction != Direction::Reverse;
+    let known = (settings != &HostSettings::default()).then(|| settings.clone());
+    let peer = known.clone().filter(|_| peer_is_local);
     TestContext {
         path_rate,
         window: params.window.map(|w| Bytes::new(w as u64)),
         rate_cap: params.bandwidth_bps.map(|b| Rate::from_bps(b as f64)),
-        congestion: params
-            .congestion
-            .as_deref()
+        congestion: sender_cc
+            .or(params.congestion.as_deref())
             .and_then(|c| c.parse::<CongestionControl>().ok()),
         kernel,
         kernel_source,
         streams: params.parallel,
+        settings: if client_sends {
+            KnownSettings {
+                sender: known,
+                receiver: peer,
+            }
+        } else {
+            KnownSettings {
+                sender: peer,
+                receiver: known,
+            }
+        },
+        ..TestContext::default()
     }
 }
 
@@ -491,7 +518,49 @@ fn assemble(
     let mut streams = Vec::new();
     let mut diag_main = Vec::new();
     let mut diag_rev = Vec::new();
-    let ctx = context(p, cfg.path_rate);
+    let sender_cc = if client_sends_main {
+        outcomes.iter().find_map(|o| o.congestion.clone())
+    } else {
+        server.congestion_used.clone()
+    };
+    let ctx = context(
+        p,
+        cfg.path_rate,
+        sender_cc.as_deref(),
+        &cfg.host_settings,
+        addr.ip().is_loopback(),
+    );
+    // CPU of both ends' processes over the test (iperf3's figures). A tcptune end runs a
+    // thread per stream, so it can use up to that many cores; a stock iperf3 (3.12) one.
+    let ncpu = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+    let nstreams = p.parallel.max(1) as f64;
+    let ours = CpuUse {
+        end: if client_sends_main {
+            engine::End::Sender
+        } else {
+            engine::End::Receiver
+        },
+        scope: CpuScope::Process,
+        percent: cu + cs,
+        cores: nstreams.min(ncpu),
+        softirq_percent: None,
+    };
+    let theirs_cpu = CpuUse {
+        end: if client_sends_main {
+            engine::End::Receiver
+        } else {
+            engine::End::Sender
+        },
+        scope: CpuScope::Process,
+        percent: server.cpu_util_total,
+        cores: if server_samples.is_some() {
+            nstreams.min(ncpu)
+        } else {
+            1.0
+        },
+        softirq_percent: None,
+    };
+    let cpu = [ours, theirs_cpu];
     for o in &outcomes {
         let peer = theirs(o.id);
         let peer_bytes = peer.map(|x| x.bytes).unwrap_or(0);
@@ -527,6 +596,11 @@ fn assemble(
                 receiver: receiver_samples,
                 received_bytes: rcv.bytes,
                 seconds: Dur::from_secs_f64(secs),
+                cpu: if o.sends == client_sends_main {
+                    &cpu
+                } else {
+                    &[]
+                },
             },
             &ctx,
         );

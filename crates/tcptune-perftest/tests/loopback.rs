@@ -68,7 +68,7 @@ fn every_direction_against_our_server() {
         for d in &out.tcptune.diagnosis.streams {
             assert_ne!(
                 d.limit,
-                tcptune_diagnose::throughput::TestLimit::Unknown,
+                tcptune_diagnose::Limit::NotEnoughEvidence,
                 "{}",
                 d.verdict
             );
@@ -122,7 +122,7 @@ fn rate_cap_zero_copy_congestion_control_and_window() {
     let d = &out.tcptune.diagnosis;
     assert_eq!(
         d.limit,
-        tcptune_diagnose::throughput::TestLimit::Application,
+        tcptune_diagnose::Limit::Application,
         "{d}"
     );
     assert!(!d.problem, "{d}");

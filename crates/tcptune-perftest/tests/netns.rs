@@ -9,7 +9,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
-use tcptune_diagnose::throughput::TestLimit;
+use tcptune_diagnose::Limit as TestLimit;
 use tcptune_kernel::sys::in_netns;
 use tcptune_model::buffers::{buffers, BufferQuery, FlowSharing};
 use tcptune_model::kernel::{CongestionControl, KernelSource};
@@ -96,6 +96,7 @@ fn our_client(
         path_rate,
         connect_timeout: Duration::from_secs(5),
         interrupt: None,
+        host_settings: Default::default(),
     };
     in_netns(ns.name(), move || client::run(&cfg, &mut |_, _| {}))
         .unwrap()
@@ -181,11 +182,11 @@ fn our_client_against_iperf3_server_forward_reverse_parallel() {
                 .find(|x| x.id == d.id && x.at == tcptune_perftest::report::SampledAt::Client)
                 .unwrap();
             if ours.sender {
-                assert_ne!(d.limit, TestLimit::Unknown, "{}", d.verdict);
+                assert_ne!(d.limit, TestLimit::NotEnoughEvidence, "{}", d.verdict);
             } else {
                 // Only our receiving end was sampled: its window evidence or nothing.
                 assert!(
-                    matches!(d.limit, TestLimit::Unknown | TestLimit::ReceiverWindow),
+                    matches!(d.limit, TestLimit::NotEnoughEvidence | TestLimit::ReceiverWindow | TestLimit::Cpu),
                     "{}",
                     d.verdict
                 );

@@ -45,5 +45,6 @@ pub fn cfg(addr: SocketAddr, params: Params) -> ClientConfig {
         path_rate: None,
         connect_timeout: Duration::from_secs(5),
         interrupt: None,
+        host_settings: Default::default(),
     }
 }

@@ -71,9 +71,7 @@ pub(super) fn targets(sock: &SockArgs) -> anyhow::Result<Vec<Target>> {
 }
 
 pub(super) fn context(sock: &SockArgs) -> Context {
-    Context {
-        path_rate: sock.rate,
-    }
+    Context::with_path_rate(sock.rate)
 }
 
 /// Highest rate first. The key is computed once per row, and rows move about once (they are

@@ -117,6 +117,9 @@ pub fn test(args: &TestArgs, json: bool) -> anyhow::Result<Outcome> {
         path_rate: args.path_rate,
         connect_timeout: Duration::from_secs(10),
         interrupt: Some(catch_interrupt()),
+        host_settings: tcptune_diagnose::advice::HostSettings::from_sysctls(
+            tcptune_host::read::read_sysctl,
+        ),
     };
     let mut header = false;
     let mut print = |r: &tcptune_perftest::report::IntervalReport, ids: &[u32]| {

@@ -1,0 +1,630 @@
+//! What would help, safe by construction. The judgement ([`crate::engine`]) states *needs*
+//! ("the receiver's tcp_rmem maximum must be at least 1.2 MiB, because …"); [`advise`] turns the
+//! needs of every flow into recommendations against the settings known to be in effect:
+//! - one recommendation per knob and host: the largest need over all flows;
+//! - never a value below the current one, unless the user asked for a fit (`fit`);
+//! - never a setting already in effect;
+//! - where the current value is unknown (the other host of a test), the change is stated as a
+//!   condition ("at least N, if it is lower there") and no command is printed.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use tcptune_model::buffers::{buffers, BufferQuery, FlowSharing};
+use tcptune_model::kernel::CongestionControl;
+use tcptune_model::{Bytes, Dur, Rate};
+
+use crate::engine::{Context, End, Evidence, Limit};
+use crate::size;
+
+/// A setting a recommendation can change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Knob {
+    /// The maximum of `net.ipv4.tcp_rmem` (how far receive autotuning may grow).
+    TcpRmemMax,
+    /// The maximum of `net.ipv4.tcp_wmem`.
+    TcpWmemMax,
+    /// `net.core.rmem_max` (the largest SO_RCVBUF an application may ask for).
+    RmemMax,
+    /// `net.core.wmem_max`.
+    WmemMax,
+    /// The test's own `-w` (SO_RCVBUF/SO_SNDBUF).
+    SocketBuffer,
+    /// The sender's congestion control.
+    CongestionControl,
+    Sack,
+    Timestamps,
+    WindowScaling,
+    /// Find where packets are lost (no setting: a place to look).
+    FindLoss,
+    /// More CPU for the test (no setting).
+    Cpu,
+    /// The receiving application reads too slowly (no setting).
+    ReceiverReads,
+}
+
+impl Knob {
+    /// The sysctl the knob is, if it is one.
+    pub fn sysctl(self) -> Option<&'static str> {
+        Some(match self {
+            Knob::TcpRmemMax => "net.ipv4.tcp_rmem",
+            Knob::TcpWmemMax => "net.ipv4.tcp_wmem",
+            Knob::RmemMax => "net.core.rmem_max",
+            Knob::WmemMax => "net.core.wmem_max",
+            Knob::CongestionControl => "net.ipv4.tcp_congestion_control",
+            Knob::Sack => "net.ipv4.tcp_sack",
+            Knob::Timestamps => "net.ipv4.tcp_timestamps",
+            Knob::WindowScaling => "net.ipv4.tcp_window_scaling",
+            _ => return None,
+        })
+    }
+}
+
+/// What a need asks of its knob.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Value {
+    /// At least this many bytes.
+    AtLeast(u64),
+    /// Turned on.
+    On,
+    /// Set to this name.
+    Name(String),
+    /// Nothing to set: advice only.
+    Advice,
+}
+
+/// One thing the judgement says would help one flow, before merging and checking settings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Need {
+    pub knob: Knob,
+    pub on: End,
+    pub value: Value,
+    /// Why, with the numbers (reproducible from the evidence).
+    pub why: String,
+}
+
+/// A host's settings that recommendations check against (values as the kernel prints them).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct HostSettings {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tcp_rmem: Option<[u64; 3]>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tcp_wmem: Option<[u64; 3]>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rmem_max: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wmem_max: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub congestion_control: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sack: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timestamps: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window_scaling: Option<bool>,
+}
+
+impl HostSettings {
+    /// The settings from a sysctl lookup (`key` → value as /proc/sys prints it).
+    pub fn from_sysctls(get: impl Fn(&str) -> Option<String>) -> HostSettings {
+        let triple = |k: &str| -> Option<[u64; 3]> {
+            let v: Vec<u64> = get(k)?
+                .split_whitespace()
+                .filter_map(|x| x.parse().ok())
+                .collect();
+            (v.len() == 3).then(|| [v[0], v[1], v[2]])
+        };
+        let num = |k: &str| get(k)?.trim().parse::<u64>().ok();
+        let flag = |k: &str| num(k).map(|v| v != 0);
+        HostSettings {
+            tcp_rmem: triple("net.ipv4.tcp_rmem"),
+            tcp_wmem: triple("net.ipv4.tcp_wmem"),
+            rmem_max: num("net.core.rmem_max"),
+            wmem_max: num("net.core.wmem_max"),
+            congestion_control: get("net.ipv4.tcp_congestion_control").map(|s| s.trim().into()),
+            sack: flag("net.ipv4.tcp_sack"),
+            timestamps: flag("net.ipv4.tcp_timestamps"),
+            window_scaling: flag("net.ipv4.tcp_window_scaling"),
+        }
+    }
+
+    fn number(&self, k: Knob) -> Option<u64> {
+        match k {
+            Knob::TcpRmemMax => self.tcp_rmem.map(|t| t[2]),
+            Knob::TcpWmemMax => self.tcp_wmem.map(|t| t[2]),
+            Knob::RmemMax => self.rmem_max,
+            Knob::WmemMax => self.wmem_max,
+            _ => None,
+        }
+    }
+
+    fn flag(&self, k: Knob) -> Option<bool> {
+        match k {
+            Knob::Sack => self.sack,
+            Knob::Timestamps => self.timestamps,
+            Knob::WindowScaling => self.window_scaling,
+            _ => None,
+        }
+    }
+}
+
+/// The settings known at each end of a flow (`None`: that host's values are unknown).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct KnownSettings {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sender: Option<HostSettings>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub receiver: Option<HostSettings>,
+}
+
+impl KnownSettings {
+    fn at(&self, end: End) -> Option<&HostSettings> {
+        match end {
+            End::Sender => self.sender.as_ref(),
+            End::Receiver => self.receiver.as_ref(),
+            End::BothEnds => None,
+        }
+    }
+}
+
+/// A change that would help.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Recommendation {
+    /// Where to make it: "the receiver", "the sender", "both ends", "the path".
+    pub on: String,
+    /// What to do, with the numbers behind it.
+    pub change: String,
+    /// The command, when the current value is known and the command is safe.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    /// The knob it changes.
+    pub knob: Knob,
+    /// The value in effect now, where known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub current: Option<String>,
+    /// The value it proposes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proposed: Option<String>,
+}
+
+fn where_(end: End) -> &'static str {
+    match end {
+        End::Sender => "the sender",
+        End::Receiver => "the receiver",
+        End::BothEnds => "both ends",
+    }
+}
+
+pub(crate) fn query(rate: Rate, rtt: Dur, ctx: &Context) -> BufferQuery {
+    BufferQuery {
+        rate,
+        rtt,
+        flows: ctx.streams.max(1),
+        sharing: FlowSharing::Shared,
+        memory_budget: None,
+        kernel: ctx.kernel,
+        kernel_source: ctx.kernel_source,
+        scaling_ratio: None,
+        adv_win_scale: None,
+        cc: ctx.congestion.unwrap_or(CongestionControl::Cubic),
+    }
+}
+
+/// The needs a limit implies, from the evidence that shows it.
+pub fn needs(limit: Limit, e: &Evidence, ctx: &Context) -> Vec<Need> {
+    let mut out = Vec::new();
+    // The RTT the flow measured (a window-limited flow builds no queue, so this is the path's
+    // RTT plus the hosts' own delay, which the window must cover too).
+    let rtt = e.rtt_s.or(e.min_rtt_s).filter(|r| *r > Dur::ZERO);
+    let sized = match (ctx.path_rate, rtt) {
+        (Some(rate), Some(rtt)) => buffers(&query(rate, rtt, ctx)).ok().map(|b| (b, rate, rtt)),
+        _ => None,
+    };
+    let note = |rate: Rate, rtt: Dur, w: Bytes| {
+        format!("BDP {rate} × {rtt} = {} per flow", size(w.get()))
+    };
+    let buffer_need = |out: &mut Vec<Need>, end: End, measured: Option<u64>, recv: bool| {
+        let (sys, core, name) = if recv {
+            (Knob::TcpRmemMax, Knob::RmemMax, "receive")
+        } else {
+            (Knob::TcpWmemMax, Knob::WmemMax, "send")
+        };
+        // The buffer measured limited this flow: a maximum no larger than twice it cannot
+        // be the fix.
+        let floor = measured.map(|m| 2 * m).unwrap_or(0);
+        match &sized {
+            Some((b, rate, rtt)) => {
+                let want = if recv {
+                    b.tcp_rmem_max_bytes.get()
+                } else {
+                    b.tcp_wmem_max_bytes.get()
+                };
+                let n = want.max(floor);
+                let mut why = format!(
+                    "let the {name} buffer grow to {} so the window covers the BDP: {}",
+                    size(n),
+                    note(b.flow_rate_bps, *rtt, b.window_bytes)
+                );
+                if !recv {
+                    why += &format!(", {}× the window for the send buffer", b.sndbuf_factor);
+                }
+                let _ = rate;
+                out.push(Need {
+                    knob: sys,
+                    on: end,
+                    value: Value::AtLeast(n),
+                    why,
+                });
+                if let Some(w) = ctx.window {
+                    let (so, max) = if recv {
+                        (b.so_rcvbuf_bytes.get(), b.rmem_max_bytes.get())
+                    } else {
+                        (b.so_sndbuf_bytes.get(), b.wmem_max_bytes.get())
+                    };
+                    if so > w.get() {
+                        out.push(Need {
+                            knob: Knob::SocketBuffer,
+                            on: end,
+                            value: Value::AtLeast(so),
+                            why: format!(
+                                "-w {} fixes the {name} buffer and turns autotuning off: drop \
+                                 it, or ask for {}",
+                                size(w.get()),
+                                size(so)
+                            ),
+                        });
+                        out.push(Need {
+                            knob: core,
+                            on: end,
+                            value: Value::AtLeast(max),
+                            why: format!("so the kernel allows -w {}", size(so)),
+                        });
+                    }
+                }
+            }
+            None if floor > 0 => out.push(Need {
+                knob: sys,
+                on: end,
+                value: Value::AtLeast(floor),
+                why: format!(
+                    "the {name} buffer of {} limited this flow; at least twice it (give \
+                     --path-rate RATE to size it to the bandwidth-delay product)",
+                    size(floor / 2)
+                ),
+            }),
+            None => {}
+        }
+    };
+    match limit {
+        Limit::ReceiverWindow => {
+            let reads_slowly = matches!(
+                (ctx.path_rate, rtt, e.peer_window_bytes),
+                (Some(rate), Some(r), Some(w))
+                    if w as f64 >= rate.bytes_per_sec() / ctx.streams.max(1) as f64 * r.secs()
+            );
+            if reads_slowly {
+                out.push(Need {
+                    knob: Knob::ReceiverReads,
+                    on: End::Receiver,
+                    value: Value::Advice,
+                    why: format!(
+                        "its window {} already covers the BDP, yet was often full: the \
+                         receiving application reads too slowly (larger reads, a faster \
+                         reader); a larger buffer would not help",
+                        size(e.peer_window_bytes.unwrap_or(0))
+                    ),
+                });
+            } else {
+                buffer_need(&mut out, End::Receiver, e.receiver_buffer_bytes, true);
+            }
+        }
+        Limit::SendBuffer => buffer_need(&mut out, End::Sender, e.send_buffer_bytes, false),
+        Limit::Loss => {
+            let m = e
+                .loss_ratio
+                .map(|p| format!(" (loss {})", crate::engine::pct(p)))
+                .unwrap_or_default();
+            out.push(Need {
+                knob: Knob::FindLoss,
+                on: End::BothEnds,
+                value: Value::Advice,
+                why: format!(
+                    "find where packets are lost{m}: `tc -s qdisc` drops, `ethtool -S` errors, \
+                     `nstat` TcpExtTCPLostRetransmit on both ends"
+                ),
+            });
+            if ctx.congestion != Some(CongestionControl::Bbr) {
+                out.push(Need {
+                    knob: Knob::CongestionControl,
+                    on: End::Sender,
+                    value: Value::Name("bbr".into()),
+                    why: "BBR does not back off on random loss; try it where the loss is not \
+                          congestion"
+                        .into(),
+                });
+            }
+        }
+        Limit::Cpu => out.push(Need {
+            knob: Knob::Cpu,
+            on: e
+                .cpu
+                .iter()
+                .find(|c| c.percent / 100.0 / c.cores.max(1e-9) >= crate::engine::CPU_BOUND)
+                .map(|c| c.end)
+                .unwrap_or(End::BothEnds),
+            value: Value::Advice,
+            why: "the CPU, not the network, set this rate: zero-copy sends (-Z), larger \
+                  writes (-l), streams on more cores (-P), or a host with spare CPU; the path \
+                  may carry more"
+                .into(),
+        }),
+        _ => {}
+    }
+    let n = &e.negotiated;
+    for (on, knob, name) in [
+        (n.sack, Knob::Sack, "SACK"),
+        (n.timestamps, Knob::Timestamps, "timestamps"),
+        (n.window_scaling, Knob::WindowScaling, "window scaling"),
+    ] {
+        if on == Some(false) {
+            out.push(Need {
+                knob,
+                on: End::BothEnds,
+                value: Value::On,
+                why: format!("turn {name} back on where it is off (both ends must offer it)"),
+            });
+        }
+    }
+    out
+}
+
+/// Merges the needs of all flows and checks them against the settings in effect.
+pub fn advise(needs: &[Need], settings: &KnownSettings, fit: bool) -> Vec<Recommendation> {
+    // One need per (knob, end): the largest value, with its reason.
+    let mut merged: Vec<Need> = Vec::new();
+    for n in needs {
+        match merged
+            .iter_mut()
+            .find(|m| m.knob == n.knob && m.on == n.on)
+        {
+            Some(m) => {
+                if let (Value::AtLeast(a), Value::AtLeast(b)) = (&m.value, &n.value) {
+                    if b > a {
+                        *m = n.clone();
+                    }
+                }
+            }
+            None => merged.push(n.clone()),
+        }
+    }
+    merged
+        .iter()
+        .filter_map(|n| recommend(n, settings, fit))
+        .collect()
+}
+
+fn recommend(n: &Need, settings: &KnownSettings, fit: bool) -> Option<Recommendation> {
+    let on = where_(n.on).to_string();
+    let host = settings.at(n.on);
+    let rec = |change: String, command: Option<String>, current: Option<String>, proposed| {
+        Some(Recommendation {
+            on: on.clone(),
+            change,
+            command,
+            knob: n.knob,
+            current,
+            proposed,
+        })
+    };
+    match (&n.value, n.knob.sysctl()) {
+        (Value::AtLeast(v), Some(key)) => {
+            let v = *v;
+            let cur = host.and_then(|h| h.number(n.knob));
+            match cur {
+                Some(c) if c >= v && !(fit && c > v) => None, // already in effect
+                Some(c) => {
+                    let verb = if c > v { "lower" } else { "raise" };
+                    let value = match (n.knob, host) {
+                        (Knob::TcpRmemMax, Some(h)) => h.tcp_rmem.map(|t| format!("{} {} {v}", t[0], t[1].min(v))),
+                        (Knob::TcpWmemMax, Some(h)) => h.tcp_wmem.map(|t| format!("{} {} {v}", t[0], t[1].min(v))),
+                        _ => Some(v.to_string()),
+                    }?;
+                    let fitted = if c > v { " (fitted to the path, as asked)" } else { "" };
+                    rec(
+                        format!("{verb} {key}'s maximum from {} to {}{fitted}: {}", size(c), size(v), n.why),
+                        Some(format!("sysctl -w {key}=\"{value}\"")),
+                        Some(c.to_string()),
+                        Some(v.to_string()),
+                    )
+                }
+                None => rec(
+                    format!(
+                        "make {key}'s maximum at least {} if it is lower there (its current \
+                         value was not reported): {}",
+                        size(v),
+                        n.why
+                    ),
+                    None,
+                    None,
+                    Some(v.to_string()),
+                ),
+            }
+        }
+        (Value::AtLeast(v), None) => rec(n.why.clone(), Some(format!("-w {v}")), None, Some(v.to_string())),
+        (Value::On, Some(key)) => {
+            let (s, r) = (
+                settings.sender.as_ref().and_then(|h| h.flag(n.knob)),
+                settings.receiver.as_ref().and_then(|h| h.flag(n.knob)),
+            );
+            match (s, r) {
+                (Some(true), Some(true)) => rec(
+                    format!("{}; both ends have {key}=1, so something on the path strips the option", n.why),
+                    None,
+                    Some("1".into()),
+                    None,
+                ),
+                // One end known on: the option is off at the other.
+                (Some(true), _) | (_, Some(true)) | (Some(false), _) | (_, Some(false)) => {
+                    let off_at = match (s, r) {
+                        (Some(false), Some(false)) => "both ends",
+                        (Some(false), _) | (_, Some(true)) => "the sender",
+                        _ => "the receiver",
+                    };
+                    Some(Recommendation {
+                        on: off_at.into(),
+                        change: n.why.clone(),
+                        command: Some(format!("sysctl -w {key}=1")),
+                        knob: n.knob,
+                        current: Some("0".into()),
+                        proposed: Some("1".into()),
+                    })
+                }
+                (None, None) => rec(
+                    format!("{} ({key}=1; the ends' current values were not reported)", n.why),
+                    None,
+                    None,
+                    Some("1".into()),
+                ),
+            }
+        }
+        (Value::Name(name), Some(key)) => {
+            let cur = host.and_then(|h| h.congestion_control.clone());
+            match cur {
+                Some(c) if c == *name => None,
+                Some(c) => rec(
+                    format!("{}: {key} is {c} now", n.why),
+                    Some(format!("sysctl -w {key}={name}")),
+                    Some(c),
+                    Some(name.clone()),
+                ),
+                None => rec(
+                    format!("{} ({key}={name}, if the sender does not run it already)", n.why),
+                    None,
+                    None,
+                    Some(name.clone()),
+                ),
+            }
+        }
+        _ => rec(n.why.clone(), None, None, None),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn need(knob: Knob, on: End, v: u64) -> Need {
+        Need {
+            knob,
+            on,
+            value: Value::AtLeast(v),
+            why: format!("need {v}"),
+        }
+    }
+
+    fn host(rmem_max: u64) -> HostSettings {
+        HostSettings {
+            tcp_rmem: Some([4096, 131072, rmem_max]),
+            congestion_control: Some("bbr".into()),
+            sack: Some(true),
+            ..HostSettings::default()
+        }
+    }
+
+    #[test]
+    fn a_maximum_is_never_lowered_unless_a_fit_was_asked() {
+        let s = KnownSettings {
+            receiver: Some(host(32 << 20)),
+            ..KnownSettings::default()
+        };
+        let n = [need(Knob::TcpRmemMax, End::Receiver, 1 << 20)];
+        assert!(advise(&n, &s, false).is_empty(), "32 MiB already covers 1 MiB");
+        let fit = advise(&n, &s, true);
+        assert_eq!(fit.len(), 1);
+        assert_eq!(
+            fit[0].command.as_deref(),
+            Some("sysctl -w net.ipv4.tcp_rmem=\"4096 131072 1048576\"")
+        );
+        assert!(fit[0].change.starts_with("lower"), "{}", fit[0].change);
+    }
+
+    #[test]
+    fn one_recommendation_per_knob_the_largest_need() {
+        let s = KnownSettings {
+            receiver: Some(host(6 << 20)),
+            ..KnownSettings::default()
+        };
+        let n = [
+            need(Knob::TcpRmemMax, End::Receiver, 8 << 20),
+            need(Knob::TcpRmemMax, End::Receiver, 16 << 20),
+            need(Knob::TcpRmemMax, End::Receiver, 12 << 20),
+        ];
+        let r = advise(&n, &s, false);
+        assert_eq!(r.len(), 1);
+        assert_eq!(r[0].proposed.as_deref(), Some("16777216"));
+        assert_eq!(r[0].current.as_deref(), Some("6291456"));
+        assert_eq!(
+            r[0].command.as_deref(),
+            Some("sysctl -w net.ipv4.tcp_rmem=\"4096 131072 16777216\"")
+        );
+    }
+
+    #[test]
+    fn unknown_values_get_a_condition_and_no_command() {
+        let n = [need(Knob::TcpRmemMax, End::Receiver, 8 << 20)];
+        let r = advise(&n, &KnownSettings::default(), false);
+        assert_eq!(r.len(), 1);
+        assert_eq!(r[0].command, None);
+        assert!(r[0].change.contains("at least 8 MiB if it is lower"), "{}", r[0].change);
+    }
+
+    #[test]
+    fn a_setting_in_effect_is_not_named() {
+        let s = KnownSettings {
+            sender: Some(host(6 << 20)),
+            ..KnownSettings::default()
+        };
+        let bbr = Need {
+            knob: Knob::CongestionControl,
+            on: End::Sender,
+            value: Value::Name("bbr".into()),
+            why: "try bbr".into(),
+        };
+        assert!(advise(std::slice::from_ref(&bbr), &s, false).is_empty());
+        // Unknown: a condition, no command.
+        let r = advise(&[bbr], &KnownSettings::default(), false);
+        assert_eq!(r[0].command, None);
+        // SACK known on at the sender: the receiver is where it is off.
+        let sack = Need {
+            knob: Knob::Sack,
+            on: End::BothEnds,
+            value: Value::On,
+            why: "turn SACK on".into(),
+        };
+        let r = advise(&[sack], &s, false);
+        assert_eq!(r[0].on, "the receiver");
+        assert_eq!(r[0].command.as_deref(), Some("sysctl -w net.ipv4.tcp_sack=1"));
+    }
+
+    #[test]
+    fn settings_from_sysctls() {
+        let h = HostSettings::from_sysctls(|k| {
+            Some(
+                match k {
+                    "net.ipv4.tcp_rmem" => "4096\t131072\t33554432",
+                    "net.core.rmem_max" => "212992",
+                    "net.ipv4.tcp_congestion_control" => "bbr\n",
+                    "net.ipv4.tcp_sack" => "1",
+                    _ => return None,
+                }
+                .to_string(),
+            )
+        });
+        assert_eq!(h.tcp_rmem, Some([4096, 131072, 33554432]));
+        assert_eq!(h.rmem_max, Some(212992));
+        assert_eq!(h.congestion_control.as_deref(), Some("bbr"));
+        assert_eq!(h.sack, Some(true));
+        assert_eq!(h.timestamps, None);
+    }
+}

@@ -1,0 +1,312 @@
+//! The engine on single sockets (what conns, watch and experiment trials see): two samples
+//! of an interval, or one sample over the connection's life.
+
+use super::*;
+use crate::{interval, snapshot, verdict};
+use tcptune_kernel::SkMemInfo;
+
+fn info() -> TcpInfo {
+    TcpInfo {
+        len: 280,
+        state: Some(1),
+        options: Some(7),
+        snd_wscale: Some(7),
+        rcv_wscale: Some(9),
+        snd_mss: Some(1448),
+        snd_cwnd: Some(100),
+        rtt_us: Some(20_000),
+        min_rtt_us: Some(10_000),
+        snd_wnd: Some(65536),
+        bytes_sent: Some(0),
+        bytes_acked: Some(0),
+        bytes_received: Some(0),
+        bytes_retrans: Some(0),
+        total_retrans: Some(0),
+        data_segs_out: Some(0),
+        busy_time_us: Some(0),
+        rwnd_limited_us: Some(0),
+        sndbuf_limited_us: Some(0),
+        ..TcpInfo::default()
+    }
+}
+
+fn sample(at_ms: u64, f: impl FnOnce(&mut TcpInfo)) -> Sample {
+    let mut i = info();
+    f(&mut i);
+    Sample {
+        at_s: Dur::from_millis(at_ms),
+        info: i,
+        skmem: None,
+    }
+}
+
+#[test]
+fn a_window_far_below_cwnd_is_the_limit_even_when_pacing_hides_rwnd_time() {
+    // BBR's pacing: all busy time booked as network, none as rwnd-limited; but cwnd is
+    // 100 segments (141 KiB) against a 32 KiB window that the sender keeps full.
+    let a = sample(1000, |i| {
+        i.snd_wnd = Some(32768);
+        i.unacked = Some(22);
+    });
+    let b = sample(2000, |i| {
+        i.snd_wnd = Some(32768);
+        i.unacked = Some(22);
+        i.bytes_sent = Some(2_000_000);
+        i.bytes_acked = Some(1_900_000);
+        i.busy_time_us = Some(1_000_000);
+    });
+    let v = verdict(Some(&a), &b, &Context::default());
+    assert_eq!(v.limit, Limit::ReceiverWindow, "{}", v.text);
+    assert!(
+        v.text
+            .contains("cwnd 141 KiB is 4.4× the receiver's window 32 KiB it keeps full"),
+        "{}",
+        v.text
+    );
+    // The same, with the window not kept full (an application pause): network, not rwnd.
+    let c = sample(2000, |i| {
+        i.snd_wnd = Some(32768);
+        i.unacked = Some(5);
+        i.bytes_sent = Some(2_000_000);
+        i.busy_time_us = Some(1_000_000);
+    });
+    let a = sample(1000, |i| {
+        i.snd_wnd = Some(32768);
+        i.unacked = Some(5);
+    });
+    assert_eq!(
+        verdict(Some(&a), &c, &Context::default()).limit,
+        Limit::Network
+    );
+}
+
+#[test]
+fn receiver_window_limited_with_bdp_evidence() {
+    let a = sample(1000, |_| {});
+    let b = sample(6000, |i| {
+        i.bytes_sent = Some(6_000_000);
+        i.bytes_acked = Some(5_000_000);
+        i.busy_time_us = Some(5_000_000);
+        i.rwnd_limited_us = Some(4_650_000);
+    });
+    let iv = interval(&a, &b);
+    assert_eq!(iv.over_s, Dur::from_millis(5000));
+    assert!((iv.goodput_bps.unwrap().bps() - 8e6).abs() < 1.0);
+    let s = iv.shares.unwrap();
+    assert!((s.rwnd - 0.93).abs() < 1e-9);
+    assert!((s.network - 0.07).abs() < 1e-9);
+    assert_eq!(s.application, Some(0.0));
+    let ctx = Context::with_path_rate(Some("200mbit".parse().unwrap()));
+    let v = verdict(Some(&a), &b, &ctx);
+    assert_eq!(v.limit, Limit::ReceiverWindow);
+    // BDP at 200 Mbit/s × min RTT 10 ms = 250 000 B.
+    assert_eq!(
+        v.text,
+        "receiver-window limited at 8 Mbit/s: 93% of the last 5 s: its window 64 KiB < BDP 244 KiB"
+    );
+}
+
+#[test]
+fn idle_time_is_the_applications_share() {
+    let a = sample(0, |_| {});
+    let b = sample(2000, |i| {
+        i.bytes_sent = Some(20_000);
+        i.bytes_acked = Some(20_000);
+        i.busy_time_us = Some(100_000);
+    });
+    let v = verdict(Some(&a), &b, &Context::default());
+    assert_eq!(v.limit, Limit::Application);
+    assert!((v.share.unwrap() - 0.95).abs() < 1e-9);
+    assert!(v.text.contains("95% of the last 2 s"), "{}", v.text);
+}
+
+#[test]
+fn send_buffer_and_network() {
+    let a = sample(0, |_| {});
+    let mut b = sample(1000, |i| {
+        i.bytes_sent = Some(1);
+        i.busy_time_us = Some(1_000_000);
+        i.sndbuf_limited_us = Some(700_000);
+    });
+    b.skmem = Some(SkMemInfo {
+        sndbuf: 16384,
+        wmem_queued: 16000,
+        ..SkMemInfo::default()
+    });
+    let v = verdict(Some(&a), &b, &Context::default());
+    assert_eq!(v.limit, Limit::SendBuffer);
+    assert!(v.text.contains("send buffer 16 KiB"), "{}", v.text);
+    let b3 = sample(1000, |i| {
+        i.bytes_sent = Some(1);
+        i.busy_time_us = Some(1_000_000);
+    });
+    let v = verdict(Some(&a), &b3, &Context::default());
+    assert_eq!(v.limit, Limit::Network);
+    // Without the path's rate, the verdict says what would tell a full path.
+    assert!(v.missing[0].contains("--path-rate"), "{:?}", v.missing);
+}
+
+#[test]
+fn a_full_send_buffer_with_room_in_cwnd_is_send_buffer_limited() {
+    // The kernel called all of this busy time "network" (sndbuf_limited 0), but 46 of
+    // 1051 segments are in flight and the 8 KiB buffer is full: numbers from a 6.18 run.
+    let mk = |at| {
+        let mut s = sample(at, |i| {
+            i.bytes_sent = Some(3_000_000 * at / 1000);
+            i.busy_time_us = Some(1000 * at);
+            i.snd_cwnd = Some(1051);
+            i.unacked = Some(46);
+            i.notsent_bytes = Some(0);
+            i.snd_wnd = Some(3_000_000);
+        });
+        s.skmem = Some(SkMemInfo {
+            sndbuf: 8192,
+            wmem_queued: 67200,
+            ..SkMemInfo::default()
+        });
+        s
+    };
+    let (a, mut b) = (mk(0), mk(1000));
+    let v = verdict(Some(&a), &b, &Context::default());
+    assert_eq!(v.limit, Limit::SendBuffer, "{}", v.text);
+    assert!(
+        v.text.contains("send buffer 8 KiB full with room in cwnd"),
+        "{}",
+        v.text
+    );
+    // With cwnd nearly used up at the end of the interval, only half the samples show it:
+    // still the buffer; with cwnd used up at both ends, the network.
+    b.info.snd_cwnd = Some(50);
+    let mut a2 = a.clone();
+    a2.info.snd_cwnd = Some(50);
+    assert_eq!(
+        verdict(Some(&a2), &b, &Context::default()).limit,
+        Limit::Network
+    );
+}
+
+#[test]
+fn zero_busy_time_is_not_blamed_on_an_old_kernel() {
+    // A 6.18 connection whose chronographs never ran: lifetime figures with busy 0.
+    let b = sample(1000, |i| {
+        i.bytes_sent = Some(500);
+        i.bytes_acked = Some(500);
+    });
+    let v = verdict(None, &b, &Context::default());
+    assert_eq!(v.limit, Limit::NotEnoughEvidence, "{}", v.text);
+    assert!(!v.text.contains("4.10"), "{}", v.text);
+    assert!(v.missing[0].contains("counted none"), "{:?}", v.missing);
+    // A kernel without the fields at all is what "needs 4.10" is for.
+    let mut old = b.clone();
+    old.info.busy_time_us = None;
+    let v = verdict(None, &old, &Context::default());
+    assert_eq!(v.limit, Limit::NotEnoughEvidence);
+    assert!(v.missing[0].contains("4.10"), "{:?}", v.missing);
+}
+
+#[test]
+fn a_receiving_socket_is_judged_from_its_own_window() {
+    let a = sample(0, |i| {
+        i.rcv_wnd = Some(65536);
+        i.rcv_rtt_us = Some(20_000);
+    });
+    // 64 KiB per 20 ms for 1 s: the window it advertised is what it got.
+    let b = sample(1000, |i| {
+        i.bytes_received = Some(3_276_800);
+        i.rcv_wnd = Some(65536);
+        i.rcv_rtt_us = Some(20_000);
+    });
+    let v = verdict(Some(&a), &b, &Context::default());
+    assert_eq!(v.limit, Limit::ReceiverWindow, "{}", v.text);
+    // A tenth of that: not its window; the sender's side is what is missing.
+    let c = sample(1000, |i| {
+        i.bytes_received = Some(327_680);
+        i.rcv_wnd = Some(65536);
+        i.rcv_rtt_us = Some(20_000);
+    });
+    let v = verdict(Some(&a), &c, &Context::default());
+    assert_eq!(v.limit, Limit::NotEnoughEvidence, "{}", v.text);
+    assert!(v.missing[0].contains("sending end"), "{:?}", v.missing);
+    assert_eq!(
+        verdict(Some(&a), &a, &Context::default()).limit,
+        Limit::Idle
+    );
+}
+
+#[test]
+fn a_capture_alone_names_window_and_loss_or_says_what_it_cannot_see() {
+    let zero = CaptureEvidence {
+        data_packets: 1000,
+        window_full: 200,
+        zero_window: 12,
+        payload_bytes: 1_448_000,
+        duration: Dur::from_secs_f64(2.0),
+        ..CaptureEvidence::default()
+    };
+    let obs = Observations {
+        sender: Series::None,
+        receiver: Series::None,
+        delivered: None,
+        cpu: &[],
+        capture: Some(&zero),
+    };
+    let (v, e) = classify(&obs, &Context::default(), "of the capture");
+    assert_eq!(v.limit, Limit::ReceiverWindow, "{}", v.text);
+    assert!(v.text.contains("zero window 12 times"), "{}", v.text);
+    assert!(e.from_capture);
+    let lossy = CaptureEvidence {
+        window_full: 0,
+        zero_window: 0,
+        retransmissions: 30,
+        fast_retransmissions: 25,
+        timeout_retransmissions: 5,
+        ..zero.clone()
+    };
+    let obs = Observations {
+        capture: Some(&lossy),
+        ..obs
+    };
+    assert_eq!(classify(&obs, &Context::default(), "").0.limit, Limit::Loss);
+    let clean = CaptureEvidence {
+        retransmissions: 0,
+        ..lossy
+    };
+    let obs = Observations {
+        capture: Some(&clean),
+        ..obs
+    };
+    assert_eq!(
+        classify(&obs, &Context::default(), "").0.limit,
+        Limit::NotEnoughEvidence
+    );
+}
+
+#[test]
+fn snapshot_figures() {
+    let s = snapshot(
+        &sample(0, |i| {
+            i.bytes_sent = Some(1000);
+            i.bytes_retrans = Some(10);
+        })
+        .info,
+    );
+    assert_eq!(s.rtt_inflation, Some(2.0));
+    assert_eq!(s.cwnd_bytes, Some(144_800));
+    // min(cwnd 144800, window 65536) per 20 ms.
+    assert!((s.window_rate_bps.unwrap().bps() - 65536.0 * 8.0 / 0.02).abs() < 1.0);
+    assert_eq!(s.retrans_ratio, Some(0.01));
+    assert_eq!(s.negotiated.sack, Some(true));
+    assert_eq!(s.negotiated.ecn, Some(false));
+    assert_eq!(crate::size(65536), "64 KiB");
+}
+
+#[test]
+fn every_class_has_one_label_and_one_json_name() {
+    let labels: std::collections::HashSet<&str> = Limit::ALL.iter().map(|l| l.label()).collect();
+    assert_eq!(labels.len(), Limit::ALL.len());
+    for l in Limit::ALL {
+        let j = serde_json::to_string(&l).unwrap();
+        let back: Limit = serde_json::from_str(&j).unwrap();
+        assert_eq!(back, l);
+    }
+}

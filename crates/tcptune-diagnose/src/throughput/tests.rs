@@ -1,0 +1,673 @@
+//! The test-level diagnosis on sample series built like the kernel's: one test per defect the
+//! second wave found in the old diagnosis paths, and the seed cases.
+
+use super::*;
+use crate::advice::{HostSettings, Knob, KnownSettings};
+use crate::engine::{CpuScope, End};
+use tcptune_kernel::{SkMemInfo, TcpInfo};
+use tcptune_model::buffers::buffers;
+use tcptune_model::kernel::{CongestionControl, KernelSource, KernelVersion};
+use tcptune_model::Bytes;
+
+/// A sender's sample series: `n` samples every 100 ms with per-sample increments.
+#[derive(Clone)]
+struct Series {
+    mss: u32,
+    cwnd_segs: u32,
+    snd_wnd: u32,
+    rtt_us: u32,
+    bytes_per_tick: u64,
+    segs_retrans_per_tick: u32,
+    busy_per_tick_us: u64,
+    rwnd_per_tick_us: u64,
+    sndbuf_per_tick_us: u64,
+    options: u8,
+    sndbuf: u32,
+    wmem_queued: u32,
+    unacked: u32,
+    app_limited: bool,
+}
+
+impl Series {
+    fn samples(&self, n: u64) -> Vec<Sample> {
+        (0..=n)
+            .map(|k| {
+                let bytes = self.bytes_per_tick * k;
+                let segs = (bytes / self.mss as u64) as u32;
+                Sample {
+                    at_s: Dur::from_millis(100 * k),
+                    info: TcpInfo {
+                        len: 280,
+                        options: Some(self.options),
+                        snd_wscale: Some(7),
+                        rcv_wscale: Some(7),
+                        snd_mss: Some(self.mss),
+                        snd_cwnd: Some(self.cwnd_segs),
+                        rtt_us: Some(self.rtt_us),
+                        min_rtt_us: Some(self.rtt_us * 9 / 10),
+                        rto_us: Some(220_000),
+                        snd_wnd: Some(self.snd_wnd),
+                        bytes_sent: Some(bytes + 1),
+                        bytes_acked: Some(bytes),
+                        bytes_retrans: Some(
+                            self.segs_retrans_per_tick as u64 * k * self.mss as u64,
+                        ),
+                        total_retrans: Some(self.segs_retrans_per_tick * k as u32),
+                        data_segs_out: Some(segs),
+                        busy_time_us: Some(self.busy_per_tick_us * k),
+                        unacked: Some(self.unacked),
+                        notsent_bytes: Some(0),
+                        rwnd_limited_us: Some(self.rwnd_per_tick_us * k),
+                        sndbuf_limited_us: Some(self.sndbuf_per_tick_us * k),
+                        delivery_rate_app_limited: Some(self.app_limited),
+                        ..TcpInfo::default()
+                    },
+                    skmem: Some(SkMemInfo {
+                        sndbuf: self.sndbuf,
+                        wmem_queued: self.wmem_queued,
+                        ..SkMemInfo::default()
+                    }),
+                }
+            })
+            .collect()
+    }
+}
+
+fn base() -> Series {
+    Series {
+        mss: 1448,
+        cwnd_segs: 800,
+        snd_wnd: 65536,
+        rtt_us: 20_000,
+        bytes_per_tick: 327_680, // 64 KiB per 20 ms
+        segs_retrans_per_tick: 0,
+        busy_per_tick_us: 100_000,
+        rwnd_per_tick_us: 95_000,
+        sndbuf_per_tick_us: 0,
+        options: 7, // timestamps, SACK, window scaling
+        sndbuf: 4 << 20,
+        wmem_queued: 0,
+        unacked: 45, // 64 KiB in flight: the window's worth
+        app_limited: false,
+    }
+}
+
+fn run_with(s: &Series, ctx: &Context, cpu: &[CpuUse]) -> StreamDiagnosis {
+    let samples = s.samples(100);
+    let received = samples.last().unwrap().info.bytes_acked.unwrap();
+    diagnose_stream(
+        &StreamInput {
+            id: 1,
+            sender: &samples,
+            receiver: &[],
+            received_bytes: received,
+            seconds: Dur::from_secs_f64(10.0),
+            cpu,
+        },
+        ctx,
+    )
+}
+
+fn run(s: &Series, ctx: &Context) -> StreamDiagnosis {
+    run_with(s, ctx, &[])
+}
+
+fn ctx(path: &str) -> Context {
+    Context {
+        path_rate: Some(path.parse().unwrap()),
+        kernel: KernelVersion::new(6, 18),
+        kernel_source: KernelSource::Given,
+        ..Context::default()
+    }
+}
+
+/// This host as measured: 32 MiB maxima, BBR, every option on.
+fn host_32m() -> HostSettings {
+    HostSettings {
+        tcp_rmem: Some([4096, 131072, 33554432]),
+        tcp_wmem: Some([4096, 16384, 33554432]),
+        rmem_max: Some(33554432),
+        wmem_max: Some(33554432),
+        congestion_control: Some("bbr".into()),
+        sack: Some(true),
+        timestamps: Some(true),
+        window_scaling: Some(true),
+    }
+}
+
+/// A recommendation is harmful if it lowers a known value without a fit, names a value in
+/// effect, or gives two values for one knob and end.
+fn harmful(recs: &[Recommendation], fit: bool) -> Vec<String> {
+    let mut bad = Vec::new();
+    for (i, r) in recs.iter().enumerate() {
+        if let (Some(c), Some(p)) = (&r.current, &r.proposed) {
+            if let (Ok(c), Ok(p)) = (c.parse::<u64>(), p.parse::<u64>()) {
+                if p < c && !fit {
+                    bad.push(format!("lowers {:?} from {c} to {p}", r.knob));
+                }
+            }
+            if c == p {
+                bad.push(format!("{:?} already {c}", r.knob));
+            }
+        }
+        if recs[..i].iter().any(|x| x.knob == r.knob && x.on == r.on) {
+            bad.push(format!("two values for {:?} on {}", r.knob, r.on));
+        }
+    }
+    bad
+}
+
+#[test]
+fn a_64k_window_on_100mbit_20ms_is_receiver_window_limited_with_the_bdp_buffer() {
+    let d = run(&base(), &ctx("100mbit"));
+    assert_eq!(d.limit, Limit::ReceiverWindow, "{}", d.verdict);
+    assert!(d.problem);
+    let r = d.evidence.cwnd_over_window.unwrap();
+    assert!((r - 800.0 * 1448.0 / 65536.0).abs() < 1e-9, "{r}");
+    // window/RTT = 65536 B / 20 ms = 26.2 Mbit/s; the result is that bound.
+    let w = &d.bounds[0];
+    assert_eq!(w.model, "window/RTT");
+    assert!((w.rate_bps.bps() - 65536.0 * 8.0 / 0.02).abs() < 1.0);
+    assert!((w.achieved_fraction - 1.0).abs() < 0.01);
+    let b = buffers(&crate::advice::query(
+        "100mbit".parse().unwrap(),
+        Dur::from_millis(20),
+        &ctx("100mbit"),
+    ))
+    .unwrap();
+    assert_eq!(b.window_bytes.get(), 250_000);
+    // The receiver's settings are unknown (the other host): a condition, no command.
+    let rec = &d.recommendations[0];
+    assert_eq!(rec.knob, Knob::TcpRmemMax);
+    assert_eq!(rec.on, "the receiver");
+    assert_eq!(rec.command, None);
+    assert_eq!(
+        rec.proposed.as_deref(),
+        Some(b.tcp_rmem_max_bytes.get().to_string().as_str())
+    );
+    // Known and short (the old 6 MiB default is enough here, 128 KiB is not): a command that
+    // keeps the current minimum and default.
+    let c = Context {
+        settings: KnownSettings {
+            receiver: Some(HostSettings {
+                tcp_rmem: Some([4096, 87380, 131072]),
+                ..HostSettings::default()
+            }),
+            ..KnownSettings::default()
+        },
+        ..ctx("100mbit")
+    };
+    let d = run(&base(), &c);
+    assert_eq!(
+        d.recommendations[0].command,
+        Some(format!(
+            "sysctl -w net.ipv4.tcp_rmem=\"4096 87380 {}\"",
+            b.tcp_rmem_max_bytes.get()
+        ))
+    );
+}
+
+#[test]
+fn a_maximum_already_above_the_need_is_not_recommended_lower() {
+    // The case: the host has 32 MiB maxima; a receiver-window-limited stream on a small
+    // path needs far less. The old diagnosis printed a tcp_rmem line far below 32 MiB.
+    let c = Context {
+        settings: KnownSettings {
+            sender: Some(host_32m()),
+            receiver: Some(host_32m()),
+        },
+        ..ctx("100mbit")
+    };
+    let d = run(&base(), &c);
+    assert_eq!(d.limit, Limit::ReceiverWindow);
+    assert!(
+        d.recommendations.iter().all(|r| r.knob != Knob::TcpRmemMax),
+        "{:?}",
+        d.recommendations
+    );
+    assert!(harmful(&d.recommendations, false).is_empty());
+    // With --fit the same need may lower it, said so.
+    let d = run(&base(), &Context { fit: true, ..c });
+    let r = d
+        .recommendations
+        .iter()
+        .find(|r| r.knob == Knob::TcpRmemMax)
+        .unwrap();
+    assert!(r.change.starts_with("lower"), "{}", r.change);
+}
+
+#[test]
+fn parallel_streams_get_one_recommendation_per_knob_the_largest_need() {
+    let c = Context {
+        streams: 3,
+        settings: KnownSettings {
+            receiver: Some(HostSettings {
+                tcp_rmem: Some([4096, 131072, 65536]),
+                ..HostSettings::default()
+            }),
+            ..KnownSettings::default()
+        },
+        ..ctx("1gbit")
+    };
+    let mut streams = Vec::new();
+    for (id, rtt) in [(1u32, 20_000u32), (2, 30_000), (3, 25_000)] {
+        let s = Series {
+            rtt_us: rtt,
+            ..base()
+        };
+        let mut d = run(&s, &c);
+        d.id = id;
+        streams.push(d);
+    }
+    let t = diagnose_test(streams, &c);
+    let rmem: Vec<&Recommendation> = t
+        .recommendations
+        .iter()
+        .filter(|r| r.knob == Knob::TcpRmemMax)
+        .collect();
+    assert_eq!(rmem.len(), 1, "{:?}", t.recommendations);
+    // The largest: the 30 ms stream's.
+    let want = t.streams[1]
+        .needs
+        .iter()
+        .find(|n| n.knob == Knob::TcpRmemMax)
+        .map(|n| n.value.clone())
+        .unwrap();
+    assert_eq!(
+        crate::advice::Value::AtLeast(rmem[0].proposed.as_ref().unwrap().parse().unwrap()),
+        want
+    );
+    assert!(harmful(&t.recommendations, false).is_empty());
+}
+
+#[test]
+fn bbr_is_not_recommended_to_a_sender_already_running_it() {
+    let lossy = Series {
+        snd_wnd: 4 << 20,
+        rwnd_per_tick_us: 0,
+        bytes_per_tick: 144_800 / 2,
+        segs_retrans_per_tick: 1,
+        cwnd_segs: 10,
+        ..base()
+    };
+    // The socket's own congestion control is BBR (the test JSON's sender_tcp_congestion).
+    let c = Context {
+        congestion: Some(CongestionControl::Bbr),
+        ..ctx("100mbit")
+    };
+    let d = run(&lossy, &c);
+    assert_eq!(d.limit, Limit::Loss, "{}", d.verdict);
+    assert!(d
+        .recommendations
+        .iter()
+        .all(|r| r.knob != Knob::CongestionControl));
+    // Unknown socket cc but the sender host's default is bbr: still not named.
+    let c = Context {
+        settings: KnownSettings {
+            sender: Some(host_32m()),
+            ..KnownSettings::default()
+        },
+        ..ctx("100mbit")
+    };
+    assert!(run(&lossy, &c)
+        .recommendations
+        .iter()
+        .all(|r| r.knob != Knob::CongestionControl));
+    // A CUBIC sender gets it, with the command.
+    let c = Context {
+        congestion: Some(CongestionControl::Cubic),
+        settings: KnownSettings {
+            sender: Some(HostSettings {
+                congestion_control: Some("cubic".into()),
+                ..HostSettings::default()
+            }),
+            ..KnownSettings::default()
+        },
+        ..ctx("100mbit")
+    };
+    let d = run(&lossy, &c);
+    let r = d
+        .recommendations
+        .iter()
+        .find(|r| r.knob == Knob::CongestionControl)
+        .unwrap();
+    assert_eq!(
+        r.command.as_deref(),
+        Some("sysctl -w net.ipv4.tcp_congestion_control=bbr")
+    );
+}
+
+#[test]
+fn capacity_is_judged_against_the_payload_the_link_carries_not_the_line_rate() {
+    // 50 Mbit/s: headers and framing leave ~47 Mbit/s of payload. 44.89 and 45.2 Mbit/s with
+    // a little loss are both at capacity (the old rule split them at 45 = 0.9 × line rate).
+    for mbit in [44.89, 45.2] {
+        let s = Series {
+            snd_wnd: 4 << 20,
+            rwnd_per_tick_us: 0,
+            bytes_per_tick: (mbit * 1e6 / 8.0 / 10.0) as u64,
+            segs_retrans_per_tick: 3,
+            cwnd_segs: 60,
+            ..base()
+        };
+        let d = run(&s, &ctx("50mbit"));
+        assert_eq!(d.limit, Limit::PathCapacity, "{mbit}: {}", d.verdict);
+        assert!(!d.problem, "{mbit}");
+        let p = d.bounds.iter().find(|b| b.model == "path payload").unwrap();
+        assert!((p.rate_bps.bps() - 50e6 * 1448.0 / 1538.0).abs() < 1.0);
+    }
+}
+
+#[test]
+fn a_rate_capped_test_is_application_limited_from_either_end() {
+    // -b 100mbit: the sender's busy time was all "network" (data always in flight at a low
+    // rate), yet the cap is what held it.
+    let s = Series {
+        snd_wnd: 4 << 20,
+        rwnd_per_tick_us: 0,
+        bytes_per_tick: 1_250_000, // 100 Mbit/s
+        cwnd_segs: 40,
+        ..base()
+    };
+    let c = Context {
+        rate_cap: Some("100mbit".parse().unwrap()),
+        settings: KnownSettings {
+            sender: Some(host_32m()),
+            receiver: Some(host_32m()),
+        },
+        ..Context::default()
+    };
+    let d = run(&s, &c);
+    assert_eq!(d.limit, Limit::Application, "{}", d.verdict);
+    assert!(d.verdict.contains("-b rate cap"), "{}", d.verdict);
+    assert!(!d.problem);
+    assert!(d.recommendations.is_empty(), "{:?}", d.recommendations);
+    // Seen only from the receiver (against a stock iperf3 server): the same.
+    let rcv = receiver_series(1_250_000, 4 << 20);
+    let d = diagnose_stream(
+        &StreamInput {
+            id: 1,
+            sender: &[],
+            receiver: &rcv,
+            received_bytes: 1_250_000 * 20,
+            seconds: Dur::from_secs_f64(2.0),
+            cpu: &[],
+        },
+        &c,
+    );
+    assert_eq!(d.limit, Limit::Application, "{}", d.verdict);
+}
+
+#[test]
+fn app_limited_delivery_samples_make_a_paced_flow_application_limited() {
+    // Live `iperf3 -b`: all busy, no rwnd/sndbuf time, but the kernel marks the delivery-rate
+    // samples app-limited. The old verdict was "network/cwnd limited 100%".
+    let s = Series {
+        snd_wnd: 4 << 20,
+        rwnd_per_tick_us: 0,
+        bytes_per_tick: 1_250_000,
+        cwnd_segs: 40,
+        app_limited: true,
+        ..base()
+    };
+    let d = run(&s, &Context::default());
+    assert_eq!(d.limit, Limit::Application, "{}", d.verdict);
+    assert!(d.verdict.contains("app-limited"), "{}", d.verdict);
+}
+
+#[test]
+fn cpu_bound_ends_are_cpu_limited_not_network_without_a_problem() {
+    // 96–99% CPU on both ends; the socket showed cwnd-limited busy time.
+    let s = Series {
+        snd_wnd: 4 << 20,
+        rwnd_per_tick_us: 0,
+        bytes_per_tick: 250_000_000,
+        cwnd_segs: 400,
+        ..base()
+    };
+    let cpu = [
+        CpuUse {
+            end: End::Sender,
+            scope: CpuScope::Process,
+            percent: 99.0,
+            cores: 1.0,
+            softirq_percent: None,
+        },
+        CpuUse {
+            end: End::Receiver,
+            scope: CpuScope::Process,
+            percent: 96.0,
+            cores: 1.0,
+            softirq_percent: None,
+        },
+    ];
+    let d = run_with(&s, &Context::default(), &cpu);
+    assert_eq!(d.limit, Limit::Cpu, "{}", d.verdict);
+    assert!(d.verdict.contains("99% of a core"), "{}", d.verdict);
+    assert!(d.recommendations.iter().any(|r| r.knob == Knob::Cpu));
+    // Half a core is not CPU-bound.
+    let cpu = [CpuUse {
+        percent: 50.0,
+        ..cpu[0]
+    }];
+    assert_eq!(
+        run_with(&s, &Context::default(), &cpu).limit,
+        Limit::Network
+    );
+}
+
+#[test]
+fn a_stream_without_a_full_send_buffer_is_not_send_buffer_limited() {
+    // The -P 4 stream: shares rwnd 0, sndbuf 0, network 0.8, application 0.2, little in
+    // flight against cwnd, a send buffer below 2× cwnd but never full.
+    let s = Series {
+        snd_wnd: 4 << 20,
+        rwnd_per_tick_us: 0,
+        busy_per_tick_us: 80_000,
+        sndbuf: 256 << 10,
+        wmem_queued: 20 << 10,
+        unacked: 11,
+        ..base()
+    };
+    let d = run(&s, &ctx("1gbit"));
+    assert_ne!(d.limit, Limit::SendBuffer, "{}", d.verdict);
+    assert_eq!(d.limit, Limit::Network, "{}", d.verdict);
+    // With the buffer full in the samples, it is.
+    let s = Series {
+        wmem_queued: 250 << 10,
+        ..s
+    };
+    let d = run(&s, &ctx("1gbit"));
+    assert_eq!(d.limit, Limit::SendBuffer, "{}", d.verdict);
+    assert!(d.verdict.contains("full with room in cwnd"), "{}", d.verdict);
+}
+
+#[test]
+fn a_flow_at_line_rate_is_at_capacity_whatever_the_rwnd_clock_says() {
+    // dc-1g: 938 Mbit/s on 1 Gbit/s, rwnd_limited 96%, window 677 KiB ≥ BDP 188 KiB.
+    let s = Series {
+        snd_wnd: 677 << 10,
+        rtt_us: 1_500,
+        bytes_per_tick: 11_725_000, // 938 Mbit/s
+        rwnd_per_tick_us: 96_000,
+        cwnd_segs: 600,
+        unacked: 460,
+        ..base()
+    };
+    let d = run(&s, &ctx("1gbit"));
+    assert_eq!(d.limit, Limit::PathCapacity, "{}", d.verdict);
+    assert!(!d.problem);
+    assert!(d.recommendations.is_empty(), "{:?}", d.recommendations);
+}
+
+fn receiver_series(bytes_per_tick: u64, rcv_wnd: u32) -> Vec<Sample> {
+    (0..=20u64)
+        .map(|k| Sample {
+            at_s: Dur::from_millis(100 * k),
+            info: TcpInfo {
+                len: 280,
+                options: Some(7),
+                bytes_received: Some(bytes_per_tick * k + 1),
+                rcv_wnd: Some(rcv_wnd),
+                rcv_rtt_us: Some(20_000),
+                ..TcpInfo::default()
+            },
+            skmem: Some(SkMemInfo {
+                rcvbuf: 131072,
+                ..SkMemInfo::default()
+            }),
+        })
+        .collect()
+}
+
+#[test]
+fn the_receiver_alone_shows_its_window_or_says_what_is_missing() {
+    // A reverse test against a stock iperf3 server: only our receiving socket was sampled.
+    // It advertised 64 KiB, its RTT estimate is 20 ms, and it got 64 KiB per 20 ms.
+    let rcv = receiver_series(327_680, 65536);
+    let input = StreamInput {
+        id: 1,
+        sender: &[],
+        receiver: &rcv,
+        received_bytes: 327_680 * 20,
+        seconds: Dur::from_secs_f64(2.0),
+        cpu: &[],
+    };
+    let d = diagnose_stream(&input, &ctx("100mbit"));
+    assert_eq!(d.limit, Limit::ReceiverWindow, "{}", d.verdict);
+    assert!(d.evidence.from_receiver);
+    assert!(
+        d.verdict.contains("seen from the receiver only"),
+        "{}",
+        d.verdict
+    );
+    assert!(d.problem);
+    assert_eq!(d.recommendations[0].knob, Knob::TcpRmemMax);
+    // Getting far less than its window allows: not the receiver's window, and the verdict
+    // says what is missing instead of guessing.
+    let input = StreamInput {
+        received_bytes: 327_680,
+        ..input
+    };
+    let d = diagnose_stream(&input, &ctx("100mbit"));
+    assert_eq!(d.limit, Limit::NotEnoughEvidence, "{}", d.verdict);
+    assert!(d.verdict.contains("not the receiver's window"), "{}", d.verdict);
+    assert!(d.missing[0].contains("sending end's tcp_info"), "{:?}", d.missing);
+    assert!(!d.problem);
+}
+
+#[test]
+fn a_little_send_buffer_is_send_buffer_limited_with_advice_that_raises() {
+    let s = Series {
+        snd_wnd: 4 << 20,
+        rwnd_per_tick_us: 0,
+        sndbuf_per_tick_us: 90_000,
+        sndbuf: 32768,
+        ..base()
+    };
+    let c = Context {
+        window: Some(Bytes::new(16384)),
+        settings: KnownSettings {
+            sender: Some(HostSettings {
+                tcp_wmem: Some([4096, 16384, 4194304]),
+                wmem_max: Some(212992),
+                ..HostSettings::default()
+            }),
+            ..KnownSettings::default()
+        },
+        ..ctx("1gbit")
+    };
+    let d = run(&s, &c);
+    assert_eq!(d.limit, Limit::SendBuffer);
+    assert!(d.problem);
+    let knobs: Vec<Knob> = d.recommendations.iter().map(|r| r.knob).collect();
+    assert!(knobs.contains(&Knob::SocketBuffer), "{knobs:?}");
+    assert!(knobs.contains(&Knob::WmemMax), "{knobs:?}");
+    assert!(harmful(&d.recommendations, false).is_empty());
+    assert!(d.verdict.contains("send buffer 32 KiB"), "{}", d.verdict);
+}
+
+#[test]
+fn one_percent_loss_is_loss_limited_with_the_mathis_bound() {
+    let s = Series {
+        snd_wnd: 4 << 20,
+        rwnd_per_tick_us: 0,
+        bytes_per_tick: 144_800 / 2, // 5.8 Mbit/s
+        segs_retrans_per_tick: 1,    // ~50 segments per tick → 2 %
+        cwnd_segs: 10,
+        ..base()
+    };
+    let d = run(&s, &ctx("100mbit"));
+    assert_eq!(d.limit, Limit::Loss);
+    assert!(d.problem);
+    let p = d.evidence.loss_ratio.unwrap();
+    assert!((p - 1.0 / 50.0).abs() < 0.001, "{p}");
+    let m = d.bounds.iter().find(|b| b.model == "Mathis").unwrap();
+    let want = 1448.0 * 8.0 / 0.02 * 1.5f64.sqrt() / p.sqrt();
+    assert!((m.rate_bps.bps() - want).abs() < 1.0);
+    assert!(d.bounds.iter().any(|b| b.model == "PFTK"));
+    assert!(d.recommendations.iter().any(|r| r.knob == Knob::FindLoss));
+}
+
+#[test]
+fn missing_handshake_options_are_a_problem_with_one_command_each() {
+    let s = Series {
+        options: 0,
+        ..base()
+    };
+    let c = Context {
+        settings: KnownSettings {
+            sender: Some(HostSettings {
+                sack: Some(false),
+                timestamps: Some(false),
+                window_scaling: Some(false),
+                ..HostSettings::default()
+            }),
+            ..KnownSettings::default()
+        },
+        ..ctx("100mbit")
+    };
+    let d = run(&s, &c);
+    assert_eq!(d.evidence.missing_options.len(), 3);
+    let cmds: Vec<String> = d
+        .recommendations
+        .iter()
+        .filter_map(|r| r.command.clone())
+        .collect();
+    for key in ["tcp_sack=1", "tcp_timestamps=1", "tcp_window_scaling=1"] {
+        assert_eq!(cmds.iter().filter(|c| c.ends_with(key)).count(), 1, "{cmds:?}");
+    }
+    assert!(d.verdict.contains("window scaling is off"));
+}
+
+#[test]
+fn the_whole_test_sums_streams() {
+    let c = Context {
+        streams: 2,
+        ..ctx("100mbit")
+    };
+    let a = run(&base(), &c);
+    let mut b = run(&base(), &c);
+    b.id = 3;
+    let t = diagnose_test(vec![a.clone(), b], &c);
+    assert_eq!(t.limit, Limit::ReceiverWindow);
+    assert!((t.achieved_bps.bps() - 2.0 * a.achieved_bps.bps()).abs() < 1.0);
+    assert_eq!(t.recommendations.len(), a.recommendations.len());
+    let w = t.bounds.iter().find(|b| b.model == "window/RTT").unwrap();
+    assert!((w.rate_bps.bps() - 2.0 * a.bounds[0].rate_bps.bps()).abs() < 1.0);
+    assert!(t.verdict.contains("over 2 streams"), "{}", t.verdict);
+    // Nothing sampled at either end: not enough evidence, not a problem.
+    let d = diagnose_stream(
+        &StreamInput {
+            id: 1,
+            sender: &[],
+            receiver: &[],
+            received_bytes: 1000,
+            seconds: Dur::from_secs_f64(1.0),
+            cpu: &[],
+        },
+        &Context::default(),
+    );
+    assert_eq!(d.limit, Limit::NotEnoughEvidence);
+    assert!(!d.problem);
+}
