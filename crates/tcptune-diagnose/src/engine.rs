@@ -824,7 +824,7 @@ fn bdp_bytes(ctx: &Context, e: &Evidence) -> Option<u64> {
     Some((rate.bytes_per_sec() / ctx.streams.max(1) as f64 * rtt.secs()).ceil() as u64)
 }
 
-fn decide(obs: &Observations<'_>, e: &Evidence, ctx: &Context, over: &str) -> Decision {
+fn decide(obs: &Observations<'_>, e: &Evidence, ctx: &Context) -> Decision {
     let sender_seen = !obs.sender.is_empty();
     let moved_any = moved(obs.sender, |i| i.bytes_sent) > 0
         || moved(obs.receiver, |i| i.bytes_received) > 0
@@ -862,7 +862,7 @@ fn decide(obs: &Observations<'_>, e: &Evidence, ctx: &Context, over: &str) -> De
             .sender
             .last()
             .is_some_and(|s| s.info.busy_time_us.is_some());
-        return decide_sender(e, ctx, over, reported);
+        return decide_sender(e, ctx, reported);
     }
     if let Some(c) = obs.capture {
         return decide_capture(c, e);
@@ -870,7 +870,7 @@ fn decide(obs: &Observations<'_>, e: &Evidence, ctx: &Context, over: &str) -> De
     decide_receiver(obs, e, ctx)
 }
 
-fn decide_sender(e: &Evidence, ctx: &Context, over: &str, chronographs_reported: bool) -> Decision {
+fn decide_sender(e: &Evidence, ctx: &Context, chronographs_reported: bool) -> Decision {
     let Some(shares) = e.shares else {
         let mut d = Decision::new(Limit::NotEnoughEvidence, None, String::new());
         d.missing.push(if chronographs_reported {
@@ -899,7 +899,6 @@ fn decide_sender(e: &Evidence, ctx: &Context, over: &str, chronographs_reported:
     let app_evidence = e
         .app_limited_samples
         .is_some_and(|s| s >= APP_LIMITED_SAMPLES);
-    let share_text = |s: f64| format!("{} {over}", pct(s));
     let mut d = match dom {
         Limit::Network | Limit::Application if window_evidence => {
             // The kernel's rwnd clock misses window-limited time when pacing or TSO defers a
@@ -919,7 +918,7 @@ fn decide_sender(e: &Evidence, ctx: &Context, over: &str, chronographs_reported:
         }
         Limit::Network if sndbuf_evidence => Decision::new(
             Limit::SendBuffer,
-            e.sndbuf_full_samples,
+            None, // the clock booked this time as network; the samples say why
             format!(
                 "send buffer {} full with room in cwnd {} in {} of samples ({} in flight)",
                 size(e.send_buffer_bytes.unwrap_or(0)),
@@ -930,7 +929,7 @@ fn decide_sender(e: &Evidence, ctx: &Context, over: &str, chronographs_reported:
         ),
         Limit::Network if app_evidence => Decision::new(
             Limit::Application,
-            e.app_limited_samples,
+            None, // the clock booked this time as network; the samples say why
             format!(
                 "{} of delivery-rate samples were app-limited: the sender had nothing more to send",
                 pct(e.app_limited_samples.unwrap_or(0.0))
@@ -938,7 +937,7 @@ fn decide_sender(e: &Evidence, ctx: &Context, over: &str, chronographs_reported:
         ),
         Limit::ReceiverWindow => {
             let w = e.peer_window_bytes.unwrap_or(0);
-            let mut why = format!("{}: its window {}", share_text(share), size(w));
+            let mut why = format!("its window {}", size(w));
             match (bdp_bytes(ctx, e), window_rate) {
                 (Some(bdp), _) => {
                     let cmp = if w < bdp { "<" } else { "≥" };
@@ -963,18 +962,14 @@ fn decide_sender(e: &Evidence, ctx: &Context, over: &str, chronographs_reported:
         Limit::SendBuffer => Decision::new(
             Limit::SendBuffer,
             Some(share),
-            format!(
-                "{}: send buffer {}",
-                share_text(share),
-                size(e.send_buffer_bytes.unwrap_or(0))
-            ),
+            format!("send buffer {}", size(e.send_buffer_bytes.unwrap_or(0))),
         ),
         Limit::Application => Decision::new(
             Limit::Application,
             Some(share),
-            format!("{}: nothing to send", share_text(share)),
+            "nothing to send".into(),
         ),
-        _ => network(e, ctx, share, &share_text(share)),
+        _ => network(e, ctx, share),
     };
     // CPU: a busy sender looks application-limited, a busy receiver keeps its window closed,
     // a busy host shows as cwnd/pacing; the CPU figure decides.
@@ -999,7 +994,7 @@ fn window_short(ctx: &Context, e: &Evidence) -> bool {
     matches!((bdp_bytes(ctx, e), e.peer_window_bytes), (Some(b), Some(w)) if w < b)
 }
 
-fn network(e: &Evidence, ctx: &Context, share: f64, share_text: &str) -> Decision {
+fn network(e: &Evidence, ctx: &Context, share: f64) -> Decision {
     let loss = e.loss_ratio.unwrap_or(0.0);
     let mathis = match (e.mss_bytes, e.rtt_s) {
         (Some(mss), Some(rtt)) if loss > 0.0 && rtt > Dur::ZERO => Some(Rate::from_bps(
@@ -1024,13 +1019,13 @@ fn network(e: &Evidence, ctx: &Context, share: f64, share_text: &str) -> Decisio
             Limit::Loss,
             Some(share),
             format!(
-                "{share_text}: {} retransmitted, loss {}{m}",
+                "{} retransmitted, loss {}{m}",
                 e.retransmits.unwrap_or(0),
                 pct(loss)
             ),
         );
     }
-    let mut why = format!("{share_text}: cwnd {}", size(e.cwnd_bytes.unwrap_or(0)));
+    let mut why = format!("cwnd {}", size(e.cwnd_bytes.unwrap_or(0)));
     if let (Some(r), Some(m)) = (e.rtt_s, e.min_rtt_s) {
         why += &format!(", RTT {r} (min {m})");
     }
@@ -1137,8 +1132,8 @@ fn decide_capture(c: &CaptureEvidence, e: &Evidence) -> Decision {
 /// `over` names the time the shares cover ("of the last 5 s", "of its busy time").
 pub fn classify(obs: &Observations<'_>, ctx: &Context, over: &str) -> (Verdict, Evidence) {
     let e = evidence(obs, ctx);
-    let d = decide(obs, &e, ctx, over);
-    let text = verdict_text(&d, &e);
+    let d = decide(obs, &e, ctx);
+    let text = verdict_text(&d, &e, over);
     (
         Verdict {
             limit: d.limit,
@@ -1150,8 +1145,11 @@ pub fn classify(obs: &Observations<'_>, ctx: &Context, over: &str) -> (Verdict, 
     )
 }
 
-fn verdict_text(d: &Decision, e: &Evidence) -> String {
+fn verdict_text(d: &Decision, e: &Evidence, over: &str) -> String {
     let mut t = d.limit.label().to_string();
+    if let Some(s) = d.share {
+        t += &format!(" {} {over}", pct(s));
+    }
     if let Some(a) = e.achieved_bps.filter(|_| d.limit != Limit::Idle) {
         t += &format!(" at {a}");
     }
@@ -1173,7 +1171,7 @@ fn verdict_text(d: &Decision, e: &Evidence) -> String {
 /// The full judgement: class, evidence, bounds and the changes that would help.
 pub fn diagnose(obs: &Observations<'_>, ctx: &Context, over: &str) -> Diagnosis {
     let e = evidence(obs, ctx);
-    let d = decide(obs, &e, ctx, over);
+    let d = decide(obs, &e, ctx);
     let rto = obs
         .sender
         .last()
@@ -1193,7 +1191,7 @@ pub fn diagnose(obs: &Observations<'_>, ctx: &Context, over: &str) -> Diagnosis 
             Limit::Application => ctx.rate_cap.is_none() && ctx.path_rate.is_some() && below_path,
             Limit::PathCapacity | Limit::Idle | Limit::NotEnoughEvidence => false,
         };
-    let verdict = verdict_text(&d, &e);
+    let verdict = verdict_text(&d, &e, over);
     Diagnosis {
         limit: d.limit,
         share: d.share,

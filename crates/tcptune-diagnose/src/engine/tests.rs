@@ -102,7 +102,7 @@ fn receiver_window_limited_with_bdp_evidence() {
     // BDP at 200 Mbit/s × min RTT 10 ms = 250 000 B.
     assert_eq!(
         v.text,
-        "receiver-window limited at 8 Mbit/s: 93% of the last 5 s: its window 64 KiB < BDP 244 KiB"
+        "receiver-window limited 93% of the last 5 s at 8 Mbit/s: its window 64 KiB < BDP 244 KiB"
     );
 }
 
