@@ -16,6 +16,9 @@ use tcptune_model::{Bytes, Dur, Rate};
 use crate::engine::{Context, End, Evidence, Limit};
 use crate::size;
 
+/// No buffer maximum is recommended below this (Linux's smallest default `tcp_rmem[2]`).
+const MIN_MAXIMUM: u64 = 65_536;
+
 /// A setting a recommendation can change.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
@@ -221,18 +224,17 @@ pub fn needs(limit: Limit, e: &Evidence, ctx: &Context) -> Vec<Need> {
         (Some(rate), Some(rtt)) => buffers(&query(rate, rtt, ctx)).ok().map(|b| (b, rate, rtt)),
         _ => None,
     };
-    let note = |rate: Rate, rtt: Dur, w: Bytes| {
-        format!("BDP {rate} × {rtt} = {} per flow", size(w.get()))
-    };
+    let note =
+        |rate: Rate, rtt: Dur, w: Bytes| format!("BDP {rate} × {rtt} = {} per flow", size(w.get()));
     let buffer_need = |out: &mut Vec<Need>, end: End, measured: Option<u64>, recv: bool| {
         let (sys, core, name) = if recv {
             (Knob::TcpRmemMax, Knob::RmemMax, "receive")
         } else {
             (Knob::TcpWmemMax, Knob::WmemMax, "send")
         };
-        // The buffer measured limited this flow: a maximum no larger than twice it cannot
-        // be the fix.
-        let floor = measured.map(|m| 2 * m).unwrap_or(0);
+        // The buffer measured limited this flow: a maximum below twice it cannot be the fix;
+        // nor one below 64 KiB, the kernel's own smallest default maximum.
+        let floor = measured.map(|m| (2 * m).max(MIN_MAXIMUM)).unwrap_or(0);
         match &sized {
             Some((b, rate, rtt)) => {
                 let want = if recv {
@@ -384,10 +386,7 @@ pub fn advise(needs: &[Need], settings: &KnownSettings, fit: bool) -> Vec<Recomm
     // One need per (knob, end): the largest value, with its reason.
     let mut merged: Vec<Need> = Vec::new();
     for n in needs {
-        match merged
-            .iter_mut()
-            .find(|m| m.knob == n.knob && m.on == n.on)
-        {
+        match merged.iter_mut().find(|m| m.knob == n.knob && m.on == n.on) {
             Some(m) => {
                 if let (Value::AtLeast(a), Value::AtLeast(b)) = (&m.value, &n.value) {
                     if b > a {
@@ -426,13 +425,26 @@ fn recommend(n: &Need, settings: &KnownSettings, fit: bool) -> Option<Recommenda
                 Some(c) => {
                     let verb = if c > v { "lower" } else { "raise" };
                     let value = match (n.knob, host) {
-                        (Knob::TcpRmemMax, Some(h)) => h.tcp_rmem.map(|t| format!("{} {} {v}", t[0], t[1].min(v))),
-                        (Knob::TcpWmemMax, Some(h)) => h.tcp_wmem.map(|t| format!("{} {} {v}", t[0], t[1].min(v))),
+                        (Knob::TcpRmemMax, Some(h)) => {
+                            h.tcp_rmem.map(|t| format!("{} {} {v}", t[0], t[1].min(v)))
+                        }
+                        (Knob::TcpWmemMax, Some(h)) => {
+                            h.tcp_wmem.map(|t| format!("{} {} {v}", t[0], t[1].min(v)))
+                        }
                         _ => Some(v.to_string()),
                     }?;
-                    let fitted = if c > v { " (fitted to the path, as asked)" } else { "" };
+                    let fitted = if c > v {
+                        " (fitted to the path, as asked)"
+                    } else {
+                        ""
+                    };
                     rec(
-                        format!("{verb} {key}'s maximum from {} to {}{fitted}: {}", size(c), size(v), n.why),
+                        format!(
+                            "{verb} {key}'s maximum from {} to {}{fitted}: {}",
+                            size(c),
+                            size(v),
+                            n.why
+                        ),
                         Some(format!("sysctl -w {key}=\"{value}\"")),
                         Some(c.to_string()),
                         Some(v.to_string()),
@@ -451,7 +463,12 @@ fn recommend(n: &Need, settings: &KnownSettings, fit: bool) -> Option<Recommenda
                 ),
             }
         }
-        (Value::AtLeast(v), None) => rec(n.why.clone(), Some(format!("-w {v}")), None, Some(v.to_string())),
+        (Value::AtLeast(v), None) => rec(
+            n.why.clone(),
+            Some(format!("-w {v}")),
+            None,
+            Some(v.to_string()),
+        ),
         (Value::On, Some(key)) => {
             let (s, r) = (
                 settings.sender.as_ref().and_then(|h| h.flag(n.knob)),
@@ -459,7 +476,10 @@ fn recommend(n: &Need, settings: &KnownSettings, fit: bool) -> Option<Recommenda
             );
             match (s, r) {
                 (Some(true), Some(true)) => rec(
-                    format!("{}; both ends have {key}=1, so something on the path strips the option", n.why),
+                    format!(
+                        "{}; both ends have {key}=1, so something on the path strips the option",
+                        n.why
+                    ),
                     None,
                     Some("1".into()),
                     None,
@@ -481,7 +501,10 @@ fn recommend(n: &Need, settings: &KnownSettings, fit: bool) -> Option<Recommenda
                     })
                 }
                 (None, None) => rec(
-                    format!("{} ({key}=1; the ends' current values were not reported)", n.why),
+                    format!(
+                        "{} ({key}=1; the ends' current values were not reported)",
+                        n.why
+                    ),
                     None,
                     None,
                     Some("1".into()),
@@ -499,7 +522,10 @@ fn recommend(n: &Need, settings: &KnownSettings, fit: bool) -> Option<Recommenda
                     Some(name.clone()),
                 ),
                 None => rec(
-                    format!("{} ({key}={name}, if the sender does not run it already)", n.why),
+                    format!(
+                        "{} ({key}={name}, if the sender does not run it already)",
+                        n.why
+                    ),
                     None,
                     None,
                     Some(name.clone()),
@@ -539,7 +565,10 @@ mod tests {
             ..KnownSettings::default()
         };
         let n = [need(Knob::TcpRmemMax, End::Receiver, 1 << 20)];
-        assert!(advise(&n, &s, false).is_empty(), "32 MiB already covers 1 MiB");
+        assert!(
+            advise(&n, &s, false).is_empty(),
+            "32 MiB already covers 1 MiB"
+        );
         let fit = advise(&n, &s, true);
         assert_eq!(fit.len(), 1);
         assert_eq!(
@@ -576,7 +605,11 @@ mod tests {
         let r = advise(&n, &KnownSettings::default(), false);
         assert_eq!(r.len(), 1);
         assert_eq!(r[0].command, None);
-        assert!(r[0].change.contains("at least 8 MiB if it is lower"), "{}", r[0].change);
+        assert!(
+            r[0].change.contains("at least 8 MiB if it is lower"),
+            "{}",
+            r[0].change
+        );
     }
 
     #[test]
@@ -604,7 +637,10 @@ mod tests {
         };
         let r = advise(&[sack], &s, false);
         assert_eq!(r[0].on, "the receiver");
-        assert_eq!(r[0].command.as_deref(), Some("sysctl -w net.ipv4.tcp_sack=1"));
+        assert_eq!(
+            r[0].command.as_deref(),
+            Some("sysctl -w net.ipv4.tcp_sack=1")
+        );
     }
 
     #[test]

@@ -622,8 +622,16 @@ pub fn evidence(obs: &Observations<'_>, ctx: &Context) -> Evidence {
     }
     e.cwnd_bytes = median_of(snd, |s| s.info.cwnd_bytes());
     e.peer_window_bytes = median_of(snd, |s| s.info.snd_wnd.map(u64::from));
-    e.receiver_buffer_bytes = rcv.iter().filter_map(|s| s.skmem).map(|m| m.rcvbuf as u64).last();
-    e.send_buffer_bytes = snd.iter().filter_map(|s| s.skmem).map(|m| m.sndbuf as u64).last();
+    e.receiver_buffer_bytes = rcv
+        .iter()
+        .filter_map(|s| s.skmem)
+        .map(|m| m.rcvbuf as u64)
+        .last();
+    e.send_buffer_bytes = snd
+        .iter()
+        .filter_map(|s| s.skmem)
+        .map(|m| m.sndbuf as u64)
+        .last();
     e.in_flight_bytes = median_of(snd, |s| {
         Some(s.info.unacked? as u64 * s.info.snd_mss? as u64).filter(|&b| b > 0)
     });
@@ -667,7 +675,9 @@ pub fn evidence(obs: &Observations<'_>, ctx: &Context) -> Evidence {
 fn capture_evidence(c: &CaptureEvidence, e: &mut Evidence) {
     e.from_capture = true;
     if c.duration > Dur::ZERO && e.achieved_bps.is_none() {
-        e.achieved_bps = Some(Rate::from_bps(c.payload_bytes as f64 * 8.0 / c.duration.secs()));
+        e.achieved_bps = Some(Rate::from_bps(
+            c.payload_bytes as f64 * 8.0 / c.duration.secs(),
+        ));
     }
     if c.data_packets > 0 {
         e.loss_ratio
@@ -964,11 +974,9 @@ fn decide_sender(e: &Evidence, ctx: &Context, chronographs_reported: bool) -> De
             Some(share),
             format!("send buffer {}", size(e.send_buffer_bytes.unwrap_or(0))),
         ),
-        Limit::Application => Decision::new(
-            Limit::Application,
-            Some(share),
-            "nothing to send".into(),
-        ),
+        Limit::Application => {
+            Decision::new(Limit::Application, Some(share), "nothing to send".into())
+        }
         _ => network(e, ctx, share),
     };
     // CPU: a busy sender looks application-limited, a busy receiver keeps its window closed,
@@ -997,14 +1005,14 @@ fn window_short(ctx: &Context, e: &Evidence) -> bool {
 fn network(e: &Evidence, ctx: &Context, share: f64) -> Decision {
     let loss = e.loss_ratio.unwrap_or(0.0);
     let mathis = match (e.mss_bytes, e.rtt_s) {
-        (Some(mss), Some(rtt)) if loss > 0.0 && rtt > Dur::ZERO => Some(Rate::from_bps(
-            mathis_bps(
+        (Some(mss), Some(rtt)) if loss > 0.0 && rtt > Dur::ZERO => {
+            Some(Rate::from_bps(mathis_bps(
                 Bytes::new(mss as u64),
                 rtt,
                 loss,
                 MathisConstant::Periodic.value(),
-            ),
-        )),
+            )))
+        }
         _ => None,
     };
     let near_mathis = match (mathis, e.achieved_bps) {

@@ -311,4 +311,3 @@ pub fn verdict(a: Option<&Sample>, b: &Sample, ctx: &Context) -> Verdict {
     };
     engine::classify(&engine::Observations::socket(series), ctx, &over).0
 }
-

@@ -113,8 +113,10 @@ pub fn diagnose_test(streams: Vec<StreamDiagnosis>, ctx: &Context) -> TestDiagno
         .max_by(|a, b| a.1.total_cmp(&b.1))
         .map(|x| x.0)
         .unwrap_or(Limit::NotEnoughEvidence);
-    let needs: Vec<crate::advice::Need> =
-        streams.iter().flat_map(|s| s.needs.iter().cloned()).collect();
+    let needs: Vec<crate::advice::Need> = streams
+        .iter()
+        .flat_map(|s| s.needs.iter().cloned())
+        .collect();
     let recommendations = crate::advice::advise(&needs, &ctx.settings, ctx.fit);
     let mut bounds = Vec::new();
     for model in ["window/RTT", "Mathis", "PFTK", "path payload"] {

@@ -10,9 +10,9 @@ use std::path::{Path, PathBuf};
 
 use schemars::JsonSchema;
 use serde::Serialize;
-use tcptune_model::{Bytes, Dur, Probability, Rate};
 use tcptune_model::goodput::goodput_ceiling;
 use tcptune_model::mathis::{mathis_bps, MathisConstant};
+use tcptune_model::{Bytes, Dur, Probability, Rate};
 use tcptune_report::html::{Block, Page};
 use tcptune_report::stats::{summarize as stats, Summary};
 use tcptune_report::svg::{Chart, Point as P, Series, Style, PALETTE};

@@ -6,6 +6,7 @@
 //! - [`sys`]: the sockets — dumps, exact queries, destroy events, netns entry, TCP_INFO.
 //! - [`procs`]: which process owns a socket (only when asked).
 
+pub mod cpustat;
 pub mod diag;
 pub mod filter;
 pub mod procs;

@@ -44,7 +44,12 @@ mod tests {
         assert!((g.bps() - 50e6 * 1448.0 / 1538.0).abs() < 1.0, "{g}");
         assert!(g.bps() > 47.0e6 && g.bps() < 47.1e6);
         // IPv6 without timestamps, netem framing.
-        let g = goodput_ceiling(Rate::from_bps(1e9), 1440, tcp_ip_header_bytes(true, false), 14);
+        let g = goodput_ceiling(
+            Rate::from_bps(1e9),
+            1440,
+            tcp_ip_header_bytes(true, false),
+            14,
+        );
         assert!((g.bps() - 1e9 * 1440.0 / 1514.0).abs() < 1.0);
     }
 }

@@ -373,6 +373,7 @@ pub fn run(
         zerocopy: p.zerocopy,
     };
     let (u0, s0) = sock::cpu_times();
+    let host_cpu_at_start = tcptune_kernel::cpustat::CpuTicks::now();
     let data = DataPhase::start(socks, &plan, cfg.sample_every, clock.0)
         .map_err(|e| TestError::io("starting the data streams", e))?;
     let t0 = data.started();
@@ -463,6 +464,11 @@ pub fn run(
     })?;
     let outcomes = data.finish();
     let own = own_results(&outcomes, secs, (u0, s0));
+    // Both ends on this host (loopback): how busy all its CPUs were, softirq included.
+    let host_cpu = host_cpu_at_start
+        .zip(tcptune_kernel::cpustat::CpuTicks::now())
+        .and_then(|(a, b)| a.shares_until(&b))
+        .filter(|_| addr.ip().is_loopback());
     s.send_results(&own, clock.now()).map_err(session_err)?;
     let ev = pump(&mut ctl, &mut s, &clock, |e| matches!(e, ClientEvent::Done))?;
     let server = ev
@@ -488,6 +494,7 @@ pub fn run(
         server_samples,
         secs,
         (own.cpu_util_user, own.cpu_util_system),
+        host_cpu,
     ))
 }
 
@@ -503,6 +510,7 @@ fn assemble(
     server_samples: Option<ServerSamples>,
     secs: f64,
     (cu, cs): (f64, f64),
+    host_cpu: Option<(f64, f64, f64)>,
 ) -> TestOutput {
     let p = &cfg.params;
     let client_sends_main = p.direction != Direction::Reverse;
@@ -560,7 +568,16 @@ fn assemble(
         },
         softirq_percent: None,
     };
-    let cpu = [ours, theirs_cpu];
+    let mut cpu = vec![ours, theirs_cpu];
+    if let Some((busy, softirq, _steal)) = host_cpu {
+        cpu.push(CpuUse {
+            end: engine::End::BothEnds,
+            scope: CpuScope::Host,
+            percent: busy * 100.0,
+            cores: 1.0,
+            softirq_percent: Some(softirq * 100.0),
+        });
+    }
     for o in &outcomes {
         let peer = theirs(o.id);
         let peer_bytes = peer.map(|x| x.bytes).unwrap_or(0);

@@ -120,11 +120,7 @@ fn rate_cap_zero_copy_congestion_control_and_window() {
     assert_eq!(snd.samples.last().unwrap().skmem.unwrap().sndbuf, 2 << 20);
     // The cap makes the sender application limited, which is not a problem.
     let d = &out.tcptune.diagnosis;
-    assert_eq!(
-        d.limit,
-        tcptune_diagnose::Limit::Application,
-        "{d}"
-    );
+    assert_eq!(d.limit, tcptune_diagnose::Limit::Application, "{d}");
     assert!(!d.problem, "{d}");
     stop.store(true, Ordering::Relaxed);
     h.join().unwrap();

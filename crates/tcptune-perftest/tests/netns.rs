@@ -186,7 +186,10 @@ fn our_client_against_iperf3_server_forward_reverse_parallel() {
             } else {
                 // Only our receiving end was sampled: its window evidence or nothing.
                 assert!(
-                    matches!(d.limit, TestLimit::NotEnoughEvidence | TestLimit::ReceiverWindow | TestLimit::Cpu),
+                    matches!(
+                        d.limit,
+                        TestLimit::NotEnoughEvidence | TestLimit::ReceiverWindow | TestLimit::Cpu
+                    ),
                     "{}",
                     d.verdict
                 );
@@ -304,13 +307,10 @@ fn a_4k_receive_buffer_is_diagnosed_receiver_window_limited_with_the_bdp_fix() {
         .tcp_rmem_max_bytes
         .get();
     let want = bdp_sized.max(2 * 4096).max(65_536);
-    let cmd = s.recommendations[0].command.clone().unwrap();
-    assert_eq!(
-        cmd,
-        format!(
-            "sysctl -w net.ipv4.tcp_rmem=\"4096 {} {want}\"",
-            want.min(131072)
-        ),
-        "{d}"
-    );
+    // The receiver is the server's namespace, whose settings this client cannot read: the
+    // recommendation is a condition with the value, and no command that might lower it.
+    let r = &s.recommendations[0];
+    assert_eq!(r.proposed, Some(want.to_string()), "{d}");
+    assert_eq!(r.command, None, "{d}");
+    assert!(r.change.contains("if it is lower there"), "{d}");
 }

@@ -479,7 +479,11 @@ fn a_stream_without_a_full_send_buffer_is_not_send_buffer_limited() {
     };
     let d = run(&s, &ctx("1gbit"));
     assert_eq!(d.limit, Limit::SendBuffer, "{}", d.verdict);
-    assert!(d.verdict.contains("full with room in cwnd"), "{}", d.verdict);
+    assert!(
+        d.verdict.contains("full with room in cwnd"),
+        "{}",
+        d.verdict
+    );
 }
 
 #[test]
@@ -551,8 +555,16 @@ fn the_receiver_alone_shows_its_window_or_says_what_is_missing() {
     };
     let d = diagnose_stream(&input, &ctx("100mbit"));
     assert_eq!(d.limit, Limit::NotEnoughEvidence, "{}", d.verdict);
-    assert!(d.verdict.contains("not the receiver's window"), "{}", d.verdict);
-    assert!(d.missing[0].contains("sending end's tcp_info"), "{:?}", d.missing);
+    assert!(
+        d.verdict.contains("not the receiver's window"),
+        "{}",
+        d.verdict
+    );
+    assert!(
+        d.missing[0].contains("sending end's tcp_info"),
+        "{:?}",
+        d.missing
+    );
     assert!(!d.problem);
 }
 
@@ -635,7 +647,11 @@ fn missing_handshake_options_are_a_problem_with_one_command_each() {
         .filter_map(|r| r.command.clone())
         .collect();
     for key in ["tcp_sack=1", "tcp_timestamps=1", "tcp_window_scaling=1"] {
-        assert_eq!(cmds.iter().filter(|c| c.ends_with(key)).count(), 1, "{cmds:?}");
+        assert_eq!(
+            cmds.iter().filter(|c| c.ends_with(key)).count(),
+            1,
+            "{cmds:?}"
+        );
     }
     assert!(d.verdict.contains("window scaling is off"));
 }
