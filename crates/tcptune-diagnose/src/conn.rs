@@ -14,7 +14,8 @@ use tcptune_kernel::tcp_info::state_name;
 use tcptune_kernel::{BbrInfo, CongName, DiagSocket, SkMemInfo, TcpInfo};
 use tcptune_model::{Dur, Rate};
 
-use crate::{interval, snapshot, verdict, Context, Interval, Sample, Snapshot, Verdict};
+use crate::engine::CpuUse;
+use crate::{interval, judge, snapshot, Context, Interval, Sample, Snapshot, Verdict};
 
 /// One connection with what limits it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -69,6 +70,18 @@ impl Conn {
         ctx: &Context,
         all: bool,
     ) -> (Conn, Option<Sample>) {
+        Conn::judged(s, at, prev, ctx, all, &[])
+    }
+
+    /// [`Conn::new`] with CPU figures for the engine (a loopback connection's host).
+    pub fn judged(
+        s: DiagSocket,
+        at: Dur,
+        prev: Option<&Sample>,
+        ctx: &Context,
+        all: bool,
+        cpu: &[CpuUse],
+    ) -> (Conn, Option<Sample>) {
         let full_info = if all {
             s.info.clone().map(Box::new)
         } else {
@@ -82,7 +95,7 @@ impl Conn {
         let (snap, iv, v) = match &sample {
             Some(b) => {
                 let snap = snapshot(&b.info);
-                let v = verdict(prev, b, ctx);
+                let v = judge(prev, b, ctx, cpu);
                 (Some(snap), prev.map(|a| interval(a, b)), v)
             }
             None => (
@@ -139,6 +152,9 @@ impl Conn {
 #[derive(Default)]
 pub struct History {
     prev: HashMap<(Option<String>, u64), Sample>,
+    /// How busy this host's CPUs were since the previous dump (both ends of a loopback
+    /// connection run here, so this is their CPU).
+    pub host_cpu: Option<CpuUse>,
 }
 
 impl History {
@@ -152,9 +168,36 @@ impl History {
         all: bool,
     ) -> Vec<Conn> {
         let mut rows = Vec::with_capacity(socks.len());
+        // Connections that share a path share its capacity: with the path's rate given, a
+        // connection's share is the rate over the connections to the same peer that sent
+        // since the previous dump (four parallel streams each carry a quarter).
+        let mut sharing: HashMap<(std::net::IpAddr, std::net::IpAddr), u32> = HashMap::new();
+        if ctx.path_rate.is_some() {
+            for s in socks {
+                let key = (netns.map(str::to_string), s.cookie);
+                let sent = |i: Option<&TcpInfo>| i.and_then(|i| i.bytes_acked).unwrap_or(0);
+                let before = self.prev.get(&key).map(|p| sent(Some(&p.info)));
+                if before.is_some_and(|b| sent(s.info.as_ref()) > b) {
+                    *sharing.entry((s.src.ip(), s.dst.ip())).or_default() += 1;
+                }
+            }
+        }
+        let cpu: Vec<CpuUse> = self.host_cpu.into_iter().collect();
         for s in socks {
             let key = (netns.map(str::to_string), s.cookie);
-            let (mut c, sample) = Conn::new(s.clone(), at, self.prev.get(&key), ctx, all);
+            let n = sharing.get(&(s.src.ip(), s.dst.ip())).copied().unwrap_or(1);
+            let shared;
+            let ctx = if n > 1 {
+                shared = Context {
+                    streams: n,
+                    ..ctx.clone()
+                };
+                &shared
+            } else {
+                ctx
+            };
+            let cpu: &[CpuUse] = if s.dst.ip().is_loopback() { &cpu } else { &[] };
+            let (mut c, sample) = Conn::judged(s.clone(), at, self.prev.get(&key), ctx, all, cpu);
             c.netns = netns.map(str::to_string);
             if let Some(sample) = sample {
                 self.prev.insert(key, sample);

@@ -56,6 +56,12 @@ pub const AT_WINDOW_BOUND_RECEIVER: f64 = 0.6;
 /// The share of samples with a full send buffer and room in cwnd above which the send buffer
 /// held the data back.
 pub const SNDBUF_FULL_SAMPLES: f64 = 0.5;
+/// Weaker send-buffer evidence (this share of the time sndbuf-limited by the kernel's clock, or
+/// of samples with the buffer full) counts when cwnd had room: the median data in flight below
+/// [`IN_FLIGHT_SHORT`] of cwnd. Either alone is not enough: BBR keeps in flight near half of
+/// cwnd on any path.
+pub const SNDBUF_SOME: f64 = 0.25;
+pub const IN_FLIGHT_SHORT: f64 = 0.7;
 /// A loss rate (retransmitted / sent segments) at which a network-limited flow is loss-limited
 /// even far below the Mathis bound (timeouts dominate there, and Mathis is optimistic).
 pub const LOSS_SIGNIFICANT: f64 = 0.01;
@@ -390,6 +396,15 @@ pub struct Evidence {
     /// Share of the sender's samples with a full send buffer and room in cwnd.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sndbuf_full_samples: Option<f64>,
+    /// The socket's own pacing cap (SO_MAX_PACING_RATE, as an application sets it), when set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_pacing_rate_bps: Option<Rate>,
+    /// Reordering the sender saw over the observation (`reord_seen`) and retransmissions the
+    /// receiver reported as duplicates (`dsack_dups`): loss that was not loss.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reordering_seen: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dsack_dups: Option<u64>,
     /// Share of the sender's samples with cwnd ≥ 2× a receiver's window kept full.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub window_full_samples: Option<f64>,
@@ -606,7 +621,28 @@ pub fn evidence(obs: &Observations<'_>, ctx: &Context) -> Evidence {
             };
             e.achieved_bps = snap.delivery_rate_bps;
         }
-        e.app_limited_samples = share_of(snd, |s| s.info.delivery_rate_app_limited);
+        // App-limited only with nothing left to send: the kernel also marks samples taken
+        // while a bulk sender's queue briefly ran dry after loss recovery.
+        e.app_limited_samples = share_of(snd, |s| {
+            let app = s.info.delivery_rate_app_limited?;
+            let empty = match (s.info.notsent_bytes, s.info.snd_mss) {
+                (Some(n), Some(m)) => n < m.max(1),
+                _ => true,
+            };
+            Some(app && empty)
+        });
+        e.max_pacing_rate_bps = b
+            .info
+            .max_pacing_rate_bytes_per_s
+            .filter(|&r| r != u64::MAX && r > 0)
+            .map(|r| Rate::from_bps(r as f64 * 8.0));
+        let grew = |f: fn(&TcpInfo) -> Option<u32>| match (f(&a.info), f(&b.info)) {
+            (Some(x), Some(y)) if snd.len() > 1 => Some(y.wrapping_sub(x) as u64),
+            (_, Some(y)) => Some(y as u64),
+            _ => None,
+        };
+        e.reordering_seen = grew(|i| i.reord_seen);
+        e.dsack_dups = grew(|i| i.dsack_dups);
         e.sndbuf_full_samples = share_of(snd, send_buffer_full);
         e.window_full_samples = share_of(snd, |s| window_far_below_cwnd(&s.info));
     }
@@ -867,6 +903,15 @@ fn decide(obs: &Observations<'_>, e: &Evidence, ctx: &Context) -> Decision {
             );
         }
     }
+    if let (Some(a), Some(cap)) = (achieved, e.max_pacing_rate_bps) {
+        if a.bps() >= AT_RATE_CAP * cap.bps() {
+            return Decision::new(
+                Limit::Application,
+                None,
+                format!("the application capped its pacing rate at {cap} (SO_MAX_PACING_RATE)"),
+            );
+        }
+    }
     if sender_seen {
         let reported = obs
             .sender
@@ -903,9 +948,13 @@ fn decide_sender(e: &Evidence, ctx: &Context, chronographs_reported: bool) -> De
     };
     let window_evidence = e.window_full_samples.is_some_and(|s| s >= 0.5)
         || (e.cwnd_over_window.is_some_and(|r| r >= CWND_OVER_WINDOW) && at_window);
-    let sndbuf_evidence = e
-        .sndbuf_full_samples
-        .is_some_and(|s| s >= SNDBUF_FULL_SAMPLES);
+    let cwnd_had_room = match (e.in_flight_bytes, e.cwnd_bytes) {
+        (Some(f), Some(c)) => (f as f64) < IN_FLIGHT_SHORT * c as f64,
+        _ => false,
+    };
+    let full = e.sndbuf_full_samples.unwrap_or(0.0);
+    let sndbuf_evidence = full >= SNDBUF_FULL_SAMPLES
+        || (cwnd_had_room && (shares.sndbuf >= SNDBUF_SOME || full >= SNDBUF_SOME));
     let app_evidence = e
         .app_limited_samples
         .is_some_and(|s| s >= APP_LIMITED_SAMPLES);
@@ -930,11 +979,13 @@ fn decide_sender(e: &Evidence, ctx: &Context, chronographs_reported: bool) -> De
             Limit::SendBuffer,
             None, // the clock booked this time as network; the samples say why
             format!(
-                "send buffer {} full with room in cwnd {} in {} of samples ({} in flight)",
+                "send buffer {} full in {} of samples and sndbuf-limited {} of the time, with \
+                 {} in flight against cwnd {}",
                 size(e.send_buffer_bytes.unwrap_or(0)),
-                size(e.cwnd_bytes.unwrap_or(0)),
-                pct(e.sndbuf_full_samples.unwrap_or(0.0)),
+                pct(full),
+                pct(shares.sndbuf),
                 size(e.in_flight_bytes.unwrap_or(0)),
+                size(e.cwnd_bytes.unwrap_or(0)),
             ),
         ),
         Limit::Network if app_evidence => Decision::new(
@@ -1020,9 +1071,18 @@ fn network(e: &Evidence, ctx: &Context, share: f64) -> Decision {
         _ => false,
     };
     if loss >= LOSS_SIGNIFICANT || (loss > 0.0 && near_mathis) {
-        let m = mathis
+        let mut m = mathis
             .map(|m| format!(" (Mathis bound {m})"))
             .unwrap_or_default();
+        let reord = e.reordering_seen.unwrap_or(0);
+        let dsack = e.dsack_dups.unwrap_or(0);
+        if reord > 0 || dsack > 0 {
+            m += &format!(
+                "; the path reordered ({reord} reordering events, {dsack} retransmissions the \
+                 receiver had already: D-SACK), so some of this loss was not loss: the sender \
+                 slowed down for packets that arrived late"
+            );
+        }
         return Decision::new(
             Limit::Loss,
             Some(share),

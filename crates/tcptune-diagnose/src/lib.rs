@@ -299,6 +299,11 @@ pub fn interval(a: &Sample, b: &Sample) -> Interval {
 /// The verdict over the interval from `a` to `b` (or over the connection's life when `a` is
 /// `None`): [`engine::classify`] on this socket alone.
 pub fn verdict(a: Option<&Sample>, b: &Sample, ctx: &Context) -> Verdict {
+    judge(a, b, ctx, &[])
+}
+
+/// [`verdict`] with CPU figures of the socket's ends.
+pub fn judge(a: Option<&Sample>, b: &Sample, ctx: &Context, cpu: &[engine::CpuUse]) -> Verdict {
     let (series, over) = match a {
         Some(a) => (
             engine::Series::Two(a, b),
@@ -309,5 +314,9 @@ pub fn verdict(a: Option<&Sample>, b: &Sample, ctx: &Context) -> Verdict {
         ),
         None => (engine::Series::One(b), "of its busy time".to_string()),
     };
-    engine::classify(&engine::Observations::socket(series), ctx, &over).0
+    let obs = engine::Observations {
+        cpu,
+        ..engine::Observations::socket(series)
+    };
+    engine::classify(&obs, ctx, &over).0
 }

@@ -212,7 +212,11 @@ struct Observed {
     sndbuf_peak_bytes: Option<u64>,
 }
 
-fn observe(samples: Vec<(Dur, DiagSocket)>, path_rate: Option<Rate>) -> Option<Observed> {
+fn observe(
+    samples: Vec<(Dur, DiagSocket)>,
+    path_rate: Option<Rate>,
+    streams: u32,
+) -> Option<Observed> {
     // The data connection is the one that moved the most bytes (iperf3 also has a control
     // connection on the same port).
     let busiest = samples
@@ -254,6 +258,8 @@ fn observe(samples: Vec<(Dur, DiagSocket)>, path_rate: Option<Rate>) -> Option<O
     let ctx = Context {
         path_rate,
         framing_bytes: tcptune_model::goodput::NETEM_FRAMING,
+        // Parallel streams share the path: each is judged against its share.
+        streams,
         ..Context::default()
     };
     let v = if conn.len() > 1 {
@@ -690,7 +696,12 @@ pub fn run(
     let mut m = measured;
     m.rcvbuf_peak_bytes = rcvbuf_peak;
     let mut series = Vec::new();
-    if let Some(o) = observe(observed, path_rate) {
+    let streams = s
+        .get("workload.parallel")
+        .and_then(|p| p.parse::<u32>().ok())
+        .unwrap_or(1)
+        .max(1);
+    if let Some(o) = observe(observed, path_rate, streams) {
         m.retransmits = m.retransmits.or(o.retransmits);
         m.rtt_min_s = o.rtt_min_s;
         m.rtt_mean_s = o.rtt_mean_s;

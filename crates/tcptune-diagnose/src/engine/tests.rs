@@ -170,7 +170,7 @@ fn a_full_send_buffer_with_room_in_cwnd_is_send_buffer_limited() {
     let v = verdict(Some(&a), &b, &Context::default());
     assert_eq!(v.limit, Limit::SendBuffer, "{}", v.text);
     assert!(
-        v.text.contains("send buffer 8 KiB full with room in cwnd"),
+        v.text.contains("send buffer 8 KiB full in 100% of samples"),
         "{}",
         v.text
     );

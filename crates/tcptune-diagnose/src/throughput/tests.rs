@@ -480,7 +480,7 @@ fn a_stream_without_a_full_send_buffer_is_not_send_buffer_limited() {
     let d = run(&s, &ctx("1gbit"));
     assert_eq!(d.limit, Limit::SendBuffer, "{}", d.verdict);
     assert!(
-        d.verdict.contains("full with room in cwnd"),
+        d.verdict.contains("full in 100% of samples"),
         "{}",
         d.verdict
     );

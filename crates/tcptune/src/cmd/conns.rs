@@ -70,6 +70,22 @@ pub(super) fn targets(sock: &SockArgs) -> anyhow::Result<Vec<Target>> {
     Ok(out)
 }
 
+/// This host's CPU use since `before`, for the verdicts of loopback connections (both of whose
+/// ends run here).
+pub(super) fn host_cpu(
+    before: Option<tcptune_kernel::cpustat::CpuTicks>,
+) -> Option<tcptune_diagnose::engine::CpuUse> {
+    use tcptune_diagnose::engine::{CpuScope, CpuUse, End};
+    let (busy, softirq, _) = before?.shares_until(&tcptune_kernel::cpustat::CpuTicks::now()?)?;
+    Some(CpuUse {
+        end: End::BothEnds,
+        scope: CpuScope::Host,
+        percent: busy * 100.0,
+        cores: 1.0,
+        softirq_percent: Some(softirq * 100.0),
+    })
+}
+
 pub(super) fn context(sock: &SockArgs) -> Context {
     Context::with_path_rate(sock.rate)
 }
@@ -187,7 +203,9 @@ pub fn run(args: ConnsArgs, json: bool) -> anyhow::Result<Outcome> {
         Some(_) => sample_all(&mut targets, &filter, &mut history, start, &ctx, args.all)?,
     };
     if let Some(over) = args.over {
+        let cpu_before = tcptune_kernel::cpustat::CpuTicks::now();
         std::thread::sleep(over.std());
+        history.host_cpu = host_cpu(cpu_before);
         rows = sample_all(&mut targets, &filter, &mut history, start, &ctx, args.all)?;
     }
     if args.sock.processes {

@@ -18,7 +18,8 @@ use tcptune_kernel::{DestroyEvents, DiagSocket};
 use tcptune_model::Dur;
 
 use super::conns::{
-    add_processes, context, parse_filter, sample_all, since, sort_by_rate, targets, Target,
+    add_processes, context, host_cpu, parse_filter, sample_all, since, sort_by_rate, targets,
+    Target,
 };
 use crate::cli::WatchArgs;
 use crate::Outcome;
@@ -156,7 +157,11 @@ fn table(
     let mut history = History::default();
     let tty = std::io::stdout().is_terminal();
     let mut next = Instant::now();
+    let mut cpu_before = tcptune_kernel::cpustat::CpuTicks::now();
     loop {
+        let cpu_now = tcptune_kernel::cpustat::CpuTicks::now();
+        history.host_cpu = host_cpu(cpu_before);
+        cpu_before = cpu_now;
         let mut rows = sample_all(&mut targets, filter, &mut history, start, &ctx, false)?;
         let t = since(start);
         // Records need the raw sample; rebuild them from the history rows' tcp_info.
