@@ -390,7 +390,8 @@ pub struct Evidence {
     pub path_goodput_bps: Option<Rate>,
     /// Shares of the time under each limit, at the sender.
     pub shares: Option<Shares>,
-    /// Share of the sender's samples whose delivery-rate sample was app-limited.
+    /// Share of the sender's samples with nothing queued to send and room in cwnd (the
+    /// application had nothing more to give it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub app_limited_samples: Option<f64>,
     /// Share of the sender's samples with a full send buffer and room in cwnd.
@@ -526,14 +527,29 @@ fn active(v: &[Sample]) -> impl Iterator<Item = &Sample> {
         .filter(|s| s.info.bytes_sent.unwrap_or(0) > 0 || s.info.bytes_received.unwrap_or(0) > 0)
 }
 
-/// The share of samples (of those where `f` can tell) for which `f` holds.
+/// The share of samples (of those where `f` can tell) for which `f` holds. Of a long series
+/// only samples taken while data moved count (bytes sent since the previous sample, the
+/// connection established): a transfer's tail, after the application stopped writing and
+/// while the socket closes, says nothing about what limited it.
 fn share_of(s: Series<'_>, f: impl Fn(&Sample) -> Option<bool>) -> Option<f64> {
     let (mut yes, mut n) = (0u32, 0u32);
-    for x in s.iter() {
+    let mut count = |x: &Sample| {
         if let Some(b) = f(x) {
             n += 1;
             yes += b as u32;
         }
+    };
+    match s {
+        Series::Many(v) if v.len() > 2 => {
+            for w in v.windows(2) {
+                let sent = |x: &Sample| x.info.bytes_sent.unwrap_or(0);
+                let established = w[1].info.state.is_none_or(|st| st == 1);
+                if sent(&w[1]) > sent(&w[0]) && established {
+                    count(&w[1]);
+                }
+            }
+        }
+        _ => s.iter().for_each(count),
     }
     (n > 0).then(|| yes as f64 / n as f64)
 }
@@ -621,15 +637,17 @@ pub fn evidence(obs: &Observations<'_>, ctx: &Context) -> Evidence {
             };
             e.achieved_bps = snap.delivery_rate_bps;
         }
-        // App-limited only with nothing left to send: the kernel also marks samples taken
-        // while a bulk sender's queue briefly ran dry after loss recovery.
+        // The sender had nothing to send at that instant: nothing queued beyond a segment and
+        // cwnd with room (the kernel's own test for marking delivery samples app-limited). The
+        // kernel's mark alone is not used: it stays set for an RTT after any brief drain, which
+        // a bulk sender under loss recovery hits in half its samples.
         e.app_limited_samples = share_of(snd, |s| {
-            let app = s.info.delivery_rate_app_limited?;
-            let empty = match (s.info.notsent_bytes, s.info.snd_mss) {
-                (Some(n), Some(m)) => n < m.max(1),
-                _ => true,
-            };
-            Some(app && empty)
+            let i = &s.info;
+            let mss = i.snd_mss?.max(1);
+            let queued = i.notsent_bytes? >= mss;
+            let cwnd = i.snd_cwnd? as f64;
+            let in_flight = i.unacked? as f64;
+            Some(!queued && in_flight < IN_FLIGHT_SHORT * cwnd)
         });
         e.max_pacing_rate_bps = b
             .info
@@ -992,7 +1010,8 @@ fn decide_sender(e: &Evidence, ctx: &Context, chronographs_reported: bool) -> De
             Limit::Application,
             None, // the clock booked this time as network; the samples say why
             format!(
-                "{} of delivery-rate samples were app-limited: the sender had nothing more to send",
+                "in {} of samples nothing waited to be sent and cwnd had room: the sender had \
+                 nothing more to send",
                 pct(e.app_limited_samples.unwrap_or(0.0))
             ),
         ),
@@ -1256,7 +1275,12 @@ pub fn diagnose(obs: &Observations<'_>, ctx: &Context, over: &str) -> Diagnosis 
         || match d.limit {
             Limit::ReceiverWindow | Limit::SendBuffer | Limit::Loss | Limit::Cpu => below_path,
             Limit::Network => ctx.path_rate.is_some() && below_path,
-            Limit::Application => ctx.rate_cap.is_none() && ctx.path_rate.is_some() && below_path,
+            Limit::Application => {
+                ctx.rate_cap.is_none()
+                    && e.max_pacing_rate_bps.is_none()
+                    && ctx.path_rate.is_some()
+                    && below_path
+            }
             Limit::PathCapacity | Limit::Idle | Limit::NotEnoughEvidence => false,
         };
     let verdict = verdict_text(&d, &e, over);

@@ -13,7 +13,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tcptune_diagnose::{interval, verdict, Context, Sample};
+use tcptune_diagnose::engine::{classify, Observations, Series};
+use tcptune_diagnose::{interval, Context, Sample};
 use tcptune_kernel::diag::{ext, DiagSocket};
 use tcptune_kernel::filter::Filter;
 use tcptune_kernel::sys::{DestroyEvents, Diag};
@@ -262,11 +263,15 @@ fn observe(
         streams,
         ..Context::default()
     };
-    let v = if conn.len() > 1 {
-        verdict(Some(first), last, &ctx)
+    // The whole series, so medians and per-sample evidence cover the trial; one sample (a
+    // transfer shorter than the period, seen only as it closed) is judged over its life.
+    let over = if conn.len() > 1 {
+        "of the trial"
     } else {
-        verdict(None, last, &ctx)
+        "of its busy time"
     };
+    let obs = Observations::socket(Series::of(&conn));
+    let (v, _) = classify(&obs, &ctx, over);
     let mut rtts: Vec<f64> = conn
         .iter()
         .filter_map(|s| s.info.srtt_us())

@@ -310,3 +310,65 @@ fn every_class_has_one_label_and_one_json_name() {
         assert_eq!(back, l);
     }
 }
+
+#[test]
+fn a_bulk_sender_briefly_out_of_data_is_not_application_limited() {
+    // The kernel marks a delivery sample app-limited when the queue ran dry for a moment
+    // (after recovery); with data still queued the sender was not short of it.
+    let mk = |at: u64, app: bool, notsent: u32| {
+        sample(at, |i| {
+            i.bytes_sent = Some(1_000_000 * at / 1000);
+            i.bytes_acked = Some(1_000_000 * at / 1000);
+            i.busy_time_us = Some(1000 * at);
+            i.delivery_rate_app_limited = Some(app);
+            i.notsent_bytes = Some(notsent);
+            i.unacked = Some(20); // of cwnd 100
+        })
+    };
+    let v = verdict(Some(&mk(0, true, 65536)), &mk(1000, true, 65536), &Context::default());
+    assert_eq!(v.limit, Limit::Network, "{}", v.text);
+    let v = verdict(Some(&mk(0, true, 0)), &mk(1000, true, 0), &Context::default());
+    assert_eq!(v.limit, Limit::Application, "{}", v.text);
+}
+
+#[test]
+fn parallel_connections_are_judged_against_their_share_of_the_path() {
+    use crate::conn::History;
+    use tcptune_kernel::DiagSocket;
+    let sock = |cookie: u64, port: u16, acked: u64| DiagSocket {
+        cookie,
+        state: 1,
+        src: format!("198.18.0.1:{port}").parse().unwrap(),
+        dst: "198.18.0.2:5201".parse().unwrap(),
+        info: Some(TcpInfo {
+            bytes_sent: Some(acked),
+            bytes_acked: Some(acked),
+            busy_time_us: Some(acked / 10),
+            ..info()
+        }),
+        ifindex: 0,
+        timer: 0,
+        timer_retrans: 0,
+        timer_expires_ms: 0,
+        rqueue_bytes: 0,
+        wqueue_bytes: 0,
+        uid: 0,
+        inode: 0,
+        skmem: None,
+        congestion: None,
+        bbr: None,
+        shutdown: None,
+    };
+    let ctx = Context::with_path_rate(Some("100mbit".parse().unwrap()));
+    let mut h = History::default();
+    // Four streams, each 23 Mbit/s over 1 s: together at the 100 Mbit/s path's capacity.
+    let first: Vec<DiagSocket> = (0..4).map(|k| sock(k, 40000 + k as u16, 0)).collect();
+    h.rows(None, &first, Dur::ZERO, &ctx, false);
+    let second: Vec<DiagSocket> = (0..4)
+        .map(|k| sock(k, 40000 + k as u16, 2_875_000))
+        .collect();
+    let rows = h.rows(None, &second, Dur::from_millis(1000), &ctx, false);
+    for r in &rows {
+        assert_eq!(r.verdict.limit, Limit::PathCapacity, "{}", r.verdict.text);
+    }
+}

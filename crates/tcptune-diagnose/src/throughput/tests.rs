@@ -26,6 +26,8 @@ struct Series {
     wmem_queued: u32,
     unacked: u32,
     app_limited: bool,
+    /// Bytes written and not yet sent: a bulk sender keeps its queue full.
+    notsent: u32,
 }
 
 impl Series {
@@ -56,7 +58,7 @@ impl Series {
                         data_segs_out: Some(segs),
                         busy_time_us: Some(self.busy_per_tick_us * k),
                         unacked: Some(self.unacked),
-                        notsent_bytes: Some(0),
+                        notsent_bytes: Some(self.notsent),
                         rwnd_limited_us: Some(self.rwnd_per_tick_us * k),
                         sndbuf_limited_us: Some(self.sndbuf_per_tick_us * k),
                         delivery_rate_app_limited: Some(self.app_limited),
@@ -89,6 +91,7 @@ fn base() -> Series {
         wmem_queued: 0,
         unacked: 45, // 64 KiB in flight: the window's worth
         app_limited: false,
+        notsent: 1 << 20,
     }
 }
 
@@ -399,20 +402,33 @@ fn a_rate_capped_test_is_application_limited_from_either_end() {
 }
 
 #[test]
-fn app_limited_delivery_samples_make_a_paced_flow_application_limited() {
-    // Live `iperf3 -b`: all busy, no rwnd/sndbuf time, but the kernel marks the delivery-rate
-    // samples app-limited. The old verdict was "network/cwnd limited 100%".
+fn a_paced_sender_with_nothing_queued_and_cwnd_to_spare_is_application_limited() {
+    // Live `iperf3 -R -b 20M` on a 100 Mbit/s × 20 ms lab path, as `conns` saw the server's
+    // socket: the clock said network 61–71% (bursts keep data in flight), but nothing was
+    // queued and 0–92 of cwnd 490 segments were in flight. The old verdict was "network/cwnd
+    // limited".
     let s = Series {
         snd_wnd: 4 << 20,
         rwnd_per_tick_us: 0,
-        bytes_per_tick: 1_250_000,
-        cwnd_segs: 40,
-        app_limited: true,
+        bytes_per_tick: 250_000, // 20 Mbit/s
+        busy_per_tick_us: 65_000,
+        cwnd_segs: 490,
+        unacked: 60,
+        notsent: 0,
         ..base()
     };
     let d = run(&s, &Context::default());
     assert_eq!(d.limit, Limit::Application, "{}", d.verdict);
-    assert!(d.verdict.contains("app-limited"), "{}", d.verdict);
+    assert!(d.verdict.contains("nothing waited to be sent"), "{}", d.verdict);
+    // A bulk sender under loss (cwnd full, data queued) is not, whatever the kernel's
+    // app-limited mark says.
+    let s = Series {
+        unacked: 480,
+        notsent: 1 << 20,
+        app_limited: true,
+        ..s
+    };
+    assert_eq!(run(&s, &Context::default()).limit, Limit::Network);
 }
 
 #[test]
@@ -475,6 +491,7 @@ fn a_stream_without_a_full_send_buffer_is_not_send_buffer_limited() {
     // With the buffer full in the samples, it is.
     let s = Series {
         wmem_queued: 250 << 10,
+        notsent: 0,
         ..s
     };
     let d = run(&s, &ctx("1gbit"));
@@ -686,4 +703,95 @@ fn the_whole_test_sums_streams() {
     );
     assert_eq!(d.limit, Limit::NotEnoughEvidence);
     assert!(!d.problem);
+}
+
+#[test]
+fn a_send_buffer_the_clock_half_counts_is_the_limit_when_cwnd_had_room() {
+    // Measured in the lab (tcp_wmem 16 KiB, 100 Mbit/s × 20 ms): the clock said sndbuf 43%,
+    // network 56%; the buffer was full in a third of the samples with ~28% of cwnd in flight.
+    let s = Series {
+        snd_wnd: 4 << 20,
+        rwnd_per_tick_us: 0,
+        sndbuf_per_tick_us: 43_000,
+        bytes_per_tick: 165_000, // 13.2 Mbit/s
+        cwnd_segs: 94,
+        unacked: 26,
+        sndbuf: 16384,
+        wmem_queued: 8000, // not full at the sampled instants
+        ..base()
+    };
+    let d = run(&s, &ctx("100mbit"));
+    assert_eq!(d.limit, Limit::SendBuffer, "{}", d.verdict);
+    assert!(
+        d.verdict.contains("sndbuf-limited 43% of the time"),
+        "{}",
+        d.verdict
+    );
+    // The same clock share with cwnd full (in flight near cwnd) is the network's.
+    let s = Series { unacked: 90, ..s };
+    assert_eq!(run(&s, &ctx("100mbit")).limit, Limit::Network);
+}
+
+#[test]
+fn a_pacing_rate_capped_by_the_application_is_application_limited() {
+    let mut samples = Series {
+        snd_wnd: 4 << 20,
+        rwnd_per_tick_us: 0,
+        bytes_per_tick: 250_000, // 20 Mbit/s
+        cwnd_segs: 40,
+        ..base()
+    }
+    .samples(20);
+    for x in &mut samples {
+        x.info.max_pacing_rate_bytes_per_s = Some(2_500_000);
+        x.info.notsent_bytes = Some(1 << 20); // a bulk writer: the kernel paces it
+    }
+    let d = diagnose_stream(
+        &StreamInput {
+            id: 1,
+            sender: &samples,
+            receiver: &[],
+            received_bytes: 250_000 * 20,
+            seconds: Dur::from_secs_f64(2.0),
+            cpu: &[],
+        },
+        &ctx("100mbit"),
+    );
+    assert_eq!(d.limit, Limit::Application, "{}", d.verdict);
+    assert!(d.verdict.contains("SO_MAX_PACING_RATE"), "{}", d.verdict);
+    assert!(!d.problem);
+}
+
+#[test]
+fn a_loss_verdict_says_when_the_path_reordered() {
+    let mut samples = Series {
+        snd_wnd: 4 << 20,
+        rwnd_per_tick_us: 0,
+        bytes_per_tick: 186_000,
+        segs_retrans_per_tick: 1,
+        cwnd_segs: 20,
+        ..base()
+    }
+    .samples(50);
+    for (k, x) in samples.iter_mut().enumerate() {
+        x.info.reord_seen = Some(k as u32 / 2);
+        x.info.dsack_dups = Some(k as u32 / 3);
+    }
+    let d = diagnose_stream(
+        &StreamInput {
+            id: 1,
+            sender: &samples,
+            receiver: &[],
+            received_bytes: 186_000 * 50,
+            seconds: Dur::from_secs_f64(5.0),
+            cpu: &[],
+        },
+        &ctx("100mbit"),
+    );
+    assert_eq!(d.limit, Limit::Loss, "{}", d.verdict);
+    assert!(
+        d.verdict.contains("25 reordering events, 16 retransmissions"),
+        "{}",
+        d.verdict
+    );
 }
