@@ -98,8 +98,47 @@ pub fn diagnose_stream(input: &StreamInput<'_>, ctx: &Context) -> StreamDiagnosi
 }
 
 /// The diagnosis of a whole test from its streams' diagnoses (in one direction or both).
-pub fn diagnose_test(streams: Vec<StreamDiagnosis>, ctx: &Context) -> TestDiagnosis {
+pub fn diagnose_test(mut streams: Vec<StreamDiagnosis>, ctx: &Context) -> TestDiagnosis {
     let achieved = Rate::from_bps(streams.iter().map(|s| s.achieved_bps.bps()).sum());
+    // Streams share the path unequally (congestion control is not perfectly fair): when
+    // together they carry the path's payload, a stream below its even share that nothing of
+    // its own held back (cwnd/pacing, or the loss of a full queue) is at the capacity too.
+    let path_payload: f64 = streams
+        .iter()
+        .filter_map(|s| s.evidence.path_goodput_bps)
+        .map(|r| r.bps())
+        .sum();
+    let main_streams = ctx.streams.max(1) as usize;
+    if streams.len() > 1
+        && path_payload > 0.0
+        && streams.len() == main_streams
+        && achieved.bps() >= engine::AT_CAPACITY * path_payload
+    {
+        let n_streams = streams.len();
+        for s in &mut streams {
+            if matches!(s.limit, Limit::Network | Limit::Loss) {
+                s.limit = Limit::PathCapacity;
+                s.share = None;
+                s.problem = !s.evidence.missing_options.is_empty();
+                s.needs.retain(|n| {
+                    !matches!(
+                        n.knob,
+                        crate::advice::Knob::FindLoss | crate::advice::Knob::CongestionControl
+                    )
+                });
+                s.recommendations = crate::advice::advise(&s.needs, &ctx.settings, ctx.fit);
+                s.verdict = format!(
+                    "{} at {}: the {} streams together carry {} of the {} of payload the path \
+                     carries",
+                    Limit::PathCapacity.label(),
+                    s.achieved_bps,
+                    n_streams,
+                    engine::pct(achieved.bps() / path_payload),
+                    Rate::from_bps(path_payload)
+                );
+            }
+        }
+    }
     // The limit that holds most of the bytes.
     let mut by_limit: Vec<(Limit, f64)> = Vec::new();
     for s in &streams {

@@ -419,7 +419,11 @@ fn a_paced_sender_with_nothing_queued_and_cwnd_to_spare_is_application_limited()
     };
     let d = run(&s, &Context::default());
     assert_eq!(d.limit, Limit::Application, "{}", d.verdict);
-    assert!(d.verdict.contains("nothing waited to be sent"), "{}", d.verdict);
+    assert!(
+        d.verdict.contains("nothing waited to be sent"),
+        "{}",
+        d.verdict
+    );
     // A bulk sender under loss (cwnd full, data queued) is not, whatever the kernel's
     // app-limited mark says.
     let s = Series {
@@ -790,8 +794,45 @@ fn a_loss_verdict_says_when_the_path_reordered() {
     );
     assert_eq!(d.limit, Limit::Loss, "{}", d.verdict);
     assert!(
-        d.verdict.contains("25 reordering events, 16 retransmissions"),
+        d.verdict
+            .contains("25 reordering events, 16 retransmissions"),
         "{}",
         d.verdict
+    );
+}
+
+#[test]
+fn unequal_streams_that_fill_the_path_together_are_at_its_capacity() {
+    // -P 4 on 100 Mbit/s: 94.4 Mbit/s in all, split 30/25/21/18 by congestion control.
+    let c = Context {
+        streams: 4,
+        ..ctx("100mbit")
+    };
+    let streams: Vec<StreamDiagnosis> = [30.0, 25.0, 21.0, 18.4]
+        .iter()
+        .enumerate()
+        .map(|(k, mbit)| {
+            let s = Series {
+                snd_wnd: 4 << 20,
+                rwnd_per_tick_us: 0,
+                bytes_per_tick: (mbit * 1e6 / 80.0) as u64,
+                cwnd_segs: 60,
+                unacked: 58,
+                ..base()
+            };
+            let mut d = run(&s, &c);
+            d.id = k as u32 + 1;
+            d
+        })
+        .collect();
+    assert!(streams.iter().any(|s| s.limit == Limit::Network));
+    let t = diagnose_test(streams, &c);
+    assert_eq!(t.limit, Limit::PathCapacity, "{}", t.verdict);
+    assert!(t.streams.iter().all(|s| s.limit == Limit::PathCapacity));
+    assert!(!t.problem);
+    assert!(
+        t.streams[3].verdict.contains("together carry"),
+        "{}",
+        t.streams[3].verdict
     );
 }
