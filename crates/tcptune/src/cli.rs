@@ -82,6 +82,24 @@ pub enum Command {
         #[arg(long)]
         list: bool,
     },
+    /// Write the man pages or the shell completions, generated from this command line, into
+    /// DIR (for packaging: scripts/package).
+    #[command(name = "_generate", hide = true)]
+    Generate {
+        /// man: a page per command (tcptune.1, tcptune-test.1, …); completions: bash, zsh
+        /// and fish.
+        #[arg(value_enum)]
+        what: Generate,
+        /// Directory to write into (created if missing).
+        dir: std::path::PathBuf,
+    },
+}
+
+/// What `tcptune _generate` writes.
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+pub enum Generate {
+    Man,
+    Completions,
 }
 
 /// A described path: `--path rate=…,rtt=…,loss=…`, overridden by `--rate`/`--rtt`/`--loss`.

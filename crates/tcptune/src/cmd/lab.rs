@@ -69,6 +69,10 @@ pub fn run(cmd: LabCommand, json: bool) -> anyhow::Result<Outcome> {
             host,
             command,
         } => {
+            super::no_json(
+                json,
+                "lab exec passes on the output of the command it runs, which is not tcptune's",
+            )?;
             let code = lab::exec(&name, &host, &command)?;
             return Ok(Outcome::Exit(code.clamp(0, 255) as u8));
         }
