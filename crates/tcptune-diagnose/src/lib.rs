@@ -15,6 +15,7 @@
 //! shorter than ~50 ms give coarse shares, which [`Interval::coarse`] flags.
 
 pub mod conn;
+pub mod json;
 pub mod throughput;
 
 use schemars::JsonSchema;

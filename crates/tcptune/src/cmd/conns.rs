@@ -3,10 +3,12 @@
 //! opening a sock_diag socket per network namespace.
 
 use std::collections::HashSet;
+use std::io::Write as _;
 use std::time::Instant;
 
 use anyhow::Context as _;
 use tcptune_diagnose::conn::{Conn, ConnTable, History, TextRows};
+use tcptune_diagnose::json::JsonRows;
 use tcptune_diagnose::Context;
 use tcptune_kernel::diag::ext;
 use tcptune_kernel::tcp_info::{KernelVersion, TailLayout};
@@ -167,9 +169,16 @@ pub fn run(args: ConnsArgs, json: bool) -> anyhow::Result<Outcome> {
     let ctx = context(&args.sock);
     let start = Instant::now();
     let mut history = History::default();
-    if args.over.is_none() && !json && !args.sock.processes {
-        // The common case, a one-shot text table: rows are rendered as they are decoded and
-        // only their lines are kept.
+    if args.over.is_none() && !args.sock.processes {
+        // The common case, a one-shot table: rows are rendered as they are decoded and only
+        // their text is kept.
+        if json {
+            let mut rows = JsonRows::new(JSON_LEVEL);
+            once(&mut targets, &filter, start, &ctx, args.all, |c| {
+                rows.push(&c)
+            })?;
+            return print_json(rows);
+        }
         let mut table = TextRows::new(args.all);
         once(&mut targets, &filter, start, &ctx, args.all, |c| {
             table.push(&c)
@@ -195,6 +204,14 @@ pub fn run(args: ConnsArgs, json: bool) -> anyhow::Result<Outcome> {
     if args.sock.processes {
         add_processes(&mut rows);
     }
+    if json {
+        let mut json_rows = JsonRows::new(JSON_LEVEL);
+        for c in &rows {
+            json_rows.push(c);
+        }
+        std::mem::forget(rows);
+        return print_json(json_rows);
+    }
     sort_by_rate(&mut rows);
     let table = ConnTable {
         connections: rows,
@@ -205,4 +222,61 @@ pub fn run(args: ConnsArgs, json: bool) -> anyhow::Result<Outcome> {
     // the exit (the kernel reclaims the memory wholesale).
     std::mem::forget(table);
     Ok(Outcome::Ok)
+}
+
+/// Depth of the table's members inside the `--json` envelope (as its `result`).
+const JSON_LEVEL: usize = 2;
+
+/// `conns --json`: the envelope around the rows rendered by hand, the same document
+/// `output::emit` would print for a `ConnTable` (the test below compares the bytes).
+fn write_json(rows: JsonRows, out: &mut impl std::io::Write) -> std::io::Result<()> {
+    let (before, after) = output::envelope_around("conns").map_err(std::io::Error::other)?;
+    out.write_all(before.as_bytes())?;
+    rows.write_table(out)?;
+    out.write_all(after.as_bytes())
+}
+
+fn print_json(rows: JsonRows) -> anyhow::Result<Outcome> {
+    let mut out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
+    match write_json(rows, &mut out).and_then(|()| out.flush()) {
+        // A closed pipe (`| head`) ends the output quietly, as for every command.
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
+        _ => Ok(Outcome::Ok),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tcptune_kernel::DiagSocket;
+
+    #[test]
+    fn json_by_hand_is_what_emit_prints() {
+        let rec = include_bytes!("../../../../fixtures/kernel/6.18/dump-loopback.nl");
+        let rows: Vec<Conn> = tcptune_kernel::diag::messages(rec)
+            .filter_map(|m| m.ok())
+            .filter(|m| m.kind == tcptune_kernel::diag::SOCK_DIAG_BY_FAMILY)
+            .map(|m| DiagSocket::decode(m.payload, TailLayout::Linux6_18).unwrap())
+            .enumerate()
+            .map(|(i, s)| Conn::new(s, Dur::ZERO, None, &Context::default(), i % 2 == 0).0)
+            .collect();
+        assert!(rows.len() >= 2);
+        for rows in [rows.clone(), Vec::new()] {
+            let mut fast = JsonRows::new(JSON_LEVEL);
+            rows.iter().for_each(|c| fast.push(c));
+            let mut by_hand = Vec::new();
+            write_json(fast, &mut by_hand).unwrap();
+            let mut sorted = rows;
+            sort_by_rate(&mut sorted);
+            let table = ConnTable {
+                connections: sorted,
+                all: false,
+            };
+            // What output::emit writes: the pretty envelope and a newline.
+            let serde = serde_json::to_string_pretty(&output::Envelope::new("conns", &table))
+                .unwrap()
+                + "\n";
+            assert_eq!(String::from_utf8(by_hand).unwrap(), serde);
+        }
+    }
 }

@@ -1,0 +1,573 @@
+//! `conns --json` rendered fast: the same bytes serde_json's pretty printer makes of a
+//! [`ConnTable`](crate::conn::ConnTable), written by hand for the fields every row has.
+//!
+//! serde_json spent ~1.5 µs per row (bench/conns: 2.6 µs per socket in all, most of
+//! `conns --json`'s time): a write per indentation level, Display round trips for addresses,
+//! a call per token. Here each row is appended to one reused buffer as it is decoded (on the
+//! thread that decodes while the kernel fills the next datagram, as [`TextRows`] does for text),
+//! with integers by itoa and floats by zmij (serde_json's own formatters, so numbers are the
+//! same digits). Parts only some rows have (process, interval, `--all`'s fields) and the
+//! verdict go through serde with [`Pretty`], a formatter that indents like serde_json's from
+//! any depth. The tests compare the bytes with serde_json's for recorded rows, so a field
+//! added to a row type without its line here fails them.
+//!
+//! [`TextRows`]: crate::conn::TextRows
+
+use std::cmp::Reverse;
+use std::io;
+use std::net::SocketAddr;
+
+use serde::Serialize;
+use tcptune_model::{Dur, Rate};
+
+use crate::conn::Conn;
+use crate::{Negotiated, Shares, Snapshot};
+
+/// Indentation: two spaces per level, as serde_json's pretty printer.
+const SPACES: &[u8; 64] = b"                                                                ";
+
+fn indent(buf: &mut Vec<u8>, level: usize) {
+    let mut n = 2 * level;
+    while n > 0 {
+        let k = n.min(SPACES.len());
+        buf.extend_from_slice(&SPACES[..k]);
+        n -= k;
+    }
+}
+
+/// serde_json's pretty formatting (two-space indentation) for a value that starts `level`
+/// levels deep, each indentation written at once.
+pub struct Pretty {
+    level: usize,
+    has_value: bool,
+}
+
+impl Pretty {
+    pub fn at(level: usize) -> Pretty {
+        Pretty {
+            level,
+            has_value: false,
+        }
+    }
+}
+
+fn write_indent<W: ?Sized + io::Write>(w: &mut W, level: usize) -> io::Result<()> {
+    let mut n = 2 * level;
+    while n > 0 {
+        let k = n.min(SPACES.len());
+        w.write_all(&SPACES[..k])?;
+        n -= k;
+    }
+    Ok(())
+}
+
+impl serde_json::ser::Formatter for Pretty {
+    fn begin_array<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
+        self.level += 1;
+        self.has_value = false;
+        w.write_all(b"[")
+    }
+    fn end_array<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
+        self.level -= 1;
+        if self.has_value {
+            w.write_all(b"\n")?;
+            write_indent(w, self.level)?;
+        }
+        w.write_all(b"]")
+    }
+    fn begin_array_value<W: ?Sized + io::Write>(
+        &mut self,
+        w: &mut W,
+        first: bool,
+    ) -> io::Result<()> {
+        w.write_all(if first { b"\n" } else { b",\n" })?;
+        write_indent(w, self.level)
+    }
+    fn end_array_value<W: ?Sized + io::Write>(&mut self, _w: &mut W) -> io::Result<()> {
+        self.has_value = true;
+        Ok(())
+    }
+    fn begin_object<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
+        self.level += 1;
+        self.has_value = false;
+        w.write_all(b"{")
+    }
+    fn end_object<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
+        self.level -= 1;
+        if self.has_value {
+            w.write_all(b"\n")?;
+            write_indent(w, self.level)?;
+        }
+        w.write_all(b"}")
+    }
+    fn begin_object_key<W: ?Sized + io::Write>(
+        &mut self,
+        w: &mut W,
+        first: bool,
+    ) -> io::Result<()> {
+        w.write_all(if first { b"\n" } else { b",\n" })?;
+        write_indent(w, self.level)
+    }
+    fn begin_object_value<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
+        w.write_all(b": ")
+    }
+    fn end_object_value<W: ?Sized + io::Write>(&mut self, _w: &mut W) -> io::Result<()> {
+        self.has_value = true;
+        Ok(())
+    }
+}
+
+/// Appends one JSON object's members to a buffer, pretty-printed at a depth.
+struct Obj<'a> {
+    buf: &'a mut Vec<u8>,
+    /// Depth of the members being written.
+    level: usize,
+    /// No member written yet at this depth.
+    first: bool,
+}
+
+impl Obj<'_> {
+    fn open(&mut self) {
+        self.buf.push(b'{');
+        self.level += 1;
+        self.first = true;
+    }
+    fn close(&mut self) {
+        self.level -= 1;
+        if !self.first {
+            self.buf.push(b'\n');
+            indent(self.buf, self.level);
+        }
+        self.buf.push(b'}');
+        // The enclosing object has at least the member this one is the value of.
+        self.first = false;
+    }
+    fn key(&mut self, k: &str) {
+        self.buf
+            .extend_from_slice(if self.first { b"\n" } else { b",\n" });
+        self.first = false;
+        indent(self.buf, self.level);
+        self.buf.push(b'"');
+        self.buf.extend_from_slice(k.as_bytes());
+        self.buf.extend_from_slice(b"\": ");
+    }
+    fn u64(&mut self, k: &str, v: u64) {
+        self.key(k);
+        self.buf
+            .extend_from_slice(itoa::Buffer::new().format(v).as_bytes());
+    }
+    fn f64(&mut self, k: &str, v: f64) {
+        self.key(k);
+        if v.is_finite() {
+            self.buf
+                .extend_from_slice(zmij::Buffer::new().format_finite(v).as_bytes());
+        } else {
+            // What serde_json writes for NaN and infinities.
+            self.buf.extend_from_slice(b"null");
+        }
+    }
+    fn bool(&mut self, k: &str, v: bool) {
+        self.key(k);
+        self.buf
+            .extend_from_slice(if v { b"true" } else { b"false" });
+    }
+    fn str(&mut self, k: &str, v: &str) {
+        self.key(k);
+        string(self.buf, v);
+    }
+    fn addr(&mut self, k: &str, a: SocketAddr) {
+        self.key(k);
+        self.buf.push(b'"');
+        match a {
+            SocketAddr::V4(v4) => {
+                for (i, o) in v4.ip().octets().iter().enumerate() {
+                    if i > 0 {
+                        self.buf.push(b'.');
+                    }
+                    self.buf
+                        .extend_from_slice(itoa::Buffer::new().format(*o).as_bytes());
+                }
+                self.buf.push(b':');
+                self.buf
+                    .extend_from_slice(itoa::Buffer::new().format(v4.port()).as_bytes());
+            }
+            // Rarer; Display's text has nothing to escape.
+            SocketAddr::V6(_) => {
+                use std::io::Write;
+                let _ = write!(self.buf, "{a}");
+            }
+        }
+        self.buf.push(b'"');
+    }
+    fn opt_u64(&mut self, k: &str, v: Option<u64>) {
+        if let Some(v) = v {
+            self.u64(k, v);
+        }
+    }
+    fn opt_f64(&mut self, k: &str, v: Option<f64>) {
+        if let Some(v) = v {
+            self.f64(k, v);
+        }
+    }
+    fn opt_bool(&mut self, k: &str, v: Option<bool>) {
+        if let Some(v) = v {
+            self.bool(k, v);
+        }
+    }
+    fn opt_dur(&mut self, k: &str, v: Option<Dur>) {
+        self.opt_f64(k, v.map(Dur::secs));
+    }
+    fn opt_rate(&mut self, k: &str, v: Option<Rate>) {
+        self.opt_f64(k, v.map(Rate::bps));
+    }
+    /// A member through serde (parts not every row has).
+    fn serde(&mut self, k: &str, v: &impl Serialize) {
+        self.key(k);
+        let mut ser =
+            serde_json::Serializer::with_formatter(&mut *self.buf, Pretty::at(self.level));
+        // Writing into a Vec cannot fail, and these types serialize without errors.
+        let _ = v.serialize(&mut ser);
+    }
+}
+
+/// A JSON string literal, escaped as serde_json does.
+fn string(buf: &mut Vec<u8>, s: &str) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    buf.push(b'"');
+    let bytes = s.as_bytes();
+    let mut start = 0;
+    for (i, &b) in bytes.iter().enumerate() {
+        let esc: &[u8] = match b {
+            b'"' => b"\\\"",
+            b'\\' => b"\\\\",
+            0x08 => b"\\b",
+            0x0c => b"\\f",
+            b'\n' => b"\\n",
+            b'\r' => b"\\r",
+            b'\t' => b"\\t",
+            0..=0x1f => {
+                buf.extend_from_slice(&bytes[start..i]);
+                buf.extend_from_slice(b"\\u00");
+                buf.push(HEX[(b >> 4) as usize]);
+                buf.push(HEX[(b & 0xf) as usize]);
+                start = i + 1;
+                continue;
+            }
+            _ => continue,
+        };
+        buf.extend_from_slice(&bytes[start..i]);
+        buf.extend_from_slice(esc);
+        start = i + 1;
+    }
+    buf.extend_from_slice(&bytes[start..]);
+    buf.push(b'"');
+}
+
+fn shares(o: &mut Obj, k: &str, s: &Shares) {
+    o.key(k);
+    o.open();
+    o.f64("rwnd", s.rwnd);
+    o.f64("sndbuf", s.sndbuf);
+    o.f64("network", s.network);
+    o.opt_f64("application", s.application);
+    o.close();
+}
+
+fn negotiated(o: &mut Obj, n: &Negotiated) {
+    o.key("negotiated");
+    o.open();
+    o.opt_bool("sack", n.sack);
+    o.opt_bool("timestamps", n.timestamps);
+    o.opt_bool("window_scaling", n.window_scaling);
+    o.opt_bool("ecn", n.ecn);
+    o.opt_u64("snd_wscale", n.snd_wscale.map(u64::from));
+    o.opt_u64("rcv_wscale", n.rcv_wscale.map(u64::from));
+    o.opt_u64("snd_mss", n.snd_mss.map(u64::from));
+    o.opt_u64("advmss", n.advmss.map(u64::from));
+    o.close();
+}
+
+fn snapshot(o: &mut Obj, s: &Snapshot) {
+    o.key("snapshot");
+    o.open();
+    o.opt_dur("rtt_s", s.rtt_s);
+    o.opt_dur("min_rtt_s", s.min_rtt_s);
+    o.opt_f64("rtt_inflation", s.rtt_inflation);
+    o.opt_u64("cwnd_bytes", s.cwnd_bytes);
+    o.opt_u64("snd_wnd_bytes", s.snd_wnd_bytes.map(u64::from));
+    o.opt_u64("rcv_wnd_bytes", s.rcv_wnd_bytes.map(u64::from));
+    o.opt_rate("window_rate_bps", s.window_rate_bps);
+    o.opt_rate("delivery_rate_bps", s.delivery_rate_bps);
+    o.opt_rate("pacing_rate_bps", s.pacing_rate_bps);
+    o.opt_f64("retrans_ratio", s.retrans_ratio);
+    if let Some(sh) = &s.lifetime_shares {
+        shares(o, "lifetime_shares", sh);
+    }
+    negotiated(o, &s.negotiated);
+    o.close();
+}
+
+/// Appends `c` as the object serde_json's pretty printer makes of it at depth `level`.
+fn conn(buf: &mut Vec<u8>, level: usize, c: &Conn) {
+    let mut o = Obj {
+        buf,
+        level,
+        first: true,
+    };
+    o.open();
+    if let Some(ns) = &c.netns {
+        o.str("netns", ns);
+    }
+    o.str("state", &c.state);
+    o.addr("local", c.local);
+    o.addr("remote", c.remote);
+    o.u64("cookie", c.cookie);
+    o.u64("uid", c.uid.into());
+    o.u64("inode", c.inode.into());
+    if let Some(p) = &c.process {
+        o.serde("process", p);
+    }
+    if let Some(cc) = &c.congestion {
+        o.str("congestion", cc.as_str());
+    }
+    o.u64("rqueue_bytes", c.rqueue_bytes.into());
+    o.u64("wqueue_bytes", c.wqueue_bytes.into());
+    if let Some(s) = &c.snapshot {
+        snapshot(&mut o, s);
+    }
+    if let Some(i) = &c.interval {
+        o.serde("interval", i);
+    }
+    o.serde("verdict", &c.verdict);
+    if let Some(t) = &c.tcp_info {
+        o.serde("tcp_info", t);
+    }
+    if let Some(m) = &c.skmem {
+        o.serde("skmem", m);
+    }
+    if let Some(b) = &c.bbr {
+        o.serde("bbr", b);
+    }
+    o.close();
+}
+
+/// The JSON of a [`ConnTable`](crate::conn::ConnTable), built row by row as the sockets are decoded: each row is
+/// rendered into one shared buffer where it is made, and only its place there and its sort key
+/// are kept. [`JsonRows::write_table`] writes what serde_json's pretty printer makes of the
+/// table with the same rows, sorted the same way.
+#[derive(Debug)]
+pub struct JsonRows {
+    buf: Vec<u8>,
+    /// Sort key and range in `buf` of each row.
+    rows: Vec<(Reverse<u64>, usize, usize)>,
+    /// Depth of the table's `connections` member.
+    level: usize,
+}
+
+impl JsonRows {
+    /// Rows of a table whose members are `level` deep: 1 for the table alone, 2 as the
+    /// `result` of the `--json` envelope.
+    pub fn new(level: usize) -> JsonRows {
+        JsonRows {
+            buf: Vec::new(),
+            rows: Vec::new(),
+            level,
+        }
+    }
+
+    pub fn push(&mut self, c: &Conn) {
+        let start = self.buf.len();
+        // Rows are the elements of the `connections` array, one level deeper than it.
+        conn(&mut self.buf, self.level + 1, c);
+        self.rows.push((c.sort_key(), start, self.buf.len()));
+    }
+
+    /// Writes the table: the rows sorted as `ConnTable`'s (highest rate first, stable).
+    pub fn write_table(mut self, w: &mut impl io::Write) -> io::Result<()> {
+        self.rows.sort_by_key(|r| r.0);
+        w.write_all(b"{\n")?;
+        write_indent(w, self.level)?;
+        w.write_all(b"\"connections\": [")?;
+        for (i, &(_, start, end)) in self.rows.iter().enumerate() {
+            w.write_all(if i == 0 { b"\n" } else { b",\n" })?;
+            write_indent(w, self.level + 1)?;
+            w.write_all(&self.buf[start..end])?;
+        }
+        if !self.rows.is_empty() {
+            w.write_all(b"\n")?;
+            write_indent(w, self.level)?;
+        }
+        w.write_all(b"]\n")?;
+        write_indent(w, self.level - 1)?;
+        w.write_all(b"}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::conn::{ConnTable, History};
+    use crate::Context;
+    use tcptune_kernel::procs::Owner;
+    use tcptune_kernel::DiagSocket;
+
+    /// The sockets of the recorded loopback dump (fixtures/kernel/6.18).
+    fn recorded() -> Vec<DiagSocket> {
+        let rec = include_bytes!("../../../fixtures/kernel/6.18/dump-loopback.nl");
+        let socks: Vec<DiagSocket> = tcptune_kernel::diag::messages(rec)
+            .filter_map(|m| m.ok())
+            .filter(|m| m.kind == tcptune_kernel::diag::SOCK_DIAG_BY_FAMILY)
+            .map(|m| DiagSocket::decode(m.payload, tcptune_kernel::TailLayout::Linux6_18))
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert!(!socks.is_empty());
+        socks
+    }
+
+    /// Rows with every optional part somewhere: `--all`'s fields, namespaces (with characters
+    /// JSON escapes), owners, intervals from a second sample, IPv6 addresses, a socket without
+    /// tcp_info, a non-finite figure.
+    fn varied_rows(n: usize) -> Vec<Conn> {
+        let socks = recorded();
+        let mut history = History::default();
+        let ctx = Context::default();
+        let mut rows = Vec::new();
+        for i in 0..n {
+            let mut s = socks[i % socks.len()].clone();
+            s.src.set_port(1024 + (i % 60_000) as u16);
+            s.rqueue_bytes = i as u32;
+            if i % 11 == 3 {
+                s.src = format!("[2001:2::{:x}]:{}", i, 80 + i % 7).parse().unwrap();
+                s.dst = "[fe80::1%2]:5201".parse().unwrap();
+            }
+            if i % 13 == 4 {
+                s.info = None;
+            }
+            let all = i % 7 == 0;
+            let ns = (i % 5 == 0).then(|| format!("ns{i} \"q\" \\ \n\t\u{1}é"));
+            // Two samples of the same socket: the second row has an interval.
+            let first = std::slice::from_ref(&s);
+            let _ = history.rows(ns.as_deref(), first, Dur::from_millis(0), &ctx, all);
+            if let Some(info) = s.info.as_mut() {
+                if let Some(b) = info.bytes_acked.as_mut() {
+                    *b += 1_000_000 + i as u64;
+                }
+            }
+            let with_interval = i % 3 == 0;
+            let mut c = if with_interval {
+                history
+                    .rows(
+                        ns.as_deref(),
+                        std::slice::from_ref(&s),
+                        Dur::from_millis(100),
+                        &ctx,
+                        all,
+                    )
+                    .remove(0)
+            } else {
+                let (mut c, _) = Conn::new(s, Dur::ZERO, None, &ctx, all);
+                c.netns = ns;
+                c
+            };
+            if i % 4 == 1 {
+                c.process = Some(Box::new(Owner {
+                    pid: 100 + i as u32,
+                    comm: format!("app{i}"),
+                }));
+            }
+            if i == 2 {
+                if let Some(snap) = c.snapshot.as_mut() {
+                    snap.rtt_inflation = Some(f64::NAN);
+                    snap.retrans_ratio = Some(f64::INFINITY);
+                }
+            }
+            rows.push(c);
+        }
+        // Distinct rates, so the order is visible.
+        for (i, c) in rows.iter_mut().enumerate() {
+            if let Some(s) = c.snapshot.as_mut() {
+                s.delivery_rate_bps = Some(Rate::from_bps(((i * 7919) % 1000) as f64 * 1e3));
+            }
+        }
+        rows
+    }
+
+    fn by_hand(rows: &[Conn], level: usize) -> Vec<u8> {
+        let mut j = JsonRows::new(level);
+        for c in rows {
+            j.push(c);
+        }
+        let mut out = Vec::new();
+        j.write_table(&mut out).unwrap();
+        out
+    }
+
+    #[test]
+    fn rows_by_hand_are_serde_jsons_bytes() {
+        let rows = varied_rows(400);
+        assert!(rows.iter().any(|c| c.interval.is_some()));
+        assert!(rows
+            .iter()
+            .any(|c| c.tcp_info.is_some() && c.skmem.is_some()));
+        assert!(rows.iter().any(|c| c.local.is_ipv6()));
+        assert!(rows.iter().any(|c| c.snapshot.is_none()));
+        let fast = by_hand(&rows, 1);
+        let mut sorted = rows.clone();
+        sorted.sort_by_cached_key(Conn::sort_key);
+        let table = ConnTable {
+            connections: sorted,
+            all: false,
+        };
+        let serde = serde_json::to_vec_pretty(&table).unwrap();
+        assert_eq!(
+            String::from_utf8(fast.clone()).unwrap(),
+            String::from_utf8(serde).unwrap()
+        );
+        // And so the same document.
+        let a: serde_json::Value = serde_json::from_slice(&fast).unwrap();
+        assert_eq!(a, serde_json::to_value(&table).unwrap());
+        // Empty.
+        assert_eq!(
+            by_hand(&[], 1),
+            serde_json::to_vec_pretty(&ConnTable {
+                connections: vec![],
+                all: false
+            })
+            .unwrap()
+        );
+    }
+
+    #[test]
+    fn nested_at_any_depth_as_serde_json() {
+        // The table as the value of an envelope member, two levels in.
+        #[derive(Serialize)]
+        struct Outer<'a> {
+            a: u8,
+            result: &'a ConnTable,
+        }
+        let rows = varied_rows(30);
+        let mut sorted = rows.clone();
+        sorted.sort_by_cached_key(Conn::sort_key);
+        let table = ConnTable {
+            connections: sorted,
+            all: true,
+        };
+        let serde = serde_json::to_string_pretty(&Outer {
+            a: 1,
+            result: &table,
+        })
+        .unwrap();
+        let mut fast = b"{\n  \"a\": 1,\n  \"result\": ".to_vec();
+        fast.extend(by_hand(&rows, 2));
+        fast.extend(b"\n}");
+        assert_eq!(String::from_utf8(fast).unwrap(), serde);
+    }
+
+    #[test]
+    fn strings_are_escaped_as_serde_json() {
+        let s = "plain \" \\ / \u{0} \u{8} \u{c} \n \r \t \u{1f} \u{7f} é ✓";
+        let mut buf = Vec::new();
+        string(&mut buf, s);
+        assert_eq!(buf, serde_json::to_vec(s).unwrap());
+    }
+}
