@@ -117,6 +117,16 @@ impl serde_json::ser::Formatter for Pretty {
     }
 }
 
+/// A member's key as written: quoted, with the colon and space (`"rtt_s": `).
+macro_rules! k {
+    ($name:literal) => {
+        concat!("\"", $name, "\": ")
+    };
+}
+
+/// What separates members: a comma (after the first) and the line break with its indentation.
+const SEP: &[u8; 66] = b",\n                                                                ";
+
 /// Appends one JSON object's members to a buffer, pretty-printed at a depth.
 struct Obj<'a> {
     buf: &'a mut Vec<u8>,
@@ -142,14 +152,18 @@ impl Obj<'_> {
         // The enclosing object has at least the member this one is the value of.
         self.first = false;
     }
-    fn key(&mut self, k: &str) {
-        self.buf
-            .extend_from_slice(if self.first { b"\n" } else { b",\n" });
+    /// `key` as made by `k!`.
+    fn key(&mut self, key: &str) {
+        let from = usize::from(self.first);
+        let to = 2 + 2 * self.level;
+        if to <= SEP.len() {
+            self.buf.extend_from_slice(&SEP[from..to]);
+        } else {
+            self.buf.extend_from_slice(&SEP[from..2]);
+            indent(self.buf, self.level);
+        }
         self.first = false;
-        indent(self.buf, self.level);
-        self.buf.push(b'"');
-        self.buf.extend_from_slice(k.as_bytes());
-        self.buf.extend_from_slice(b"\": ");
+        self.buf.extend_from_slice(key.as_bytes());
     }
     fn u64(&mut self, k: &str, v: u64) {
         self.key(k);
@@ -158,13 +172,7 @@ impl Obj<'_> {
     }
     fn f64(&mut self, k: &str, v: f64) {
         self.key(k);
-        if v.is_finite() {
-            self.buf
-                .extend_from_slice(zmij::Buffer::new().format_finite(v).as_bytes());
-        } else {
-            // What serde_json writes for NaN and infinities.
-            self.buf.extend_from_slice(b"null");
-        }
+        float(self.buf, v);
     }
     fn bool(&mut self, k: &str, v: bool) {
         self.key(k);
@@ -180,16 +188,15 @@ impl Obj<'_> {
         self.buf.push(b'"');
         match a {
             SocketAddr::V4(v4) => {
+                let mut n = itoa::Buffer::new();
                 for (i, o) in v4.ip().octets().iter().enumerate() {
                     if i > 0 {
                         self.buf.push(b'.');
                     }
-                    self.buf
-                        .extend_from_slice(itoa::Buffer::new().format(*o).as_bytes());
+                    self.buf.extend_from_slice(n.format(*o).as_bytes());
                 }
                 self.buf.push(b':');
-                self.buf
-                    .extend_from_slice(itoa::Buffer::new().format(v4.port()).as_bytes());
+                self.buf.extend_from_slice(n.format(v4.port()).as_bytes());
             }
             // Rarer; Display's text has nothing to escape.
             SocketAddr::V6(_) => {
@@ -230,78 +237,90 @@ impl Obj<'_> {
     }
 }
 
-/// A JSON string literal, escaped as serde_json does.
+/// A number as serde_json writes an f64: whole numbers below 10^15 (rates in bytes/s × 8,
+/// shares of 0 and 1) as digits and ".0", which is what zmij prints for them, without its
+/// general algorithm; others by zmij; NaN and infinities as null.
+fn float(buf: &mut Vec<u8>, v: f64) {
+    if !v.is_finite() {
+        buf.extend_from_slice(b"null");
+    } else if v.is_sign_positive() && v < 1e15 && (v as u64) as f64 == v {
+        // (A round trip through u64 tests wholeness; fract() calls libm's trunc.)
+        buf.extend_from_slice(itoa::Buffer::new().format(v as u64).as_bytes());
+        buf.extend_from_slice(b".0");
+    } else {
+        buf.extend_from_slice(zmij::Buffer::new().format_finite(v).as_bytes());
+    }
+}
+
+/// A JSON string literal, escaped as serde_json does: quote, backslash and control characters.
 fn string(buf: &mut Vec<u8>, s: &str) {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     buf.push(b'"');
-    let bytes = s.as_bytes();
-    let mut start = 0;
-    for (i, &b) in bytes.iter().enumerate() {
-        let esc: &[u8] = match b {
-            b'"' => b"\\\"",
-            b'\\' => b"\\\\",
-            0x08 => b"\\b",
-            0x0c => b"\\f",
-            b'\n' => b"\\n",
-            b'\r' => b"\\r",
-            b'\t' => b"\\t",
-            0..=0x1f => {
-                buf.extend_from_slice(&bytes[start..i]);
+    let mut rest = s.as_bytes();
+    while let Some(i) = rest
+        .iter()
+        .position(|&b| b < 0x20 || b == b'"' || b == b'\\')
+    {
+        buf.extend_from_slice(&rest[..i]);
+        match rest[i] {
+            b'"' => buf.extend_from_slice(b"\\\""),
+            b'\\' => buf.extend_from_slice(b"\\\\"),
+            0x08 => buf.extend_from_slice(b"\\b"),
+            0x0c => buf.extend_from_slice(b"\\f"),
+            b'\n' => buf.extend_from_slice(b"\\n"),
+            b'\r' => buf.extend_from_slice(b"\\r"),
+            b'\t' => buf.extend_from_slice(b"\\t"),
+            b => {
                 buf.extend_from_slice(b"\\u00");
-                buf.push(HEX[(b >> 4) as usize]);
-                buf.push(HEX[(b & 0xf) as usize]);
-                start = i + 1;
-                continue;
+                buf.push(HEX[usize::from(b >> 4)]);
+                buf.push(HEX[usize::from(b & 0xf)]);
             }
-            _ => continue,
-        };
-        buf.extend_from_slice(&bytes[start..i]);
-        buf.extend_from_slice(esc);
-        start = i + 1;
+        }
+        rest = &rest[i + 1..];
     }
-    buf.extend_from_slice(&bytes[start..]);
+    buf.extend_from_slice(rest);
     buf.push(b'"');
 }
 
 fn shares(o: &mut Obj, k: &str, s: &Shares) {
     o.key(k);
     o.open();
-    o.f64("rwnd", s.rwnd);
-    o.f64("sndbuf", s.sndbuf);
-    o.f64("network", s.network);
-    o.opt_f64("application", s.application);
+    o.f64(k!("rwnd"), s.rwnd);
+    o.f64(k!("sndbuf"), s.sndbuf);
+    o.f64(k!("network"), s.network);
+    o.opt_f64(k!("application"), s.application);
     o.close();
 }
 
 fn negotiated(o: &mut Obj, n: &Negotiated) {
-    o.key("negotiated");
+    o.key(k!("negotiated"));
     o.open();
-    o.opt_bool("sack", n.sack);
-    o.opt_bool("timestamps", n.timestamps);
-    o.opt_bool("window_scaling", n.window_scaling);
-    o.opt_bool("ecn", n.ecn);
-    o.opt_u64("snd_wscale", n.snd_wscale.map(u64::from));
-    o.opt_u64("rcv_wscale", n.rcv_wscale.map(u64::from));
-    o.opt_u64("snd_mss", n.snd_mss.map(u64::from));
-    o.opt_u64("advmss", n.advmss.map(u64::from));
+    o.opt_bool(k!("sack"), n.sack);
+    o.opt_bool(k!("timestamps"), n.timestamps);
+    o.opt_bool(k!("window_scaling"), n.window_scaling);
+    o.opt_bool(k!("ecn"), n.ecn);
+    o.opt_u64(k!("snd_wscale"), n.snd_wscale.map(u64::from));
+    o.opt_u64(k!("rcv_wscale"), n.rcv_wscale.map(u64::from));
+    o.opt_u64(k!("snd_mss"), n.snd_mss.map(u64::from));
+    o.opt_u64(k!("advmss"), n.advmss.map(u64::from));
     o.close();
 }
 
 fn snapshot(o: &mut Obj, s: &Snapshot) {
-    o.key("snapshot");
+    o.key(k!("snapshot"));
     o.open();
-    o.opt_dur("rtt_s", s.rtt_s);
-    o.opt_dur("min_rtt_s", s.min_rtt_s);
-    o.opt_f64("rtt_inflation", s.rtt_inflation);
-    o.opt_u64("cwnd_bytes", s.cwnd_bytes);
-    o.opt_u64("snd_wnd_bytes", s.snd_wnd_bytes.map(u64::from));
-    o.opt_u64("rcv_wnd_bytes", s.rcv_wnd_bytes.map(u64::from));
-    o.opt_rate("window_rate_bps", s.window_rate_bps);
-    o.opt_rate("delivery_rate_bps", s.delivery_rate_bps);
-    o.opt_rate("pacing_rate_bps", s.pacing_rate_bps);
-    o.opt_f64("retrans_ratio", s.retrans_ratio);
+    o.opt_dur(k!("rtt_s"), s.rtt_s);
+    o.opt_dur(k!("min_rtt_s"), s.min_rtt_s);
+    o.opt_f64(k!("rtt_inflation"), s.rtt_inflation);
+    o.opt_u64(k!("cwnd_bytes"), s.cwnd_bytes);
+    o.opt_u64(k!("snd_wnd_bytes"), s.snd_wnd_bytes.map(u64::from));
+    o.opt_u64(k!("rcv_wnd_bytes"), s.rcv_wnd_bytes.map(u64::from));
+    o.opt_rate(k!("window_rate_bps"), s.window_rate_bps);
+    o.opt_rate(k!("delivery_rate_bps"), s.delivery_rate_bps);
+    o.opt_rate(k!("pacing_rate_bps"), s.pacing_rate_bps);
+    o.opt_f64(k!("retrans_ratio"), s.retrans_ratio);
     if let Some(sh) = &s.lifetime_shares {
-        shares(o, "lifetime_shares", sh);
+        shares(o, k!("lifetime_shares"), sh);
     }
     negotiated(o, &s.negotiated);
     o.close();
@@ -316,70 +335,94 @@ fn conn(buf: &mut Vec<u8>, level: usize, c: &Conn) {
     };
     o.open();
     if let Some(ns) = &c.netns {
-        o.str("netns", ns);
+        o.str(k!("netns"), ns);
     }
-    o.str("state", &c.state);
-    o.addr("local", c.local);
-    o.addr("remote", c.remote);
-    o.u64("cookie", c.cookie);
-    o.u64("uid", c.uid.into());
-    o.u64("inode", c.inode.into());
+    o.str(k!("state"), &c.state);
+    o.addr(k!("local"), c.local);
+    o.addr(k!("remote"), c.remote);
+    o.u64(k!("cookie"), c.cookie);
+    o.u64(k!("uid"), c.uid.into());
+    o.u64(k!("inode"), c.inode.into());
     if let Some(p) = &c.process {
-        o.serde("process", p);
+        o.serde(k!("process"), p);
     }
     if let Some(cc) = &c.congestion {
-        o.str("congestion", cc.as_str());
+        o.str(k!("congestion"), cc.as_str());
     }
-    o.u64("rqueue_bytes", c.rqueue_bytes.into());
-    o.u64("wqueue_bytes", c.wqueue_bytes.into());
+    o.u64(k!("rqueue_bytes"), c.rqueue_bytes.into());
+    o.u64(k!("wqueue_bytes"), c.wqueue_bytes.into());
     if let Some(s) = &c.snapshot {
         snapshot(&mut o, s);
     }
     if let Some(i) = &c.interval {
-        o.serde("interval", i);
+        o.serde(k!("interval"), i);
     }
-    o.serde("verdict", &c.verdict);
+    o.key(k!("verdict"));
+    o.open();
+    o.key(k!("limit"));
+    // A unit variant: serde writes its name (snake_case) as a string.
+    let _ = serde_json::to_writer(&mut *o.buf, &c.verdict.limit);
+    o.opt_f64(k!("share"), c.verdict.share);
+    o.str(k!("text"), &c.verdict.text);
+    o.close();
     if let Some(t) = &c.tcp_info {
-        o.serde("tcp_info", t);
+        o.serde(k!("tcp_info"), t);
     }
     if let Some(m) = &c.skmem {
-        o.serde("skmem", m);
+        o.serde(k!("skmem"), m);
     }
     if let Some(b) = &c.bbr {
-        o.serde("bbr", b);
+        o.serde(k!("bbr"), b);
     }
     o.close();
 }
 
-/// The JSON of a [`ConnTable`](crate::conn::ConnTable), built row by row as the sockets are decoded: each row is
-/// rendered into one shared buffer where it is made, and only its place there and its sort key
-/// are kept. [`JsonRows::write_table`] writes what serde_json's pretty printer makes of the
-/// table with the same rows, sorted the same way.
+/// The JSON of a [`ConnTable`](crate::conn::ConnTable), built row by row as the sockets are
+/// decoded: each row is rendered where it is made, into large chunks that are filled and
+/// never moved (a growing buffer would copy 20 MB of rows several times), and only its place
+/// and sort key are kept. [`JsonRows::write_table`] writes what serde_json's pretty printer
+/// makes of the table with the same rows, sorted the same way.
 #[derive(Debug)]
 pub struct JsonRows {
-    buf: Vec<u8>,
-    /// Sort key and range in `buf` of each row.
-    rows: Vec<(Reverse<u64>, usize, usize)>,
+    chunks: Vec<Vec<u8>>,
+    /// Sort key, chunk and byte range of each row.
+    rows: Vec<(Reverse<u64>, u32, u32, u32)>,
     /// Depth of the table's `connections` member.
     level: usize,
 }
+
+/// Chunk size; a new chunk is started when less than `ROW_ROOM` is left, more than any row
+/// takes (one with every `--all` field is ~3 KB; a longer one only makes its chunk grow).
+const CHUNK: usize = 1 << 20;
+const ROW_ROOM: usize = 16 << 10;
 
 impl JsonRows {
     /// Rows of a table whose members are `level` deep: 1 for the table alone, 2 as the
     /// `result` of the `--json` envelope.
     pub fn new(level: usize) -> JsonRows {
         JsonRows {
-            buf: Vec::new(),
+            chunks: Vec::new(),
             rows: Vec::new(),
             level,
         }
     }
 
     pub fn push(&mut self, c: &Conn) {
-        let start = self.buf.len();
+        if self
+            .chunks
+            .last()
+            .is_none_or(|b| b.capacity() - b.len() < ROW_ROOM)
+        {
+            self.chunks.push(Vec::with_capacity(CHUNK));
+        }
+        let index = self.chunks.len() - 1;
+        let buf = &mut self.chunks[index];
+        let start = buf.len();
         // Rows are the elements of the `connections` array, one level deeper than it.
-        conn(&mut self.buf, self.level + 1, c);
-        self.rows.push((c.sort_key(), start, self.buf.len()));
+        conn(buf, self.level + 1, c);
+        // Chunks hold at most a few MB (u32 offsets).
+        self.rows
+            .push((c.sort_key(), index as u32, start as u32, buf.len() as u32));
     }
 
     /// Writes the table: the rows sorted as `ConnTable`'s (highest rate first, stable).
@@ -388,10 +431,10 @@ impl JsonRows {
         w.write_all(b"{\n")?;
         write_indent(w, self.level)?;
         w.write_all(b"\"connections\": [")?;
-        for (i, &(_, start, end)) in self.rows.iter().enumerate() {
+        for (i, &(_, chunk, start, end)) in self.rows.iter().enumerate() {
             w.write_all(if i == 0 { b"\n" } else { b",\n" })?;
             write_indent(w, self.level + 1)?;
-            w.write_all(&self.buf[start..end])?;
+            w.write_all(&self.chunks[chunk as usize][start as usize..end as usize])?;
         }
         if !self.rows.is_empty() {
             w.write_all(b"\n")?;
@@ -561,6 +604,36 @@ mod tests {
         fast.extend(by_hand(&rows, 2));
         fast.extend(b"\n}");
         assert_eq!(String::from_utf8(fast).unwrap(), serde);
+    }
+
+    #[test]
+    fn floats_are_serde_jsons_digits() {
+        let mut values = vec![0.0, -0.0, 1.0, 0.5, 1e-7, 6e-6, 1.7e-5, 2.8333333333333335];
+        let mut p = 1.0;
+        for _ in 0..20 {
+            values.extend([p, p - 1.0, p + 1.0, p * 1.5, -p, p / 3.0]);
+            p *= 10.0;
+        }
+        values.extend([
+            2730666664.0,
+            1927529411.764706,
+            9007199254740992.0,
+            1e15 - 1.0,
+        ]);
+        values.extend([f64::NAN, f64::INFINITY, f64::MAX, f64::MIN_POSITIVE]);
+        let mut x = 0x9e3779b97f4a7c15_u64;
+        for _ in 0..10_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            values.push((x % 100_000_000_000) as f64 / [1.0, 8.0, 1e3, 1e9][(x % 4) as usize]);
+        }
+        for v in values {
+            let mut buf = Vec::new();
+            float(&mut buf, v);
+            let expected = serde_json::to_string(&v).unwrap();
+            assert_eq!(String::from_utf8(buf).unwrap(), expected, "{v:e}");
+        }
     }
 
     #[test]
