@@ -418,32 +418,59 @@ impl JsonRows {
         let index = self.chunks.len() - 1;
         let buf = &mut self.chunks[index];
         let start = buf.len();
-        // Rows are the elements of the `connections` array, one level deeper than it.
+        // Each row is stored with the separator before it (the first row written drops the
+        // comma), so the table is written as one slice per row. Rows are the elements of the
+        // `connections` array, one level deeper than it.
+        buf.extend_from_slice(b",\n");
+        indent(buf, self.level + 1);
         conn(buf, self.level + 1, c);
         // Chunks hold at most a few MB (u32 offsets).
         self.rows
             .push((c.sort_key(), index as u32, start as u32, buf.len() as u32));
     }
 
-    /// Writes the table: the rows sorted as `ConnTable`'s (highest rate first, stable).
+    /// Writes the table: the rows sorted as `ConnTable`'s (highest rate first, stable),
+    /// straight from where they were rendered (vectored writes: an unbuffered file such as
+    /// stdout's gets them without another copy).
     pub fn write_table(mut self, w: &mut impl io::Write) -> io::Result<()> {
         self.rows.sort_by_key(|r| r.0);
-        w.write_all(b"{\n")?;
-        write_indent(w, self.level)?;
-        w.write_all(b"\"connections\": [")?;
-        for (i, &(_, chunk, start, end)) in self.rows.iter().enumerate() {
-            w.write_all(if i == 0 { b"\n" } else { b",\n" })?;
-            write_indent(w, self.level + 1)?;
-            w.write_all(&self.chunks[chunk as usize][start as usize..end as usize])?;
-        }
+        let mut head = b"{\n".to_vec();
+        indent(&mut head, self.level);
+        head.extend_from_slice(b"\"connections\": [");
+        let mut tail = Vec::new();
         if !self.rows.is_empty() {
-            w.write_all(b"\n")?;
-            write_indent(w, self.level)?;
+            tail.push(b'\n');
+            indent(&mut tail, self.level);
         }
-        w.write_all(b"]\n")?;
-        write_indent(w, self.level - 1)?;
-        w.write_all(b"}")
+        tail.extend_from_slice(b"]\n");
+        indent(&mut tail, self.level - 1);
+        tail.push(b'}');
+        let mut slices = Vec::with_capacity(self.rows.len() + 2);
+        slices.push(io::IoSlice::new(&head));
+        for (i, &(_, chunk, start, end)) in self.rows.iter().enumerate() {
+            // The first row has no comma before it.
+            let start = start as usize + usize::from(i == 0);
+            slices.push(io::IoSlice::new(
+                &self.chunks[chunk as usize][start..end as usize],
+            ));
+        }
+        slices.push(io::IoSlice::new(&tail));
+        write_all_vectored(w, &mut slices)
     }
+}
+
+/// `Write::write_all_vectored` (unstable): writes every slice, however many each call takes.
+fn write_all_vectored(w: &mut impl io::Write, mut slices: &mut [io::IoSlice]) -> io::Result<()> {
+    io::IoSlice::advance_slices(&mut slices, 0);
+    while !slices.is_empty() {
+        match w.write_vectored(slices) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => io::IoSlice::advance_slices(&mut slices, n),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

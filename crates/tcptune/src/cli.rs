@@ -225,11 +225,15 @@ pub struct AuditArgs {
     pub save_state: Option<std::path::PathBuf>,
 }
 
+/// Each model reads some of the path: an option it does not read is hidden from its help and
+/// refused (cmd/model.rs).
 #[derive(Subcommand, Debug)]
 pub enum ModelCommand {
     /// Bandwidth-delay product: rate × RTT, in bits and bytes.
+    #[command(mut_arg("loss", |a| a.hide(true)))]
     Bdp(PathArgs),
     /// Window bound: the rate a --window allows over --rtt, or the window a --rate needs.
+    #[command(mut_arg("loss", |a| a.hide(true)))]
     Window {
         #[command(flatten)]
         path: PathArgs,
@@ -239,15 +243,19 @@ pub enum ModelCommand {
     },
     /// Socket buffers a path needs: tcp_rmem/tcp_wmem maxima, SO_RCVBUF/SO_SNDBUF with
     /// rmem_max/wmem_max, for --flows concurrent flows, and the memory that costs.
+    #[command(mut_arg("loss", |a| a.hide(true)))]
     Buffers(BuffersArgs),
     /// Mathis bound (rate ≤ MSS/RTT · C/√p) for --loss, or the largest loss for --target-rate.
     Mathis(MathisArgs),
     /// Padhye (PFTK) throughput with the timeout term and the receive window cap.
+    #[command(mut_arg("rate", |a| a.hide(true)))]
     Pftk(PftkArgs),
     /// CUBIC response function (RFC 9438) and its Reno-friendly region, against Reno.
+    #[command(mut_arg("rate", |a| a.hide(true)))]
     Cubic(CubicArgs),
     /// cwnd growth through slow start and congestion avoidance, and the time to reach a share
     /// of the path rate.
+    #[command(mut_arg("loss", |a| a.hide(true)))]
     Ramp(RampArgs),
 }
 

@@ -3,7 +3,6 @@
 //! opening a sock_diag socket per network namespace.
 
 use std::collections::HashSet;
-use std::io::Write as _;
 use std::time::Instant;
 
 use anyhow::Context as _;
@@ -237,8 +236,11 @@ fn write_json(rows: JsonRows, out: &mut impl std::io::Write) -> std::io::Result<
 }
 
 fn print_json(rows: JsonRows) -> anyhow::Result<Outcome> {
-    let mut out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
-    match write_json(rows, &mut out).and_then(|()| out.flush()) {
+    // Unbuffered: the rows go to the kernel from where they were rendered, ~1000 per write
+    // (stdout's own buffer would copy 18 MB for 20,000 rows). Nothing was printed before.
+    use std::os::fd::AsFd;
+    let mut out = std::fs::File::from(std::io::stdout().as_fd().try_clone_to_owned()?);
+    match write_json(rows, &mut out) {
         // A closed pipe (`| head`) ends the output quietly, as for every command.
         Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
         _ => Ok(Outcome::Ok),

@@ -16,6 +16,7 @@ mod schema;
 mod watch;
 
 pub use audit::TuneReport;
+pub use experiment::CheckedPlan;
 pub use report::ReportResult;
 
 pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
