@@ -38,7 +38,7 @@ pub enum Command {
         #[command(flatten)]
         audit: AuditArgs,
         /// Install the sysctl.d drop-in (default /etc/sysctl.d/90-tcptune.conf) for the next boot.
-        #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = "/etc/sysctl.d/90-tcptune.conf")]
+        #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = "/etc/sysctl.d/90-tcptune.conf", conflicts_with = "rollback")]
         write: Option<std::path::PathBuf>,
         /// Apply the changes now, after saving a snapshot of every value they touch.
         #[arg(long, conflicts_with = "rollback")]
@@ -79,7 +79,7 @@ pub enum Command {
         /// Schema name as listed by `tcptune schema --list`, e.g. model-bdp.
         name: Option<String>,
         /// List the schema names.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "name")]
         list: bool,
     },
     /// Write the man pages or the shell completions, generated from this command line, into
@@ -399,7 +399,7 @@ pub struct WatchArgs {
     #[command(flatten)]
     pub sock: SockArgs,
     /// Time between samples: 1s, 100ms; down to 1ms when watching one connection.
-    #[arg(long, default_value = "1s")]
+    #[arg(long, default_value = "1s", conflicts_with = "closed")]
     pub interval: Dur,
     /// Stop after this many samples (default: until interrupted).
     #[arg(long)]
@@ -422,7 +422,7 @@ pub struct WatchArgs {
     #[arg(long)]
     pub closed: bool,
     /// How many rows the live view shows.
-    #[arg(long, default_value_t = 20)]
+    #[arg(long, default_value_t = 20, conflicts_with_all = ["detail", "cookie", "closed"])]
     pub top: usize,
 }
 
@@ -499,7 +499,7 @@ pub struct TestArgs {
 }
 
 /// Link options of `lab up` and `lab set`; they apply to both directions unless --direction.
-#[derive(Args, Debug, Clone, Default)]
+#[derive(Args, Debug, Clone, Default, PartialEq)]
 pub struct LinkArgs {
     /// Which direction the link options change: up (client to server), down, or both.
     #[arg(long, default_value = "both")]
@@ -681,6 +681,6 @@ pub struct AnalyzeArgs {
     #[arg(long, value_name = "DIR")]
     pub graphs: Option<std::path::PathBuf>,
     /// Graph at most this many flows (the ones with the most data).
-    #[arg(long, default_value_t = 8, value_name = "N")]
+    #[arg(long, default_value_t = 8, value_name = "N", requires = "graphs")]
     pub graph_flows: usize,
 }

@@ -50,7 +50,15 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Test(args) => perf::test(&args, cli.json),
         Command::Lab { lab } => lab::run(*lab, cli.json),
         Command::Analyze(args) => analyze::run(args, cli.json),
-        Command::Schema { name, list } => schema::run(name.as_deref(), list),
+        Command::Schema { name, list } => {
+            if list {
+                no_json(
+                    cli.json,
+                    "schema --list prints names, and `tcptune schema` prints every schema as one JSON document",
+                )?;
+            }
+            schema::run(name.as_deref(), list)
+        }
         Command::Generate { what, dir } => {
             no_json(cli.json, "_generate writes files, not a result")?;
             generate::run(what, &dir)
