@@ -1,19 +1,15 @@
 //! `conns --json` rendered fast: the same bytes serde_json's pretty printer makes of a
 //! [`ConnTable`](crate::conn::ConnTable), written by hand for the fields every row has.
 //!
-//! serde_json spent ~1.5 µs per row (bench/conns: 2.6 µs per socket in all, most of
-//! `conns --json`'s time): a write per indentation level, Display round trips for addresses,
-//! a call per token. Here each row is appended to one reused buffer as it is decoded (on the
-//! thread that decodes while the kernel fills the next datagram, as [`TextRows`] does for text),
-//! with integers by itoa and floats by zmij (serde_json's own formatters, so numbers are the
-//! same digits). Parts only some rows have (process, interval, `--all`'s fields) and the
-//! verdict go through serde with [`Pretty`], a formatter that indents like serde_json's from
+//! serde_json spent ~1 µs per row (bench/conns): a write per indentation level, Display round
+//! trips for addresses, a call per token. Here a member's separator, indentation and key take
+//! two copies, integers go through itoa and floats through zmij (serde_json's own formatters,
+//! so numbers are the same digits; whole numbers, such as most rates and shares, through
+//! itoa), into one reused buffer. Parts only some rows have (process, interval, `--all`'s
+//! fields) go through serde with [`Pretty`], a formatter that indents like serde_json's from
 //! any depth. The tests compare the bytes with serde_json's for recorded rows, so a field
 //! added to a row type without its line here fails them.
-//!
-//! [`TextRows`]: crate::conn::TextRows
 
-use std::cmp::Reverse;
 use std::io;
 use std::net::SocketAddr;
 
@@ -377,100 +373,35 @@ fn conn(buf: &mut Vec<u8>, level: usize, c: &Conn) {
     o.close();
 }
 
-/// The JSON of a [`ConnTable`](crate::conn::ConnTable), built row by row as the sockets are
-/// decoded: each row is rendered where it is made, into large chunks that are filled and
-/// never moved (a growing buffer would copy 20 MB of rows several times), and only its place
-/// and sort key are kept. [`JsonRows::write_table`] writes what serde_json's pretty printer
-/// makes of the table with the same rows, sorted the same way.
-#[derive(Debug)]
-pub struct JsonRows {
-    chunks: Vec<Vec<u8>>,
-    /// Sort key, chunk and byte range of each row.
-    rows: Vec<(Reverse<u64>, u32, u32, u32)>,
-    /// Depth of the table's `connections` member.
-    level: usize,
-}
-
-/// Chunk size; a new chunk is started when less than `ROW_ROOM` is left, more than any row
-/// takes (one with every `--all` field is ~3 KB; a longer one only makes its chunk grow).
-const CHUNK: usize = 1 << 20;
-const ROW_ROOM: usize = 16 << 10;
-
-impl JsonRows {
-    /// Rows of a table whose members are `level` deep: 1 for the table alone, 2 as the
-    /// `result` of the `--json` envelope.
-    pub fn new(level: usize) -> JsonRows {
-        JsonRows {
-            chunks: Vec::new(),
-            rows: Vec::new(),
-            level,
+/// Writes what serde_json's pretty printer makes of a [`ConnTable`](crate::conn::ConnTable)
+/// of `rows` (in the order given) whose members are `level` deep: 1 for the table alone, 2 as
+/// the `result` of the `--json` envelope. Rows are rendered into one reused buffer that is
+/// written every 64 KiB, so the document is never held whole (18 MB for 20,000 rows, whose
+/// page faults alone cost more than rendering them).
+pub fn write_table(rows: &[Conn], level: usize, w: &mut impl io::Write) -> io::Result<()> {
+    const FLUSH_AT: usize = 1 << 16;
+    let mut buf = Vec::with_capacity(2 * FLUSH_AT);
+    buf.extend_from_slice(b"{\n");
+    indent(&mut buf, level);
+    buf.extend_from_slice(b"\"connections\": [");
+    for (i, c) in rows.iter().enumerate() {
+        buf.extend_from_slice(if i == 0 { b"\n" } else { b",\n" });
+        // Rows are the elements of the `connections` array, one level deeper than it.
+        indent(&mut buf, level + 1);
+        conn(&mut buf, level + 1, c);
+        if buf.len() >= FLUSH_AT {
+            w.write_all(&buf)?;
+            buf.clear();
         }
     }
-
-    pub fn push(&mut self, c: &Conn) {
-        if self
-            .chunks
-            .last()
-            .is_none_or(|b| b.capacity() - b.len() < ROW_ROOM)
-        {
-            self.chunks.push(Vec::with_capacity(CHUNK));
-        }
-        let index = self.chunks.len() - 1;
-        let buf = &mut self.chunks[index];
-        let start = buf.len();
-        // Each row is stored with the separator before it (the first row written drops the
-        // comma), so the table is written as one slice per row. Rows are the elements of the
-        // `connections` array, one level deeper than it.
-        buf.extend_from_slice(b",\n");
-        indent(buf, self.level + 1);
-        conn(buf, self.level + 1, c);
-        // Chunks hold at most a few MB (u32 offsets).
-        self.rows
-            .push((c.sort_key(), index as u32, start as u32, buf.len() as u32));
+    if !rows.is_empty() {
+        buf.push(b'\n');
+        indent(&mut buf, level);
     }
-
-    /// Writes the table: the rows sorted as `ConnTable`'s (highest rate first, stable),
-    /// straight from where they were rendered (vectored writes: an unbuffered file such as
-    /// stdout's gets them without another copy).
-    pub fn write_table(mut self, w: &mut impl io::Write) -> io::Result<()> {
-        self.rows.sort_by_key(|r| r.0);
-        let mut head = b"{\n".to_vec();
-        indent(&mut head, self.level);
-        head.extend_from_slice(b"\"connections\": [");
-        let mut tail = Vec::new();
-        if !self.rows.is_empty() {
-            tail.push(b'\n');
-            indent(&mut tail, self.level);
-        }
-        tail.extend_from_slice(b"]\n");
-        indent(&mut tail, self.level - 1);
-        tail.push(b'}');
-        let mut slices = Vec::with_capacity(self.rows.len() + 2);
-        slices.push(io::IoSlice::new(&head));
-        for (i, &(_, chunk, start, end)) in self.rows.iter().enumerate() {
-            // The first row has no comma before it.
-            let start = start as usize + usize::from(i == 0);
-            slices.push(io::IoSlice::new(
-                &self.chunks[chunk as usize][start..end as usize],
-            ));
-        }
-        slices.push(io::IoSlice::new(&tail));
-        write_all_vectored(w, &mut slices)
-    }
-}
-
-/// `Write::write_all_vectored` (unstable): writes every slice, however many each call takes.
-fn write_all_vectored(w: &mut impl io::Write, mut slices: &mut [io::IoSlice]) -> io::Result<()> {
-    io::IoSlice::advance_slices(&mut slices, 0);
-    while !slices.is_empty() {
-        match w.write_vectored(slices) {
-            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-            Ok(n) => io::IoSlice::advance_slices(&mut slices, n),
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(())
+    buf.extend_from_slice(b"]\n");
+    indent(&mut buf, level - 1);
+    buf.push(b'}');
+    w.write_all(&buf)
 }
 
 #[cfg(test)]
@@ -563,12 +494,8 @@ mod tests {
     }
 
     fn by_hand(rows: &[Conn], level: usize) -> Vec<u8> {
-        let mut j = JsonRows::new(level);
-        for c in rows {
-            j.push(c);
-        }
         let mut out = Vec::new();
-        j.write_table(&mut out).unwrap();
+        write_table(rows, level, &mut out).unwrap();
         out
     }
 
@@ -581,9 +508,9 @@ mod tests {
             .any(|c| c.tcp_info.is_some() && c.skmem.is_some()));
         assert!(rows.iter().any(|c| c.local.is_ipv6()));
         assert!(rows.iter().any(|c| c.snapshot.is_none()));
-        let fast = by_hand(&rows, 1);
         let mut sorted = rows.clone();
         sorted.sort_by_cached_key(Conn::sort_key);
+        let fast = by_hand(&sorted, 1);
         let table = ConnTable {
             connections: sorted,
             all: false,
@@ -628,7 +555,7 @@ mod tests {
         })
         .unwrap();
         let mut fast = b"{\n  \"a\": 1,\n  \"result\": ".to_vec();
-        fast.extend(by_hand(&rows, 2));
+        fast.extend(by_hand(&table.connections, 2));
         fast.extend(b"\n}");
         assert_eq!(String::from_utf8(fast).unwrap(), serde);
     }

@@ -7,7 +7,6 @@ use std::time::Instant;
 
 use anyhow::Context as _;
 use tcptune_diagnose::conn::{Conn, ConnTable, History, TextRows};
-use tcptune_diagnose::json::JsonRows;
 use tcptune_diagnose::Context;
 use tcptune_kernel::diag::ext;
 use tcptune_kernel::tcp_info::{KernelVersion, TailLayout};
@@ -168,16 +167,9 @@ pub fn run(args: ConnsArgs, json: bool) -> anyhow::Result<Outcome> {
     let ctx = context(&args.sock);
     let start = Instant::now();
     let mut history = History::default();
-    if args.over.is_none() && !args.sock.processes {
-        // The common case, a one-shot table: rows are rendered as they are decoded and only
-        // their text is kept.
-        if json {
-            let mut rows = JsonRows::new(JSON_LEVEL);
-            once(&mut targets, &filter, start, &ctx, args.all, |c| {
-                rows.push(&c)
-            })?;
-            return print_json(rows);
-        }
+    if args.over.is_none() && !json && !args.sock.processes {
+        // The common case, a one-shot text table: rows are rendered as they are decoded and
+        // only their lines are kept.
         let mut table = TextRows::new(args.all);
         once(&mut targets, &filter, start, &ctx, args.all, |c| {
             table.push(&c)
@@ -203,15 +195,13 @@ pub fn run(args: ConnsArgs, json: bool) -> anyhow::Result<Outcome> {
     if args.sock.processes {
         add_processes(&mut rows);
     }
-    if json {
-        let mut json_rows = JsonRows::new(JSON_LEVEL);
-        for c in &rows {
-            json_rows.push(c);
-        }
-        std::mem::forget(rows);
-        return print_json(json_rows);
-    }
     sort_by_rate(&mut rows);
+    if json {
+        print_json(&rows)?;
+        // As below: the process ends next.
+        std::mem::forget(rows);
+        return Ok(Outcome::Ok);
+    }
     let table = ConnTable {
         connections: rows,
         all: args.all,
@@ -227,23 +217,22 @@ pub fn run(args: ConnsArgs, json: bool) -> anyhow::Result<Outcome> {
 const JSON_LEVEL: usize = 2;
 
 /// `conns --json`: the envelope around the rows rendered by hand, the same document
-/// `output::emit` would print for a `ConnTable` (the test below compares the bytes).
-fn write_json(rows: JsonRows, out: &mut impl std::io::Write) -> std::io::Result<()> {
+/// `output::emit` would print for a `ConnTable` of them (the test below compares the bytes).
+fn write_json(rows: &[Conn], out: &mut impl std::io::Write) -> std::io::Result<()> {
     let (before, after) = output::envelope_around("conns").map_err(std::io::Error::other)?;
     out.write_all(before.as_bytes())?;
-    rows.write_table(out)?;
+    tcptune_diagnose::json::write_table(rows, JSON_LEVEL, out)?;
     out.write_all(after.as_bytes())
 }
 
-fn print_json(rows: JsonRows) -> anyhow::Result<Outcome> {
-    // Unbuffered: the rows go to the kernel from where they were rendered, ~1000 per write
-    // (stdout's own buffer would copy 18 MB for 20,000 rows). Nothing was printed before.
+fn print_json(rows: &[Conn]) -> anyhow::Result<()> {
+    // Unbuffered: write_table hands over 64 KiB at a time already. Nothing was printed before.
     use std::os::fd::AsFd;
     let mut out = std::fs::File::from(std::io::stdout().as_fd().try_clone_to_owned()?);
     match write_json(rows, &mut out) {
         // A closed pipe (`| head`) ends the output quietly, as for every command.
         Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
-        _ => Ok(Outcome::Ok),
+        _ => Ok(()),
     }
 }
 
@@ -264,12 +253,10 @@ mod tests {
             .collect();
         assert!(rows.len() >= 2);
         for rows in [rows.clone(), Vec::new()] {
-            let mut fast = JsonRows::new(JSON_LEVEL);
-            rows.iter().for_each(|c| fast.push(c));
-            let mut by_hand = Vec::new();
-            write_json(fast, &mut by_hand).unwrap();
             let mut sorted = rows;
             sort_by_rate(&mut sorted);
+            let mut by_hand = Vec::new();
+            write_json(&sorted, &mut by_hand).unwrap();
             let table = ConnTable {
                 connections: sorted,
                 all: false,
