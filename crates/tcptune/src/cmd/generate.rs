@@ -11,8 +11,8 @@ use clap_complete::Shell;
 use crate::cli::{Cli, Generate};
 use crate::Outcome;
 
-/// The shells whose completions are written, with the file name clap_complete gives each.
-pub const SHELLS: [Shell; 3] = [Shell::Bash, Shell::Zsh, Shell::Fish];
+/// The shells whose completions are written: tcptune.bash, _tcptune (zsh), tcptune.fish.
+const SHELLS: [Shell; 3] = [Shell::Bash, Shell::Zsh, Shell::Fish];
 
 pub fn run(what: Generate, dir: &Path) -> anyhow::Result<Outcome> {
     std::fs::create_dir_all(dir)
