@@ -378,13 +378,19 @@ fn conn(buf: &mut Vec<u8>, level: usize, c: &Conn) {
 /// the `result` of the `--json` envelope. Rows are rendered into one reused buffer that is
 /// written every 64 KiB, so the document is never held whole (18 MB for 20,000 rows, whose
 /// page faults alone cost more than rendering them).
-pub fn write_table(rows: &[Conn], level: usize, w: &mut impl io::Write) -> io::Result<()> {
+pub fn write_table<'a>(
+    rows: impl IntoIterator<Item = &'a Conn>,
+    level: usize,
+    w: &mut impl io::Write,
+) -> io::Result<()> {
     const FLUSH_AT: usize = 1 << 16;
     let mut buf = Vec::with_capacity(2 * FLUSH_AT);
     buf.extend_from_slice(b"{\n");
     indent(&mut buf, level);
     buf.extend_from_slice(b"\"connections\": [");
-    for (i, c) in rows.iter().enumerate() {
+    let mut any = false;
+    for (i, c) in rows.into_iter().enumerate() {
+        any = true;
         buf.extend_from_slice(if i == 0 { b"\n" } else { b",\n" });
         // Rows are the elements of the `connections` array, one level deeper than it.
         indent(&mut buf, level + 1);
@@ -394,7 +400,7 @@ pub fn write_table(rows: &[Conn], level: usize, w: &mut impl io::Write) -> io::R
             buf.clear();
         }
     }
-    if !rows.is_empty() {
+    if any {
         buf.push(b'\n');
         indent(&mut buf, level);
     }

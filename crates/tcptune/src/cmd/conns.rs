@@ -167,6 +167,33 @@ pub fn run(args: ConnsArgs, json: bool) -> anyhow::Result<Outcome> {
     let ctx = context(&args.sock);
     let start = Instant::now();
     let mut history = History::default();
+    if args.over.is_none() && json && !args.sock.processes {
+        // A one-shot JSON table: rows are kept in fixed chunks (a growing vector would copy
+        // 20,000 of them several times) and only references to them are sorted.
+        let mut chunks: Vec<Vec<Conn>> = Vec::new();
+        once(
+            &mut targets,
+            &filter,
+            start,
+            &ctx,
+            args.all,
+            |c| match chunks.last_mut() {
+                Some(chunk) if chunk.len() < chunk.capacity() => chunk.push(c),
+                _ => {
+                    let mut chunk = Vec::with_capacity(4096);
+                    chunk.push(c);
+                    chunks.push(chunk);
+                }
+            },
+        )?;
+        let mut rows: Vec<&Conn> = chunks.iter().flatten().collect();
+        // The order of sort_by_rate (stable, highest rate first).
+        rows.sort_by_cached_key(|c| c.sort_key());
+        print_json(rows)?;
+        // As below: the process ends next.
+        std::mem::forget(chunks);
+        return Ok(Outcome::Ok);
+    }
     if args.over.is_none() && !json && !args.sock.processes {
         // The common case, a one-shot text table: rows are rendered as they are decoded and
         // only their lines are kept.
@@ -218,14 +245,17 @@ const JSON_LEVEL: usize = 2;
 
 /// `conns --json`: the envelope around the rows rendered by hand, the same document
 /// `output::emit` would print for a `ConnTable` of them (the test below compares the bytes).
-fn write_json(rows: &[Conn], out: &mut impl std::io::Write) -> std::io::Result<()> {
+fn write_json<'a>(
+    rows: impl IntoIterator<Item = &'a Conn>,
+    out: &mut impl std::io::Write,
+) -> std::io::Result<()> {
     let (before, after) = output::envelope_around("conns").map_err(std::io::Error::other)?;
     out.write_all(before.as_bytes())?;
     tcptune_diagnose::json::write_table(rows, JSON_LEVEL, out)?;
     out.write_all(after.as_bytes())
 }
 
-fn print_json(rows: &[Conn]) -> anyhow::Result<()> {
+fn print_json<'a>(rows: impl IntoIterator<Item = &'a Conn>) -> anyhow::Result<()> {
     // Unbuffered: write_table hands over 64 KiB at a time already. Nothing was printed before.
     use std::os::fd::AsFd;
     let mut out = std::fs::File::from(std::io::stdout().as_fd().try_clone_to_owned()?);
