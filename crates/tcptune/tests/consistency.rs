@@ -132,6 +132,36 @@ fn models_refuse_what_they_do_not_read() {
         ],
         "leave out --rate",
     );
+    refused(
+        &[
+            "model",
+            "buffers",
+            "--rate",
+            "1gbit",
+            "--rtt",
+            "10ms",
+            "--kernel",
+            "6.1",
+            "--scaling-ratio",
+            "0.6",
+        ],
+        "--scaling-ratio",
+    );
+    refused(
+        &[
+            "model",
+            "buffers",
+            "--rate",
+            "1gbit",
+            "--rtt",
+            "10ms",
+            "--kernel",
+            "6.18",
+            "--adv-win-scale",
+            "2",
+        ],
+        "--adv-win-scale",
+    );
     // What a model reads still works, and what it does not read is not in its help.
     assert!(
         tcptune(&["model", "mathis", "--rtt", "100ms", "--loss", "1e-4", "--rate", "10mbit"])

@@ -103,6 +103,17 @@ fn run_buffers(a: &BuffersArgs) -> anyhow::Result<buffers::Buffers> {
             None => (ASSUMED_KERNEL, KernelSource::Assumed),
         },
     };
+    // Each kernel has one window rule: the other rule's input would be ignored.
+    if a.scaling_ratio.is_some() && !kernel.has_scaling_ratio() {
+        anyhow::bail!(
+            "--scaling-ratio applies to kernels 6.6 and later; kernel {kernel} uses tcp_adv_win_scale (--adv-win-scale)"
+        );
+    }
+    if a.adv_win_scale.is_some() && kernel.has_scaling_ratio() {
+        anyhow::bail!(
+            "--adv-win-scale applies to kernels before 6.6; kernel {kernel} uses the per-socket scaling ratio (--scaling-ratio)"
+        );
+    }
     let query = buffers::BufferQuery {
         rate: a.path.rate()?,
         rtt: a.path.rtt()?,
