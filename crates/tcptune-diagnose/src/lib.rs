@@ -17,6 +17,7 @@
 pub mod advice;
 pub mod conn;
 pub mod engine;
+pub mod json;
 pub mod throughput;
 
 pub use engine::{Context, Limit, Verdict};

@@ -4,8 +4,9 @@
 //!
 //! Prints, per socket: ss (process, spawn to exit, output to /dev/null); tcptune's library
 //! path end to end (dump + decode + derive, in process); the kernel's share of that (the same
-//! dump with nothing decoded); decode + derive alone (from the recorded answers in memory); and
-//! the `tcptune conns` process end to end (text and --json).
+//! dump with nothing decoded); decode + derive alone (from the recorded answers in memory);
+//! rendering text and JSON (by hand, as `conns --json`, and through serde_json for comparison);
+//! and the `tcptune conns` process end to end (text and --json).
 //!
 //! The sockets are held by a child process (this program run with `--hold`), as on a real
 //! host where the tools run from a shell: spawning a command from a process that holds 20,000
@@ -251,9 +252,20 @@ fn main() {
     let t = Instant::now();
     let text = table.to_string();
     let render_text = t.elapsed();
+    // JSON as `conns --json` renders it (by hand) and through serde_json, both into a sink as
+    // the process writes to /dev/null; then into memory, to check they make the same bytes.
     let t = Instant::now();
-    let json = serde_json::to_vec_pretty(&table).unwrap();
+    tcptune_diagnose::json::write_table(&table.connections, 1, &mut std::io::sink()).unwrap();
     let render_json = t.elapsed();
+    let t = Instant::now();
+    serde_json::to_writer_pretty(std::io::BufWriter::new(std::io::sink()), &table).unwrap();
+    let render_serde = t.elapsed();
+    let mut json = Vec::new();
+    tcptune_diagnose::json::write_table(&table.connections, 1, &mut json).unwrap();
+    assert!(
+        json == serde_json::to_vec_pretty(&table).unwrap(),
+        "the JSON written by hand differs from serde_json's"
+    );
     std::hint::black_box((&text, &json));
 
     // 4. ss -tin, and the tcptune process, on the same sockets, interleaved.
@@ -295,11 +307,12 @@ fn main() {
         per_socket(d, n)
     );
     println!(
-        "  rendering text / JSON:       {:.3} / {:.3} µs/socket ({} / {} bytes)",
+        "  rendering text / JSON:       {:.3} / {:.3} µs/socket ({} / {} bytes; serde_json {:.3})",
         per_socket(render_text, n),
         per_socket(render_json, n),
         text.len(),
-        json.len()
+        json.len(),
+        per_socket(render_serde, n)
     );
     println!(
         "tcptune conns (process, text): {:.3} µs/socket, ratio {:.1}x",

@@ -38,7 +38,7 @@ pub enum Command {
         #[command(flatten)]
         audit: AuditArgs,
         /// Install the sysctl.d drop-in (default /etc/sysctl.d/90-tcptune.conf) for the next boot.
-        #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = "/etc/sysctl.d/90-tcptune.conf")]
+        #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = "/etc/sysctl.d/90-tcptune.conf", conflicts_with = "rollback")]
         write: Option<std::path::PathBuf>,
         /// Apply the changes now, after saving a snapshot of every value they touch.
         #[arg(long, conflicts_with = "rollback")]
@@ -79,9 +79,27 @@ pub enum Command {
         /// Schema name as listed by `tcptune schema --list`, e.g. model-bdp.
         name: Option<String>,
         /// List the schema names.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "name")]
         list: bool,
     },
+    /// Write the man pages or the shell completions, generated from this command line, into
+    /// DIR (for packaging: scripts/package).
+    #[command(name = "_generate", hide = true)]
+    Generate {
+        /// man: a page per command (tcptune.1, tcptune-test.1, …); completions: bash, zsh
+        /// and fish.
+        #[arg(value_enum)]
+        what: Generate,
+        /// Directory to write into (created if missing).
+        dir: std::path::PathBuf,
+    },
+}
+
+/// What `tcptune _generate` writes.
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+pub enum Generate {
+    Man,
+    Completions,
 }
 
 /// A described path: `--path rate=…,rtt=…,loss=…`, overridden by `--rate`/`--rtt`/`--loss`.
@@ -207,11 +225,15 @@ pub struct AuditArgs {
     pub save_state: Option<std::path::PathBuf>,
 }
 
+/// Each model reads some of the path: an option it does not read is hidden from its help and
+/// refused (cmd/model.rs).
 #[derive(Subcommand, Debug)]
 pub enum ModelCommand {
     /// Bandwidth-delay product: rate × RTT, in bits and bytes.
+    #[command(mut_arg("loss", |a| a.hide(true)))]
     Bdp(PathArgs),
     /// Window bound: the rate a --window allows over --rtt, or the window a --rate needs.
+    #[command(mut_arg("loss", |a| a.hide(true)))]
     Window {
         #[command(flatten)]
         path: PathArgs,
@@ -221,15 +243,19 @@ pub enum ModelCommand {
     },
     /// Socket buffers a path needs: tcp_rmem/tcp_wmem maxima, SO_RCVBUF/SO_SNDBUF with
     /// rmem_max/wmem_max, for --flows concurrent flows, and the memory that costs.
+    #[command(mut_arg("loss", |a| a.hide(true)))]
     Buffers(BuffersArgs),
     /// Mathis bound (rate ≤ MSS/RTT · C/√p) for --loss, or the largest loss for --target-rate.
     Mathis(MathisArgs),
     /// Padhye (PFTK) throughput with the timeout term and the receive window cap.
+    #[command(mut_arg("rate", |a| a.hide(true)))]
     Pftk(PftkArgs),
     /// CUBIC response function (RFC 9438) and its Reno-friendly region, against Reno.
+    #[command(mut_arg("rate", |a| a.hide(true)))]
     Cubic(CubicArgs),
     /// cwnd growth through slow start and congestion avoidance, and the time to reach a share
     /// of the path rate.
+    #[command(mut_arg("loss", |a| a.hide(true)))]
     Ramp(RampArgs),
 }
 
@@ -373,7 +399,7 @@ pub struct WatchArgs {
     #[command(flatten)]
     pub sock: SockArgs,
     /// Time between samples: 1s, 100ms; down to 1ms when watching one connection.
-    #[arg(long, default_value = "1s")]
+    #[arg(long, default_value = "1s", conflicts_with = "closed")]
     pub interval: Dur,
     /// Stop after this many samples (default: until interrupted).
     #[arg(long)]
@@ -396,7 +422,7 @@ pub struct WatchArgs {
     #[arg(long)]
     pub closed: bool,
     /// How many rows the live view shows.
-    #[arg(long, default_value_t = 20)]
+    #[arg(long, default_value_t = 20, conflicts_with_all = ["detail", "cookie", "closed"])]
     pub top: usize,
 }
 
@@ -473,7 +499,7 @@ pub struct TestArgs {
 }
 
 /// Link options of `lab up` and `lab set`; they apply to both directions unless --direction.
-#[derive(Args, Debug, Clone, Default)]
+#[derive(Args, Debug, Clone, Default, PartialEq)]
 pub struct LinkArgs {
     /// Which direction the link options change: up (client to server), down, or both.
     #[arg(long, default_value = "both")]
@@ -655,6 +681,6 @@ pub struct AnalyzeArgs {
     #[arg(long, value_name = "DIR")]
     pub graphs: Option<std::path::PathBuf>,
     /// Graph at most this many flows (the ones with the most data).
-    #[arg(long, default_value_t = 8, value_name = "N")]
+    #[arg(long, default_value_t = 8, value_name = "N", requires = "graphs")]
     pub graph_flows: usize,
 }

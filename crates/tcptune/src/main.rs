@@ -54,11 +54,23 @@ fn main() -> ExitCode {
 /// "try --help" footer are left out, so every error reads the same way as the others).
 fn usage_error_sentence(e: &clap::Error) -> String {
     let text = e.render().to_string();
-    let mut lines = text.lines().map(str::trim).filter(|l| !l.is_empty());
-    let first = lines.next().unwrap_or("invalid usage; see --help");
-    let first = first.strip_prefix("error: ").unwrap_or(first);
-    match lines.find(|l| l.starts_with("tip:")) {
+    let mut lines = text.lines().filter(|l| !l.trim().is_empty());
+    let first = lines
+        .next()
+        .map(str::trim)
+        .unwrap_or("invalid usage; see --help");
+    let mut first = first.strip_prefix("error: ").unwrap_or(first).to_string();
+    // "the following required arguments were not provided:" lists them on indented lines.
+    if first.ends_with(':') {
+        let listed: Vec<&str> = lines
+            .clone()
+            .take_while(|l| l.starts_with(' '))
+            .map(str::trim)
+            .collect();
+        first = format!("{} {}", first, listed.join(", "));
+    }
+    match lines.map(str::trim).find(|l| l.starts_with("tip:")) {
         Some(tip) => format!("{first} ({tip})"),
-        None => first.to_string(),
+        None => first,
     }
 }

@@ -47,6 +47,18 @@ pub fn text(s: &str) -> anyhow::Result<()> {
     }
 }
 
+/// The `--json` document of a command that renders its result itself (`conns`, fast): the
+/// envelope's text before the result and after it, as serde_json prints them. The result must
+/// be written as a pretty-printed value one level deep.
+pub fn envelope_around(command: &str) -> anyhow::Result<(String, String)> {
+    const MARK: &str = "\"result placeholder\"";
+    let whole = serde_json::to_string_pretty(&Envelope::new(command, "result placeholder"))?;
+    let (before, after) = whole
+        .split_once(MARK)
+        .ok_or_else(|| anyhow::anyhow!("the JSON envelope lost its result"))?;
+    Ok((before.to_string(), format!("{after}\n")))
+}
+
 /// Prints `result` as JSON (in its envelope) or as text. A closed pipe (`| head`) is not an error.
 pub fn emit<T: Serialize + Display>(command: &str, result: &T, json: bool) -> anyhow::Result<()> {
     // Buffered: a table of thousands of connections would otherwise cost a write per line.

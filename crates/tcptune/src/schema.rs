@@ -53,6 +53,7 @@ pub fn all() -> Vec<SchemaEntry> {
         entry::<tcptune_lab::LabList>("lab-status", "lab status"),
         entry::<tcptune_lab::LabStatus>("lab-set", "lab set"),
         entry::<tcptune_lab::Removed>("lab-down", "lab down"),
+        entry::<crate::cmd::CheckedPlan>("lab-run-check", "lab run --check"),
         entry::<tcptune_analyze::AnalyzeReport>("analyze", "analyze"),
     ]
 }

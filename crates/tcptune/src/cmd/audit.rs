@@ -78,6 +78,9 @@ fn audit_input(args: &AuditArgs) -> anyhow::Result<AuditInput> {
         .unwrap_or_default()
         .overridden_by(args.path.spec());
     if let Some(host) = &args.to {
+        if args.path.spec().rtt_s.is_some() {
+            bail!("--to {host} measures the RTT; leave out --rtt (and rtt= in --path)");
+        }
         spec = spec.overridden_by(PathSpec {
             rtt_s: Some(measure_rtt(host, args.netns.as_deref())?),
             ..Default::default()
@@ -170,6 +173,28 @@ fn default_snapshot(netns: Option<&str>) -> PathBuf {
     Path::new("/var/lib/tcptune").join(name)
 }
 
+/// The first option given that says what to judge against (none of them applies to
+/// `tune --rollback`); `--netns` is not one, it says where.
+fn path_option(args: &AuditArgs) -> Option<&'static str> {
+    let p = &args.path;
+    [
+        (p.rate.is_some(), "--rate"),
+        (p.rtt.is_some(), "--rtt"),
+        (p.loss.is_some(), "--loss"),
+        (p.path.is_some(), "--path"),
+        (args.profile.is_some(), "--profile"),
+        (args.to.is_some(), "--to"),
+        (args.flows != 1, "--flows"),
+        (args.memory.is_some(), "--memory"),
+        (args.fit, "--fit"),
+        (!matches!(args.role, RoleArg::Both), "--role"),
+        (args.state.is_some(), "--state"),
+        (args.save_state.is_some(), "--save-state"),
+    ]
+    .into_iter()
+    .find_map(|(given, name)| given.then_some(name))
+}
+
 pub fn tune(
     args: &AuditArgs,
     write: Option<&Path>,
@@ -185,6 +210,9 @@ pub fn tune(
         netns: args.netns.clone(),
     };
     if rollback {
+        if let Some(option) = path_option(args) {
+            bail!("--rollback restores the saved values and needs no path; leave out {option}");
+        }
         let snap = tune::rollback(&mut io, &snapshot_path)?;
         let report = TuneReport {
             mode: "rollback".into(),
@@ -196,6 +224,9 @@ pub fn tune(
         };
         emit("tune", &report, json)?;
         return Ok(Outcome::Ok);
+    }
+    if snapshot.is_some() && !apply {
+        bail!("--snapshot names the file --apply saves and --rollback restores; add one of them or leave it out");
     }
     if args.state.is_some() && (apply || write.is_some()) {
         bail!(

@@ -181,6 +181,33 @@ pub fn run(args: ConnsArgs, json: bool) -> anyhow::Result<Outcome> {
     let ctx = context(&args.sock);
     let start = Instant::now();
     let mut history = History::default();
+    if args.over.is_none() && json && !args.sock.processes {
+        // A one-shot JSON table: rows are kept in fixed chunks (a growing vector would copy
+        // 20,000 of them several times) and only references to them are sorted.
+        let mut chunks: Vec<Vec<Conn>> = Vec::new();
+        once(
+            &mut targets,
+            &filter,
+            start,
+            &ctx,
+            args.all,
+            |c| match chunks.last_mut() {
+                Some(chunk) if chunk.len() < chunk.capacity() => chunk.push(c),
+                _ => {
+                    let mut chunk = Vec::with_capacity(4096);
+                    chunk.push(c);
+                    chunks.push(chunk);
+                }
+            },
+        )?;
+        let mut rows: Vec<&Conn> = chunks.iter().flatten().collect();
+        // The order of sort_by_rate (stable, highest rate first).
+        rows.sort_by_cached_key(|c| c.sort_key());
+        print_json(rows)?;
+        // As below: the process ends next.
+        std::mem::forget(chunks);
+        return Ok(Outcome::Ok);
+    }
     if args.over.is_none() && !json && !args.sock.processes {
         // The common case, a one-shot text table: rows are rendered as they are decoded and
         // only their lines are kept.
@@ -212,6 +239,12 @@ pub fn run(args: ConnsArgs, json: bool) -> anyhow::Result<Outcome> {
         add_processes(&mut rows);
     }
     sort_by_rate(&mut rows);
+    if json {
+        print_json(&rows)?;
+        // As below: the process ends next.
+        std::mem::forget(rows);
+        return Ok(Outcome::Ok);
+    }
     let table = ConnTable {
         connections: rows,
         all: args.all,
@@ -221,4 +254,64 @@ pub fn run(args: ConnsArgs, json: bool) -> anyhow::Result<Outcome> {
     // the exit (the kernel reclaims the memory wholesale).
     std::mem::forget(table);
     Ok(Outcome::Ok)
+}
+
+/// Depth of the table's members inside the `--json` envelope (as its `result`).
+const JSON_LEVEL: usize = 2;
+
+/// `conns --json`: the envelope around the rows rendered by hand, the same document
+/// `output::emit` would print for a `ConnTable` of them (the test below compares the bytes).
+fn write_json<'a>(
+    rows: impl IntoIterator<Item = &'a Conn>,
+    out: &mut impl std::io::Write,
+) -> std::io::Result<()> {
+    let (before, after) = output::envelope_around("conns").map_err(std::io::Error::other)?;
+    out.write_all(before.as_bytes())?;
+    tcptune_diagnose::json::write_table(rows, JSON_LEVEL, out)?;
+    out.write_all(after.as_bytes())
+}
+
+fn print_json<'a>(rows: impl IntoIterator<Item = &'a Conn>) -> anyhow::Result<()> {
+    // Unbuffered: write_table hands over 64 KiB at a time already. Nothing was printed before.
+    use std::os::fd::AsFd;
+    let mut out = std::fs::File::from(std::io::stdout().as_fd().try_clone_to_owned()?);
+    match write_json(rows, &mut out) {
+        // A closed pipe (`| head`) ends the output quietly, as for every command.
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tcptune_kernel::DiagSocket;
+
+    #[test]
+    fn json_by_hand_is_what_emit_prints() {
+        let rec = include_bytes!("../../../../fixtures/kernel/6.18/dump-loopback.nl");
+        let rows: Vec<Conn> = tcptune_kernel::diag::messages(rec)
+            .filter_map(|m| m.ok())
+            .filter(|m| m.kind == tcptune_kernel::diag::SOCK_DIAG_BY_FAMILY)
+            .map(|m| DiagSocket::decode(m.payload, TailLayout::Linux6_18).unwrap())
+            .enumerate()
+            .map(|(i, s)| Conn::new(s, Dur::ZERO, None, &Context::default(), i % 2 == 0).0)
+            .collect();
+        assert!(rows.len() >= 2);
+        for rows in [rows.clone(), Vec::new()] {
+            let mut sorted = rows;
+            sort_by_rate(&mut sorted);
+            let mut by_hand = Vec::new();
+            write_json(&sorted, &mut by_hand).unwrap();
+            let table = ConnTable {
+                connections: sorted,
+                all: false,
+            };
+            // What output::emit writes: the pretty envelope and a newline.
+            let serde = serde_json::to_string_pretty(&output::Envelope::new("conns", &table))
+                .unwrap()
+                + "\n";
+            assert_eq!(String::from_utf8(by_hand).unwrap(), serde);
+        }
+    }
 }

@@ -5,11 +5,72 @@ use std::io::Write;
 use std::path::Path;
 
 use anyhow::{bail, Context};
+use schemars::JsonSchema;
+use serde::Serialize;
 use tcptune_experiment::lab_runner::{lab_spec, LabRunner};
 use tcptune_experiment::settings::LiveCapabilities;
 use tcptune_experiment::{plan, report, run, spec};
 
 use crate::Outcome;
+
+/// What `lab run --check` found: the plan of a valid spec, nothing run.
+#[derive(Serialize, JsonSchema)]
+pub struct CheckedPlan {
+    /// The experiment's name.
+    pub name: String,
+    pub points: Vec<PlannedPoint>,
+    /// Measured trials per point.
+    pub repetitions: u32,
+    /// Whether each point's first trial is an extra, unmeasured warm-up.
+    pub warmup: bool,
+    /// Trials in all, warm-ups included.
+    pub trials: usize,
+    /// "random" (shuffled with the spec's seed) or "sequential".
+    pub order: String,
+    /// The results directory a run writes.
+    pub out: String,
+    /// It holds an earlier run of this command, which a run resumes.
+    pub resumes: bool,
+    /// Name of the labs the trials use.
+    pub lab: String,
+}
+
+/// One sweep point of a plan.
+#[derive(Serialize, JsonSchema)]
+pub struct PlannedPoint {
+    pub index: usize,
+    /// The settings that vary, as "link.delay=5ms, client.mtu=9000" ("base" when none do).
+    pub label: String,
+}
+
+impl std::fmt::Display for CheckedPlan {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(
+            f,
+            "{}: {} point(s) × {} repetition(s){} = {} trials, order {}",
+            self.name,
+            self.points.len(),
+            self.repetitions,
+            if self.warmup { " + 1 warm-up" } else { "" },
+            self.trials,
+            self.order
+        )?;
+        for p in &self.points {
+            writeln!(f, "  p{:03}  {}", p.index, p.label)?;
+        }
+        writeln!(
+            f,
+            "results into {}{}, on labs named {}",
+            self.out,
+            if self.resumes {
+                " (holds an earlier run: a run resumes it)"
+            } else {
+                ""
+            },
+            self.lab
+        )
+    }
+}
 
 fn fmt_eta(s: f64) -> String {
     let s = s.round() as u64;
@@ -46,22 +107,8 @@ pub fn run(
             )
         })?;
     }
-    if check {
-        let mut t = format!(
-            "{}: {} point(s) × {} repetition(s){} = {} trials, order {:?}\n",
-            spec.name,
-            points.len(),
-            spec.repetitions,
-            if spec.warmup { " + 1 warm-up" } else { "" },
-            trials.len(),
-            spec.order
-        );
-        for p in &points {
-            t.push_str(&format!("  p{:03}  {}\n", p.index, p.label()));
-        }
-        crate::output::text(&t)?;
-        return Ok(Outcome::Ok);
-    }
+    // The results directory and lab name are checked before anything runs, and by --check.
+    tcptune_lab::lab::check_name(lab).map_err(|e| anyhow::anyhow!("--name: {e}"))?;
     if out.exists() && !out.is_dir() {
         bail!(
             "--out {} is a file; give a directory for the results",
@@ -78,6 +125,27 @@ pub fn run(
             "{} exists and is not an experiment's results directory; give an empty or new --out",
             out.display()
         );
+    }
+    if check {
+        let plan = CheckedPlan {
+            name: spec.name.clone(),
+            points: points
+                .iter()
+                .map(|p| PlannedPoint {
+                    index: p.index,
+                    label: p.label(),
+                })
+                .collect(),
+            repetitions: spec.repetitions,
+            warmup: spec.warmup,
+            trials: trials.len(),
+            order: format!("{:?}", spec.order).to_lowercase(),
+            out: out.display().to_string(),
+            resumes: out.join("plan.json").exists(),
+            lab: lab.to_string(),
+        };
+        crate::output::emit("lab run --check", &plan, json)?;
+        return Ok(Outcome::Ok);
     }
     // SIGINT/SIGTERM/SIGHUP set a flag: the trial in progress ends (its lab is removed) and the
     // loop stops; a rerun resumes.

@@ -8,6 +8,13 @@ use crate::output::emit;
 use crate::Outcome;
 
 fn apply(spec: &mut LabSpec, link: &LinkArgs, hosts: &[String]) -> anyhow::Result<()> {
+    let only_direction = LinkArgs {
+        direction: link.direction,
+        ..LinkArgs::default()
+    };
+    if link.direction != tcptune_lab::Which::Both && *link == only_direction {
+        bail!("--direction says which direction link options change, and none is given; add one such as --rate or --delay");
+    }
     link.changes().apply(&mut spec.link)?;
     for h in hosts {
         spec::apply_host_setting(spec, h)?;
@@ -69,6 +76,10 @@ pub fn run(cmd: LabCommand, json: bool) -> anyhow::Result<Outcome> {
             host,
             command,
         } => {
+            super::no_json(
+                json,
+                "lab exec passes on the output of the command it runs, which is not tcptune's",
+            )?;
             let code = lab::exec(&name, &host, &command)?;
             return Ok(Outcome::Exit(code.clamp(0, 255) as u8));
         }

@@ -7,6 +7,7 @@ mod analyze;
 mod audit;
 mod conns;
 mod experiment;
+mod generate;
 mod lab;
 mod model;
 mod perf;
@@ -15,6 +16,7 @@ mod schema;
 mod watch;
 
 pub use audit::TuneReport;
+pub use experiment::CheckedPlan;
 pub use report::ReportResult;
 
 pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
@@ -38,10 +40,37 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Report { dir } => report::run(&dir, cli.json),
         Command::Conns(args) => conns::run(args, cli.json),
         Command::Watch(args) => watch::run(args, cli.json),
-        Command::Serve(args) => perf::serve(&args),
+        Command::Serve(args) => {
+            no_json(
+                cli.json,
+                "serve logs its tests as text (each client gets its results, in JSON with `test --json`)",
+            )?;
+            perf::serve(&args)
+        }
         Command::Test(args) => perf::test(&args, cli.json),
         Command::Lab { lab } => lab::run(*lab, cli.json),
         Command::Analyze(args) => analyze::run(args, cli.json),
-        Command::Schema { name, list } => schema::run(name.as_deref(), list),
+        Command::Schema { name, list } => {
+            if list {
+                no_json(
+                    cli.json,
+                    "schema --list prints names, and `tcptune schema` prints every schema as one JSON document",
+                )?;
+            }
+            schema::run(name.as_deref(), list)
+        }
+        Command::Generate { what, dir } => {
+            no_json(cli.json, "_generate writes files, not a result")?;
+            generate::run(what, &dir)
+        }
     }
+}
+
+/// Refuses the global `--json` for a command that has no result document to print, in one
+/// sentence: `what` says why, and the fix (drop --json) is added.
+pub(super) fn no_json(json: bool, what: &str) -> anyhow::Result<()> {
+    if json {
+        anyhow::bail!("--json does not apply: {what}; run it without --json");
+    }
+    Ok(())
 }

@@ -108,6 +108,11 @@ fn wait_until(next: &mut Instant, interval: Duration) {
 pub fn run(args: WatchArgs, json: bool) -> anyhow::Result<Outcome> {
     let filter = parse_filter(&args.sock.filter)?;
     let detail = args.detail || args.cookie.is_some();
+    if args.sock.processes && (detail || args.closed || json) {
+        bail!(
+            "-p adds owners to the live table; --detail, --closed and --json do not show them, so leave out -p"
+        );
+    }
     if args.interval < Dur::from_millis(1) {
         bail!(
             "--interval {} is too short; the shortest is 1ms",

@@ -1,0 +1,253 @@
+//! The packaged documentation: `tcptune _generate` writes a man page per command and the
+//! shell completions, the pages render with man(1), the completions load in the shells, and
+//! the Debian package's asset list (crates/tcptune/Cargo.toml) names exactly those files.
+//! scripts/package builds the .deb itself and installs it in a fresh chroot.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// A directory under the system temp dir, removed on drop (also when an assertion fails).
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> TempDir {
+        let d = std::env::temp_dir().join(format!("tt-package-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        TempDir(d)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn tcptune(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_tcptune"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn generate(what: &str, dir: &Path) -> Vec<String> {
+    let out = tcptune(&["_generate", what, dir.to_str().unwrap()]);
+    assert!(
+        out.status.success(),
+        "_generate {what}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+fn installed(tool: &str) -> bool {
+    Command::new("sh")
+        .args(["-c", &format!("command -v {tool}")])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+#[test]
+fn man_pages_exist_per_command_and_render() {
+    let dir = TempDir::new("man");
+    let pages = generate("man", &dir.0);
+    // Every visible command and subcommand has its page; hidden internals have none.
+    for name in [
+        "tcptune.1",
+        "tcptune-test.1",
+        "tcptune-serve.1",
+        "tcptune-conns.1",
+        "tcptune-model.1",
+        "tcptune-model-bdp.1",
+        "tcptune-lab-up.1",
+        "tcptune-lab-run.1",
+        "tcptune-analyze.1",
+    ] {
+        assert!(pages.contains(&name.to_string()), "no {name} in {pages:?}");
+    }
+    assert!(
+        !pages.iter().any(|p| p.contains('_')),
+        "a hidden command got a page: {pages:?}"
+    );
+    let out = Command::new("man")
+        .arg("-l")
+        .arg(dir.0.join("tcptune-test.1"))
+        .env("MANWIDTH", "100")
+        .env("MANPAGER", "cat")
+        .output()
+        .expect("man(1) is needed (scripts/deps installs man-db)");
+    assert!(out.status.success(), "man -l tcptune-test.1 failed");
+    let page = String::from_utf8_lossy(&out.stdout);
+    // Rendered (no roff requests left) with the test's options and their help.
+    assert!(page.contains("tcptune-test"), "{page}");
+    assert!(page.contains("--parallel"), "{page}");
+    assert!(page.contains("Parallel streams"), "{page}");
+    assert!(!page.contains(".TH"), "{page}");
+}
+
+#[test]
+fn completions_load_in_each_shell() {
+    let dir = TempDir::new("completions");
+    let files = generate("completions", &dir.0);
+    assert_eq!(files, ["_tcptune", "tcptune.bash", "tcptune.fish"]);
+    let bash = Command::new("bash")
+        .arg("-c")
+        .arg(format!(
+            "source {} && complete -p tcptune",
+            dir.0.join("tcptune.bash").display()
+        ))
+        .output()
+        .unwrap();
+    assert!(bash.status.success(), "{bash:?}");
+    let registered = String::from_utf8_lossy(&bash.stdout);
+    assert!(
+        registered.starts_with("complete ") && registered.trim_end().ends_with(" tcptune"),
+        "{registered}"
+    );
+    // The completion offers the verbs (and not the hidden ones) for `tcptune <TAB>`.
+    let words = Command::new("bash")
+        .arg("-c")
+        .arg(format!(
+            "source {}; COMP_WORDS=(tcptune ''); COMP_CWORD=1; COMP_LINE='tcptune '; \
+             COMP_POINT=8; _tcptune tcptune '' tcptune; printf '%s\\n' \"${{COMPREPLY[@]}}\"",
+            dir.0.join("tcptune.bash").display()
+        ))
+        .output()
+        .unwrap();
+    let words = String::from_utf8_lossy(&words.stdout);
+    for verb in ["conns", "test", "serve", "lab", "model", "analyze"] {
+        assert!(words.lines().any(|w| w == verb), "no {verb} in {words}");
+    }
+    assert!(!words.contains("_generate"), "{words}");
+    if installed("zsh") {
+        let zsh = Command::new("zsh")
+            .arg("-c")
+            .arg(format!(
+                "fpath=({} $fpath); autoload -Uz compinit && compinit -u && (( $+_comps[tcptune] ))",
+                dir.0.display()
+            ))
+            .output()
+            .unwrap();
+        assert!(zsh.status.success(), "{zsh:?}");
+    }
+    if installed("fish") {
+        let fish = Command::new("fish")
+            .arg("-c")
+            .arg(format!(
+                "source {}; complete -C 'tcptune lab '",
+                dir.0.join("tcptune.fish").display()
+            ))
+            .output()
+            .unwrap();
+        let words = String::from_utf8_lossy(&fish.stdout);
+        assert!(words.lines().any(|l| l.starts_with("up")), "{words}");
+    }
+}
+
+/// The `[package.metadata.deb]` of crates/tcptune/Cargo.toml.
+fn deb_metadata() -> toml_edit::Table {
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml")).unwrap();
+    let doc = toml_edit::ImDocument::parse(text).unwrap();
+    doc["package"]["metadata"]["deb"]
+        .as_table()
+        .unwrap()
+        .clone()
+}
+
+#[test]
+fn the_package_ships_what_generate_writes_and_declares_its_dependencies() {
+    let deb = deb_metadata();
+    let depends = deb["depends"].as_str().unwrap();
+    let suggests = deb["suggests"].as_str().unwrap();
+    assert!(depends.split(", ").any(|d| d == "iproute2"), "{depends}");
+    for tool in ["iperf3", "tcpdump", "chromium"] {
+        assert!(suggests.split(", ").any(|d| d == tool), "{suggests}");
+        assert!(!depends.contains(tool), "{tool} must only be suggested");
+    }
+    // Every generated file is matched by an asset, and every asset under target/release/man
+    // or completions names a generated file: the package cannot miss or invent one.
+    let man = TempDir::new("assets-man");
+    let comp = TempDir::new("assets-completions");
+    let generated: Vec<(String, String)> = generate("man", &man.0)
+        .into_iter()
+        .map(|f| ("man".to_string(), f))
+        .chain(
+            generate("completions", &comp.0)
+                .into_iter()
+                .map(|f| ("completions".to_string(), f)),
+        )
+        .collect();
+    let assets: Vec<(String, String)> = deb["assets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| {
+            let a = a.as_array().unwrap();
+            (
+                a.get(0).unwrap().as_str().unwrap().to_string(),
+                a.get(1).unwrap().as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let matches = |pattern: &str, dir: &str, file: &str| {
+        let Some(rest) = pattern.strip_prefix(&format!("target/release/{dir}/")) else {
+            return false;
+        };
+        // scripts/package gzips the man pages before cargo-deb packs them.
+        let rest = match dir {
+            "man" => rest.strip_suffix(".gz").unwrap_or("(not gzipped)"),
+            _ => rest,
+        };
+        match rest.strip_prefix('*') {
+            Some(suffix) => file.ends_with(suffix),
+            None => rest == file,
+        }
+    };
+    for (dir, file) in &generated {
+        assert!(
+            assets.iter().any(|(src, _)| matches(src, dir, file)),
+            "generated {dir}/{file} is not in the package"
+        );
+    }
+    for (src, dest) in &assets {
+        if let Some(dir) = ["man", "completions"]
+            .into_iter()
+            .find(|d| src.starts_with(&format!("target/release/{d}/")))
+        {
+            assert!(
+                generated
+                    .iter()
+                    .any(|(d, f)| d == dir && matches(src, dir, f)),
+                "asset {src} matches no generated file"
+            );
+        }
+        if src.starts_with("target/release/man/") {
+            assert_eq!(dest, "usr/share/man/man1/");
+        }
+    }
+    let dests: Vec<&str> = assets.iter().map(|(_, d)| d.as_str()).collect();
+    for d in [
+        "usr/bin/",
+        "usr/share/bash-completion/completions/tcptune",
+        "usr/share/zsh/vendor-completions/",
+        "usr/share/fish/vendor_completions.d/",
+    ] {
+        assert!(dests.contains(&d), "nothing installed into {d}");
+    }
+}
+
+#[test]
+fn json_is_refused_where_there_is_no_document() {
+    let dir = TempDir::new("json");
+    let out = tcptune(&["--json", "_generate", "man", dir.0.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("--json does not apply"), "{err}");
+    assert!(!dir.0.exists(), "refused, yet it wrote {}", dir.0.display());
+}
