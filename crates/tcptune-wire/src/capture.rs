@@ -137,6 +137,9 @@ pub enum CaptureError {
     Empty,
     #[error("not a pcap or pcapng file (first bytes {0:02x?})")]
     NotACapture([u8; 4]),
+    /// Compressed with something other than gzip (which is read directly).
+    #[error("the input is {0}-compressed: decompress it first ({1})")]
+    Compressed(&'static str, &'static str),
     /// The file header is there but unusable (cut short, an unknown byte-order magic or
     /// version): nothing in the file can be read.
     #[error("unusable capture file header: {0}")]
@@ -419,7 +422,13 @@ impl<R: Read> CaptureReader<R> {
                 Err(e) => Err(e),
             };
         }
-        Err(CaptureError::NotACapture(m))
+        Err(match m {
+            [0xfd, b'7', b'z', b'X'] => CaptureError::Compressed("xz", "unxz FILE"),
+            [0x28, 0xb5, 0x2f, 0xfd] => CaptureError::Compressed("zstd", "unzstd FILE"),
+            [b'B', b'Z', b'h', _] => CaptureError::Compressed("bzip2", "bunzip2 FILE"),
+            [0x04, 0x22, 0x4d, 0x18] => CaptureError::Compressed("lz4", "unlz4 FILE"),
+            _ => CaptureError::NotACapture(m),
+        })
     }
 
     /// What the reader learned about the file so far.
@@ -907,6 +916,8 @@ mod tests {
             read_all(b"hello world, not a capture").1,
             Some(CaptureError::NotACapture(_))
         ));
+        let xz = read_all(b"\xfd7zXZ\0\0\x04").1.unwrap().to_string();
+        assert!(xz.contains("xz-compressed: decompress it"), "{xz}");
         assert!(matches!(
             read_all(&[0xd4, 0xc3, 0xb2, 0xa1, 0, 0]).1,
             Some(CaptureError::BadHeader(_))

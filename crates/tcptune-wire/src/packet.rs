@@ -374,7 +374,8 @@ fn gre(d: &[u8], reported: usize, depth: u8) -> Parsed {
     if flags & 0x0007 != 0 {
         // Version 1 is PPTP's enhanced GRE (PPP inside); only version 0 carries IP directly.
         if flags & 0x0007 == 1 && d.len() >= 8 {
-            let off = 8 + 4 * usize::from(flags & 0x1000 != 0) + 4 * usize::from(flags & 0x0080 != 0);
+            let off =
+                8 + 4 * usize::from(flags & 0x1000 != 0) + 4 * usize::from(flags & 0x0080 != 0);
             return match d.get(off..) {
                 Some(rest) => ppp(rest, reported.saturating_sub(off), depth),
                 None => Err(SkipReason::Malformed("GRE header cut short")),
@@ -401,7 +402,11 @@ fn udp(d: &[u8], reported: usize, depth: u8) -> Parsed {
     }
     let (sport, dport) = (be16(d, 0), be16(d, 2));
     let len = usize::from(be16(d, 4));
-    let reported = if len >= 8 { reported.min(len) } else { reported };
+    let reported = if len >= 8 {
+        reported.min(len)
+    } else {
+        reported
+    };
     let rest = &d[8..];
     let left = reported.saturating_sub(8);
     let is = |p: u16| sport == p || dport == p;
@@ -483,7 +488,9 @@ fn network(d: &[u8], reported: usize, etype: u16, depth: u8) -> Parsed {
         4 => parse_ipv4(d, reported, depth),
         6 => parse_ipv6(d, reported, depth),
         _ if etype == GUESS_IP => Err(SkipReason::Malformed("IP version is neither 4 nor 6")),
-        _ => Err(SkipReason::Malformed("IP version does not match the link's type")),
+        _ => Err(SkipReason::Malformed(
+            "IP version does not match the link's type",
+        )),
     }
 }
 

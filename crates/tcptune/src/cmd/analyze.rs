@@ -33,6 +33,13 @@ pub fn run(args: AnalyzeArgs, json: bool) -> anyhow::Result<Outcome> {
             args.file
         )
     })?;
+    if let Some(why) = done.report.unusable() {
+        anyhow::bail!(
+            "cannot analyse {}: {why}; give a capture of Ethernet, IP, PPP, SLL or another link \
+             type listed in the README",
+            args.file
+        );
+    }
     if let Some(dir) = &args.graphs {
         std::fs::create_dir_all(dir)
             .with_context(|| format!("cannot create the graph directory {}", dir.display()))?;
