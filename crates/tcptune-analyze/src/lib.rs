@@ -8,6 +8,7 @@
 //! `--packets` keeps something per flagged packet, because that is its output.
 
 pub mod diagnose;
+pub mod join;
 pub mod report;
 pub mod series;
 pub mod stats;

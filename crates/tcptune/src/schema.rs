@@ -54,5 +54,6 @@ pub fn all() -> Vec<SchemaEntry> {
         entry::<tcptune_lab::LabStatus>("lab-set", "lab set"),
         entry::<tcptune_lab::Removed>("lab-down", "lab down"),
         entry::<tcptune_analyze::AnalyzeReport>("analyze", "analyze"),
+        entry::<tcptune_analyze::join::JoinReport>("analyze-join", "analyze A B"),
     ]
 }

@@ -274,3 +274,65 @@ fn gzip_captures_are_read_directly() {
     assert_eq!(gz["result"]["flows"], plain["result"]["flows"]);
     assert_eq!(gz["result"]["capture_notes"][0], "decompressed from gzip");
 }
+
+/// Two captures of one path: `dup-reorder.pcapng` is `loss.pcap` after
+/// `fixtures/tools/rewrite.py --seed 7 --dup 2 --swap 2`, which reports "swapped 21,
+/// duplicated 25" (fixtures/README.md): the join must find exactly those, lose nothing, and
+/// match every original packet.
+#[test]
+fn two_captures_of_one_path_are_joined() {
+    let (a, b) = (fixture("loss.pcap"), fixture("dup-reorder.pcapng"));
+    let o = run(&[
+        "analyze",
+        "--json",
+        "--same-clock",
+        a.to_str().unwrap(),
+        b.to_str().unwrap(),
+    ]);
+    no_panic(&o);
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "duplication and reordering are findings"
+    );
+    let v = json(&o);
+    assert_eq!(v["command"], "analyze");
+    let r = &v["result"];
+    let t = &r["totals"];
+    assert_eq!(t["duplicated"], 25);
+    assert_eq!(t["reordered"], 21);
+    assert_eq!(t["lost_between"], 0);
+    assert_eq!(t["not_seen_upstream"], 0);
+    assert_eq!(t["matched"], r["packets"][0]);
+    assert_eq!(r["clock"]["method"], "same-clock");
+    let text = run(&["analyze", a.to_str().unwrap(), b.to_str().unwrap()]);
+    let out = String::from_utf8_lossy(&text.stdout);
+    assert!(out.contains("duplicated 25, reordered 21"), "{out}");
+    assert!(out.contains("clock offset"), "the estimate is said: {out}");
+}
+
+#[test]
+fn joining_unrelated_or_unreadable_captures_is_refused() {
+    let (a, ka) = (fixture("loss.pcap"), fixture("keepalive.pcap"));
+    expect_refused(
+        &run(&["analyze", a.to_str().unwrap(), ka.to_str().unwrap()]),
+        "no packet was seen in both",
+    );
+    expect_refused(
+        &run(&[
+            "analyze",
+            a.to_str().unwrap(),
+            fixture("gaps/pcap-header-cut.pcap").to_str().unwrap(),
+        ]),
+        "pcap-header-cut.pcap",
+    );
+    expect_refused(
+        &run(&[
+            "analyze",
+            "--packets",
+            a.to_str().unwrap(),
+            ka.to_str().unwrap(),
+        ]),
+        "--packets",
+    );
+}
