@@ -201,6 +201,13 @@ impl Joiner {
     pub fn finish(mut self, names: [&str; 2], clock: Clock) -> JoinReport {
         self.merge_flows();
         let nflows = self.keys.len();
+        // Each side's packets per directed flow, in capture order.
+        let mut by_flow: [Vec<Vec<u32>>; 2] = [vec![Vec::new(); nflows], vec![Vec::new(); nflows]];
+        for (s, recs) in self.recs.iter().enumerate() {
+            for (i, r) in recs.iter().enumerate() {
+                by_flow[s][r.flow as usize].push(i as u32);
+            }
+        }
         // Pair packets with equal (flow, signature) in capture order: sort both sides' packets
         // together by (flow, signature, side, position).
         let mut all: Vec<(u32, u64, u8, u32)> =
@@ -323,6 +330,11 @@ impl Joiner {
                     .to_string(),
             ),
         };
+        // Packets a capture point's offload merged or split: matched by their byte ranges.
+        let mut merged = vec![(0u64, 0u64); nflows];
+        for f in 0..nflows {
+            merged[f] = self.match_ranges(&by_flow, f, upstream[f], &mut partner);
+        }
         // Build each conversation's report: flows paired with their reverse, in order of first
         // appearance.
         let mut done = vec![false; nflows];
@@ -343,7 +355,8 @@ impl Joiner {
             let mut out_dirs = Vec::new();
             for &df in &dirs {
                 let up = upstream[df];
-                let dir = self.direction(
+                let mut dir = self.direction(
+                    &by_flow,
                     df,
                     up,
                     &partner,
@@ -352,8 +365,8 @@ impl Joiner {
                     relative,
                     names,
                 );
-                let mut dir = dir;
                 dir.upstream_assumed = assumed[df];
+                (dir.coalesced, dir.segmented) = merged[df];
                 totals.add(&dir);
                 out_dirs.push(dir);
             }
@@ -382,10 +395,100 @@ impl Joiner {
         }
     }
 
+    /// Matches, by byte range, the data packets the signatures left unmatched because a capture
+    /// point saw them merged or split: several upstream segments that arrive as one (the
+    /// receiver's GRO, or a link's coalescing) or one upstream super-packet (the sender's TSO)
+    /// that arrives as several. Returns (upstream packets matched inside a larger downstream
+    /// one, upstream packets matched to several downstream ones).
+    fn match_ranges(
+        &self,
+        by_flow: &[Vec<Vec<u32>>; 2],
+        flow: usize,
+        up: Side,
+        partner: &mut [Vec<u32>; 2],
+    ) -> (u64, u64) {
+        let (u, d) = (up as usize, 1 - up as usize);
+        // Unmatched data packets of each side: start (relative to a base) -> (end, index).
+        let base = by_flow[u][flow]
+            .first()
+            .map(|&i| self.recs[u][i as usize].seq)
+            .unwrap_or(0);
+        let rel = |seq: u32| i64::from(seq.wrapping_sub(base) as i32);
+        let open = |side: usize, partner: &[Vec<u32>; 2]| {
+            let mut m: HashMap<i64, Vec<(i64, u32)>> = HashMap::new();
+            for &i in &by_flow[side][flow] {
+                let r = &self.recs[side][i as usize];
+                if partner[side][i as usize] == u32::MAX && r.len > 0 {
+                    let st = rel(r.seq);
+                    m.entry(st).or_default().push((st + i64::from(r.len), i));
+                }
+            }
+            m
+        };
+        // A chain of unmatched packets of `side` covering [start, end) exactly, contiguous.
+        let chain = |m: &HashMap<i64, Vec<(i64, u32)>>, used: &[bool], start: i64, end: i64| {
+            let mut at = start;
+            let mut got = Vec::new();
+            while at < end {
+                let next = m
+                    .get(&at)
+                    .and_then(|v| v.iter().find(|&&(e, i)| e <= end && !used[i as usize]));
+                let Some(&(e, i)) = next else {
+                    return None;
+                };
+                got.push(i);
+                at = e;
+            }
+            (got.len() >= 2).then_some(got)
+        };
+        let mut coalesced = 0;
+        let mut segmented = 0;
+        // Merged downstream: one downstream packet = several upstream ones.
+        if !by_flow[d][flow].is_empty() {
+            let ups = open(u, partner);
+            let mut used = vec![false; self.recs[u].len()];
+            for &j in &by_flow[d][flow] {
+                let r = &self.recs[d][j as usize];
+                if partner[d][j as usize] != u32::MAX || r.len == 0 {
+                    continue;
+                }
+                let st = rel(r.seq);
+                if let Some(got) = chain(&ups, &used, st, st + i64::from(r.len)) {
+                    partner[d][j as usize] = got[0];
+                    for &i in &got {
+                        used[i as usize] = true;
+                        partner[u][i as usize] = j;
+                    }
+                    coalesced += got.len() as u64;
+                }
+            }
+            // Split downstream: one upstream packet = several downstream ones.
+            let downs = open(d, partner);
+            let mut used = vec![false; self.recs[d].len()];
+            for &i in &by_flow[u][flow] {
+                let r = &self.recs[u][i as usize];
+                if partner[u][i as usize] != u32::MAX || r.len == 0 {
+                    continue;
+                }
+                let st = rel(r.seq);
+                if let Some(got) = chain(&downs, &used, st, st + i64::from(r.len)) {
+                    partner[u][i as usize] = got[0];
+                    for &j in &got {
+                        used[j as usize] = true;
+                        partner[d][j as usize] = i;
+                    }
+                    segmented += 1;
+                }
+            }
+        }
+        (coalesced, segmented)
+    }
+
     /// The figures of one directed flow with its upstream side known.
     #[allow(clippy::too_many_arguments)]
     fn direction(
         &self,
+        by_flow: &[Vec<Vec<u32>>; 2],
         flow: usize,
         up: Side,
         partner: &[Vec<u32>; 2],
@@ -408,10 +511,8 @@ impl Joiner {
         let mut base: Option<u32> = None;
         let mut highest: i64 = 0;
         let mut delivered = Ranges::default();
-        for (i, r) in self.recs[u].iter().enumerate() {
-            if r.flow as usize != flow {
-                continue;
-            }
+        for &i in &by_flow[u][flow] {
+            let (i, r) = (i as usize, &self.recs[u][i as usize]);
             dir.upstream_packets += 1;
             let p = partner[u][i];
             if p == u32::MAX {
@@ -467,12 +568,14 @@ impl Joiner {
                 delivered.add(start, end);
             }
         }
-        // The downstream point's packets in its capture order: duplicates, unseen, reordering.
-        let mut max_pos: i64 = -1;
-        for (i, r) in self.recs[d].iter().enumerate() {
-            if r.flow as usize != flow {
-                continue;
-            }
+        // The downstream point's packets in its capture order: duplicates and unseen ones;
+        // then, latest arrival first, reordering: a packet is early (reordered) when one that
+        // passed the upstream point before it arrives after it. That counts the packet the
+        // path moved ahead once, however many it overtook (as netem's and the emulator's
+        // counters count it, and RFC 4737's "reordered" packets the other way round).
+        let mut arrivals = Vec::new();
+        for &i in &by_flow[d][flow] {
+            let i = i as usize;
             dir.downstream_packets += 1;
             let p = partner[d][i];
             if p == u32::MAX {
@@ -483,12 +586,14 @@ impl Joiner {
                 }
                 continue;
             }
-            // Arrived after a packet that passed the upstream point later: reordered.
-            let pos = i64::from(p);
-            if pos < max_pos {
+            arrivals.push(p);
+        }
+        let mut earliest_after = u32::MAX;
+        for &pos in arrivals.iter().rev() {
+            if pos > earliest_after {
                 dir.reordered += 1;
             }
-            max_pos = max_pos.max(pos);
+            earliest_after = earliest_after.min(pos);
         }
         if relative {
             if let Some(&m) = delays.iter().min() {
@@ -626,8 +731,13 @@ pub struct JoinDirection {
     /// Packets downstream with no match upstream at all (missed by the upstream capture, or
     /// changed on the way).
     pub not_seen_upstream: u64,
-    /// Packets that arrived downstream after one that passed the upstream point later:
-    /// reordering made by the path, not by the sender.
+    /// Upstream packets that arrived merged into a larger downstream packet (GRO or LRO at
+    /// the downstream capture point), and upstream packets that arrived split into several
+    /// (TSO at the upstream capture point): matched by their byte ranges.
+    pub coalesced: u64,
+    pub segmented: u64,
+    /// Packets that arrived downstream before one that passed the upstream point earlier:
+    /// reordering made by the path (each packet moved ahead counts once), not by the sender.
     pub reordered: u64,
     /// Data segments repeating bytes already sent, at the upstream point.
     pub retransmissions: u64,
@@ -756,6 +866,14 @@ impl std::fmt::Display for JoinReport {
                     d.reordered,
                     d.not_seen_upstream
                 )?;
+                if d.coalesced + d.segmented > 0 {
+                    writeln!(
+                        f,
+                        "    matched by byte range: {} packets arrived merged (receive offload), {} \
+                         split (segmentation offload)",
+                        d.coalesced, d.segmented
+                    )?;
+                }
                 if d.retransmissions > 0 {
                     writeln!(
                         f,
@@ -870,7 +988,7 @@ mod tests {
         assert_eq!(data.matched, 11);
         assert_eq!(data.lost_between, 1);
         assert_eq!(data.duplicated, 1);
-        assert_eq!(data.reordered, 1, "segment 7 arrived after 9");
+        assert_eq!(data.reordered, 1, "segment 9 arrived before 7");
         assert_eq!(data.lost_before_first, 1);
         assert_eq!(data.lost_before_first_bytes, 100);
         assert_eq!(
@@ -923,6 +1041,43 @@ mod tests {
         assert_eq!((d.min_s, d.max_s), (Dur::ZERO, Dur::from_micros(400)));
         assert!(est.flows[0].directions[0].upstream_assumed);
         assert!(!est.found_problem());
+    }
+
+    #[test]
+    fn offload_merged_and_split_packets_match_by_byte_range() {
+        let ms = 1_000_000i64;
+        let mut j = Joiner::new();
+        // Upstream: 4 segments of 100 bytes, then a 300-byte TSO super-packet.
+        for i in 0..4u32 {
+            j.segment(
+                Side::A,
+                i64::from(i) * 10_000,
+                &seg(true, 1000 + i * 100, 1, th::ACK, 100, i as u16),
+            );
+        }
+        j.segment(Side::A, ms, &seg(true, 1400, 1, th::ACK, 300, 9));
+        // Downstream: the first two merged (GRO), the next two as sent, the super-packet
+        // split into three.
+        let merged = seg(true, 1000, 1, th::ACK, 200, 0);
+        j.segment(Side::B, 5 * ms, &merged);
+        j.segment(Side::B, 5 * ms + 1, &seg(true, 1200, 1, th::ACK, 100, 2));
+        j.segment(Side::B, 5 * ms + 2, &seg(true, 1300, 1, th::ACK, 100, 3));
+        for k in 0..3u32 {
+            j.segment(
+                Side::B,
+                6 * ms + i64::from(k),
+                &seg(true, 1400 + k * 100, 1, th::ACK, 100, 9),
+            );
+        }
+        let r = j.finish(["a", "b"], Clock::Same);
+        let d = &r.flows[0].directions[0];
+        assert_eq!((d.coalesced, d.segmented), (2, 1));
+        assert_eq!(
+            (d.lost_between, d.not_seen_upstream, d.reordered),
+            (0, 0, 0)
+        );
+        assert_eq!(d.matched, 5);
+        assert_eq!(d.delay.as_ref().unwrap().samples, 5);
     }
 
     #[test]
