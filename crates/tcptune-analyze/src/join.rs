@@ -433,9 +433,7 @@ impl Joiner {
                 let next = m
                     .get(&at)
                     .and_then(|v| v.iter().find(|&&(e, i)| e <= end && !used[i as usize]));
-                let Some(&(e, i)) = next else {
-                    return None;
-                };
+                let &(e, i) = next?;
                 got.push(i);
                 at = e;
             }
