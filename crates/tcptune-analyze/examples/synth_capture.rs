@@ -4,9 +4,10 @@
 //! receiver answers with duplicate ACKs and the sender fast-retransmits), and FINs.
 //!
 //! With `--second OUT2.pcap`, also writes the same packets as a second capture point further
-//! along the path sees them (for the two-point join's benchmark): each packet 2 ms later plus
-//! up to 100 µs of jitter, `--drop PERCENT` of them lost between the points and `--dup
-//! PERCENT` duplicated; the counts go to standard error, to check the join against.
+//! along the path sees them (for the two-point join's benchmark): the client's packets 2 ms
+//! later and the server's 2 ms earlier, plus up to 100 µs of jitter, `--drop PERCENT` of the
+//! client's packets lost between the points and `--dup PERCENT` duplicated; the counts go to
+//! standard error, to check the join against.
 //!
 //! Usage: synth_capture OUT.pcap [--packets N] [--flows F] [--loss PERCENT] [--seed S]
 //!        [--second OUT2.pcap [--drop PERCENT] [--dup PERCENT]]
@@ -293,16 +294,22 @@ fn main() -> std::io::Result<()> {
             window: if p.flags & SYN != 0 { 65535 } else { 4000 },
             options: if p.flags & SYN != 0 { &SYN_OPTS } else { &[] },
             payload_len: p.len,
+            ip_id: written as u16,
         };
         w.segment(&spec)?;
         written += 1;
         if second.is_some() {
-            if rng.unit() < drop_p {
+            // Loss and duplication between the points act on what passes the first point
+            // first: the client's packets.
+            if p.from_client && rng.unit() < drop_p {
                 dropped += 1;
             } else {
-                let at = last_t + 2_000_000 + (rng.next() % 100_000) as i64;
+                // The second point is 2 ms further from the client: the client's packets
+                // pass it 2 ms later, the server's 2 ms earlier.
+                let shift = if p.from_client { 2_000_000 } else { -2_000_000 };
+                let at = last_t + shift + (rng.next() % 100_000) as i64;
                 downstream.push((at, spec));
-                if rng.unit() < dup_p {
+                if p.from_client && rng.unit() < dup_p {
                     duplicated += 1;
                     downstream.push((at + 1_000, spec));
                 }

@@ -267,10 +267,22 @@ impl Joiner {
             let Some(&rev) = self.flows.get(&(d, dp, s, sp)) else {
                 continue;
             };
-            let (m, mr) = (median(&mut diffs[f]), median(&mut diffs[rev as usize]));
+            let rev = rev as usize;
+            if rev < f {
+                continue; // decided with its reverse
+            }
+            let (m, mr) = (median(&mut diffs[f]), median(&mut diffs[rev]));
             if let (Some(m), Some(mr)) = (m, mr) {
-                upstream[f] = if m >= mr { Side::A } else { Side::B };
-                assumed[f] = false;
+                // The point nearer X is upstream for X→Y and downstream for Y→X. Equal
+                // medians (the same capture twice) tell nothing: the first capture is taken
+                // as upstream both ways, marked as assumed.
+                if m != mr {
+                    let first = if m > mr { Side::A } else { Side::B };
+                    upstream[f] = first;
+                    upstream[rev] = if first == Side::A { Side::B } else { Side::A };
+                    assumed[f] = false;
+                    assumed[rev] = false;
+                }
             }
         }
         if clock == Clock::Same {
@@ -325,8 +337,9 @@ impl Joiner {
             (Clock::Estimate, ab, ba) => (
                 ab.or(ba.map(|v| -v)).unwrap_or(0),
                 true,
-                "packets were matched in one direction only, so the clock offset cannot be \
-                 separated from the delay: delays are relative to the smallest one seen"
+                "no conversation was seen going both ways between the points (packets \
+                 matched one way only, or at equal times both ways), so the clock offset cannot \
+                 be separated from the delay: delays are relative to the smallest one seen"
                     .to_string(),
             ),
         };
@@ -935,7 +948,14 @@ mod tests {
     /// although it got through.
     #[test]
     fn losses_duplicates_reordering_delay_and_offset_come_out_exactly() {
-        let mut j = Joiner::new();
+        // What each side was fed, to feed it again the other way round.
+        let mut j_a: Vec<(i64, TcpSegment)> = Vec::new();
+        let mut j_b: Vec<(i64, TcpSegment)> = Vec::new();
+        let mut j = Recorder {
+            j: Joiner::new(),
+            a: &mut j_a,
+            b: &mut j_b,
+        };
         let ms = 1_000_000i64;
         let off = 2 * ms;
         let t0 = 1_000 * ms;
@@ -977,7 +997,8 @@ mod tests {
             j.segment(Side::B, tb, &a);
             j.segment(Side::A, tb - off + 3 * ms, &a);
         }
-        let r = j.finish(["sender.pcap", "receiver.pcap"], Clock::Estimate);
+        let r =
+            j.j.finish(["sender.pcap", "receiver.pcap"], Clock::Estimate);
         assert_eq!(r.flows.len(), 1);
         let data = &r.flows[0].directions[0];
         assert_eq!(data.upstream, "sender.pcap");
@@ -999,6 +1020,18 @@ mod tests {
         );
         let acks = &r.flows[0].directions[1];
         assert_eq!(acks.upstream, "receiver.pcap");
+        // Given the other way round, the same: which capture is upstream comes from the
+        // packets, not from the order of the arguments.
+        let mut swapped = Joiner::new();
+        for (side, recs) in [(Side::B, &j_a), (Side::A, &j_b)] {
+            for (t, s) in recs.iter() {
+                swapped.segment(side, *t, s);
+            }
+        }
+        let rs = swapped.finish(["receiver.pcap", "sender.pcap"], Clock::Estimate);
+        let sd = &rs.flows[0].directions[0];
+        assert_eq!((sd.upstream.as_str(), sd.lost_between), ("sender.pcap", 1));
+        assert_eq!(rs.clock.offset_s, Some(-0.003));
         assert_eq!((acks.matched, acks.lost_between), (4, 0));
         // Offset: (min A→B raw 7 ms − min B→A raw 1 ms) / 2 = 3 ms, not the true 2 ms: the
         // estimate assumes equal minimum delays (5 ms and 3 ms here), and says so.
@@ -1009,6 +1042,23 @@ mod tests {
         assert_eq!(acks.delay.as_ref().unwrap().min_s, Dur::from_millis(4));
         assert!(r.found_problem());
         assert_eq!(r.totals.lost_between, 1);
+    }
+
+    /// A joiner that also keeps what it was fed.
+    struct Recorder<'a> {
+        j: Joiner,
+        a: &'a mut Vec<(i64, TcpSegment)>,
+        b: &'a mut Vec<(i64, TcpSegment)>,
+    }
+
+    impl Recorder<'_> {
+        fn segment(&mut self, side: Side, t: i64, s: &TcpSegment) {
+            self.j.segment(side, t, s);
+            match side {
+                Side::A => self.a.push((t, *s)),
+                Side::B => self.b.push((t, *s)),
+            }
+        }
     }
 
     #[test]

@@ -32,6 +32,7 @@ fn capture() -> Vec<u8> {
             window,
             options: &[],
             payload_len: len,
+            ip_id: 0,
         })
         .unwrap();
     };
