@@ -28,7 +28,7 @@
 //! clock) need neither: [`Clock::Same`].
 //!
 //! Memory: a 32-byte record per TCP packet of each capture (the matching needs to see both
-//! captures whole).
+//! captures whole), and 16 more per packet while they are sorted.
 
 use std::collections::HashMap;
 
@@ -209,17 +209,23 @@ impl Joiner {
             }
         }
         // Pair packets with equal (flow, signature) in capture order: sort both sides' packets
-        // together by (flow, signature, side, position).
-        let mut all: Vec<(u32, u64, u8, u32)> =
-            Vec::with_capacity(self.recs[0].len() + self.recs[1].len());
+        // together by signature, then one word of flow, side and position (16 bytes a packet:
+        // this is the join's peak of memory). A capture of 2^31 packets or more is beyond it.
+        let pack = |flow: u32, side: usize, i: usize| {
+            u64::from(flow) << 32 | (side as u64) << 31 | (i as u64 & 0x7fff_ffff)
+        };
+        let mut all: Vec<(u64, u64)> = Vec::with_capacity(self.recs[0].len() + self.recs[1].len());
         for (s, recs) in self.recs.iter().enumerate() {
             all.extend(
                 recs.iter()
                     .enumerate()
-                    .map(|(i, r)| (r.flow, r.sig, s as u8, i as u32)),
+                    .map(|(i, r)| (r.sig, pack(r.flow, s, i))),
             );
         }
         all.sort_unstable();
+        let flow_of = |e: &(u64, u64)| (e.1 >> 32) as u32;
+        let side_of = |e: &(u64, u64)| ((e.1 >> 31) & 1) as usize;
+        let idx_of = |e: &(u64, u64)| (e.1 & 0x7fff_ffff) as usize;
         // Per side and packet: the index of its partner on the other side.
         let mut partner: [Vec<u32>; 2] = [
             vec![u32::MAX; self.recs[0].len()],
@@ -233,24 +239,25 @@ impl Joiner {
         ];
         let mut g = 0;
         while g < all.len() {
-            let (flow, sig) = (all[g].0, all[g].1);
+            let (sig, flow) = (all[g].0, flow_of(&all[g]));
             let mut end = g;
-            while end < all.len() && all[end].0 == flow && all[end].1 == sig {
+            while end < all.len() && all[end].0 == sig && flow_of(&all[end]) == flow {
                 end += 1;
             }
-            let split = g + all[g..end].partition_point(|e| e.2 == 0);
+            let split = g + all[g..end].partition_point(|e| side_of(e) == 0);
             let (a, b) = (&all[g..split], &all[split..end]);
             for (x, y) in a.iter().zip(b) {
-                partner[0][x.3 as usize] = y.3;
-                partner[1][y.3 as usize] = x.3;
+                partner[0][idx_of(x)] = idx_of(y) as u32;
+                partner[1][idx_of(y)] = idx_of(x) as u32;
             }
             if !a.is_empty() && !b.is_empty() {
                 for e in &all[g..end] {
-                    sig_seen_other[e.2 as usize][e.3 as usize] = true;
+                    sig_seen_other[side_of(e)][idx_of(e)] = true;
                 }
             }
             g = end;
         }
+        drop(all);
         // Per directed flow, raw differences t_B − t_A of its matched pairs.
         let mut diffs: Vec<Vec<i64>> = vec![Vec::new(); nflows];
         for (i, r) in self.recs[0].iter().enumerate() {
