@@ -845,6 +845,83 @@ mod tests {
         ));
     }
 
+    /// An IPv6 packet around `payload` (next header `next`).
+    fn ipv6(next: u8, payload: &[u8]) -> Vec<u8> {
+        let mut v6 = vec![0x60, 0, 0, 0];
+        v6.extend((payload.len() as u16).to_be_bytes());
+        v6.extend([next, 64]);
+        v6.extend([0x20, 1, 0, 2]);
+        v6.extend([0u8; 12]);
+        v6.extend([0x20, 1, 0, 2]);
+        v6.extend([0u8; 11]);
+        v6.push(9);
+        v6.extend_from_slice(payload);
+        v6
+    }
+
+    /// An IPv4 packet with protocol `proto` around `payload`.
+    fn ipv4_proto(proto: u8, payload: &[u8]) -> Vec<u8> {
+        let mut ip = ipv4(payload, 0);
+        ip[9] = proto;
+        ip
+    }
+
+    #[test]
+    fn tunnels_without_a_fixture_decode_to_the_inner_tcp() {
+        let t = tcp(7, 8, 11, 12, flags::ACK, 100, &[]);
+        let inner4 = ipv4(&t, 0);
+        let raw = |d: &[u8]| parse_frame(&frame(101, d, d.len() as u32));
+        // IPv6 in IPv4 and IPv4 in IPv6: the flow is the inner one.
+        let s = raw(&ipv4_proto(41, &ipv6(6, &t))).unwrap();
+        assert!(s.src.v6 && s.dport == 8);
+        let s = raw(&ipv6(4, &inner4)).unwrap();
+        assert_eq!((s.src.v6, s.src.to_string()), (false, "10.0.0.1".into()));
+        // PPTP's enhanced GRE (version 1, with sequence and ACK numbers) carrying PPP with a
+        // compressed protocol field.
+        let mut gre = vec![0x30, 0x81, 0x88, 0x0b, 0, 40, 0, 1, 0, 0, 0, 5, 0, 0, 0, 4];
+        gre.push(0x21);
+        gre.extend(&inner4);
+        assert_eq!(raw(&ipv4_proto(47, &gre)).unwrap().seq, 11);
+        // L2TPv2 with length, sequence numbers and an offset (2 bytes of padding).
+        let mut l2tp = vec![0x4a, 0x02, 0, 0, 0, 9, 0, 3, 0, 1, 0, 2, 0, 2, 0xee, 0xee];
+        l2tp.extend([0xff, 0x03, 0x00, 0x21]);
+        l2tp.extend(&inner4);
+        let len = l2tp.len() as u16;
+        l2tp[2..4].copy_from_slice(&len.to_be_bytes());
+        let mut udp = vec![0x06, 0xa5, 0x06, 0xa5];
+        udp.extend((8 + len).to_be_bytes());
+        udp.extend([0, 0]);
+        udp.extend(&l2tp);
+        assert_eq!(raw(&ipv4_proto(17, &udp)).unwrap().ack, 12);
+        // An L2TP control message, and UDP to another port: not TCP.
+        let mut ctl = udp.clone();
+        ctl[8] = 0xc8;
+        assert_eq!(raw(&ipv4_proto(17, &ctl)).unwrap_err(), SkipReason::NotTcp);
+        let mut other = udp.clone();
+        other[0..4].copy_from_slice(&[0, 53, 0, 53]);
+        assert_eq!(
+            raw(&ipv4_proto(17, &other)).unwrap_err(),
+            SkipReason::NotTcp
+        );
+        // 802.3 with LLC/SNAP on Ethernet.
+        let mut eth = vec![0u8; 12];
+        eth.extend(((8 + inner4.len()) as u16).to_be_bytes());
+        eth.extend([0xaa, 0xaa, 0x03, 0, 0, 0, 0x08, 0x00]);
+        eth.extend(&inner4);
+        assert_eq!(
+            parse_frame(&frame(1, &eth, eth.len() as u32))
+                .unwrap()
+                .sport,
+            7
+        );
+        // Tunnels nested past the bound are refused, not followed.
+        let mut deep = inner4.clone();
+        for _ in 0..12 {
+            deep = ipv4_proto(4, &deep);
+        }
+        assert!(matches!(raw(&deep), Err(SkipReason::Malformed(_))));
+    }
+
     proptest::proptest! {
         #[test]
         fn any_bytes_on_any_link_never_panic(data in proptest::collection::vec(proptest::num::u8::ANY, 0..120),
