@@ -20,6 +20,10 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use tcptune_testkit::privileged;
 
+/// One lab at a time: the delay measurement must not share the two CPUs with another lab's
+/// stream, and the counts are easier to read alone.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn tcptune(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_tcptune"))
         .args(args)
@@ -298,6 +302,7 @@ fn join_counts_equal_the_emulators_for_loss_and_reordering() {
     if !privileged("join_counts_equal_the_emulators_for_loss_and_reordering") {
         return;
     }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     tcptune_testkit::steal::retry_when_starved("join_loss_reordering", || {
         let name = format!("jl{}", std::process::id() % 100_000);
         let mut lab = Lab::up(
@@ -352,6 +357,7 @@ fn join_counts_duplicates_as_the_emulator_does() {
     if !privileged("join_counts_duplicates_as_the_emulator_does") {
         return;
     }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     tcptune_testkit::steal::retry_when_starved("join_duplicates", || {
         let name = format!("jd{}", std::process::id() % 100_000);
         let mut lab = Lab::up(
@@ -387,6 +393,7 @@ fn join_measures_the_configured_delay_distribution() {
     if !privileged("join_measures_the_configured_delay_distribution") {
         return;
     }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     tcptune_testkit::steal::retry_when_starved("join_delay", || {
         let name = format!("jj{}", std::process::id() % 100_000);
         // 5 ms ± 1 ms uniform each way, each packet its own draw (jitter may reorder packets a
