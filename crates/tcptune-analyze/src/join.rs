@@ -58,6 +58,10 @@ pub enum Clock {
 /// A directed flow: source endpoint, then destination.
 type DirKey = (Addr, u16, Addr, u16);
 
+/// A downstream packet's partner when it is a piece of an upstream packet that was only
+/// partly delivered (see [`Joiner::match_bytes`]).
+const PIECE: u32 = u32::MAX - 1;
+
 /// One TCP packet as the join keeps it.
 #[derive(Debug, Clone, Copy)]
 struct Rec {
@@ -351,7 +355,7 @@ impl Joiner {
             ),
         };
         // Packets a capture point's offload merged or split: matched by their byte ranges.
-        let mut merged = vec![(0u64, 0u64); nflows];
+        let mut merged = vec![(0u64, 0u64, 0u64); nflows];
         for f in 0..nflows {
             merged[f] = self.match_ranges(&by_flow, f, upstream[f], &mut partner);
         }
@@ -386,7 +390,7 @@ impl Joiner {
                     names,
                 );
                 dir.upstream_assumed = assumed[df];
-                (dir.coalesced, dir.segmented) = merged[df];
+                (dir.coalesced, dir.segmented, dir.regrouped) = merged[df];
                 totals.add(&dir);
                 out_dirs.push(dir);
             }
@@ -426,7 +430,7 @@ impl Joiner {
         flow: usize,
         up: Side,
         partner: &mut [Vec<u32>; 2],
-    ) -> (u64, u64) {
+    ) -> (u64, u64, u64) {
         let (u, d) = (up as usize, 1 - up as usize);
         // Unmatched data packets of each side: start (relative to a base) -> (end, index).
         let base = by_flow[u][flow]
@@ -499,7 +503,82 @@ impl Joiner {
                 }
             }
         }
-        (coalesced, segmented)
+        let regrouped = self.match_bytes(by_flow, flow, up, partner, &rel);
+        (coalesced, segmented, regrouped)
+    }
+
+    /// What is left when the two points' offloads grouped the bytes differently (TSO at one,
+    /// GRO at the other, or different GRO groupings): an upstream packet all of whose bytes
+    /// arrived in leftover downstream packets was delivered, at the arrival of its last byte;
+    /// a leftover downstream packet made only of such bytes is a regrouping, not something
+    /// unseen. Returns the upstream packets matched so.
+    fn match_bytes(
+        &self,
+        by_flow: &[Vec<Vec<u32>>; 2],
+        flow: usize,
+        up: Side,
+        partner: &mut [Vec<u32>; 2],
+        rel: &dyn Fn(u32) -> i64,
+    ) -> u64 {
+        let (u, d) = (up as usize, 1 - up as usize);
+        let leftovers = |side: usize, partner: &[Vec<u32>; 2]| {
+            let mut v: Vec<(i64, i64, u32)> = by_flow[side][flow]
+                .iter()
+                .filter_map(|&i| {
+                    let r = &self.recs[side][i as usize];
+                    (partner[side][i as usize] == u32::MAX && r.len > 0).then(|| {
+                        let st = rel(r.seq);
+                        (st, st + i64::from(r.len), i)
+                    })
+                })
+                .collect();
+            v.sort_unstable();
+            v
+        };
+        let downs = leftovers(d, partner);
+        if downs.is_empty() {
+            return 0;
+        }
+        let mut covered = Ranges::default();
+        for &(st, e, _) in &downs {
+            covered.add(st, e);
+        }
+        // The leftover downstream packet holding byte `b`, earliest arrival first (a bounded
+        // look back: overlapping leftovers are few).
+        let holder = |b: i64| {
+            let at = downs.partition_point(|x| x.0 <= b);
+            downs[..at]
+                .iter()
+                .rev()
+                .take(64)
+                .filter(|x| x.1 > b)
+                .min_by_key(|x| self.recs[d][x.2 as usize].ts)
+                .map(|x| x.2)
+        };
+        let ups = leftovers(u, partner);
+        let mut delivered = 0;
+        for &(st, e, i) in &ups {
+            if covered.covers(st, e) {
+                if let Some(j) = holder(e - 1) {
+                    partner[u][i as usize] = j;
+                    delivered += 1;
+                }
+            }
+        }
+        // Leftover downstream packets made of bytes that passed the upstream point in these
+        // packets (delivered whole, or only in part: the rest lost on the way) belong to them;
+        // which transmission a piece came from is not known, so pieces take no part in the
+        // reordering count.
+        let mut bytes = Ranges::default();
+        for &(st, e, _) in &ups {
+            bytes.add(st, e);
+        }
+        for &(st, e, j) in &downs {
+            if bytes.covers(st, e) && partner[d][j as usize] == u32::MAX {
+                partner[d][j as usize] = PIECE;
+            }
+        }
+        delivered
     }
 
     /// The figures of one directed flow with its upstream side known.
@@ -596,6 +675,9 @@ impl Joiner {
             let i = i as usize;
             dir.downstream_packets += 1;
             let p = partner[d][i];
+            if p == PIECE {
+                continue;
+            }
             if p == u32::MAX {
                 if sig_seen_other[d][i] {
                     dir.duplicated += 1;
@@ -754,6 +836,10 @@ pub struct JoinDirection {
     /// (TSO at the upstream capture point): matched by their byte ranges.
     pub coalesced: u64,
     pub segmented: u64,
+    /// Upstream packets whose bytes arrived regrouped across different packet boundaries
+    /// (offloads grouping differently at the two points), matched by their bytes.
+    pub regrouped: u64,
+
     /// Packets that arrived downstream before one that passed the upstream point earlier:
     /// reordering made by the path (each packet moved ahead counts once), not by the sender.
     pub reordered: u64,
@@ -884,12 +970,12 @@ impl std::fmt::Display for JoinReport {
                     d.reordered,
                     d.not_seen_upstream
                 )?;
-                if d.coalesced + d.segmented > 0 {
+                if d.coalesced + d.segmented + d.regrouped > 0 {
                     writeln!(
                         f,
-                        "    matched by byte range: {} packets arrived merged (receive offload), {} \
-                         split (segmentation offload)",
-                        d.coalesced, d.segmented
+                        "    matched by bytes: {} packets arrived merged (receive offload), {} split \
+                         (segmentation offload), {} regrouped",
+                        d.coalesced, d.segmented, d.regrouped
                     )?;
                 }
                 if d.retransmissions > 0 {
@@ -1133,6 +1219,32 @@ mod tests {
         );
         assert_eq!(d.matched, 5);
         assert_eq!(d.delay.as_ref().unwrap().samples, 5);
+    }
+
+    #[test]
+    fn bytes_regrouped_across_boundaries_are_delivered_not_lost() {
+        // Upstream: two 300-byte TSO packets; downstream: the same 600 bytes as 200 + 400
+        // (a different grouping), then a lost one: 100 bytes that never arrive.
+        let mut j = Joiner::new();
+        j.segment(Side::A, 0, &seg(true, 1000, 1, th::ACK, 300, 1));
+        j.segment(Side::A, 10, &seg(true, 1300, 1, th::ACK, 300, 2));
+        j.segment(Side::A, 20, &seg(true, 1600, 1, th::ACK, 100, 3));
+        j.segment(Side::B, 1_000_000, &seg(true, 1000, 1, th::ACK, 200, 1));
+        j.segment(Side::B, 1_000_010, &seg(true, 1200, 1, th::ACK, 400, 1));
+        let r = j.finish(["a", "b"], Clock::Same);
+        let d = &r.flows[0].directions[0];
+        assert_eq!((d.regrouped, d.coalesced, d.segmented), (2, 0, 0));
+        assert_eq!((d.lost_between, d.not_seen_upstream), (1, 0));
+        assert_eq!(d.matched, 2);
+        // One TSO packet of which only part arrived: lost (some of its bytes were), and the
+        // part that arrived is not something the upstream point never saw.
+        let mut j = Joiner::new();
+        j.segment(Side::A, 0, &seg(true, 1000, 1, th::ACK, 300, 1));
+        j.segment(Side::B, 1_000_000, &seg(true, 1000, 1, th::ACK, 100, 1));
+        j.segment(Side::B, 1_000_010, &seg(true, 1200, 1, th::ACK, 100, 1));
+        let r = j.finish(["a", "b"], Clock::Same);
+        let d = &r.flows[0].directions[0];
+        assert_eq!((d.lost_between, d.not_seen_upstream, d.matched), (1, 0, 0));
     }
 
     #[test]
