@@ -3,7 +3,14 @@
 //! delayed ACKs, random loss (the lost segment is in the capture, as seen at the sender; the
 //! receiver answers with duplicate ACKs and the sender fast-retransmits), and FINs.
 //!
+//! With `--second OUT2.pcap`, also writes the same packets as a second capture point further
+//! along the path sees them (for the two-point join's benchmark): the client's packets 2 ms
+//! later and the server's 2 ms earlier, plus up to 100 µs of jitter, `--drop PERCENT` of the
+//! client's packets lost between the points and `--dup PERCENT` duplicated; the counts go to
+//! standard error, to check the join against.
+//!
 //! Usage: synth_capture OUT.pcap [--packets N] [--flows F] [--loss PERCENT] [--seed S]
+//!        [--second OUT2.pcap [--drop PERCENT] [--dup PERCENT]]
 
 use std::collections::BinaryHeap;
 use std::io::BufWriter;
@@ -13,6 +20,8 @@ use tcptune_wire::write::{PcapWriter, SegSpec};
 
 const MSS: u32 = 1448;
 const WINDOW_SEGS: u32 = 40;
+/// MSS 1460, SACK permitted, window scale 7 (the one layout every SYN carries).
+const SYN_OPTS: [u8; 12] = [2, 4, 0x05, 0xb4, 4, 2, 1, 1, 3, 3, 7, 0];
 
 struct Rng(u64);
 impl Rng {
@@ -250,8 +259,15 @@ fn main() -> std::io::Result<()> {
         .map(|(i, f)| std::cmp::Reverse((f.queue[0].t, i)))
         .collect();
     let mut written = 0u64;
-    let ws = [1, 3, 3, 7];
-    let syn_opts = [2, 4, 0x05, 0xb4, 4, 2, 1, ws[0], ws[1], ws[2], ws[3], 0];
+    let second = args
+        .iter()
+        .position(|a| a == "--second")
+        .and_then(|i| args.get(i + 1))
+        .cloned();
+    let (drop_p, dup_p) = (opt("--drop", 0.1) / 100.0, opt("--dup", 0.1) / 100.0);
+    // The second point's packets: (time there, the packet), written sorted at the end.
+    let mut downstream: Vec<(i64, SegSpec<'static>)> = Vec::new();
+    let (mut dropped, mut duplicated) = (0u64, 0u64);
     let mut last_t = 0i64;
     while let Some(std::cmp::Reverse((_, i))) = heap.pop() {
         let f = &mut flows[i];
@@ -266,7 +282,7 @@ fn main() -> std::io::Result<()> {
         };
         // Keep the file in time order across flows (a real capture is).
         last_t = last_t.max(p.t);
-        w.segment(&SegSpec {
+        let spec = SegSpec {
             ts_ns: last_t,
             src,
             dst,
@@ -276,10 +292,29 @@ fn main() -> std::io::Result<()> {
             ack: p.ack,
             flags: p.flags,
             window: if p.flags & SYN != 0 { 65535 } else { 4000 },
-            options: if p.flags & SYN != 0 { &syn_opts } else { &[] },
+            options: if p.flags & SYN != 0 { &SYN_OPTS } else { &[] },
             payload_len: p.len,
-        })?;
+            ip_id: written as u16,
+        };
+        w.segment(&spec)?;
         written += 1;
+        if second.is_some() {
+            // Loss and duplication between the points act on what passes the first point
+            // first: the client's packets.
+            if p.from_client && rng.unit() < drop_p {
+                dropped += 1;
+            } else {
+                // The second point is 2 ms further from the client: the client's packets
+                // pass it 2 ms later, the server's 2 ms earlier.
+                let shift = if p.from_client { 2_000_000 } else { -2_000_000 };
+                let at = last_t + shift + (rng.next() % 100_000) as i64;
+                downstream.push((at, spec));
+                if p.from_client && rng.unit() < dup_p {
+                    duplicated += 1;
+                    downstream.push((at + 1_000, spec));
+                }
+            }
+        }
         if f.queue.is_empty() && !f.done {
             if f.rounds_left == 0 {
                 f.finish();
@@ -294,5 +329,21 @@ fn main() -> std::io::Result<()> {
     }
     w.into_inner().into_inner().map_err(|e| e.into_error())?;
     eprintln!("wrote {written} packets in {nflows} flows to {out}");
+    if let Some(path) = second {
+        downstream.sort_by_key(|d| d.0);
+        let file = std::fs::File::create(&path)?;
+        let mut w = PcapWriter::new(BufWriter::with_capacity(1 << 20, file), 96)?;
+        for (at, spec) in &downstream {
+            w.segment(&SegSpec {
+                ts_ns: *at,
+                ..*spec
+            })?;
+        }
+        w.into_inner().into_inner().map_err(|e| e.into_error())?;
+        eprintln!(
+            "wrote {} packets to {path}: dropped {dropped}, duplicated {duplicated}",
+            downstream.len()
+        );
+    }
     Ok(())
 }

@@ -8,6 +8,7 @@
 //! `--packets` keeps something per flagged packet, because that is its output.
 
 pub mod diagnose;
+pub mod join;
 pub mod report;
 pub mod series;
 pub mod stats;
@@ -19,7 +20,9 @@ use std::sync::mpsc;
 
 use tcptune_model::{Bytes, Dur, Rate};
 use tcptune_wire::packet::flags as th;
-use tcptune_wire::{parse_frame, Addr, CaptureError, CaptureReader, SkipReason, TcpSegment};
+use tcptune_wire::{
+    parse_frame, Addr, CaptureError, CaptureInfo, CaptureReader, LinkType, SkipReason, TcpSegment,
+};
 
 pub use report::{AnalyzeReport, FlagCounts, FlaggedPacket, FlowReport};
 use report::{DirStats, RttStats, Skipped, WindowStats};
@@ -259,7 +262,10 @@ impl Analyzer {
             Err(SkipReason::NotTcp) => self.skipped.not_tcp += 1,
             Err(SkipReason::Fragment) => self.skipped.fragments += 1,
             Err(SkipReason::Malformed(_)) => self.skipped.malformed += 1,
-            Err(SkipReason::UnsupportedLink(_)) => self.skipped.unsupported_link += 1,
+            Err(SkipReason::UnsupportedLink(link)) => {
+                self.skipped.unsupported_link += 1;
+                self.unsupported_link(*link);
+            }
         }
     }
 
@@ -352,6 +358,20 @@ impl Analyzer {
         }
     }
 
+    /// Counts a frame on an undecoded link type by type (a capture has one or a few).
+    #[inline(never)]
+    fn unsupported_link(&mut self, link: u32) {
+        let links = &mut self.skipped.unsupported_link_types;
+        match links.iter_mut().find(|l| l.link_type == link) {
+            Some(l) => l.frames += 1,
+            None => links.push(report::UnsupportedLink {
+                link_type: link,
+                name: LinkType(link).to_string(),
+                frames: 1,
+            }),
+        }
+    }
+
     /// Kept out of line: it runs only with `--packets`, and inlined it slows the hot path.
     #[inline(never)]
     fn record_flagged(
@@ -401,6 +421,7 @@ impl Analyzer {
             tcp_segments: self.tcp_segments,
             skipped: self.skipped,
             capture_problem,
+            capture_notes: Vec::new(),
             duration_s: Dur::from_nanos(self.last_ns.saturating_sub(first).max(0) as u64),
             flags: total,
             flows,
@@ -693,8 +714,33 @@ pub fn analyze_reader<R: Read>(
         };
         let problem = end?;
         let format = reader.info().format;
-        Ok(an.finish(input, format, problem))
+        let mut done = an.finish(input, format, problem);
+        done.report.capture_notes = capture_notes(reader.info());
+        Ok(done)
     })
+}
+
+/// What the reader did that a reader of the report should know.
+fn capture_notes(info: &CaptureInfo) -> Vec<String> {
+    let mut notes = Vec::new();
+    if info.gzip {
+        notes.push("decompressed from gzip".to_string());
+    }
+    if info.swapped_lengths > 0 {
+        notes.push(format!(
+            "pcap version {}.{} stores captured and original length the other way round: \
+             swapped back in {} records, as libpcap and Wireshark read them",
+            info.version.0, info.version.1, info.swapped_lengths
+        ));
+    }
+    if info.non_packet_records > 0 {
+        notes.push(format!(
+            "{} pcapng records without packets (custom, systemd journal or sysdig event \
+             blocks) took frame numbers, as in Wireshark",
+            info.non_packet_records
+        ));
+    }
+    notes
 }
 
 /// Runs every stage on arbitrary bytes, as the fuzz target and its corpus replay do: read,

@@ -251,9 +251,21 @@ pub struct Skipped {
     pub malformed: u64,
     /// Frames on link types tcptune does not decode.
     pub unsupported_link: u64,
+    /// Which link types those were, with their frames.
+    pub unsupported_link_types: Vec<UnsupportedLink>,
     /// TCP segments whose IP length is shorter than their TCP header, or whose header length is
     /// below 20 bytes: counted in their flow but not analysed (as Wireshark does).
     pub not_analysed: u64,
+}
+
+/// A link type tcptune does not decode, and how many frames used it.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct UnsupportedLink {
+    /// LINKTYPE_* number from the pcap registry.
+    pub link_type: u32,
+    /// Its name, when known ("FDDI"), else "link type N".
+    pub name: String,
+    pub frames: u64,
 }
 
 /// The whole analysis of a capture.
@@ -271,6 +283,9 @@ pub struct AnalyzeReport {
     /// Set when the file is damaged: what stopped the reading. The result covers the frames
     /// before it.
     pub capture_problem: Option<String>,
+    /// How the file was read where that is worth knowing: decompressed from gzip, lengths of
+    /// an old pcap swapped back, records that took frame numbers without carrying packets.
+    pub capture_notes: Vec<String>,
     /// Time from the first to the last frame.
     pub duration_s: Dur,
     /// Flags over all flows.
@@ -286,6 +301,33 @@ impl AnalyzeReport {
     pub fn found_problem(&self) -> bool {
         let f = &self.flags;
         f.retransmission + f.zero_window + f.window_full + f.out_of_order > 0
+    }
+
+    /// Why nothing in the capture could be analysed, when that is so: no complete frame could
+    /// be read, or every frame was on a link type tcptune does not decode. The binary exits 2
+    /// then (a report of nothing would pass for a clean capture). A capture that is read but
+    /// holds no TCP (UDP only, or just a header) is a valid, empty result, not this.
+    pub fn unusable(&self) -> Option<String> {
+        if self.frames == 0 {
+            return self
+                .capture_problem
+                .as_ref()
+                .map(|p| format!("no frame could be read: {p}"));
+        }
+        let s = &self.skipped;
+        if self.tcp_segments == 0 && s.unsupported_link == self.frames {
+            let names: Vec<String> = s
+                .unsupported_link_types
+                .iter()
+                .map(|l| l.name.clone())
+                .collect();
+            return Some(format!(
+                "all {} frames are on a link type tcptune does not decode ({})",
+                self.frames,
+                names.join(", ")
+            ));
+        }
+        None
     }
 }
 
@@ -324,12 +366,25 @@ impl fmt::Display for AnalyzeReport {
         if let Some(p) = &self.capture_problem {
             writeln!(f, "  warning: {p}")?;
         }
+        for n in &self.capture_notes {
+            writeln!(f, "  note: {n}")?;
+        }
         let s = &self.skipped;
         let skipped = s.not_tcp + s.fragments + s.malformed + s.unsupported_link;
         if skipped + s.not_analysed > 0 {
+            let links = if s.unsupported_link_types.is_empty() {
+                String::new()
+            } else {
+                let each: Vec<String> = s
+                    .unsupported_link_types
+                    .iter()
+                    .map(|l| format!("{} {}", l.frames, l.name))
+                    .collect();
+                format!(" ({})", each.join(", "))
+            };
             writeln!(
                 f,
-                "  skipped: {} not TCP, {} IP fragments, {} malformed, {} on unsupported links; \
+                "  skipped: {} not TCP, {} IP fragments, {} malformed, {} on unsupported links{links}; \
                  {} TCP segments not analysed (short or bogus header)",
                 s.not_tcp, s.fragments, s.malformed, s.unsupported_link, s.not_analysed
             )?;

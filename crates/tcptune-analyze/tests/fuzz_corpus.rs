@@ -1,5 +1,6 @@
 //! Replays the fuzz corpus (`fuzz/corpus/analyze`, seeds for `cargo fuzz run analyze`) and a
-//! seeded mutation run over the fixtures through every stage: nothing may panic.
+//! seeded mutation run over the fixtures (every encapsulation, gzip, pcapng records) through
+//! every stage, the two-capture join included: nothing may panic.
 
 use std::path::PathBuf;
 
@@ -36,6 +37,18 @@ fn mutated_fixtures_never_panic() {
         "reuse-v6.pcap",
         "zerowin.pcap",
         "dup-reorder.pcapng",
+        "encap/l2tp.pcap",
+        "encap/geneve.pcap",
+        "encap/vxlan.pcap",
+        "encap/gre.pcap",
+        "encap/mpls.pcap",
+        "encap/pppoe.pcap",
+        "encap/ppp-with-dir.pcap",
+        "encap/juniper-ether.pcap",
+        "encap/ipoib.pcap",
+        "encap/fddi.pcap",
+        "gaps/custom-blocks.pcapng",
+        "gaps/keepalive.pcap.gz",
     ] {
         let orig = std::fs::read(root().join("fixtures").join(name)).unwrap();
         let orig = &orig[..orig.len().min(6000)];
@@ -52,6 +65,12 @@ fn mutated_fixtures_never_panic() {
             }
             let r = std::panic::catch_unwind(|| tcptune_analyze::fuzz_one(&d));
             assert!(r.is_ok(), "panic on {name} mutation {i}");
+            let r = std::panic::catch_unwind(|| {
+                let clock = tcptune_analyze::join::Clock::Estimate;
+                tcptune_analyze::join::join_readers(orig, &d[..], ["a", "b"], clock)
+                    .map(|j| j.to_string().len())
+            });
+            assert!(r.is_ok(), "join panicked on {name} mutation {i}");
         }
     }
 }

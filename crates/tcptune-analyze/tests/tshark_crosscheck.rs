@@ -27,6 +27,27 @@ fn flags_equal_tshark_packet_by_packet_on_every_fixture() {
     ] {
         files.push(corpus.join(format!("{name}.pcap")));
     }
+    // The same packets in every encapsulation tcptune follows down to TCP
+    // (fixtures/tools/encap.py), and the files whose reading had gaps (fixtures/tools/gaps.py):
+    // a pre-2.3 pcap, a gzip-compressed one, and pcapng blocks Wireshark numbers as frames.
+    let fx = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures");
+    let mut encap: Vec<_> = std::fs::read_dir(fx.join("encap"))
+        .expect("fixtures/encap exists")
+        .map(|e| e.unwrap().path())
+        .collect();
+    encap.sort();
+    assert!(
+        encap.len() >= 14,
+        "expected the encapsulations, found {encap:?}"
+    );
+    files.extend(encap);
+    for name in [
+        "pcap-v2.2.pcap",
+        "keepalive.pcap.gz",
+        "custom-blocks.pcapng",
+    ] {
+        files.push(fx.join("gaps").join(name));
+    }
     let mut failures = Vec::new();
     let mut compared = 0;
     for path in &files {

@@ -94,6 +94,7 @@ fn scenario(rng: &mut Rng, w: &mut PcapWriter<Vec<u8>>, t: &mut i64, flow: u16) 
             window: win,
             options: opts,
             payload_len: len,
+            ip_id: 0,
         })
         .unwrap();
     };

@@ -1,9 +1,12 @@
 //! A streaming reader for pcap and pcapng files from any `Read` (a file, standard input).
 //!
-//! Formats: classic pcap in both byte orders with microsecond or nanosecond timestamps, and
-//! pcapng with any number of sections (each with its own byte order) and interfaces (each with
-//! its own link type, timestamp resolution and offset). Enhanced, simple and obsolete packet
-//! blocks are read; other blocks are skipped.
+//! Formats: classic pcap in both byte orders with microsecond or nanosecond timestamps (files
+//! before version 2.3 store captured and original length the other way round; they are swapped
+//! back as libpcap and Wireshark do), and pcapng with any number of sections (each with its own
+//! byte order) and interfaces (each with its own link type, timestamp resolution and offset).
+//! Enhanced, simple and obsolete packet blocks are read; other blocks are skipped, but the ones
+//! Wireshark shows as records (custom, systemd journal and sysdig event blocks) take a frame
+//! number as they do there. Either format may be gzip-compressed (as Wireshark reads it).
 //!
 //! The reader keeps one growable buffer and hands out frames that borrow it, so reading costs
 //! no allocation per packet. Damage is reported, never panicked on: a file that ends in the
@@ -12,6 +15,8 @@
 //! can keep what it analysed and say what was skipped.
 
 use std::io::{self, Read};
+
+use flate2::read::MultiGzDecoder;
 
 /// The largest packet we accept, as Wireshark does (`WTAP_MAX_PACKET_SIZE_STANDARD`). A record
 /// claiming more means the file is corrupt (or we lost sync), not that the packet is large.
@@ -37,12 +42,83 @@ impl LinkType {
     pub const IPV4: LinkType = LinkType(228);
     pub const IPV6: LinkType = LinkType(229);
     pub const LINUX_SLL2: LinkType = LinkType(276);
+    pub const PPP: LinkType = LinkType(9);
+    pub const FDDI: LinkType = LinkType(10);
+    /// PPP in HDLC-like framing (also Cisco HDLC's number on some systems: 50).
+    pub const PPP_HDLC: LinkType = LinkType(50);
+    /// PPPoE session payload (PPP) without its Ethernet header.
+    pub const PPP_ETHER: LinkType = LinkType(51);
+    pub const C_HDLC: LinkType = LinkType(104);
+    pub const JUNIPER_ETHER: LinkType = LinkType(178);
+    pub const PPP_WITH_DIR: LinkType = LinkType(204);
+    /// IP over InfiniBand as Linux captures it: a 20-byte address, then a 4-byte header.
+    pub const IPOIB: LinkType = LinkType(242);
+
+    /// The registry's name for the common link types (for messages), else None.
+    pub fn name(self) -> Option<&'static str> {
+        Some(match self.0 {
+            0 => "BSD loopback",
+            1 => "Ethernet",
+            6 => "Token Ring",
+            7 => "ARCNET",
+            8 => "SLIP",
+            9 => "PPP",
+            10 => "FDDI",
+            12 | 14 | 101 => "raw IP",
+            50 => "PPP in HDLC framing",
+            51 => "PPPoE",
+            104 => "Cisco HDLC",
+            105 => "IEEE 802.11",
+            107 => "Frame Relay",
+            108 => "OpenBSD loopback",
+            113 => "Linux cooked (SLL)",
+            119 => "Prism 802.11",
+            127 => "802.11 radiotap",
+            138 => "Apple IP over IEEE 1394",
+            139 => "SS7 MTP2",
+            140 => "SS7 MTP2",
+            143 => "DOCSIS",
+            147..=162 => "user-defined (DLT_USER)",
+            163 => "802.11 AVS",
+            165 => "BACnet MS/TP",
+            166 => "PPP PPPD",
+            167 => "Juniper PPPoE",
+            178 => "Juniper Ethernet",
+            187 => "Bluetooth HCI H4",
+            189 => "USB Linux",
+            192 => "PPI",
+            195 => "IEEE 802.15.4",
+            201 => "Bluetooth HCI H4 with pseudo-header",
+            204 => "PPP with direction",
+            215 => "IEEE 802.15.4 non-ASK PHY",
+            220 => "USB Linux mmapped",
+            227 => "SocketCAN",
+            228 => "raw IPv4",
+            229 => "raw IPv6",
+            239 => "NFLOG",
+            242 => "IP over InfiniBand",
+            249 => "USBPcap",
+            253 => "Netlink",
+            276 => "Linux cooked v2 (SLL2)",
+            _ => return None,
+        })
+    }
+}
+
+impl std::fmt::Display for LinkType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.name() {
+            Some(n) => write!(f, "{n} (link type {})", self.0),
+            None => write!(f, "link type {}", self.0),
+        }
+    }
 }
 
 /// One captured frame, borrowed from the reader until its next call.
 #[derive(Debug, Clone, Copy)]
 pub struct Frame<'a> {
-    /// 1-based position in the file, counting packet records only (Wireshark's frame number).
+    /// 1-based position in the file as Wireshark numbers frames: packet records and, in pcapng,
+    /// the other blocks it shows as records (custom, systemd journal, sysdig events).
     pub number: u64,
     /// Capture time in nanoseconds since the Unix epoch.
     pub ts_ns: i64,
@@ -61,6 +137,13 @@ pub enum CaptureError {
     Empty,
     #[error("not a pcap or pcapng file (first bytes {0:02x?})")]
     NotACapture([u8; 4]),
+    /// Compressed with something other than gzip (which is read directly).
+    #[error("the input is {0}-compressed: decompress it first ({1})")]
+    Compressed(&'static str, &'static str),
+    /// The file header is there but unusable (cut short, an unknown byte-order magic or
+    /// version): nothing in the file can be read.
+    #[error("unusable capture file header: {0}")]
+    BadHeader(String),
     #[error("the capture ends in the middle of {what} at byte {offset}; {frames} complete frames were read before it")]
     Truncated {
         what: &'static str,
@@ -145,12 +228,24 @@ struct Interface {
     offset_s: i64,
 }
 
+/// Whether a pcap file's records have captured and original length the other way round.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Swapped {
+    No,
+    /// Versions before 2.3 (and DG/UX's 543.0).
+    Yes,
+    /// Version 2.3: some writers swapped, some did not; a record whose captured length
+    /// exceeds its original length was swapped (libpcap's and Wireshark's rule).
+    Maybe,
+}
+
 #[derive(Debug)]
 enum Format {
     Pcap {
         endian: Endian,
         nanos: bool,
         link: LinkType,
+        swapped: Swapped,
     },
     PcapNg {
         endian: Endian,
@@ -173,11 +268,35 @@ pub struct CaptureInfo {
     pub skipped_blocks: u64,
     /// Packet records whose captured length exceeded their original length (fixed up).
     pub caplen_over_orig: u64,
+    /// The file was gzip-compressed (decompressed while reading).
+    pub gzip: bool,
+    /// pcap file version (major, minor); for pcapng, the first section header's.
+    pub version: (u16, u16),
+    /// Records read with captured and original length swapped back (pcap before 2.3).
+    pub swapped_lengths: u64,
+    /// pcapng records that take a frame number but carry no packet (custom, systemd journal,
+    /// sysdig event blocks), as Wireshark numbers them.
+    pub non_packet_records: u64,
+}
+
+/// The byte source: the input as given, or its gzip decompression.
+enum Src<R> {
+    Plain(R),
+    Gzip(Box<MultiGzDecoder<io::Chain<io::Cursor<Vec<u8>>, R>>>),
+}
+
+impl<R: Read> Read for Src<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Src::Plain(r) => r.read(buf),
+            Src::Gzip(g) => g.read(buf),
+        }
+    }
 }
 
 /// Reads frames one at a time from `R`; see the module documentation.
 pub struct CaptureReader<R> {
-    src: R,
+    src: Src<R>,
     buf: Vec<u8>,
     start: usize,
     end: usize,
@@ -185,27 +304,61 @@ pub struct CaptureReader<R> {
     /// File offset of `buf[start]`.
     offset: u64,
     format: Format,
+    /// Packets returned.
     frames: u64,
+    /// Records numbered (packets and the blocks Wireshark numbers too).
+    numbered: u64,
     info: CaptureInfo,
 }
 
+/// Reads up to `buf.len()` bytes, fewer only at the end of the input.
+fn read_up_to<R: Read>(src: &mut R, buf: &mut [u8]) -> io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match src.read(&mut buf[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(n)
+}
+
 impl<R: Read> CaptureReader<R> {
-    /// Reads the file header and prepares to read frames.
-    pub fn new(src: R) -> Result<Self, CaptureError> {
+    /// Reads the file header (for pcapng, the first section header) and prepares to read
+    /// frames. A gzip-compressed input is decompressed transparently.
+    pub fn new(mut src: R) -> Result<Self, CaptureError> {
+        let mut head = [0u8; 2];
+        let n = read_up_to(&mut src, &mut head)?;
+        let gzip = n == 2 && head == [0x1f, 0x8b];
+        let mut buf = vec![0; INITIAL_BUF];
+        let (src, end) = if gzip {
+            let whole = io::Cursor::new(head.to_vec()).chain(src);
+            (Src::Gzip(Box::new(MultiGzDecoder::new(whole))), 0)
+        } else {
+            buf[..n].copy_from_slice(&head[..n]);
+            (Src::Plain(src), n)
+        };
         let mut r = CaptureReader {
             src,
-            buf: vec![0; INITIAL_BUF],
+            buf,
             start: 0,
-            end: 0,
+            end,
             eof: false,
             offset: 0,
             format: Format::Pcap {
                 endian: Endian::Little,
                 nanos: false,
                 link: LinkType::ETHERNET,
+                swapped: Swapped::No,
             },
             frames: 0,
-            info: CaptureInfo::default(),
+            numbered: 0,
+            info: CaptureInfo {
+                gzip,
+                ..CaptureInfo::default()
+            },
         };
         if !r.fill(4)? {
             if r.end == r.start {
@@ -223,18 +376,31 @@ impl<R: Read> CaptureReader<R> {
         };
         if let Some((endian, nanos)) = pcap {
             if !r.fill(24)? {
-                return Err(r.truncated("the pcap file header"));
+                return Err(CaptureError::BadHeader(format!(
+                    "the pcap file header is cut short ({} of its 24 bytes)",
+                    r.end - r.start
+                )));
             }
             let h = &r.buf[r.start..r.start + 24];
+            let version = (endian.u16(&h[4..6]), endian.u16(&h[6..8]));
             let snaplen = endian.u32(&h[16..20]);
             // The upper bits of the link-type field carry FCS information in some writers.
             let link = LinkType(endian.u32(&h[20..24]) & 0x0fff_ffff);
+            // libpcap's sf-pcap.c: the lengths were interchanged at version 2.3.
+            let swapped = match version {
+                (2, minor) if minor < 3 => Swapped::Yes,
+                (2, 3) => Swapped::Maybe,
+                (543, _) => Swapped::Yes,
+                _ => Swapped::No,
+            };
             r.format = Format::Pcap {
                 endian,
                 nanos,
                 link,
+                swapped,
             };
             r.info.format = "pcap";
+            r.info.version = version;
             r.info.snaplen = snaplen;
             r.consume(24);
             return Ok(r);
@@ -245,9 +411,24 @@ impl<R: Read> CaptureReader<R> {
                 endian: Endian::Little,
                 interfaces: Vec::new(),
             };
-            return Ok(r);
+            // The first section header is the file header: if it is unusable, nothing is.
+            return match r.section_header() {
+                Ok(()) => Ok(r),
+                Err(CaptureError::Truncated { .. }) => Err(CaptureError::BadHeader(format!(
+                    "the pcapng section header is cut short (the file has {} bytes)",
+                    r.end - r.start
+                ))),
+                Err(CaptureError::Corrupt { why, .. }) => Err(CaptureError::BadHeader(why)),
+                Err(e) => Err(e),
+            };
         }
-        Err(CaptureError::NotACapture(m))
+        Err(match m {
+            [0xfd, b'7', b'z', b'X'] => CaptureError::Compressed("xz", "unxz FILE"),
+            [0x28, 0xb5, 0x2f, 0xfd] => CaptureError::Compressed("zstd", "unzstd FILE"),
+            [b'B', b'Z', b'h', _] => CaptureError::Compressed("bzip2", "bunzip2 FILE"),
+            [0x04, 0x22, 0x4d, 0x18] => CaptureError::Compressed("lz4", "unlz4 FILE"),
+            _ => CaptureError::NotACapture(m),
+        })
     }
 
     /// What the reader learned about the file so far.
@@ -274,6 +455,7 @@ impl<R: Read> CaptureReader<R> {
             endian,
             nanos,
             link,
+            swapped,
         } = self.format
         else {
             unreachable!("next_pcap is only called for pcap files")
@@ -287,8 +469,12 @@ impl<R: Read> CaptureReader<R> {
         let h = &self.buf[self.start..self.start + 16];
         let secs = endian.u32(&h[0..4]);
         let frac = endian.u32(&h[4..8]);
-        let caplen = endian.u32(&h[8..12]);
-        let orig = endian.u32(&h[12..16]);
+        let mut caplen = endian.u32(&h[8..12]);
+        let mut orig = endian.u32(&h[12..16]);
+        if swapped == Swapped::Yes || (swapped == Swapped::Maybe && caplen > orig) {
+            std::mem::swap(&mut caplen, &mut orig);
+            self.info.swapped_lengths += 1;
+        }
         if caplen > MAX_PACKET {
             return Err(self.corrupt(format!(
                 "packet record {} claims {caplen} captured bytes, more than the {MAX_PACKET} \
@@ -311,8 +497,9 @@ impl<R: Read> CaptureReader<R> {
         let data_start = self.start + 16;
         self.consume(16 + caplen as usize);
         self.frames += 1;
+        self.numbered += 1;
         Ok(Some(Frame {
-            number: self.frames,
+            number: self.numbered,
             ts_ns,
             link,
             orig_len: orig.max(caplen),
@@ -329,44 +516,20 @@ impl<R: Read> CaptureReader<R> {
                 return Err(self.truncated("a pcapng block header"));
             }
             let h = &self.buf[self.start..self.start + 12];
-            let raw_type = [h[0], h[1], h[2], h[3]];
-            if raw_type == [0x0a, 0x0d, 0x0d, 0x0a] {
-                // A section header: its byte-order magic decides how to read everything in
-                // the section, including its own length.
-                let endian = match [h[8], h[9], h[10], h[11]] {
-                    [0x4d, 0x3c, 0x2b, 0x1a] => Endian::Little,
-                    [0x1a, 0x2b, 0x3c, 0x4d] => Endian::Big,
-                    other => {
-                        return Err(self.corrupt(format!(
-                            "pcapng section header has an unknown byte-order magic {other:02x?}"
-                        )))
-                    }
-                };
-                let len = endian.u32(&h[4..8]);
-                self.check_block_len(len, 28)?;
-                if !self.fill(len as usize)? {
-                    return Err(self.truncated("a pcapng section header"));
-                }
-                self.format = Format::PcapNg {
-                    endian,
-                    interfaces: Vec::new(),
-                };
-                self.info.sections += 1;
-                self.consume(len as usize);
+            if [h[0], h[1], h[2], h[3]] == [0x0a, 0x0d, 0x0d, 0x0a] {
+                self.section_header()?;
                 continue;
             }
             let Format::PcapNg { endian, .. } = self.format else {
                 unreachable!("next_pcapng is only called for pcapng files")
             };
-            if self.info.sections == 0 {
-                return Err(self.corrupt("pcapng data does not start with a section header".into()));
-            }
             let btype = endian.u32(&h[0..4]);
             let len = endian.u32(&h[4..8]);
             self.check_block_len(len, 12)?;
             if !self.fill(len as usize)? {
                 return Err(self.truncated("a pcapng block"));
             }
+            self.check_trailing_len(endian, len)?;
             let body_start = self.start + 8;
             let body_end = self.start + len as usize - 4;
             match btype {
@@ -455,13 +618,22 @@ impl<R: Read> CaptureReader<R> {
                     let data_start = body_start + data_off;
                     self.consume(len as usize);
                     self.frames += 1;
+                    self.numbered += 1;
                     return Ok(Some(Frame {
-                        number: self.frames,
+                        number: self.numbered,
                         ts_ns,
                         link: iface.link,
                         orig_len: orig.max(caplen),
                         data: &self.buf[data_start..data_start + caplen as usize],
                     }));
+                }
+                // Custom blocks (copyable or not), systemd journal entries and sysdig events:
+                // Wireshark 4.0 shows each as a frame, so they take a number.
+                0xBAD | 0x4000_0BAD | 9 | 0x204 | 0x216 | 0x221 => {
+                    self.numbered += 1;
+                    self.info.non_packet_records += 1;
+                    self.info.skipped_blocks += 1;
+                    self.consume(len as usize);
                 }
                 _ => {
                     self.info.skipped_blocks += 1;
@@ -469,6 +641,67 @@ impl<R: Read> CaptureReader<R> {
                 }
             }
         }
+    }
+
+    /// Reads a section header block at the current position: its byte-order magic decides
+    /// how to read everything in the section, including its own length.
+    fn section_header(&mut self) -> Result<(), CaptureError> {
+        if !self.fill(12)? {
+            return Err(self.truncated("a pcapng section header"));
+        }
+        let h = &self.buf[self.start..self.start + 12];
+        let endian = match [h[8], h[9], h[10], h[11]] {
+            [0x4d, 0x3c, 0x2b, 0x1a] => Endian::Little,
+            [0x1a, 0x2b, 0x3c, 0x4d] => Endian::Big,
+            other => {
+                return Err(self.corrupt(format!(
+                    "pcapng section header has an unknown byte-order magic {other:02x?}"
+                )))
+            }
+        };
+        let len = endian.u32(&h[4..8]);
+        self.check_block_len(len, 28)?;
+        if !self.fill(len as usize)? {
+            return Err(self.truncated("a pcapng section header"));
+        }
+        self.check_trailing_len(endian, len)?;
+        let at = self.start + 12;
+        let version = (
+            endian.u16(&self.buf[at..at + 2]),
+            endian.u16(&self.buf[at + 2..at + 4]),
+        );
+        // Major version 1 is the only one defined; a reader cannot know what another means
+        // (Wireshark refuses it too). Minor versions are compatible by the format's rules.
+        if version.0 != 1 {
+            return Err(self.corrupt(format!(
+                "pcapng section header of version {}.{}, but only version 1 is defined",
+                version.0, version.1
+            )));
+        }
+        if self.info.sections == 0 {
+            self.info.version = version;
+        }
+        self.format = Format::PcapNg {
+            endian,
+            interfaces: Vec::new(),
+        };
+        self.info.sections += 1;
+        self.consume(len as usize);
+        Ok(())
+    }
+
+    /// A block ends with a second copy of its length; a different one means the reader lost
+    /// its place (or the file is damaged), so what follows cannot be trusted. Wireshark stops
+    /// there too.
+    fn check_trailing_len(&self, endian: Endian, len: u32) -> Result<(), CaptureError> {
+        let at = self.start + len as usize - 4;
+        let trailing = endian.u32(&self.buf[at..at + 4]);
+        if trailing != len {
+            return Err(self.corrupt(format!(
+                "pcapng block length {len} is not repeated at the block's end (found {trailing})"
+            )));
+        }
+        Ok(())
     }
 
     fn check_block_len(&self, len: u32, min: u32) -> Result<(), CaptureError> {
@@ -528,6 +761,20 @@ impl<R: Read> CaptureReader<R> {
                 }
                 Ok(k) => self.end += k,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e)
+                    if self.info.gzip
+                        && matches!(
+                            e.kind(),
+                            io::ErrorKind::InvalidData
+                                | io::ErrorKind::InvalidInput
+                                | io::ErrorKind::UnexpectedEof
+                        ) =>
+                {
+                    // Damage inside the compressed stream: keep what came before it.
+                    return Err(self.corrupt(format!(
+                        "the gzip-compressed data is damaged or cut short ({e})"
+                    )));
+                }
                 Err(e) => return Err(e.into()),
             }
         }
@@ -669,9 +916,11 @@ mod tests {
             read_all(b"hello world, not a capture").1,
             Some(CaptureError::NotACapture(_))
         ));
+        let xz = read_all(b"\xfd7zXZ\0\0\x04").1.unwrap().to_string();
+        assert!(xz.contains("xz-compressed: decompress it"), "{xz}");
         assert!(matches!(
             read_all(&[0xd4, 0xc3, 0xb2, 0xa1, 0, 0]).1,
-            Some(CaptureError::Truncated { .. })
+            Some(CaptureError::BadHeader(_))
         ));
     }
 
@@ -763,6 +1012,126 @@ mod tests {
     fn pcapng_packet_on_an_unknown_interface_is_corrupt() {
         let f = ng_section(false, &[], &[(0, 1, b"x", 1)]);
         assert!(matches!(read_all(&f).1, Some(CaptureError::Corrupt { .. })));
+    }
+
+    #[test]
+    fn pcap_before_2_3_has_its_lengths_swapped_back() {
+        let f = pcap_file(false, false, 1, &[(1, 0, b"abcd", 60), (2, 0, b"ef", 70)]);
+        // Version 2.2 with each record's captured and original length exchanged.
+        let mut old = f.clone();
+        old[6..8].copy_from_slice(&2u16.to_le_bytes());
+        let mut at = 24;
+        while at < old.len() {
+            let caplen = u32::from_le_bytes(old[at + 8..at + 12].try_into().unwrap());
+            let (a, b) = (at + 8, at + 12);
+            let (x, y) = (old[a..a + 4].to_vec(), old[b..b + 4].to_vec());
+            old[a..a + 4].copy_from_slice(&y);
+            old[b..b + 4].copy_from_slice(&x);
+            at += 16 + caplen as usize;
+        }
+        let (frames, err) = read_all(&old);
+        assert!(err.is_none(), "{err:?}");
+        assert_eq!(frames, read_all(&f).0);
+        // Version 2.3: swapped only where the captured length exceeds the original.
+        let mut maybe = old.clone();
+        maybe[6..8].copy_from_slice(&3u16.to_le_bytes());
+        let mut r = CaptureReader::new(&maybe[..]).unwrap();
+        while r.next().unwrap().is_some() {}
+        assert_eq!((r.frames(), r.info().swapped_lengths), (2, 2));
+        let mut r = CaptureReader::new(&f[..]).unwrap();
+        assert_eq!(r.info().version, (2, 4));
+        while r.next().unwrap().is_some() {}
+        assert_eq!(r.info().swapped_lengths, 0);
+    }
+
+    #[test]
+    fn gzip_input_is_read_as_the_capture_inside() {
+        use flate2::{write::GzEncoder, Compression};
+        use std::io::Write;
+        let f = pcap_file(false, true, 1, &[(1, 2, b"abc", 3), (3, 4, b"q", 1)]);
+        let mut z = GzEncoder::new(Vec::new(), Compression::default());
+        z.write_all(&f).unwrap();
+        let gz = z.finish().unwrap();
+        let (frames, err) = read_all(&gz);
+        assert!(err.is_none(), "{err:?}");
+        assert_eq!(frames, read_all(&f).0);
+        assert!(CaptureReader::new(&gz[..]).unwrap().info().gzip);
+        // Damaged compressed data: what came before is kept, the rest is reported.
+        let (_, err) = read_all(&gz[..gz.len() - 12]);
+        assert!(
+            matches!(&err, Some(CaptureError::Corrupt { why, .. }) if why.contains("gzip")),
+            "{err:?}"
+        );
+    }
+
+    #[test]
+    fn unusable_file_headers_are_refused_before_any_frame() {
+        let f = pcap_file(false, false, 1, &[(1, 0, b"abcd", 4)]);
+        assert!(matches!(
+            read_all(&f[..20]).1,
+            Some(CaptureError::BadHeader(_))
+        ));
+        let ng = ng_section(false, &[(1, None)], &[(0, 1, b"x", 1)]);
+        assert!(matches!(
+            read_all(&ng[..20]).1,
+            Some(CaptureError::BadHeader(_))
+        ));
+        let mut bom = ng.clone();
+        bom[8..12].copy_from_slice(b"junk");
+        assert!(matches!(read_all(&bom).1, Some(CaptureError::BadHeader(_))));
+        let mut v2 = ng.clone();
+        v2[12..14].copy_from_slice(&2u16.to_le_bytes());
+        let err = read_all(&v2).1;
+        assert!(
+            matches!(&err, Some(CaptureError::BadHeader(w)) if w.contains("version 2.0")),
+            "{err:?}"
+        );
+    }
+
+    #[test]
+    fn pcapng_trailing_length_and_later_section_versions_are_checked() {
+        let one = ng_section(false, &[(1, None)], &[(0, 1, b"x", 1), (0, 2, b"y", 1)]);
+        // The second packet block's trailing length is wrong: stop after the first frame.
+        let mut bad = one.clone();
+        let n = bad.len();
+        bad[n - 4..].copy_from_slice(&99u32.to_le_bytes());
+        let (frames, err) = read_all(&bad);
+        assert_eq!(frames.len(), 1);
+        assert!(
+            matches!(&err, Some(CaptureError::Corrupt { why, .. }) if why.contains("not repeated")),
+            "{err:?}"
+        );
+        // A second section of an unknown major version: the first section's frames stay.
+        let mut two = one.clone();
+        let mut second = ng_section(false, &[(1, None)], &[(0, 3, b"z", 1)]);
+        second[12..14].copy_from_slice(&3u16.to_le_bytes());
+        two.extend(second);
+        let (frames, err) = read_all(&two);
+        assert_eq!(frames.len(), 2);
+        assert!(
+            matches!(&err, Some(CaptureError::Corrupt { why, .. }) if why.contains("version 3.0")),
+            "{err:?}"
+        );
+    }
+
+    #[test]
+    fn blocks_wireshark_shows_as_frames_take_a_frame_number() {
+        let mut f = ng_section(false, &[(1, None)], &[(0, 1, b"x", 1)]);
+        f.extend(ng_block(false, 0xBAD, &[0, 0, 0x7e, 0xd9, b'h', b'i']));
+        f.extend(ng_block(false, 5, &[0u8; 12])); // statistics: no number
+        f.extend(ng_block(false, 9, b"MESSAGE=x\n"));
+        let tail = ng_section(false, &[(1, None)], &[(0, 2, b"y", 1)]);
+        // The tail's packet block, without its section header and interface.
+        let epb_at = tail.len() - (12 + 20 + 4);
+        f.extend(&tail[epb_at..]);
+        let mut r = CaptureReader::new(&f[..]).unwrap();
+        let mut numbers = Vec::new();
+        while let Some(fr) = r.next().unwrap() {
+            numbers.push(fr.number);
+        }
+        assert_eq!(numbers, vec![1, 4]);
+        assert_eq!(r.frames(), 2);
+        assert_eq!(r.info().non_packet_records, 2);
     }
 
     #[test]

@@ -165,31 +165,24 @@ fn be32(b: &[u8], at: usize) -> u32 {
 
 const ETH_IPV4: u16 = 0x0800;
 const ETH_IPV6: u16 = 0x86dd;
+/// "Look at the IP version nibble" (raw IP links, MPLS payloads).
+const GUESS_IP: u16 = 0;
+/// Tunnels inside tunnels are followed this deep at most (a bound for hostile input).
+const MAX_DEPTH: u8 = 8;
 
-/// Decodes a frame down to its TCP segment.
+/// Decodes a frame down to its TCP segment. Tunnels are followed to the innermost TCP, as
+/// Wireshark's TCP analysis sees it: PPP (also in HDLC framing, with direction, over
+/// Ethernet as PPPoE and inside L2TP), Cisco HDLC, MPLS, IP-in-IP (v4/v6 either way), GRE,
+/// VXLAN, Geneve, IP over InfiniBand, Juniper's Ethernet encapsulation, FDDI and 802.2
+/// LLC/SNAP. The flow is the innermost IP's.
 pub fn parse_frame(frame: &Frame<'_>) -> Parsed {
     let d = frame.data;
     let orig = frame.orig_len as usize;
-    // (offset of the IP header, ethertype or 0 for "look at the version nibble")
+    // (offset of the network header, its ethertype or GUESS_IP)
     let (off, etype) = match frame.link {
-        LinkType::ETHERNET => {
-            if d.len() < 14 {
-                return Err(SkipReason::Malformed("Ethernet header cut short"));
-            }
-            let mut off = 12;
-            let mut et = be16(d, off);
-            // 802.1Q, 802.1ad and the old QinQ type: each tag is 4 bytes.
-            while matches!(et, 0x8100 | 0x88a8 | 0x9100) {
-                off += 4;
-                if d.len() < off + 2 {
-                    return Err(SkipReason::Malformed("VLAN tag cut short"));
-                }
-                et = be16(d, off);
-            }
-            (off + 2, et)
-        }
+        LinkType::ETHERNET => return ethernet(d, orig, 0),
         LinkType::RAW | LinkType::RAW_12 | LinkType::RAW_14 | LinkType::IPV4 | LinkType::IPV6 => {
-            (0, 0)
+            (0, GUESS_IP)
         }
         LinkType::LINUX_SLL => {
             if d.len() < 16 {
@@ -221,30 +214,306 @@ pub fn parse_frame(frame: &Frame<'_>) -> Parsed {
                 _ => return Err(SkipReason::NotTcp),
             }
         }
+        LinkType::PPP => return ppp(d, orig, 0),
+        LinkType::PPP_HDLC => {
+            // Wireshark reads Cisco HDLC framing on this link type too (address 0x0f/0x8f).
+            if matches!(d.first(), Some(0x0f | 0x8f)) {
+                return chdlc(d, orig, 0);
+            }
+            return ppp(d, orig, 0);
+        }
+        LinkType::C_HDLC => return chdlc(d, orig, 0),
+        LinkType::PPP_ETHER => return pppoe(d, orig, 0),
+        LinkType::PPP_WITH_DIR => return ppp(d.get(1..).unwrap_or(&[]), orig.saturating_sub(1), 0),
+        LinkType::IPOIB => {
+            // A 40-byte global route header, then the type and two reserved bytes.
+            if d.len() < 44 {
+                return Err(SkipReason::Malformed("IP over InfiniBand header cut short"));
+            }
+            (44, be16(d, 40))
+        }
+        LinkType::JUNIPER_ETHER => return juniper_ether(d, orig),
+        LinkType::FDDI => {
+            // Frame control and two addresses, then 802.2 LLC.
+            if d.len() < 13 {
+                return Err(SkipReason::Malformed("FDDI header cut short"));
+            }
+            return llc(&d[13..], orig.saturating_sub(13), 0);
+        }
         LinkType(other) => return Err(SkipReason::UnsupportedLink(other)),
     };
     if off > d.len() {
         return Err(SkipReason::Malformed("link header cut short"));
     }
-    let ip = &d[off..];
-    let reported = orig.saturating_sub(off);
-    let version = match etype {
-        ETH_IPV4 => 4,
-        ETH_IPV6 => 6,
-        0 => match ip.first() {
-            Some(b) => b >> 4,
-            None => return Err(SkipReason::Malformed("empty IP packet")),
-        },
+    network(&d[off..], orig.saturating_sub(off), etype, 0)
+}
+
+/// An Ethernet frame (with any VLAN tags, or 802.3 with LLC/SNAP) at `d`.
+fn ethernet(d: &[u8], reported: usize, depth: u8) -> Parsed {
+    if d.len() < 14 {
+        return Err(SkipReason::Malformed("Ethernet header cut short"));
+    }
+    let mut off = 12;
+    let mut et = be16(d, off);
+    // 802.1Q, 802.1ad and the old QinQ type: each tag is 4 bytes.
+    while matches!(et, 0x8100 | 0x88a8 | 0x9100) {
+        off += 4;
+        if d.len() < off + 2 {
+            return Err(SkipReason::Malformed("VLAN tag cut short"));
+        }
+        et = be16(d, off);
+    }
+    off += 2;
+    if et <= 1500 {
+        // 802.3: a length, then 802.2 LLC.
+        return llc(&d[off..], reported.saturating_sub(off), depth);
+    }
+    network(&d[off..], reported.saturating_sub(off), et, depth)
+}
+
+/// 802.2 LLC: only SNAP (AA AA 03, an OUI, then an ethertype) can carry IP.
+fn llc(d: &[u8], reported: usize, depth: u8) -> Parsed {
+    if d.len() < 8 {
+        return Err(SkipReason::Malformed("LLC/SNAP header cut short"));
+    }
+    if d[..3] != [0xaa, 0xaa, 0x03] {
+        return Err(SkipReason::NotTcp);
+    }
+    network(&d[8..], reported.saturating_sub(8), be16(d, 6), depth)
+}
+
+/// PPP: optional address and control bytes (FF 03), then a one- or two-byte protocol.
+fn ppp(d: &[u8], reported: usize, depth: u8) -> Parsed {
+    let mut off = if d.starts_with(&[0xff, 0x03]) { 2 } else { 0 };
+    let Some(&first) = d.get(off) else {
+        return Err(SkipReason::Malformed("PPP header cut short"));
+    };
+    // A compressed (one-byte) protocol field is odd; a full one starts with an even byte.
+    let proto = if first & 1 == 1 {
+        off += 1;
+        u16::from(first)
+    } else {
+        if d.len() < off + 2 {
+            return Err(SkipReason::Malformed("PPP header cut short"));
+        }
+        off += 2;
+        be16(d, off - 2)
+    };
+    let et = match proto {
+        0x21 => ETH_IPV4,
+        0x57 => ETH_IPV6,
+        0x281 => 0x8847,
         _ => return Err(SkipReason::NotTcp),
     };
-    match version {
-        4 => parse_ipv4(ip, reported),
-        6 => parse_ipv6(ip, reported),
-        _ => Err(SkipReason::Malformed("IP version is neither 4 nor 6")),
+    network(&d[off..], reported.saturating_sub(off), et, depth)
+}
+
+/// Cisco HDLC: address, control, then an ethertype.
+fn chdlc(d: &[u8], reported: usize, depth: u8) -> Parsed {
+    if d.len() < 4 {
+        return Err(SkipReason::Malformed("Cisco HDLC header cut short"));
+    }
+    network(&d[4..], reported.saturating_sub(4), be16(d, 2), depth)
+}
+
+/// A PPPoE session header (version/type, code, session, length), then PPP.
+fn pppoe(d: &[u8], reported: usize, depth: u8) -> Parsed {
+    if d.len() < 6 {
+        return Err(SkipReason::Malformed("PPPoE header cut short"));
+    }
+    let len = usize::from(be16(d, 4));
+    ppp(&d[6..], reported.saturating_sub(6).min(len), depth)
+}
+
+/// Juniper's Ethernet link: "MGC", flags, an optional extension, then an Ethernet frame.
+fn juniper_ether(d: &[u8], reported: usize) -> Parsed {
+    if d.len() < 4 || &d[..3] != b"MGC" {
+        return Err(SkipReason::Malformed("Juniper header without its magic"));
+    }
+    let flags = d[3];
+    let mut off = 4;
+    if flags & 0x80 != 0 {
+        // Extension TLVs, preceded by their total length.
+        if d.len() < 6 {
+            return Err(SkipReason::Malformed("Juniper extension cut short"));
+        }
+        off = 6 + usize::from(be16(d, 4));
+    }
+    if flags & 0x02 != 0 {
+        // "No layer 2": not an Ethernet frame; not decoded.
+        return Err(SkipReason::NotTcp);
+    }
+    match d.get(off..) {
+        Some(rest) => ethernet(rest, reported.saturating_sub(off), 0),
+        None => Err(SkipReason::Malformed("Juniper extension cut short")),
     }
 }
 
-fn parse_ipv4(ip: &[u8], reported: usize) -> Parsed {
+/// MPLS: labels up to the bottom of the stack, then IP by its version nibble.
+fn mpls(d: &[u8], reported: usize, depth: u8) -> Parsed {
+    let mut off = 0;
+    loop {
+        if d.len() < off + 4 {
+            return Err(SkipReason::Malformed("MPLS label stack cut short"));
+        }
+        let bottom = d[off + 2] & 1 == 1;
+        off += 4;
+        if bottom {
+            break;
+        }
+    }
+    network(&d[off..], reported.saturating_sub(off), GUESS_IP, depth)
+}
+
+/// GRE (RFC 2784/2890): flags say which optional words follow, then the payload's ethertype.
+fn gre(d: &[u8], reported: usize, depth: u8) -> Parsed {
+    if d.len() < 4 {
+        return Err(SkipReason::Malformed("GRE header cut short"));
+    }
+    let flags = be16(d, 0);
+    if flags & 0x0007 != 0 {
+        // Version 1 is PPTP's enhanced GRE (PPP inside); only version 0 carries IP directly.
+        if flags & 0x0007 == 1 && d.len() >= 8 {
+            let off =
+                8 + 4 * usize::from(flags & 0x1000 != 0) + 4 * usize::from(flags & 0x0080 != 0);
+            return match d.get(off..) {
+                Some(rest) => ppp(rest, reported.saturating_sub(off), depth),
+                None => Err(SkipReason::Malformed("GRE header cut short")),
+            };
+        }
+        return Err(SkipReason::NotTcp);
+    }
+    let words = [0x8000u16, 0x2000, 0x1000]
+        .iter()
+        .filter(|&&bit| flags & bit != 0)
+        .count();
+    let off = 4 + 4 * words;
+    if d.len() < off {
+        return Err(SkipReason::Malformed("GRE header cut short"));
+    }
+    network(&d[off..], reported.saturating_sub(off), be16(d, 2), depth)
+}
+
+/// A UDP datagram: the tunnels Wireshark decodes by port (L2TP 1701, VXLAN 4789, Geneve
+/// 6081); anything else is not TCP.
+fn udp(d: &[u8], reported: usize, depth: u8) -> Parsed {
+    if d.len() < 8 {
+        return Err(SkipReason::NotTcp);
+    }
+    let (sport, dport) = (be16(d, 0), be16(d, 2));
+    let len = usize::from(be16(d, 4));
+    let reported = if len >= 8 {
+        reported.min(len)
+    } else {
+        reported
+    };
+    let rest = &d[8..];
+    let left = reported.saturating_sub(8);
+    let is = |p: u16| sport == p || dport == p;
+    if is(1701) {
+        l2tp(rest, left, depth)
+    } else if is(4789) {
+        if rest.len() < 8 {
+            return Err(SkipReason::Malformed("VXLAN header cut short"));
+        }
+        ethernet(&rest[8..], left.saturating_sub(8), depth)
+    } else if is(6081) {
+        geneve(rest, left, depth)
+    } else {
+        Err(SkipReason::NotTcp)
+    }
+}
+
+/// L2TPv2 data messages carry PPP; control messages and L2TPv3 do not carry TCP we decode.
+fn l2tp(d: &[u8], reported: usize, depth: u8) -> Parsed {
+    if d.len() < 2 {
+        return Err(SkipReason::Malformed("L2TP header cut short"));
+    }
+    let flags = be16(d, 0);
+    if flags & 0x8000 != 0 || flags & 0x000f != 2 {
+        return Err(SkipReason::NotTcp);
+    }
+    // Flags and version, optional length, tunnel and session, optional Ns/Nr, optional
+    // offset size and its padding.
+    let mut off = 2 + 2 * usize::from(flags & 0x4000 != 0) + 4;
+    if flags & 0x0800 != 0 {
+        off += 4;
+    }
+    if flags & 0x0200 != 0 {
+        if d.len() < off + 2 {
+            return Err(SkipReason::Malformed("L2TP header cut short"));
+        }
+        off += 2 + usize::from(be16(d, off));
+    }
+    match d.get(off..) {
+        Some(rest) => ppp(rest, reported.saturating_sub(off), depth),
+        None => Err(SkipReason::Malformed("L2TP header cut short")),
+    }
+}
+
+/// Geneve: 8 bytes, its options, then the protocol it names (Ethernet or IP).
+fn geneve(d: &[u8], reported: usize, depth: u8) -> Parsed {
+    if d.len() < 8 {
+        return Err(SkipReason::Malformed("Geneve header cut short"));
+    }
+    if d[0] >> 6 != 0 {
+        return Err(SkipReason::NotTcp);
+    }
+    let off = 8 + usize::from(d[0] & 0x3f) * 4;
+    let Some(rest) = d.get(off..) else {
+        return Err(SkipReason::Malformed("Geneve options cut short"));
+    };
+    network(rest, reported.saturating_sub(off), be16(d, 2), depth)
+}
+
+/// The network layer at `d` with `reported` bytes on the wire, by ethertype.
+fn network(d: &[u8], reported: usize, etype: u16, depth: u8) -> Parsed {
+    if depth > MAX_DEPTH {
+        return Err(SkipReason::Malformed("tunnels nested too deep"));
+    }
+    let depth = depth + 1;
+    let version = match etype {
+        ETH_IPV4 => 4,
+        ETH_IPV6 => 6,
+        GUESS_IP => match d.first() {
+            Some(b) => b >> 4,
+            None => return Err(SkipReason::Malformed("empty IP packet")),
+        },
+        0x8847 | 0x8848 => return mpls(d, reported, depth),
+        0x8864 => return pppoe(d, reported, depth),
+        0x6558 => return ethernet(d, reported, depth),
+        _ => return Err(SkipReason::NotTcp),
+    };
+    match version {
+        4 => parse_ipv4(d, reported, depth),
+        6 => parse_ipv6(d, reported, depth),
+        _ if etype == GUESS_IP => Err(SkipReason::Malformed("IP version is neither 4 nor 6")),
+        _ => Err(SkipReason::Malformed(
+            "IP version does not match the link's type",
+        )),
+    }
+}
+
+/// What an IP packet carries, given its protocol number: TCP, or a tunnel to follow.
+fn transport(
+    proto: u8,
+    (src, dst, ip_id): (Addr, Addr, u16),
+    payload: &[u8],
+    reported: usize,
+    depth: u8,
+) -> Parsed {
+    match proto {
+        6 => parse_tcp(src, dst, payload, reported, ip_id),
+        4 => network(payload, reported, ETH_IPV4, depth),
+        41 => network(payload, reported, ETH_IPV6, depth),
+        47 => gre(payload, reported, depth),
+        17 => udp(payload, reported, depth),
+        137 => mpls(payload, reported, depth),
+        _ => Err(SkipReason::NotTcp),
+    }
+}
+
+fn parse_ipv4(ip: &[u8], reported: usize, depth: u8) -> Parsed {
     if ip.len() < 20 {
         return Err(SkipReason::Malformed("IPv4 header cut short"));
     }
@@ -260,7 +529,8 @@ fn parse_ipv4(ip: &[u8], reported: usize) -> Parsed {
     if frag & 0x3fff != 0 {
         return Err(SkipReason::Fragment);
     }
-    if ip[9] != 6 {
+    let proto = ip[9];
+    if !matches!(proto, 6 | 4 | 41 | 47 | 17 | 137) {
         return Err(SkipReason::NotTcp);
     }
     // Total length 0 is what TSO/GSO captures show: use what the frame says.
@@ -274,10 +544,16 @@ fn parse_ipv4(ip: &[u8], reported: usize) -> Parsed {
     }
     let src = Addr::v4([ip[12], ip[13], ip[14], ip[15]]);
     let dst = Addr::v4([ip[16], ip[17], ip[18], ip[19]]);
-    parse_tcp(src, dst, &ip[ihl..], ip_len - ihl, be16(ip, 4))
+    transport(
+        proto,
+        (src, dst, be16(ip, 4)),
+        &ip[ihl..],
+        ip_len - ihl,
+        depth,
+    )
 }
 
-fn parse_ipv6(ip: &[u8], reported: usize) -> Parsed {
+fn parse_ipv6(ip: &[u8], reported: usize, depth: u8) -> Parsed {
     if ip.len() < 40 {
         return Err(SkipReason::Malformed("IPv6 header cut short"));
     }
@@ -299,7 +575,7 @@ fn parse_ipv6(ip: &[u8], reported: usize) -> Parsed {
     let mut off = 40;
     loop {
         match next {
-            6 => break,
+            6 | 4 | 41 | 47 | 17 | 137 => break,
             0 | 43 | 60 | 44 | 51 => {
                 if ip.len() < off + 8 {
                     return Err(SkipReason::Malformed("IPv6 extension header cut short"));
@@ -329,19 +605,15 @@ fn parse_ipv6(ip: &[u8], reported: usize) -> Parsed {
     if ip.len() < off {
         return Err(SkipReason::Malformed("IPv6 extension header cut short"));
     }
-    parse_tcp(
-        Addr {
-            v6: true,
-            bytes: src,
-        },
-        Addr {
-            v6: true,
-            bytes: dst,
-        },
-        &ip[off..],
-        left,
-        0,
-    )
+    let src = Addr {
+        v6: true,
+        bytes: src,
+    };
+    let dst = Addr {
+        v6: true,
+        bytes: dst,
+    };
+    transport(next, (src, dst, 0), &ip[off..], left, depth)
 }
 
 fn parse_tcp(src: Addr, dst: Addr, t: &[u8], reported: usize, ip_id: u16) -> Parsed {
@@ -573,10 +845,87 @@ mod tests {
         ));
     }
 
+    /// An IPv6 packet around `payload` (next header `next`).
+    fn ipv6(next: u8, payload: &[u8]) -> Vec<u8> {
+        let mut v6 = vec![0x60, 0, 0, 0];
+        v6.extend((payload.len() as u16).to_be_bytes());
+        v6.extend([next, 64]);
+        v6.extend([0x20, 1, 0, 2]);
+        v6.extend([0u8; 12]);
+        v6.extend([0x20, 1, 0, 2]);
+        v6.extend([0u8; 11]);
+        v6.push(9);
+        v6.extend_from_slice(payload);
+        v6
+    }
+
+    /// An IPv4 packet with protocol `proto` around `payload`.
+    fn ipv4_proto(proto: u8, payload: &[u8]) -> Vec<u8> {
+        let mut ip = ipv4(payload, 0);
+        ip[9] = proto;
+        ip
+    }
+
+    #[test]
+    fn tunnels_without_a_fixture_decode_to_the_inner_tcp() {
+        let t = tcp(7, 8, 11, 12, flags::ACK, 100, &[]);
+        let inner4 = ipv4(&t, 0);
+        let raw = |d: &[u8]| parse_frame(&frame(101, d, d.len() as u32));
+        // IPv6 in IPv4 and IPv4 in IPv6: the flow is the inner one.
+        let s = raw(&ipv4_proto(41, &ipv6(6, &t))).unwrap();
+        assert!(s.src.v6 && s.dport == 8);
+        let s = raw(&ipv6(4, &inner4)).unwrap();
+        assert_eq!((s.src.v6, s.src.to_string()), (false, "10.0.0.1".into()));
+        // PPTP's enhanced GRE (version 1, with sequence and ACK numbers) carrying PPP with a
+        // compressed protocol field.
+        let mut gre = vec![0x30, 0x81, 0x88, 0x0b, 0, 40, 0, 1, 0, 0, 0, 5, 0, 0, 0, 4];
+        gre.push(0x21);
+        gre.extend(&inner4);
+        assert_eq!(raw(&ipv4_proto(47, &gre)).unwrap().seq, 11);
+        // L2TPv2 with length, sequence numbers and an offset (2 bytes of padding).
+        let mut l2tp = vec![0x4a, 0x02, 0, 0, 0, 9, 0, 3, 0, 1, 0, 2, 0, 2, 0xee, 0xee];
+        l2tp.extend([0xff, 0x03, 0x00, 0x21]);
+        l2tp.extend(&inner4);
+        let len = l2tp.len() as u16;
+        l2tp[2..4].copy_from_slice(&len.to_be_bytes());
+        let mut udp = vec![0x06, 0xa5, 0x06, 0xa5];
+        udp.extend((8 + len).to_be_bytes());
+        udp.extend([0, 0]);
+        udp.extend(&l2tp);
+        assert_eq!(raw(&ipv4_proto(17, &udp)).unwrap().ack, 12);
+        // An L2TP control message, and UDP to another port: not TCP.
+        let mut ctl = udp.clone();
+        ctl[8] = 0xc8;
+        assert_eq!(raw(&ipv4_proto(17, &ctl)).unwrap_err(), SkipReason::NotTcp);
+        let mut other = udp.clone();
+        other[0..4].copy_from_slice(&[0, 53, 0, 53]);
+        assert_eq!(
+            raw(&ipv4_proto(17, &other)).unwrap_err(),
+            SkipReason::NotTcp
+        );
+        // 802.3 with LLC/SNAP on Ethernet.
+        let mut eth = vec![0u8; 12];
+        eth.extend(((8 + inner4.len()) as u16).to_be_bytes());
+        eth.extend([0xaa, 0xaa, 0x03, 0, 0, 0, 0x08, 0x00]);
+        eth.extend(&inner4);
+        assert_eq!(
+            parse_frame(&frame(1, &eth, eth.len() as u32))
+                .unwrap()
+                .sport,
+            7
+        );
+        // Tunnels nested past the bound are refused, not followed.
+        let mut deep = inner4.clone();
+        for _ in 0..12 {
+            deep = ipv4_proto(4, &deep);
+        }
+        assert!(matches!(raw(&deep), Err(SkipReason::Malformed(_))));
+    }
+
     proptest::proptest! {
         #[test]
         fn any_bytes_on_any_link_never_panic(data in proptest::collection::vec(proptest::num::u8::ANY, 0..120),
-                                             link in proptest::sample::select(vec![0u32, 1, 12, 101, 108, 113, 228, 229, 276]),
+                                             link in proptest::sample::select(vec![0u32, 1, 9, 10, 12, 50, 51, 101, 104, 108, 113, 178, 204, 228, 229, 242, 276]),
                                              extra in 0u32..2000) {
             let f = frame(link, &data, data.len() as u32 + extra);
             let _ = parse_frame(&f);

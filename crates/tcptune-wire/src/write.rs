@@ -23,6 +23,8 @@ pub struct SegSpec<'a> {
     /// Raw option bytes (padded to 4 here).
     pub options: &'a [u8],
     pub payload_len: u32,
+    /// IPv4 identification (as a sender's per-packet counter would set it).
+    pub ip_id: u16,
 }
 
 /// A pcap writer (little-endian, nanosecond timestamps, Ethernet).
@@ -62,7 +64,8 @@ impl<W: Write> PcapWriter<W> {
         let ip_total = u16::try_from(total).unwrap_or(0); // 0 = "TSO", as real captures show
         b.extend([0x45, 0]);
         b.extend(ip_total.to_be_bytes());
-        b.extend([0, 0, 0x40, 0, 64, 6, 0, 0]);
+        b.extend(s.ip_id.to_be_bytes());
+        b.extend([0x40, 0, 64, 6, 0, 0]);
         b.extend(s.src);
         b.extend(s.dst);
         b.extend(s.sport.to_be_bytes());
@@ -113,6 +116,7 @@ mod tests {
             window: 300,
             options: &opts,
             payload_len: 1448,
+            ip_id: 77,
         })
         .unwrap();
         let bytes = w.into_inner();
@@ -127,5 +131,6 @@ mod tests {
         );
         assert_eq!(s.options.mss, Some(1460));
         assert_eq!(s.options.wscale, Some(7));
+        assert_eq!(s.ip_id, 77);
     }
 }

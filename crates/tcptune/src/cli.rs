@@ -668,11 +668,19 @@ pub enum LabCommand {
     },
 }
 
-/// `tcptune analyze FILE|-`.
+/// `tcptune analyze FILE|-`, or `tcptune analyze A B` to join two captures of one path.
 #[derive(Args, Debug)]
 pub struct AnalyzeArgs {
-    /// Capture file (pcap or pcapng), or `-` for standard input.
+    /// Capture file (pcap or pcapng, gzip-compressed or not), or `-` for standard input.
     pub file: String,
+    /// A second capture of the same path (the other end, or another point): the two are
+    /// joined packet by packet for one-way delay, where losses happened, duplication and
+    /// reordering by the path, and which retransmissions were needed.
+    pub second: Option<String>,
+    /// With two captures: both were stamped by one clock (taken on one host), so no clock
+    /// offset is estimated.
+    #[arg(long, requires = "second")]
+    pub same_clock: bool,
     /// List every flagged packet with the rule that fired and the numbers it compared.
     #[arg(long)]
     pub packets: bool,

@@ -55,5 +55,6 @@ pub fn all() -> Vec<SchemaEntry> {
         entry::<tcptune_lab::Removed>("lab-down", "lab down"),
         entry::<crate::cmd::CheckedPlan>("lab-run-check", "lab run --check"),
         entry::<tcptune_analyze::AnalyzeReport>("analyze", "analyze"),
+        entry::<tcptune_analyze::join::JoinReport>("analyze-join", "analyze A B"),
     ]
 }

@@ -225,3 +225,114 @@ fn damaged_captures_give_a_partial_result_that_says_so() {
     let z = json(&run(&["analyze", "--json", p.to_str().unwrap()]));
     assert_eq!(z["result"]["flows"], full["result"]["flows"]);
 }
+
+/// One exit-code rule for pcap and pcapng alike (README, "Capture analysis"): a file whose
+/// header is unusable, or none of whose frames could be decoded, exits 2 with one sentence; a
+/// damaged file with frames before the damage gives a partial result that says where it
+/// stopped. The fixtures are made by fixtures/tools/gaps.py.
+#[test]
+fn unusable_captures_exit_2_and_partial_ones_say_what_was_skipped() {
+    for (rel, mentions) in [
+        ("gaps/pcap-header-cut.pcap", "pcap file header is cut short"),
+        (
+            "gaps/pcapng-header-cut.pcapng",
+            "section header is cut short",
+        ),
+        ("gaps/pcapng-bad-bom.pcapng", "byte-order magic"),
+        ("gaps/user0.pcap", "link type 147"),
+    ] {
+        expect_refused(&run(&["analyze", fixture(rel).to_str().unwrap()]), mentions);
+    }
+    let o = run(&[
+        "analyze",
+        fixture("gaps/bad-trailer.pcapng").to_str().unwrap(),
+    ]);
+    no_panic(&o);
+    assert_eq!(o.status.code(), Some(0), "keep-alives only: no finding");
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("5 frames") && out.contains("warning: corrupt capture"),
+        "{out}"
+    );
+}
+
+#[test]
+fn gzip_captures_are_read_directly() {
+    let plain = json(&run(&[
+        "analyze",
+        "--json",
+        fixture("keepalive.pcap").to_str().unwrap(),
+    ]));
+    let o = run(&[
+        "analyze",
+        "--json",
+        fixture("gaps/keepalive.pcap.gz").to_str().unwrap(),
+    ]);
+    no_panic(&o);
+    assert_eq!(o.status.code(), Some(0));
+    let gz = json(&o);
+    assert_eq!(gz["result"]["flows"], plain["result"]["flows"]);
+    assert_eq!(gz["result"]["capture_notes"][0], "decompressed from gzip");
+}
+
+/// Two captures of one path: `dup-reorder.pcapng` is `loss.pcap` after
+/// `fixtures/tools/rewrite.py --seed 7 --dup 2 --swap 2`, which reports "swapped 21,
+/// duplicated 25" (fixtures/README.md): the join must find exactly those, lose nothing, and
+/// match every original packet.
+#[test]
+fn two_captures_of_one_path_are_joined() {
+    let (a, b) = (fixture("loss.pcap"), fixture("dup-reorder.pcapng"));
+    let o = run(&[
+        "analyze",
+        "--json",
+        "--same-clock",
+        a.to_str().unwrap(),
+        b.to_str().unwrap(),
+    ]);
+    no_panic(&o);
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "duplication and reordering are findings"
+    );
+    let v = json(&o);
+    assert_eq!(v["command"], "analyze");
+    let r = &v["result"];
+    let t = &r["totals"];
+    assert_eq!(t["duplicated"], 25);
+    assert_eq!(t["reordered"], 21);
+    assert_eq!(t["lost_between"], 0);
+    assert_eq!(t["not_seen_upstream"], 0);
+    assert_eq!(t["matched"], r["packets"][0]);
+    assert_eq!(r["clock"]["method"], "same-clock");
+    let text = run(&["analyze", a.to_str().unwrap(), b.to_str().unwrap()]);
+    let out = String::from_utf8_lossy(&text.stdout);
+    assert!(out.contains("duplicated 25, reordered 21"), "{out}");
+    assert!(out.contains("clock offset"), "the estimate is said: {out}");
+}
+
+#[test]
+fn joining_unrelated_or_unreadable_captures_is_refused() {
+    let (a, ka) = (fixture("loss.pcap"), fixture("keepalive.pcap"));
+    expect_refused(
+        &run(&["analyze", a.to_str().unwrap(), ka.to_str().unwrap()]),
+        "no packet was seen in both",
+    );
+    expect_refused(
+        &run(&[
+            "analyze",
+            a.to_str().unwrap(),
+            fixture("gaps/pcap-header-cut.pcap").to_str().unwrap(),
+        ]),
+        "pcap-header-cut.pcap",
+    );
+    expect_refused(
+        &run(&[
+            "analyze",
+            "--packets",
+            a.to_str().unwrap(),
+            ka.to_str().unwrap(),
+        ]),
+        "--packets",
+    );
+}

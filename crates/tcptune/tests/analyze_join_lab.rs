@@ -1,0 +1,451 @@
+//! Privileged: `tcptune analyze A B` on captures taken at both ends of a lab link with known
+//! impairments. tcpdump records the client's side (before the emulator) and the server's side
+//! (after it) while a TCP stream runs; the join's lost, duplicated and reordered counts must
+//! equal the emulator's own counters (`lab status --json`), and its one-way delay distribution
+//! the configured one.
+//!
+//! Impairments are switched on only while the stream is flowing and off before it ends, and
+//! the counters are read while they are off, so the counters' differences cover exactly the
+//! packets the join sees impaired. The emulator counts a reorder decision, the join a packet
+//! that arrived ahead of one sent before it: the two agree while every reordered packet has
+//! packets in flight to overtake, so the reordering run sends every 0.5 ms over 20 ms (about
+//! 40 in flight; only a sender stalled for 20 ms, or a retransmission timeout, empties it). The client's TUN sends one MSS per packet (`gso_max_segs 1`), so each
+//! packet it captures is one the emulator decides on.
+
+use std::io::Read;
+use std::io::{BufRead, BufReader, Write};
+use std::path::PathBuf;
+use std::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use tcptune_testkit::privileged;
+
+/// One lab at a time: the delay measurement must not share the two CPUs with another lab's
+/// stream, and the counts are easier to read alone.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn tcptune(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tcptune"))
+        .args(args)
+        .output()
+        .expect("run tcptune")
+}
+
+fn ok(args: &[&str]) -> String {
+    let out = tcptune(args);
+    assert!(
+        out.status.success(),
+        "tcptune {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A lab and what the test started in it, all removed on drop (also on panic).
+struct Lab {
+    name: String,
+    children: Vec<Child>,
+    /// tcpdump's standard error by child index (its drop count comes at the end).
+    stderr: Vec<Option<BufReader<ChildStderr>>>,
+    files: Vec<PathBuf>,
+}
+
+impl Lab {
+    fn up(name: &str, opts: &[&str]) -> Lab {
+        let mut args = vec!["lab", "up", "--backend", "emu", "--name", name];
+        args.extend(opts);
+        ok(&args);
+        Lab {
+            name: name.to_string(),
+            children: Vec::new(),
+            stderr: Vec::new(),
+            files: Vec::new(),
+        }
+    }
+    fn ns(&self, host: &str) -> String {
+        format!("tcptune-{}-{host}", self.name)
+    }
+    fn set(&self, opts: &[&str]) {
+        let mut args = vec!["lab", "set", "--name", &self.name];
+        args.extend(opts);
+        ok(&args);
+    }
+    /// The emulator's counters of one direction.
+    fn counters(&self, dir: &str) -> Value {
+        let v: Value =
+            serde_json::from_str(&ok(&["lab", "status", "--name", &self.name, "--json"])).unwrap();
+        v["result"]["labs"][0]["emulator"][dir].clone()
+    }
+    /// The emulator's median lateness against its schedule, ms: its own share of each delay.
+    fn lateness_ms(&self) -> f64 {
+        let v: Value =
+            serde_json::from_str(&ok(&["lab", "status", "--name", &self.name, "--json"])).unwrap();
+        let us = &v["result"]["labs"][0]["emulator"]["lateness"]["p50_us"];
+        us.as_f64().unwrap_or(0.0) / 1e3
+    }
+    /// Starts tcpdump on the host's side of the link; returns once it listens.
+    fn tcpdump(&mut self, host: &str) -> (usize, PathBuf) {
+        let path = std::env::temp_dir().join(format!("{}-{host}.pcap", self.name));
+        let mut child = Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                &self.ns(host),
+                "tcpdump",
+                "-i",
+                "eth0",
+                "-n",
+            ])
+            .args(["-s", "128", "--immediate-mode", "-U", "-B", "8192"])
+            .args(["--time-stamp-precision=nano", "-w"])
+            .arg(&path)
+            .arg("tcp")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start tcpdump (installed by scripts/deps)");
+        let mut err = BufReader::new(child.stderr.take().expect("piped"));
+        let mut line = String::new();
+        while err.read_line(&mut line).unwrap_or(0) > 0 && !line.contains("listening on") {
+            line.clear();
+        }
+        assert!(
+            line.contains("listening on"),
+            "tcpdump did not start: {line}"
+        );
+        self.children.push(child);
+        self.stderr.push(Some(err));
+        self.files.push(path.clone());
+        (self.children.len() - 1, path)
+    }
+    /// A python3 program in a host, with piped standard input and output.
+    fn python(&mut self, host: &str, code: &str) -> (usize, ChildStdin, BufReader<ChildStdout>) {
+        let mut child = Command::new("ip")
+            .args(["netns", "exec", &self.ns(host), "python3", "-u", "-c", code])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start python3");
+        let stdin = child.stdin.take().expect("piped");
+        let stdout = BufReader::new(child.stdout.take().expect("piped"));
+        self.children.push(child);
+        self.stderr.push(None);
+        (self.children.len() - 1, stdin, stdout)
+    }
+    /// SIGINT to a tcpdump (it writes out and exits), and checks that it dropped nothing: a
+    /// packet the capture missed would pass for one the link lost.
+    fn stop(&mut self, i: usize) {
+        // SAFETY: signalling our own child (ip netns exec replaced itself with tcpdump).
+        unsafe { libc::kill(self.children[i].id() as i32, libc::SIGINT) };
+        let mut rest = String::new();
+        if let Some(mut e) = self.stderr[i].take() {
+            let _ = e.read_to_string(&mut rest);
+        }
+        let _ = self.children[i].wait();
+        assert!(
+            rest.lines()
+                .any(|l| l.trim() == "0 packets dropped by kernel"),
+            "the capture dropped packets: {rest}"
+        );
+    }
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        for c in &mut self.children {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        for f in &self.files {
+            let _ = std::fs::remove_file(f);
+        }
+        let _ = tcptune(&["lab", "down", "--name", &self.name]);
+    }
+}
+
+fn line(r: &mut BufReader<ChildStdout>) -> String {
+    let mut l = String::new();
+    r.read_line(&mut l).expect("read a line");
+    l.trim().to_string()
+}
+
+const SERVER: &str = r#"
+import socket
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("198.18.0.2", 5001))
+s.listen(1)
+print("ready")
+c, _ = s.accept()
+while c.recv(65536):
+    pass
+c.close()
+"#;
+
+/// Streams `n` writes of 100 bytes, one every `gap` seconds (TCP_NODELAY: one segment each),
+/// saying "on" after the first tenth and "off" before the last tenth, then closes and waits
+/// for the server's close.
+fn client(n: u32, gap: f64) -> String {
+    format!(
+        r#"
+import socket, time
+s = socket.create_connection(("198.18.0.2", 5001))
+s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+n, gap = {n}, {gap}
+t = time.monotonic()
+for i in range(n):
+    if i == n // 10:
+        print("on"); input()
+    if i == n - n // 10:
+        print("off"); input()
+    s.send(b"x" * 100)
+    t += gap
+    d = t - time.monotonic()
+    if d > 0:
+        time.sleep(d)
+s.shutdown(socket.SHUT_WR)
+s.recv(1)
+s.close()
+print("done")
+"#
+    )
+}
+
+/// Runs the stream through `lab` with `impair` (lab set options) on in the middle; returns
+/// the join's JSON (`--same-clock` if `same_clock`) and the differences of the up direction's
+/// counters.
+fn run_stream(
+    lab: &mut Lab,
+    (n, gap): (u32, f64),
+    impair: &[&str],
+    clear: &[&str],
+    same_clock: bool,
+) -> (Value, Value) {
+    let ns = lab.ns("client");
+    let st = Command::new("ip")
+        .args(["-n", &ns, "link", "set", "eth0", "gso_max_segs", "1"])
+        .status()
+        .expect("ip link set");
+    assert!(st.success());
+    let (dump_c, pcap_c) = lab.tcpdump("client");
+    let (dump_s, pcap_s) = lab.tcpdump("server");
+    let (_, _sin, mut sout) = lab.python("server", SERVER);
+    assert_eq!(line(&mut sout), "ready");
+    let (_, mut cin, mut cout) = lab.python("client", &client(n, gap));
+    let before = lab.counters("up");
+    assert_eq!(line(&mut cout), "on");
+    if !impair.is_empty() {
+        let mut on = vec!["--direction", "up"];
+        on.extend(impair);
+        lab.set(&on);
+    }
+    writeln!(cin).unwrap();
+    assert_eq!(line(&mut cout), "off");
+    if !clear.is_empty() {
+        let mut off = vec!["--direction", "up"];
+        off.extend(clear);
+        lab.set(&off);
+    }
+    let after = lab.counters("up");
+    writeln!(cin).unwrap();
+    assert_eq!(line(&mut cout), "done");
+    // Everything sent has left the link before the captures stop.
+    let end = Instant::now() + Duration::from_secs(10);
+    while lab.counters("up")["held_packets"] != 0 || lab.counters("down")["held_packets"] != 0 {
+        assert!(Instant::now() < end, "the link did not drain");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    lab.stop(dump_c);
+    lab.stop(dump_s);
+    let delta = |k: &str| after[k].as_u64().unwrap() - before[k].as_u64().unwrap();
+    let counters = serde_json::json!({
+        "dropped_loss": delta("dropped_loss"),
+        "duplicated": delta("duplicated"),
+        "reordered": delta("reordered"),
+        "packets_in": delta("packets_in"),
+    });
+    let mut args = vec!["analyze", "--json"];
+    if same_clock {
+        args.push("--same-clock");
+    }
+    args.extend([pcap_c.to_str().unwrap(), pcap_s.to_str().unwrap()]);
+    let out = tcptune(&args);
+    assert!(
+        out.status.code().is_some_and(|c| c <= 1),
+        "join failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    (v["result"].clone(), counters)
+}
+
+/// The join's direction from the client (port 5001 is the server's).
+fn up_direction(join: &Value) -> Value {
+    let flows = join["flows"].as_array().unwrap();
+    assert_eq!(flows.len(), 1, "one connection: {join}");
+    flows[0]["directions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["to"].as_str().unwrap().ends_with(":5001"))
+        .cloned()
+        .unwrap()
+}
+
+fn ms(v: &Value) -> f64 {
+    v.as_f64().unwrap() * 1e3
+}
+
+#[test]
+fn join_counts_equal_the_emulators_for_loss_and_reordering() {
+    if !privileged("join_counts_equal_the_emulators_for_loss_and_reordering") {
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    tcptune_testkit::steal::retry_when_starved("join_loss_reordering", || {
+        let name = format!("jl{}", std::process::id() % 100_000);
+        let mut lab = Lab::up(
+            &name,
+            &[
+                "--delay",
+                "20ms",
+                "--seed",
+                "21",
+                "--host",
+                "both.sysctl.net.ipv6.conf.all.disable_ipv6=1",
+            ],
+        );
+        // Reordered packets skip the delay (netem's rule), so the minimum delay one way is
+        // ~0 and the NTP-style offset estimate would be off by half the delay: both captures
+        // are on this host's clock, which the join is told.
+        let (join, c) = run_stream(
+            &mut lab,
+            (6000, 0.0005),
+            &["--loss", "1%", "--reorder", "2%"],
+            &["--loss", "0", "--reorder", "0"],
+            true,
+        );
+        let up = up_direction(&join);
+        eprintln!("join: {up}\nemulator: {c}");
+        assert!(up["upstream"].as_str().unwrap().ends_with("-client.pcap"));
+        assert!(c["dropped_loss"].as_u64().unwrap() > 10, "{c}");
+        assert!(c["reordered"].as_u64().unwrap() > 20, "{c}");
+        assert_eq!(up["lost_between"], c["dropped_loss"]);
+        assert_eq!(up["reordered"], c["reordered"]);
+        assert_eq!(up["duplicated"], 0);
+        assert_eq!(up["not_seen_upstream"], 0);
+        // Losses were repaired by needed retransmissions (one may repair several losses: Linux
+        // merges small segments when it retransmits), and only losses make them needed.
+        let needed = up["retransmissions_needed"].as_u64().unwrap();
+        assert!(
+            needed > 0 && needed <= c["dropped_loss"].as_u64().unwrap(),
+            "{up}"
+        );
+        // A fixed 20 ms: the delay of packets that were not reordered (which skip the delay).
+        let d = &up["delay"];
+        assert!((ms(&d["p50_s"]) - 20.0).abs() < 0.2, "{d}");
+        let down = &join["flows"][0]["directions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["from"].as_str().unwrap().ends_with(":5001"))
+            .cloned()
+            .unwrap();
+        assert_eq!(down["lost_between"], 0);
+        assert_eq!(down["reordered"], 0);
+    });
+}
+
+#[test]
+fn join_counts_duplicates_as_the_emulator_does() {
+    if !privileged("join_counts_duplicates_as_the_emulator_does") {
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    tcptune_testkit::steal::retry_when_starved("join_duplicates", || {
+        let name = format!("jd{}", std::process::id() % 100_000);
+        let mut lab = Lab::up(
+            &name,
+            &[
+                "--delay",
+                "5ms",
+                "--seed",
+                "22",
+                "--host",
+                "both.sysctl.net.ipv6.conf.all.disable_ipv6=1",
+            ],
+        );
+        let (join, c) = run_stream(
+            &mut lab,
+            (3000, 0.001),
+            &["--duplicate", "3%"],
+            &["--duplicate", "0"],
+            false,
+        );
+        let up = up_direction(&join);
+        eprintln!("join: {up}\nemulator: {c}");
+        assert!(c["duplicated"].as_u64().unwrap() > 20, "{c}");
+        assert_eq!(up["duplicated"], c["duplicated"]);
+        assert_eq!(up["lost_between"], 0);
+        assert_eq!(up["reordered"], c["reordered"]);
+        assert_eq!(up["not_seen_upstream"], 0);
+    });
+}
+
+#[test]
+fn join_measures_the_configured_delay_distribution() {
+    if !privileged("join_measures_the_configured_delay_distribution") {
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    tcptune_testkit::steal::retry_when_starved("join_delay", || {
+        let name = format!("jj{}", std::process::id() % 100_000);
+        // 5 ms ± 1 ms uniform each way, each packet its own draw (jitter may reorder packets a
+        // late sender bunched up: real reordering, which the emulator does not count as such).
+        let mut lab = Lab::up(
+            &name,
+            &[
+                "--delay",
+                "5ms",
+                "--jitter",
+                "1ms",
+                "--distribution",
+                "uniform",
+                "--seed",
+                "23",
+                "--host",
+                "both.sysctl.net.ipv6.conf.all.disable_ipv6=1",
+            ],
+        );
+        let (join, _) = run_stream(&mut lab, (2000, 0.003), &[], &[], false);
+        let up = up_direction(&join);
+        eprintln!("join: {up}\nclock: {}", join["clock"]);
+        assert_eq!(up["lost_between"], 0);
+        assert_eq!(up["duplicated"], 0);
+        // The clock offset was estimated from both directions (one host: it is ~0).
+        assert_eq!(join["clock"]["method"], "min-delay-both-directions");
+        assert!(
+            ms(&join["clock"]["offset_s"]).abs() < 0.2,
+            "{}",
+            join["clock"]
+        );
+        // Uniform on [4, 6] ms plus the emulator's own lateness (its median, from `lab
+        // status`): mean 5 ms within 2%; quantiles 5, 5.8 and 5.98 ms within 0.15 ms (what
+        // reading and waking late add varies with the machine's load).
+        let late = lab.lateness_ms();
+        let d = &up["delay"];
+        assert!(
+            (ms(&d["mean_s"]) - 5.0 - late).abs() < 0.1,
+            "mean (late {late} ms): {d}"
+        );
+        for (q, want) in [("p50_s", 5.0), ("p90_s", 5.8), ("p99_s", 5.98)] {
+            assert!(
+                (ms(&d[q]) - want - late).abs() < 0.15,
+                "{q} (late {late} ms): {d}"
+            );
+        }
+        assert!(ms(&d["min_s"]) > 3.85, "range: {d}");
+    });
+}
