@@ -217,6 +217,9 @@ impl Parser<'_> {
     }
 }
 
+/// The largest spec file read (specs are a few kilobytes).
+pub const SPEC_FILE_LIMIT: u64 = 1 << 20;
+
 /// A `[sweep]` or `[[paired]]` list that names points instead of setting anything.
 pub const LABEL: &str = "label";
 

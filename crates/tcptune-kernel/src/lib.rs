@@ -5,8 +5,10 @@
 //! - [`filter`]: `ss`-like filters, compiled to the kernel's bytecode.
 //! - [`sys`]: the sockets — dumps, exact queries, destroy events, netns entry, TCP_INFO.
 //! - [`procs`]: which process owns a socket (only when asked).
+//! - [`file`]: reading a user's file with a size limit, refusing FIFOs and devices.
 
 pub mod diag;
+pub mod file;
 pub mod filter;
 pub mod procs;
 pub mod sys;

@@ -29,8 +29,11 @@ pub fn run(
     check: bool,
     json: bool,
 ) -> anyhow::Result<Outcome> {
-    let text = std::fs::read_to_string(spec_path)
-        .with_context(|| format!("cannot read the spec {}", spec_path.display()))?;
+    let text = tcptune_kernel::file::read_text_limited(
+        spec_path,
+        spec::SPEC_FILE_LIMIT,
+        "experiment spec",
+    )?;
     let spec = spec::parse(&text, &LiveCapabilities)
         .map_err(|e| anyhow::anyhow!("{}: {e}", spec_path.display()))?;
     let points = plan::points(&spec);
