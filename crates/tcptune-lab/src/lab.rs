@@ -617,12 +617,6 @@ pub fn up(lab: &str, spec: LabSpec) -> Result<LabStatus, LabError> {
         for cc in h.congestion_controls() {
             check_cc(cc)?;
         }
-        if let Some(cpu) = h.cpu.filter(|&c| c >= os::cpus()) {
-            return Err(LabError::Input(format!(
-                "cpu {cpu} does not exist; this machine has CPUs 0 to {}",
-                os::cpus() - 1
-            )));
-        }
     }
     if !Path::new("/dev/net/tun").exists() {
         return Err(LabError::Environment(

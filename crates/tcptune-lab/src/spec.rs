@@ -414,6 +414,14 @@ impl LabSpec {
             .map_err(|ConfigError::Invalid(s)| LabError::Input(s))?;
         self.client.validate()?;
         self.server.validate()?;
+        for h in [&self.client, &self.server] {
+            if let Some(cpu) = h.cpu.filter(|&c| c >= crate::os::cpus()) {
+                return Err(LabError::Input(format!(
+                    "cpu {cpu} does not exist; this machine has CPUs 0 to {}",
+                    crate::os::cpus() - 1
+                )));
+            }
+        }
         if self.backend == Backend::Netem {
             for (h, s) in [("client", &self.client), ("server", &self.server)] {
                 if s.line_rate_bps.is_some() {

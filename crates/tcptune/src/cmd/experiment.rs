@@ -29,6 +29,8 @@ pub fn run(
     check: bool,
     json: bool,
 ) -> anyhow::Result<Outcome> {
+    // The trials' labs take this name: refuse a bad one before anything else.
+    tcptune_lab::lab::check_name(lab)?;
     let text = tcptune_kernel::file::read_text_limited(
         spec_path,
         spec::SPEC_FILE_LIMIT,
@@ -40,14 +42,16 @@ pub fn run(
     let trials = plan::trials(&spec, &points);
     // Every point must make a valid lab before the first trial runs.
     for p in &points {
-        lab_spec(&p.settings, 0).map_err(|e| {
-            anyhow::anyhow!(
-                "{}: point {} ({}): {e}",
-                spec_path.display(),
-                p.index,
-                p.label()
-            )
-        })?;
+        lab_spec(&p.settings, 0)
+            .and_then(|_| tcptune_experiment::settings::check_point(&p.settings))
+            .map_err(|e| {
+                anyhow::anyhow!(
+                    "{}: point {} ({}): {e}",
+                    spec_path.display(),
+                    p.index,
+                    p.label()
+                )
+            })?;
     }
     if check {
         let mut t = format!(
