@@ -69,6 +69,7 @@ pub fn run(
         crate::output::text(&t)?;
         return Ok(Outcome::Ok);
     }
+    tcptune_lab::lab::require_admin("lab run")?;
     if out.exists() && !out.is_dir() {
         bail!(
             "--out {} is a file; give a directory for the results",
