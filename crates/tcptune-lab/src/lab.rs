@@ -1137,7 +1137,41 @@ pub fn run_emulator(lab: &str) -> Result<(), LabError> {
         unsafe { libc::dup2(null.as_raw_fd(), 1) };
     }
     let started = Instant::now();
-    let result = emu.run(Some(&listener), signals.as_raw_fd());
+    // The loop stops when its stop descriptor is readable: an epoll set of the signals and
+    // of the processes whose end ends the lab (the process it is tied to; the `lab up`
+    // building it, until the lab is ready), so a `kill -9` of either removes the lab at once.
+    let mut stop = StopSet::new(signals.as_raw_fd())
+        .map_err(|e| env("cannot watch for the end of the lab's owners", &e))?;
+    let tied = st.tied_to.and_then(|p| stop.watch(p));
+    let mut owner = (st.owner_start != 0)
+        .then(|| {
+            stop.watch(os::ProcessRef {
+                pid: st.owner_pid,
+                start: st.owner_start,
+            })
+        })
+        .flatten();
+    let result = loop {
+        let r = emu.run(Some(&listener), stop.as_raw_fd());
+        if !matches!(r, Ok(sys::Exit::Signal)) || os::readable(signals.as_raw_fd()) {
+            break r;
+        }
+        if tied.as_ref().is_some_and(|t| os::readable(t.as_raw_fd())) {
+            eprintln!("the process lab '{lab}' was tied to has ended");
+            break r;
+        }
+        match owner.take() {
+            // `lab up` ended: normally once the lab is ready, which leaves it running.
+            Some(o) if os::readable(o.as_raw_fd()) => {
+                if !read_state(lab).is_some_and(|s| s.ready) {
+                    eprintln!("`lab up` of lab '{lab}' ended before the lab was ready");
+                    break r;
+                }
+                stop.unwatch(&o);
+            }
+            o => owner = o,
+        }
+    };
     drop(emu); // closes the TUN devices, releasing the namespaces
     drop(listener);
     eprintln!(
@@ -1148,6 +1182,57 @@ pub fn run_emulator(lab: &str) -> Result<(), LabError> {
     result
         .map(|_| ())
         .map_err(|e| env("emulator loop failed", &e))
+}
+
+/// An epoll set that is readable when a stop signal arrived or a watched process ended (it
+/// stands in for the emulator loop's signal descriptor).
+struct StopSet {
+    epoll: std::os::fd::OwnedFd,
+}
+
+impl StopSet {
+    fn new(signals: i32) -> std::io::Result<StopSet> {
+        use std::os::fd::FromRawFd;
+        // SAFETY: epoll_create1 returns a new descriptor or -1.
+        let fd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: fd is a fresh descriptor we own.
+        let set = StopSet {
+            epoll: unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) },
+        };
+        set.ctl(libc::EPOLL_CTL_ADD, signals)?;
+        Ok(set)
+    }
+
+    fn ctl(&self, op: i32, fd: i32) -> std::io::Result<()> {
+        let mut ev = libc::epoll_event {
+            events: libc::EPOLLIN as u32,
+            u64: fd as u64,
+        };
+        // SAFETY: epoll_ctl on our epoll descriptor with a valid event.
+        if unsafe { libc::epoll_ctl(self.epoll.as_raw_fd(), op, fd, &mut ev) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    /// Watches `p`; None if it cannot be watched. A process already gone (or whose PID now
+    /// belongs to another) is watched as a descriptor that is readable at once.
+    fn watch(&mut self, p: os::ProcessRef) -> Option<std::os::fd::OwnedFd> {
+        let fd = os::pidfd(p)?;
+        self.ctl(libc::EPOLL_CTL_ADD, fd.as_raw_fd()).ok()?;
+        Some(fd)
+    }
+
+    fn unwatch(&mut self, fd: &std::os::fd::OwnedFd) {
+        let _ = self.ctl(libc::EPOLL_CTL_DEL, fd.as_raw_fd());
+    }
+
+    fn as_raw_fd(&self) -> i32 {
+        self.epoll.as_raw_fd()
+    }
 }
 
 impl fmt::Display for LabStatus {

@@ -131,6 +131,38 @@ impl ProcessRef {
     }
 }
 
+/// A pidfd of `p` (readable once it has exited), or, when `p` is already gone and its PID
+/// free or reused, a descriptor that is readable at once. None if neither can be made.
+pub fn pidfd(p: ProcessRef) -> Option<OwnedFd> {
+    // SAFETY: pidfd_open takes a pid and flags and returns a new fd or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, p.pid as libc::pid_t, 0) };
+    if fd >= 0 {
+        // SAFETY: fd is a fresh pidfd we own.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd as i32) };
+        // Checked after opening: the pidfd now pins this PID, so if the start time matches,
+        // it is the process we mean.
+        if p.alive() {
+            return Some(fd);
+        }
+    }
+    // Gone: an eventfd with a count is always readable.
+    // SAFETY: eventfd returns a new fd or -1.
+    let fd = unsafe { libc::eventfd(1, libc::EFD_CLOEXEC) };
+    // SAFETY: a fresh descriptor we own.
+    (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Whether `fd` is readable now.
+pub fn readable(fd: i32) -> bool {
+    let mut p = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd, no wait.
+    unsafe { libc::poll(&mut p, 1, 0) > 0 && p.revents != 0 }
+}
+
 /// Whether this process may build labs: namespaces need CAP_SYS_ADMIN and links
 /// CAP_NET_ADMIN (root has both).
 pub fn can_admin_network() -> bool {

@@ -1,9 +1,10 @@
 //! Privileged fault injection on the lab: `kill -9` of `lab up` (at each stage of its setup),
 //! of the emulator, of a CPU hog and of `lab run` (in a trial's setup, during a workload,
-//! right after a trial was recorded). After each, the CPU hogs exit by themselves, the next
-//! command of that lab leaves no namespace, `/etc/netns` entry, `/run` state, process or
-//! global sysctl behind, and the experiment resumes to the same results as an uninterrupted
-//! run. Also: lab commands refuse non-root users in one sentence.
+//! right after a trial was recorded). After each, the CPU hogs exit by themselves, a running
+//! emulator whose owner died removes its lab, the next command of that lab leaves no
+//! namespace, `/etc/netns` entry, `/run` state, process or global sysctl behind, and the
+//! experiment resumes to the same results as an uninterrupted run. Also: lab commands refuse
+//! non-root users in one sentence; `lab down --all` removes leftovers only.
 //!
 //! Every wait is on an observable state (a process stopped at a stage, a state file saying
 //! ready, a line in trials.jsonl, a process gone), never a sleep. The tests of this file run
@@ -167,6 +168,20 @@ fn hogs_exit_by_themselves(lab: &str, when: &str) {
     );
 }
 
+/// The emulator of `lab` removes the lab by itself (its owner died): no state, no processes.
+fn removed_by_its_emulator(lab: &str, when: &str) {
+    wait_for(
+        &format!("{when}: the emulator of {lab} to remove it"),
+        Duration::from_secs(20),
+        || {
+            tcptune_lab::os::lab_processes()
+                .iter()
+                .all(|p| p.lab != lab)
+                && !Path::new("/run/tcptune").join(lab).exists()
+        },
+    );
+}
+
 fn lab_up_args(lab: &str) -> Vec<&str> {
     vec![
         "lab",
@@ -237,34 +252,36 @@ fn kills_at_every_stage_leave_nothing_behind_and_resume_gives_the_same_results()
     let mut kills = 0;
     let mut checks = 0;
 
-    // 1. `lab up` killed at each stage of its setup; the next command is, in turn,
-    //    `lab down --name`, `lab down --all`, a new `lab up` (then `lab down`).
+    // 1. `lab up` killed at each stage of its setup. Before the emulator starts, the next
+    //    command (`lab down --name`, `lab down --all`) removes what is left; once it runs, the
+    //    emulator notices that `lab up` died before the lab was ready and removes the lab
+    //    itself, and the next `lab up` of the name works.
     let lab = "t-fault";
-    for (i, stage) in ["state", "namespaces", "emulator", "hosts"]
-        .into_iter()
-        .enumerate()
-    {
+    for stage in ["state", "namespaces", "emulator", "hosts"] {
+        let when = format!("lab up killed at {stage}");
         let child = start_stopped_at(&lab_up_args(lab), stage);
         let hog_running = !processes(lab, "_hog").is_empty();
         assert_eq!(hog_running, stage == "hosts", "{stage}: hog started");
         kill_child(child);
         kills += 1;
-        hogs_exit_by_themselves(lab, &format!("lab up killed at {stage}"));
-        match i % 3 {
-            0 => {
+        hogs_exit_by_themselves(lab, &when);
+        match stage {
+            "state" => {
                 ok(&["lab", "down", "--name", lab]);
             }
-            1 => {
+            "namespaces" => {
                 ok(&["lab", "down", "--all"]);
             }
             _ => {
+                removed_by_its_emulator(lab, &when);
+                assert_gone(lab, cubic_before, &when);
                 ok(&lab_up_args(lab));
                 let st = state(lab).unwrap();
                 assert_eq!(st["ready"], true, "the new lab is complete");
                 ok(&["lab", "down", "--name", lab]);
             }
         }
-        assert_gone(lab, cubic_before, &format!("lab up killed at {stage}"));
+        assert_gone(lab, cubic_before, &when);
         checks += 1;
     }
 
@@ -318,9 +335,13 @@ fn kills_at_every_stage_leave_nothing_behind_and_resume_gives_the_same_results()
     let lab = "t-frun";
     let args = run_args(spec_s, &resumed_s, lab);
 
-    // 4a. In the first trial's lab setup (stopped once the hosts are configured).
+    // 4a. In the first trial's lab setup (stopped once the hosts are configured): the
+    //     emulator sees the run end and removes the lab, global sysctl included.
     kill_child(start_stopped_at(&args, "hosts"));
     kills += 1;
+    removed_by_its_emulator(lab, "lab run killed in a trial's setup");
+    assert_gone(lab, cubic_before, "lab run killed in a trial's setup");
+    checks += 1;
     assert!(trials(&resumed).is_empty(), "nothing was recorded yet");
 
     // 4b. During a workload: the rerun's lab is ready and the trial runs.
@@ -335,9 +356,10 @@ fn kills_at_every_stage_leave_nothing_behind_and_resume_gives_the_same_results()
     });
     kill_child(child);
     kills += 1;
-    // The killed run's lab is a leftover now, though its emulator still runs.
-    let v: Value = serde_json::from_str(&ok(&["lab", "status", "--name", lab, "--json"])).unwrap();
-    assert_eq!(v["result"]["labs"][0]["state"], "broken", "{v}");
+    // The lab was tied to the run: its emulator removes it (and the workload's processes).
+    removed_by_its_emulator(lab, "lab run killed during a workload");
+    assert_gone(lab, cubic_before, "lab run killed during a workload");
+    checks += 1;
 
     // 4c. Right after the next trial was recorded.
     let recorded = trials(&resumed).len();
@@ -367,19 +389,27 @@ fn kills_at_every_stage_leave_nothing_behind_and_resume_gives_the_same_results()
         done.iter().all(|t| t["error"].is_null()),
         "no trial failed: {done:?}"
     );
-    // The same trials with the same seeds and the same verdict; goodput (window/RTT here)
-    // within 30%, the spread of such trials on a shared 2-core machine.
+    // The same trials with the same seeds and the same verdict: the receiver's window, the
+    // same number of bytes (set by tcp_rmem), limited the sender. Goodput (window/RTT) is
+    // compared loosely: on a shared 2-core machine a busy moment costs a trial up to a third.
     type Outcome = (u64, String, f64);
     let outcome = |records: &[Value]| -> std::collections::BTreeMap<String, Outcome> {
         records
             .iter()
             .map(|t| {
                 let verdict = t["result"]["verdict"].as_str().unwrap_or("");
+                // "receiver-window limited 99% of the last 2.07 s: its window 8.62 KiB < BDP …"
+                let limit = verdict.split(" limited").next().unwrap_or("");
+                let window = verdict
+                    .split("its window ")
+                    .nth(1)
+                    .and_then(|w| w.split(" <").next())
+                    .unwrap_or("");
                 (
                     t["id"].as_str().unwrap().to_string(),
                     (
                         t["seed"].as_u64().unwrap(),
-                        verdict.split(" limited").next().unwrap_or("").to_string(),
+                        format!("{limit}, window {window}"),
                         t["result"]["goodput_bps"].as_f64().unwrap(),
                     ),
                 )
@@ -395,12 +425,15 @@ fn kills_at_every_stage_leave_nothing_behind_and_resume_gives_the_same_results()
     for (id, (seed, verdict, w)) in &want {
         let (g_seed, g_verdict, g) = &got[id];
         assert_eq!((g_seed, g_verdict), (seed, verdict), "{id}");
-        assert_eq!(verdict, "receiver-window", "{id}");
         assert!(
-            (g - w).abs() <= 0.3 * w,
+            verdict.starts_with("receiver-window, window "),
+            "{id}: {verdict}"
+        );
+        assert!(
+            (g - w).abs() <= 0.5 * w.max(*g),
             "{id}: resumed {g:.0} bit/s, uninterrupted {w:.0} bit/s"
         );
-        eprintln!("{id}: seed {seed}, {verdict} limited, resumed {g:.0} bit/s, uninterrupted {w:.0} bit/s");
+        eprintln!("{id}: seed {seed}, {verdict}, resumed {g:.0} bit/s, uninterrupted {w:.0} bit/s");
     }
     checks += 1;
     eprintln!(
