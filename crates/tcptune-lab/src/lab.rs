@@ -9,8 +9,8 @@
 //! lab to itself), or while the `lab up` that creates it is still running. Processes are named
 //! by PID and start time, so a reused PID does not keep a lab alive. Anything else named after
 //! a lab is a leftover (of a `kill -9`), removed by the next `lab up` or `lab run` of any lab,
-//! or by `lab down --all`. A lab's CPU hogs watch their lab and exit when it is no longer
-//! alive.
+//! or by `lab down --all`. A running emulator removes its lab as soon as an owner dies, and a
+//! lab's CPU hogs exit when it is no longer alive.
 
 use std::fmt;
 use std::io::{BufRead, BufReader, Write};
