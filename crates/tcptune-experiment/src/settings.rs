@@ -109,7 +109,7 @@ pub fn check(path: &str, value: &str, caps: &dyn Capabilities) -> Result<(), Str
             check_link(key, value)
         }
         "client" | "server" => check_host(rest, value, caps),
-        "workload" => check_workload(rest, value),
+        "workload" => check_workload(rest, value, caps),
         "capture" => match rest {
             "snaplen" => uint(value, 0, 262_144).map(drop),
             "hosts" => Ok(()),
@@ -256,7 +256,7 @@ pub fn check_point(s: &Settings) -> Result<(), String> {
     Ok(())
 }
 
-fn check_workload(key: &str, value: &str) -> Result<(), String> {
+fn check_workload(key: &str, value: &str, caps: &dyn Capabilities) -> Result<(), String> {
     match key {
         "kind" => match value {
             "bulk" | "iperf3" | "http" | "command" => Ok(()),
@@ -281,7 +281,7 @@ fn check_workload(key: &str, value: &str) -> Result<(), String> {
         "window" => value.parse::<Bytes>().map(drop).map_err(|e| format!("{e}; or none")),
         "parallel" => uint(value, 1, 128).map(drop),
         "prime_connections" => uint(value, 0, 10).map(drop),
-        "cc" => Ok(()),
+        "cc" => check_cc(value, caps),
         "client_command" | "server_command" => Ok(()),
         _ => Err(unknown("workload", key, &WORKLOAD_KEYS)),
     }
@@ -361,6 +361,7 @@ pub(crate) mod tests {
             ("link.up.overhead", "10001", "from 0 to 10000"),
             ("link.rate", "1e300tbit", "out of range"),
             ("link.delay", "1e-12s", "out of range"),
+            ("workload.cc", "vegas", "not available in this kernel"),
         ];
         for (k, v, want) in bad {
             let e = check(k, v, &FakeCaps)

@@ -254,6 +254,28 @@ fn check_refuses_what_would_fail_or_lie_in_every_trial() {
         assert!(e.contains(&want), "{text}: {e}");
         assert_eq!(e.trim().lines().count(), 1, "{text}: {e}");
     }
+    // A program the trials run is missing (here: a PATH with only `ip` on it).
+    std::fs::write(&spec, base).unwrap();
+    let bin = dir.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let ip = ["/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip", "/bin/ip"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+        .expect("ip is installed");
+    std::os::unix::fs::symlink(ip, bin.join("ip")).unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_tcptune"))
+        .args(["lab", "run", spec.to_str().unwrap(), "--out"])
+        .arg(&out)
+        .arg("--check")
+        .env("PATH", &bin)
+        .output()
+        .unwrap();
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert!(
+        e.contains("the trials run iperf3, which is not installed"),
+        "{e}"
+    );
     // Counted, not expanded: 10^4 × 10^4 points are refused at once with their count.
     let list = (1..=10_000)
         .map(|i| format!("\"{i}us\""))

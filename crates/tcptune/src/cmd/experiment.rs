@@ -22,6 +22,17 @@ fn fmt_eta(s: f64) -> String {
     }
 }
 
+/// Whether `program` is an executable file in a directory of PATH.
+fn on_path(program: &str) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::env::var_os("PATH").is_some_and(|paths| {
+        std::env::split_paths(&paths).any(|d| {
+            std::fs::metadata(d.join(program))
+                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+    })
+}
+
 pub fn run(
     spec_path: &Path,
     out: &Path,
@@ -52,6 +63,19 @@ pub fn run(
                     p.label()
                 )
             })?;
+    }
+    // Every program the trials run must be installed.
+    let mut needed: Vec<&str> = points
+        .iter()
+        .flat_map(|p| tcptune_experiment::workload::programs(&p.settings))
+        .collect();
+    needed.sort_unstable();
+    needed.dedup();
+    if let Some(missing) = needed.iter().find(|p| !on_path(p)) {
+        bail!(
+            "{}: the trials run {missing}, which is not installed; install it (scripts/deps lists the packages)",
+            spec_path.display()
+        );
     }
     if check {
         let mut t = format!(
