@@ -231,7 +231,7 @@ pub enum ApplyError {
         fix: String,
     },
     #[error(
-        "namespace {netns} is not the one the snapshot {path} was taken in (it was deleted and made again, so the tuned values are gone with it); remove the stale snapshot"
+        "{netns} is not the namespace the snapshot {path} was taken in (it was deleted and made again, so the tuned values are gone with it); remove the stale snapshot"
     )]
     NetnsRecreated { netns: String, path: String },
 }
@@ -280,7 +280,7 @@ fn lock(snapshot_path: &Path) -> Result<SnapshotLock, ApplyError> {
     Ok(SnapshotLock { _file: file })
 }
 
-fn where_(netns: Option<&str>) -> String {
+fn place(netns: Option<&str>) -> String {
     match netns {
         Some(n) => format!("namespace {n}"),
         None => "the host's own namespace".into(),
@@ -309,7 +309,7 @@ pub fn apply(
         ));
     }
     let netns_inode = io.netns_inode().map_err(|source| ApplyError::Read {
-        what: where_(io.netns()),
+        what: place(io.netns()),
         source,
     })?;
     let mut snap = Snapshot {
@@ -427,8 +427,8 @@ pub fn rollback(io: &mut dyn HostIo, snapshot_path: &Path) -> Result<Snapshot, A
     if snap.netns.as_deref() != io.netns() {
         return Err(ApplyError::WrongNetns {
             path,
-            taken: where_(snap.netns.as_deref()),
-            here: where_(io.netns()),
+            taken: place(snap.netns.as_deref()),
+            here: place(io.netns()),
             fix: match &snap.netns {
                 Some(n) => format!("--netns {n}"),
                 None => "no --netns".into(),
@@ -437,12 +437,12 @@ pub fn rollback(io: &mut dyn HostIo, snapshot_path: &Path) -> Result<Snapshot, A
     }
     if let Some(want) = snap.netns_inode {
         let now = io.netns_inode().map_err(|source| ApplyError::Read {
-            what: where_(io.netns()),
+            what: place(io.netns()),
             source,
         })?;
         if now != want {
             return Err(ApplyError::NetnsRecreated {
-                netns: snap.netns.clone().unwrap_or_else(|| "the host's".into()),
+                netns: place(snap.netns.as_deref()),
                 path,
             });
         }
