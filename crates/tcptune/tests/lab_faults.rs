@@ -532,5 +532,15 @@ fn lab_commands_tell_non_root_users_they_need_root() {
     }
     assert!(!out.exists(), "lab run wrote nothing");
     assert!(!Path::new("/run/tcptune/t-nonroot").exists());
+    // Checking a spec needs no privilege.
+    let mut c = Command::new(env!("CARGO_BIN_EXE_tcptune"));
+    c.args(["lab", "run", spec_s, "--out", out_s, "--check"]);
+    if root {
+        use std::os::unix::process::CommandExt;
+        c.uid(65534).gid(65534);
+    }
+    let o = c.output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("2 point(s)"));
     let _ = std::fs::remove_dir_all(dir);
 }
