@@ -98,3 +98,7 @@ w('path-in-key.json', b'{"netns": null, "taken_unix_s": 1, "sysctls": [["../../e
 w('bad-netns.json', b'{"netns": "../x", "taken_unix_s": 1, "sysctls": [], "txqueuelen": []}')
 w('bad-device.json', b'{"netns": null, "taken_unix_s": 1, "sysctls": [], "txqueuelen": [["a/b", 1]]}')
 w('wrong-types.json', b'{"netns": 5, "taken_unix_s": -1, "sysctls": {}, "txqueuelen": null}')
+# Lab specs (`lab up --spec`, JSON) go through the same target.
+out = 'fuzz/corpus/spec'
+w('lab-spec.json', b'{"link": {"up": {"delay_s": 0.003, "rate_bps": 100000000, "loss": {"model": "random", "p": 0.01}}, "down": {"delay_s": 0.001}, "seed": 5}, "server": {"cpu_hog": true, "cpu": 0, "sysctls": {"net.ipv4.tcp_rmem": "4096 65536 65536"}}}')
+w('lab-spec-hostile.json', b'{"link": {"up": {"delay_s": 1e300, "overhead_bytes": -100, "rate_bps": 1e300}}, "client": {"cpu": 99, "mtu": 0}}')

@@ -441,11 +441,15 @@ impl Capabilities for FuzzCaps {
     }
 }
 
-/// Runs the spec parser on arbitrary bytes, as the `spec` fuzz target and its corpus replay
-/// do, and, for a spec it accepts, the plan and the checks of the first points (lab spec,
-/// workload). Returns how many points were checked; never panics on any input.
+/// Runs the spec parsers on arbitrary bytes, as the `spec` fuzz target and its corpus replay
+/// do: as a lab spec (`lab up --spec`, JSON) and as an experiment spec (TOML) with, for one it
+/// accepts, the plan and the checks of the first points (lab spec, workload). Returns how
+/// many points were checked; never panics on any input.
 #[doc(hidden)]
 pub fn fuzz_one(data: &[u8]) -> usize {
+    if let Ok(lab) = serde_json::from_slice::<tcptune_lab::LabSpec>(data) {
+        let _ = lab.validate();
+    }
     let Ok(text) = std::str::from_utf8(data) else {
         return 0;
     };

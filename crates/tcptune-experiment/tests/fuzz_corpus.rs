@@ -23,6 +23,16 @@ fn spec_fuzz_corpus_replays_without_panics() {
     }
     assert!(n >= 10, "the corpus has only {n} files");
     assert!(accepted >= 10, "only {accepted} corpus specs were accepted");
+    // The lab specs in it: the real one is a lab spec, the hostile one is refused.
+    let lab = |f: &str| {
+        serde_json::from_slice::<tcptune_lab::LabSpec>(&std::fs::read(dir.join(f)).unwrap())
+    };
+    lab("lab-spec.json").unwrap().validate().unwrap();
+    let e = match lab("lab-spec-hostile.json") {
+        Ok(s) => s.validate().unwrap_err().to_string(),
+        Err(e) => e.to_string(),
+    };
+    assert!(!e.is_empty());
 }
 
 #[test]
