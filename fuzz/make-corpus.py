@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes the seed corpus for the `analyze` fuzz target from the fixtures (fuzz/corpus/analyze):
+"""Writes the seed corpora of the fuzz targets: `analyze` from the capture fixtures (fuzz/corpus/analyze):
 prefixes of real captures, the same packets on other link types and byte orders, and broken
 headers. Run from the repository root: python3 fuzz/make-corpus.py"""
 import os, struct
@@ -42,3 +42,63 @@ w('linux-sll2.pcap', pcap(276, strip(b'\x08\x00' + b'\0' * 18)))
 w('vlan-qinq.pcap', pcap(1, [(s, us, f[:12] + b'\x88\xa8\0\x01\x81\x00\0\x02' + f[12:], o + 8) for s, us, f, o in recs]))
 w('big-endian.pcap', pcap(1, recs, be=True))
 w('unsupported-link.pcap', pcap(147, recs[:5]))
+
+# --- sock_diag: the sock_diag/tcp_info decoder (fuzz/corpus/sock_diag) -----------------------
+out = 'fuzz/corpus/sock_diag'
+os.makedirs(out, exist_ok=True)
+k = lambda n: open(os.path.join('fixtures/kernel/6.18', n), 'rb').read()
+dump, destroy = k('dump-loopback.nl'), k('destroy-events.nl')
+w('dump-loopback.nl', dump)
+w('destroy-events.nl', destroy)
+w('getsockopt-server.bin', k('getsockopt-server.bin'))
+w('empty', b'')
+w('short-header', dump[:15])
+w('cut-in-payload', dump[:100])
+w('cut-in-tcp-info', dump[:300])
+w('len-zero', b'\0' * 4 + dump[4:200])
+w('len-too-large', struct.pack('=I', 0xffffffff) + dump[4:200])
+w('len-below-header', struct.pack('=I', 8) + dump[4:200])
+# A sock_diag answer whose attribute claims more bytes than it has.
+first_len = struct.unpack('=I', dump[:4])[0]
+m = bytearray(dump[:first_len])
+m[16 + 72:16 + 74] = struct.pack('=H', 0xfff0)
+w('attr-too-long', bytes(m))
+m = bytearray(dump[:first_len])
+m[16] = 99  # unknown address family
+w('bad-family', bytes(m))
+w('error-message', struct.pack('=IHHII', 36, 2, 0, 1, 0) + struct.pack('=i', -1) + b'\0' * 16)
+
+# --- spec: the experiment spec parser (fuzz/corpus/spec) --------------------------------------
+out = 'fuzz/corpus/spec'
+os.makedirs(out, exist_ok=True)
+for d in sorted(os.listdir('examples')):
+    p = os.path.join('examples', d)
+    if os.path.isdir(p):
+        for f in sorted(os.listdir(p)):
+            if f.endswith('.toml'):
+                w(f'{d}-{f}', open(os.path.join(p, f), 'rb').read())
+w('empty', b'')
+w('not-toml', b'name = [\n')
+w('minimal.toml', b'name = "m"\n')
+w('paired-unequal.toml', b'name = "p"\n[[paired]]\n"link.rate" = ["1mbit", "2mbit"]\n"link.delay" = ["1ms"]\n')
+w('big-sweep.toml', b'name = "b"\n[sweep]\n"link.delay" = [' + b','.join(b'"%dms"' % i for i in range(1, 201)) + b']\n"link.up.jitter" = [' + b','.join(b'"%dus"' % i for i in range(1, 201)) + b']\n')
+w('command.toml', b'name = "c"\n[workload]\nkind = "command"\nclient_command = "true"\nduration = "1s"\n')
+w('hostile-values.toml', b'name = "h"\n[link]\nrate = "1e300tbit"\ndelay = "1e-12s"\noverhead = -100\n[client]\ncpu = 99\n[workload]\nduration = "0s"\n')
+w('label.toml', b'name = "l"\n[[paired]]\nlabel = ["a", "b"]\n"server.sysctl.net.ipv4.tcp_rmem" = ["4096 4096 4096", "4096 8192 8192"]\n')
+
+# --- snapshot: the tune snapshot reader (fuzz/corpus/snapshot) --------------------------------
+out = 'fuzz/corpus/snapshot'
+os.makedirs(out, exist_ok=True)
+w('host.json', b'{"netns": null, "netns_inode": 4026531840, "taken_unix_s": 1700000000, "sysctls": [["net.ipv4.tcp_rmem", "4096\\t131072\\t6291456\\n"], ["net.ipv4.tcp_sack", "0\\n"]], "txqueuelen": [["eth0", 1000]]}')
+w('netns.json', b'{"netns": "tt-a", "netns_inode": 4026532001, "taken_unix_s": 0, "sysctls": [], "txqueuelen": []}')
+w('old-without-inode.json', b'{"netns": null, "taken_unix_s": 1, "sysctls": [["net.core.rmem_max", "212992\\n"]], "txqueuelen": []}')
+w('empty', b'')
+w('not-json', b'{"netns": ')
+w('path-in-key.json', b'{"netns": null, "taken_unix_s": 1, "sysctls": [["../../etc/passwd", "x"]], "txqueuelen": []}')
+w('bad-netns.json', b'{"netns": "../x", "taken_unix_s": 1, "sysctls": [], "txqueuelen": []}')
+w('bad-device.json', b'{"netns": null, "taken_unix_s": 1, "sysctls": [], "txqueuelen": [["a/b", 1]]}')
+w('wrong-types.json', b'{"netns": 5, "taken_unix_s": -1, "sysctls": {}, "txqueuelen": null}')
+# Lab specs (`lab up --spec`, JSON) go through the same target.
+out = 'fuzz/corpus/spec'
+w('lab-spec.json', b'{"link": {"up": {"delay_s": 0.003, "rate_bps": 100000000, "loss": {"model": "random", "p": 0.01}}, "down": {"delay_s": 0.001}, "seed": 5}, "server": {"cpu_hog": true, "cpu": 0, "sysctls": {"net.ipv4.tcp_rmem": "4096 65536 65536"}}}')
+w('lab-spec-hostile.json', b'{"link": {"up": {"delay_s": 1e300, "overhead_bytes": -100, "rate_bps": 1e300}}, "client": {"cpu": 99, "mtu": 0}}')

@@ -217,9 +217,11 @@ impl LinkConfig {
                 ));
             }
         }
-        if !(-1000..=10_000).contains(&self.overhead_bytes) {
+        // The emulator charges the IP packet it forwards: there is no link header to take
+        // away, so a negative overhead would carry more than the configured rate.
+        if !(0..=10_000).contains(&self.overhead_bytes) {
             return bad(format!(
-                "overhead {} bytes is out of range; give a value between -1000 and 10000",
+                "overhead {} bytes is out of range; give a value between 0 and 10000",
                 self.overhead_bytes
             ));
         }

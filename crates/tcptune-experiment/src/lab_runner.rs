@@ -174,7 +174,9 @@ impl TrialRunner for LabRunner {
 
     fn run(&mut self, point: &Point, trial: &Trial, dir: &Path) -> Result<Measurement, String> {
         let spec = lab_spec(&point.settings, trial.seed)?;
-        tcptune_lab::lab::up(&self.lab, spec.clone()).map_err(|e| format!("lab up: {e}"))?;
+        // Tied to this process: after a `kill -9` of the run, its lab is a leftover that the
+        // rerun (resuming) removes.
+        tcptune_lab::lab::up_tied(&self.lab, spec.clone()).map_err(|e| format!("lab up: {e}"))?;
         let _down = Down(&self.lab);
         let hosts = LabHosts {
             lab: &self.lab,

@@ -131,7 +131,12 @@ pub enum RunError {
     Io { path: String, cause: std::io::Error },
     #[error("{path}: {why}")]
     Corrupt { path: String, why: String },
+    #[error(transparent)]
+    File(#[from] tcptune_kernel::file::FileError),
 }
+
+/// The largest trials.jsonl and plan.json read (100,000 trials make about 200 MB of records).
+const RESULTS_FILE_LIMIT: u64 = 1 << 30;
 
 fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> RunError + '_ {
     move |cause| RunError::Io {
@@ -162,11 +167,12 @@ pub fn spec_hash(text: &str) -> String {
 /// from the file, so later appends start on a fresh line).
 pub fn load_records(dir: &Path) -> Result<Vec<TrialRecord>, RunError> {
     let path = dir.join("trials.jsonl");
-    let text = match std::fs::read_to_string(&path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(io_err(&path)(e)),
-    };
+    let text =
+        match tcptune_kernel::file::read_text_limited(&path, RESULTS_FILE_LIMIT, "trial records") {
+            Ok(t) => t,
+            Err(e) if e.is_not_found() => return Ok(Vec::new()),
+            Err(e) => return Err(e.into()),
+        };
     let complete = match text.rfind('\n') {
         Some(i) => &text[..=i],
         None => "",
@@ -189,7 +195,7 @@ pub fn load_records(dir: &Path) -> Result<Vec<TrialRecord>, RunError> {
 
 pub fn load_plan(dir: &Path) -> Result<StoredPlan, RunError> {
     let path = dir.join("plan.json");
-    let text = std::fs::read_to_string(&path).map_err(io_err(&path))?;
+    let text = tcptune_kernel::file::read_text_limited(&path, RESULTS_FILE_LIMIT, "plan")?;
     serde_json::from_str(&text).map_err(|e| RunError::Corrupt {
         path: path.display().to_string(),
         why: e.to_string(),

@@ -16,6 +16,8 @@ pub trait Capabilities {
     fn congestion_controls(&self) -> Vec<String>;
     /// Whether `/proc/sys/<key>` exists (dotted key).
     fn sysctl_exists(&self, key: &str) -> bool;
+    /// How many CPUs a host may be pinned to (0 to n − 1).
+    fn cpus(&self) -> u32;
 }
 
 /// The running kernel.
@@ -32,6 +34,9 @@ impl Capabilities for LiveCapabilities {
             && std::path::Path::new("/proc/sys")
                 .join(key.replace('.', "/"))
                 .is_file()
+    }
+    fn cpus(&self) -> u32 {
+        std::thread::available_parallelism().map_or(1, |n| n.get() as u32)
     }
 }
 
@@ -104,7 +109,7 @@ pub fn check(path: &str, value: &str, caps: &dyn Capabilities) -> Result<(), Str
             check_link(key, value)
         }
         "client" | "server" => check_host(rest, value, caps),
-        "workload" => check_workload(rest, value),
+        "workload" => check_workload(rest, value, caps),
         "capture" => match rest {
             "snaplen" => uint(value, 0, 262_144).map(drop),
             "hosts" => Ok(()),
@@ -158,10 +163,9 @@ fn check_link(key: &str, value: &str) -> Result<(), String> {
         "reorder_gap" => uint(value, 1, 1_000_000).map(drop),
         "queue" | "limit" => uint(value, 1, 10_000_000).map(drop),
         "queue_bytes" => e(value.parse::<Bytes>().map(drop)),
-        "overhead" => match value.trim().parse::<i32>() {
-            Ok(v) if (-1000..=10_000).contains(&v) => Ok(()),
-            _ => Err(format!("'{value}' must be a byte count from -1000 to 10000")),
-        },
+        // Not negative: the emulator charges IP packets, so there is no header to take away,
+        // and a negative overhead would carry more than the configured rate.
+        "overhead" => uint(value, 0, 10_000).map(drop),
         _ => Err(unknown("link", key, &LINK_KEYS)),
     }
 }
@@ -198,7 +202,17 @@ fn check_host(rest: &str, value: &str, caps: &dyn Capabilities) -> Result<(), St
         "txqueuelen" => uint(value, 1, 1_000_000).map(drop),
         "line_rate" => value.parse::<Rate>().map(drop).map_err(|e| e.to_string()),
         "cc" => check_cc(value, caps),
-        "cpu" => uint(value, 0, 4095).map(drop),
+        "cpu" => {
+            let n = caps.cpus();
+            uint(value, 0, u64::from(n.max(1) - 1))
+                .map(drop)
+                .map_err(|_| {
+                    format!(
+                        "cpu '{value}' does not exist; this machine has CPUs 0 to {}",
+                        n.max(1) - 1
+                    )
+                })
+        }
         "initcwnd" | "initrwnd" => uint(value, 1, 65535).map(drop),
         "ssthresh" => {
             if value == "inf" {
@@ -216,7 +230,33 @@ fn check_host(rest: &str, value: &str, caps: &dyn Capabilities) -> Result<(), St
     }
 }
 
-fn check_workload(key: &str, value: &str) -> Result<(), String> {
+/// Checks what only the settings of a whole point together decide (each value alone passed
+/// [`check`]): the workload has what its kind needs.
+pub fn check_point(s: &Settings) -> Result<(), String> {
+    let kind = s
+        .get("workload.kind")
+        .map(String::as_str)
+        .unwrap_or("iperf3");
+    if kind == "command" && !s.contains_key("workload.client_command") {
+        return Err(
+            "workload kind command needs workload.client_command (the command the client runs)"
+                .into(),
+        );
+    }
+    if kind != "command" {
+        if let Some(k) = ["workload.client_command", "workload.server_command"]
+            .into_iter()
+            .find(|k| s.contains_key(*k))
+        {
+            return Err(format!(
+                "{k} is only run by workload kind command, not {kind}; set kind = \"command\" or remove it"
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn check_workload(key: &str, value: &str, caps: &dyn Capabilities) -> Result<(), String> {
     match key {
         "kind" => match value {
             "bulk" | "iperf3" | "http" | "command" => Ok(()),
@@ -226,7 +266,14 @@ fn check_workload(key: &str, value: &str) -> Result<(), String> {
             "upload" | "download" => Ok(()),
             _ => Err(format!("direction '{value}' is unknown; use upload (client sends) or download (server sends)")),
         },
-        "duration" => value.parse::<Dur>().map(drop).map_err(|e| e.to_string()),
+        // iperf3 reads -t as whole seconds and 0 as "forever", so less than 1s would hang.
+        "duration" => match value.parse::<Dur>() {
+            Ok(d) if d >= Dur::from_millis(1000) => Ok(()),
+            Ok(_) => Err(format!(
+                "workload duration '{value}' is too short; give at least 1s"
+            )),
+            Err(e) => Err(e.to_string()),
+        },
         "bytes" | "file_size" => value.parse::<Bytes>().map(drop).map_err(|e| e.to_string()),
         // "none": the application leaves its buffers to autotuning (lets a paired group
         // compare an application that sets SO_RCVBUF with one that does not).
@@ -234,7 +281,7 @@ fn check_workload(key: &str, value: &str) -> Result<(), String> {
         "window" => value.parse::<Bytes>().map(drop).map_err(|e| format!("{e}; or none")),
         "parallel" => uint(value, 1, 128).map(drop),
         "prime_connections" => uint(value, 0, 10).map(drop),
-        "cc" => Ok(()),
+        "cc" => check_cc(value, caps),
         "client_command" | "server_command" => Ok(()),
         _ => Err(unknown("workload", key, &WORKLOAD_KEYS)),
     }
@@ -262,6 +309,9 @@ pub(crate) mod tests {
             ]
             .contains(&key)
         }
+        fn cpus(&self) -> u32 {
+            2
+        }
     }
 
     #[test]
@@ -280,6 +330,9 @@ pub(crate) mod tests {
             ("client.ssthresh", "inf"),
             ("server.congctl", "cubic"),
             ("workload.parallel", "4"),
+            ("client.cpu", "1"),
+            ("workload.duration", "1s"),
+            ("link.overhead", "0"),
         ];
         for (k, v) in ok {
             check(k, v, &FakeCaps).unwrap_or_else(|e| panic!("{k}={v}: {e}"));
@@ -299,6 +352,16 @@ pub(crate) mod tests {
             ("server.sysctl.kernel.pid_max", "1", "not a network setting"),
             ("router.mtu", "1500", "not a setting"),
             ("workload.window", "big", "or none"),
+            // Values that used to pass and then failed or lied in every trial.
+            ("client.cpu", "99", "this machine has CPUs 0 to 1"),
+            ("server.cpu", "2", "does not exist"),
+            ("workload.duration", "0s", "at least 1s"),
+            ("workload.duration", "0.5s", "at least 1s"),
+            ("link.overhead", "-100", "from 0 to 10000"),
+            ("link.up.overhead", "10001", "from 0 to 10000"),
+            ("link.rate", "1e300tbit", "out of range"),
+            ("link.delay", "1e-12s", "out of range"),
+            ("workload.cc", "vegas", "not available in this kernel"),
         ];
         for (k, v, want) in bad {
             let e = check(k, v, &FakeCaps)
@@ -306,5 +369,27 @@ pub(crate) mod tests {
                 .unwrap_or_else(|| panic!("{k}={v} was accepted"));
             assert!(e.contains(want), "{k}={v}: {e}");
         }
+    }
+
+    #[test]
+    fn a_point_needs_what_its_workload_kind_runs() {
+        let s = |kv: &[(&str, &str)]| -> Settings {
+            kv.iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
+        let e = check_point(&s(&[("workload.kind", "command")])).unwrap_err();
+        assert!(e.contains("needs workload.client_command"), "{e}");
+        check_point(&s(&[
+            ("workload.kind", "command"),
+            ("workload.client_command", "true"),
+        ]))
+        .unwrap();
+        let e = check_point(&s(&[("workload.client_command", "true")])).unwrap_err();
+        assert!(
+            e.contains("only run by workload kind command, not iperf3"),
+            "{e}"
+        );
+        check_point(&s(&[("workload.kind", "bulk")])).unwrap();
     }
 }

@@ -217,6 +217,15 @@ impl Parser<'_> {
     }
 }
 
+/// The most sweep points a spec may make (the cross product of its lists).
+pub const MAX_POINTS: usize = 10_000;
+/// The most trials a spec may make (points × (repetitions + warm-up)); at a few seconds each,
+/// already days of running.
+pub const MAX_TRIALS: usize = 100_000;
+
+/// The largest spec file read (specs are a few kilobytes).
+pub const SPEC_FILE_LIMIT: u64 = 1 << 20;
+
 /// A `[sweep]` or `[[paired]]` list that names points instead of setting anything.
 pub const LABEL: &str = "label";
 
@@ -376,11 +385,37 @@ pub fn parse(text: &str, caps: &dyn Capabilities) -> Result<Spec, SpecError> {
             ));
         }
     }
+    let repetitions = int_of("repetitions", 1, 100_000)?.unwrap_or(3) as u32;
+    // Counted before anything is expanded: a few short lists multiply into more points than
+    // memory holds.
+    let points = sweep
+        .iter()
+        .map(|a| a.values.len() as u128)
+        .chain(paired.iter().map(|g| g.rows.len() as u128))
+        .fold(1u128, |n, k| n.saturating_mul(k));
+    if points > MAX_POINTS as u128 {
+        return Err(p.err(
+            root.get("sweep").and_then(|i| i.span()),
+            format!(
+                "the sweep makes {points} points, more than the {MAX_POINTS} a spec may have; sweep fewer values or split the spec"
+            ),
+        ));
+    }
+    let trials = points * (u128::from(repetitions) + u128::from(warmup));
+    if trials > MAX_TRIALS as u128 {
+        return Err(p.err(
+            root.get("repetitions").and_then(|i| i.span()),
+            format!(
+                "{points} points × {repetitions} repetitions{} make {trials} trials, more than the {MAX_TRIALS} a spec may have; lower repetitions or sweep fewer values",
+                if warmup { " + 1 warm-up" } else { "" }
+            ),
+        ));
+    }
     Ok(Spec {
         name,
         description: str_of("description")?.unwrap_or_default(),
         seed: int_of("seed", 0, i64::MAX)?.unwrap_or(1) as u64,
-        repetitions: int_of("repetitions", 1, 100_000)?.unwrap_or(3) as u32,
+        repetitions,
         warmup,
         order,
         seeds,
@@ -389,6 +424,57 @@ pub fn parse(text: &str, caps: &dyn Capabilities) -> Result<Spec, SpecError> {
         paired,
         text: text.to_string(),
     })
+}
+
+/// A fixed kernel for the fuzz target (the live one would make runs differ by machine).
+struct FuzzCaps;
+
+impl Capabilities for FuzzCaps {
+    fn congestion_controls(&self) -> Vec<String> {
+        vec!["reno".into(), "cubic".into(), "bbr".into()]
+    }
+    fn sysctl_exists(&self, key: &str) -> bool {
+        key.starts_with("net.ipv4.tcp_") || key.starts_with("net.core.")
+    }
+    fn cpus(&self) -> u32 {
+        2
+    }
+}
+
+/// Runs the spec parsers on arbitrary bytes, as the `spec` fuzz target and its corpus replay
+/// do: as a lab spec (`lab up --spec`, JSON) and as an experiment spec (TOML) with, for one it
+/// accepts, the plan and the checks of the first points (lab spec, workload). Returns how
+/// many points were checked; never panics on any input.
+#[doc(hidden)]
+pub fn fuzz_one(data: &[u8]) -> usize {
+    if let Ok(lab) = serde_json::from_slice::<tcptune_lab::LabSpec>(data) {
+        let _ = lab.validate();
+    }
+    let Ok(text) = std::str::from_utf8(data) else {
+        return 0;
+    };
+    let spec = match parse(text, &FuzzCaps) {
+        Ok(s) => s,
+        // An error names a line of the text, if any.
+        Err(e) => {
+            let lines = text.lines().count().max(1) + 1;
+            assert!(e.line.is_none_or(|l| l >= 1 && l <= lines), "{e}");
+            return 0;
+        }
+    };
+    let points = crate::plan::points(&spec);
+    let trials = crate::plan::trials(&spec, &points);
+    assert_eq!(
+        trials.len(),
+        points.len() * (spec.repetitions as usize + usize::from(spec.warmup))
+    );
+    let mut n = 0;
+    for p in points.iter().take(50) {
+        let _ = crate::lab_runner::lab_spec(&p.settings, 1);
+        let _ = settings::check_point(&p.settings);
+        n += 1;
+    }
+    n
 }
 
 #[cfg(test)]
@@ -494,5 +580,47 @@ duration = "5s"
 
         assert!(err("seed = 1\n").message.contains("needs a name"));
         assert!(err("name = \"a b\"\n").message.contains("letters, digits"));
+    }
+
+    #[test]
+    fn sweeps_are_counted_before_they_are_expanded() {
+        let values = |n: usize| {
+            (0..n)
+                .map(|i| format!("\"{}ms\"", i + 1))
+                .collect::<Vec<_>>()
+                .join(",")
+        };
+        // 10^4 × 10^4 = 10^8 points: refused at once, with the count.
+        let text = format!(
+            "name = \"big\"\n[sweep]\n\"link.delay\" = [{}]\n\"link.up.jitter\" = [{}]\n",
+            values(10_000),
+            values(10_000)
+        );
+        let t = std::time::Instant::now();
+        let e = parse(&text, &FakeCaps).unwrap_err();
+        assert!(
+            e.message
+                .contains("makes 100000000 points, more than the 10000"),
+            "{e}"
+        );
+        assert!(t.elapsed() < std::time::Duration::from_secs(10));
+        // Within the point limit but over the trial limit.
+        let text = format!(
+            "name = \"reps\"\nrepetitions = 20\n[sweep]\n\"link.delay\" = [{}]\n",
+            values(10_000)
+        );
+        let e = parse(&text, &FakeCaps).unwrap_err();
+        assert!(
+            e.message
+                .contains("10000 points × 20 repetitions + 1 warm-up make 210000 trials"),
+            "{e}"
+        );
+        // At the limit: accepted.
+        let text = format!(
+            "name = \"ok\"\nrepetitions = 9\n[sweep]\n\"link.delay\" = [{}]\n",
+            values(10_000)
+        );
+        let spec = parse(&text, &FakeCaps).unwrap();
+        assert_eq!(crate::plan::points(&spec).len(), 10_000);
     }
 }

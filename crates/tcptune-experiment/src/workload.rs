@@ -452,6 +452,28 @@ fn receiver_view(samples: Vec<(Dur, DiagSocket)>) -> (Vec<SeriesSample>, Option<
 
 /// Runs the point's workload once and measures it. `port` should differ between trials that
 /// might overlap; `capture` is a pcap path to record on the client, with its snaplen.
+/// The programs a trial with these settings runs (so a missing one is reported before the first
+/// trial, not by every trial).
+pub fn programs(s: &Settings) -> Vec<&'static str> {
+    let mut p = vec!["ip"];
+    match s
+        .get("workload.kind")
+        .map(String::as_str)
+        .unwrap_or("iperf3")
+    {
+        "http" => p.extend(["python3", "curl"]),
+        "command" => p.push("sh"),
+        _ => p.push("iperf3"),
+    }
+    if s.contains_key("capture.snaplen") {
+        p.push("tcpdump");
+    }
+    if s.contains_key("client.cpu") || s.contains_key("server.cpu") {
+        p.push("taskset");
+    }
+    p
+}
+
 pub fn run(
     hosts: &dyn Hosts,
     s: &Settings,

@@ -3,6 +3,12 @@
 //!
 //! All writes go through [`HostIo`], so the apply/rollback logic (including the rollback of a
 //! failure midway) is tested with a fake, and the live implementation is small.
+//!
+//! Apply and rollback hold an exclusive lock (`flock` on `<snapshot>.lock`) for their whole
+//! run, so two of them on one snapshot cannot interleave: a second apply sees the first one's
+//! snapshot and refuses. The snapshot is written to a temporary file, synced and renamed into
+//! place before the first change. It records the namespace it was taken in (name and inode),
+//! and a rollback restores only there.
 
 use std::io;
 use std::path::Path;
@@ -154,6 +160,11 @@ pub fn plan(audit: &Audit) -> Result<Plan, Refused> {
 /// Reads and writes the values a plan touches. Values are kept exactly as the kernel prints
 /// them, so a rollback writes back the same bytes it read.
 pub trait HostIo {
+    /// The named network namespace this works in (None: the caller's own).
+    fn netns(&self) -> Option<&str>;
+    /// The inode of that namespace (`/proc/self/ns/net` inside it): tells a namespace from one
+    /// deleted and created again under the same name.
+    fn netns_inode(&mut self) -> io::Result<u64>;
     fn read_sysctl(&mut self, key: &str) -> io::Result<String>;
     fn write_sysctl(&mut self, key: &str, value: &str) -> io::Result<()>;
     fn read_txqueuelen(&mut self, dev: &str) -> io::Result<u32>;
@@ -163,7 +174,11 @@ pub trait HostIo {
 /// The values a change replaced.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Snapshot {
+    /// The named namespace it was taken in (None: the host's own).
     pub netns: Option<String>,
+    /// That namespace's inode when the snapshot was taken.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub netns_inode: Option<u64>,
     /// Seconds since the Unix epoch when it was taken.
     pub taken_unix_s: u64,
     /// Sysctl keys and their exact previous contents (as /proc/sys printed them).
@@ -202,6 +217,74 @@ pub enum ApplyError {
     Rollback { what: String, source: io::Error },
     #[error("snapshot file {path}: {why}")]
     SnapshotFile { path: String, why: String },
+    #[error(transparent)]
+    File(#[from] tcptune_kernel::file::FileError),
+    #[error(
+        "another `tcptune tune --apply` or `--rollback` is working on {0}; wait for it to finish"
+    )]
+    Busy(String),
+    #[error("the snapshot {path} was taken in {taken}, not in {here}; roll it back with {fix}")]
+    WrongNetns {
+        path: String,
+        taken: String,
+        here: String,
+        fix: String,
+    },
+    #[error(
+        "{netns} is not the namespace the snapshot {path} was taken in (it was deleted and made again, so the tuned values are gone with it); remove the stale snapshot"
+    )]
+    NetnsRecreated { netns: String, path: String },
+}
+
+/// The largest snapshot file read (a snapshot holds a few dozen values).
+pub const SNAPSHOT_LIMIT: u64 = 1 << 20;
+
+/// An exclusive `flock` on `<snapshot>.lock`, released when dropped (and by the kernel if the
+/// process dies, so a killed apply never leaves it held).
+struct SnapshotLock {
+    _file: std::fs::File,
+}
+
+fn lock_path(snapshot_path: &Path) -> std::path::PathBuf {
+    let mut p = snapshot_path.as_os_str().to_owned();
+    p.push(".lock");
+    p.into()
+}
+
+fn lock(snapshot_path: &Path) -> Result<SnapshotLock, ApplyError> {
+    use std::os::fd::AsRawFd;
+    let err = |why: String| ApplyError::SnapshotFile {
+        path: snapshot_path.display().to_string(),
+        why,
+    };
+    if let Some(dir) = snapshot_path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| err(format!("cannot create its directory: {e}")))?;
+    }
+    let lp = lock_path(snapshot_path);
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lp)
+        .map_err(|e| err(format!("cannot open the lock file {}: {e}", lp.display())))?;
+    // SAFETY: flock on a descriptor we own.
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        let e = io::Error::last_os_error();
+        return Err(if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
+            ApplyError::Busy(snapshot_path.display().to_string())
+        } else {
+            err(format!("cannot lock {}: {e}", lp.display()))
+        });
+    }
+    Ok(SnapshotLock { _file: file })
+}
+
+fn place(netns: Option<&str>) -> String {
+    match netns {
+        Some(n) => format!("namespace {n}"),
+        None => "the host's own namespace".into(),
+    }
 }
 
 fn now_unix() -> u64 {
@@ -219,13 +302,19 @@ pub fn apply(
     io: &mut dyn HostIo,
     snapshot_path: &Path,
 ) -> Result<Snapshot, ApplyError> {
+    let _lock = lock(snapshot_path)?;
     if snapshot_path.exists() {
         return Err(ApplyError::SnapshotExists(
             snapshot_path.display().to_string(),
         ));
     }
+    let netns_inode = io.netns_inode().map_err(|source| ApplyError::Read {
+        what: place(io.netns()),
+        source,
+    })?;
     let mut snap = Snapshot {
-        netns: plan.netns.clone(),
+        netns: io.netns().map(str::to_string),
+        netns_inode: Some(netns_inode),
         taken_unix_s: now_unix(),
         sysctls: vec![],
         txqueuelen: vec![],
@@ -319,20 +408,45 @@ fn restore(snap: &Snapshot, done: &[&Action], io: &mut dyn HostIo) -> Result<(),
 /// then removes the snapshot.
 pub fn rollback(io: &mut dyn HostIo, snapshot_path: &Path) -> Result<Snapshot, ApplyError> {
     let path = snapshot_path.display().to_string();
-    let text = match std::fs::read_to_string(snapshot_path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(ApplyError::NoSnapshot(path)),
-        Err(e) => {
-            return Err(ApplyError::SnapshotFile {
-                path,
-                why: e.to_string(),
-            })
-        }
-    };
-    let snap: Snapshot = serde_json::from_str(&text).map_err(|e| ApplyError::SnapshotFile {
+    let read =
+        || match tcptune_kernel::file::read_text_limited(snapshot_path, SNAPSHOT_LIMIT, "snapshot")
+        {
+            Ok(t) => Ok(t),
+            Err(e) if e.is_not_found() => Err(ApplyError::NoSnapshot(path.clone())),
+            Err(e) => Err(e.into()),
+        };
+    // Refuse a missing file, a FIFO or a device before making a lock file beside it; then read
+    // again under the lock, since an apply may have just replaced it.
+    read()?;
+    let _lock = lock(snapshot_path)?;
+    let text = read()?;
+    let snap = parse_snapshot(&text).map_err(|why| ApplyError::SnapshotFile {
         path: path.clone(),
-        why: format!("not a tcptune snapshot ({e})"),
+        why,
     })?;
+    if snap.netns.as_deref() != io.netns() {
+        return Err(ApplyError::WrongNetns {
+            path,
+            taken: place(snap.netns.as_deref()),
+            here: place(io.netns()),
+            fix: match &snap.netns {
+                Some(n) => format!("--netns {n}"),
+                None => "no --netns".into(),
+            },
+        });
+    }
+    if let Some(want) = snap.netns_inode {
+        let now = io.netns_inode().map_err(|source| ApplyError::Read {
+            what: place(io.netns()),
+            source,
+        })?;
+        if now != want {
+            return Err(ApplyError::NetnsRecreated {
+                netns: place(snap.netns.as_deref()),
+                path,
+            });
+        }
+    }
     for (key, old) in &snap.sysctls {
         io.write_sysctl(key, old)
             .map_err(|source| ApplyError::Rollback {
@@ -364,19 +478,59 @@ pub fn rollback(io: &mut dyn HostIo, snapshot_path: &Path) -> Result<Snapshot, A
     Ok(snap)
 }
 
+/// Parses a snapshot file's text; the error says why it is not one. Every value is checked
+/// the way `apply` would write it, so a damaged snapshot is refused before any write.
+pub fn parse_snapshot(text: &str) -> Result<Snapshot, String> {
+    let snap: Snapshot =
+        serde_json::from_str(text).map_err(|e| format!("not a tcptune snapshot ({e})"))?;
+    for (key, value) in &snap.sysctls {
+        LiveHost::proc_path(key).map_err(|e| format!("not a tcptune snapshot ({e})"))?;
+        if value.len() > 4096 || value.contains('\0') {
+            return Err(format!(
+                "not a tcptune snapshot (the value of {key} is not a sysctl value)"
+            ));
+        }
+    }
+    if let Some(n) = &snap.netns {
+        if n.is_empty() || n.contains('/') || n == "." || n == ".." {
+            return Err(format!("not a tcptune snapshot (bad namespace name {n:?})"));
+        }
+    }
+    for (dev, _) in &snap.txqueuelen {
+        if dev.is_empty() || dev.len() > 15 || dev.contains(['/', ' ', '\0']) {
+            return Err(format!(
+                "not a tcptune snapshot (bad interface name {dev:?})"
+            ));
+        }
+    }
+    Ok(snap)
+}
+
+/// Writes the snapshot to a temporary file, syncs it, renames it into place and syncs the
+/// directory, so after a crash the snapshot is either absent (nothing was changed yet) or whole.
 fn write_snapshot(snap: &Snapshot, path: &Path) -> Result<(), ApplyError> {
+    use std::io::Write;
     let err = |why: String| ApplyError::SnapshotFile {
         path: path.display().to_string(),
         why,
     };
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).map_err(|e| err(e.to_string()))?;
-    }
-    let tmp = path.with_extension("tmp");
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(format!(".tmp{}", std::process::id()));
+    let tmp = std::path::PathBuf::from(tmp);
     let json = serde_json::to_vec_pretty(snap).map_err(|e| err(e.to_string()))?;
-    std::fs::write(&tmp, json)
-        .and_then(|()| std::fs::rename(&tmp, path))
-        .map_err(|e| err(e.to_string()))
+    let written = std::fs::File::create(&tmp)
+        .and_then(|mut f| f.write_all(&json).and_then(|()| f.sync_all()))
+        .and_then(|()| std::fs::rename(&tmp, path));
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(err(e.to_string()));
+    }
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::File::open(dir)
+            .and_then(|d| d.sync_all())
+            .map_err(|e| err(format!("cannot sync its directory: {e}")))?;
+    }
+    Ok(())
 }
 
 /// The live host (or a namespace of it): /proc/sys and `ip link`.
@@ -412,6 +566,19 @@ impl LiveHost {
 }
 
 impl HostIo for LiveHost {
+    fn netns(&self) -> Option<&str> {
+        self.netns.as_deref()
+    }
+
+    fn netns_inode(&mut self) -> io::Result<u64> {
+        use std::os::unix::fs::MetadataExt;
+        match &self.netns {
+            // The bind mount `ip netns add` made is the namespace file itself.
+            Some(n) => std::fs::metadata(Path::new("/run/netns").join(n)).map(|m| m.ino()),
+            None => std::fs::metadata("/proc/self/ns/net").map(|m| m.ino()),
+        }
+    }
+
     fn read_sysctl(&mut self, key: &str) -> io::Result<String> {
         let p = Self::proc_path(key)?;
         self.in_ns(|| std::fs::read_to_string(p))
@@ -484,6 +651,28 @@ impl std::fmt::Display for Plan {
     }
 }
 
+/// Runs the snapshot reader on arbitrary bytes, as the `snapshot` fuzz target and its corpus
+/// replay do: a snapshot it accepts must write back to the same snapshot. Returns the number of
+/// values it holds; never panics on any input (other than a broken round trip, which is a bug).
+#[doc(hidden)]
+pub fn fuzz_one(data: &[u8]) -> usize {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return 0;
+    };
+    let Ok(snap) = parse_snapshot(text) else {
+        return 0;
+    };
+    let again = serde_json::to_string(&snap)
+        .ok()
+        .and_then(|t| parse_snapshot(&t).ok());
+    assert_eq!(
+        again.as_ref(),
+        Some(&snap),
+        "a snapshot reads back as written"
+    );
+    snap.sysctls.len() + snap.txqueuelen.len()
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;
@@ -496,9 +685,17 @@ mod tests {
         sysctls: BTreeMap<String, String>,
         txq: BTreeMap<String, u32>,
         fail_on: Option<String>,
+        netns: Option<String>,
+        inode: u64,
     }
 
     impl HostIo for FakeHost {
+        fn netns(&self) -> Option<&str> {
+            self.netns.as_deref()
+        }
+        fn netns_inode(&mut self) -> io::Result<u64> {
+            Ok(self.inode)
+        }
         fn read_sysctl(&mut self, key: &str) -> io::Result<String> {
             self.sysctls
                 .get(key)
@@ -612,6 +809,138 @@ mod tests {
         assert!(e.to_string().contains("net.ipv4.tcp_wmem"));
         assert_eq!(h.sysctls, before);
         assert!(!snap.exists());
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    /// A host whose first sysctl read waits until the test lets it go, so a second apply can
+    /// be started while the first is between its checks and its snapshot.
+    struct GatedHost {
+        inner: FakeHost,
+        reached: std::sync::mpsc::Sender<()>,
+        go: std::sync::mpsc::Receiver<()>,
+    }
+
+    impl HostIo for GatedHost {
+        fn netns(&self) -> Option<&str> {
+            None
+        }
+        fn netns_inode(&mut self) -> io::Result<u64> {
+            Ok(0)
+        }
+        fn read_sysctl(&mut self, key: &str) -> io::Result<String> {
+            let _ = self.reached.send(());
+            let _ = self.go.recv();
+            self.inner.read_sysctl(key)
+        }
+        fn write_sysctl(&mut self, key: &str, value: &str) -> io::Result<()> {
+            self.inner.write_sysctl(key, value)
+        }
+        fn read_txqueuelen(&mut self, dev: &str) -> io::Result<u32> {
+            self.inner.read_txqueuelen(dev)
+        }
+        fn write_txqueuelen(&mut self, dev: &str, value: u32) -> io::Result<()> {
+            self.inner.write_txqueuelen(dev, value)
+        }
+    }
+
+    #[test]
+    fn a_second_apply_while_one_runs_is_refused_and_rollback_restores() {
+        let dir = std::env::temp_dir().join(format!("tcptune-tune-{}-c", std::process::id()));
+        let snap = dir.join("snap.json");
+        let p = plan_of(vec![sysctl("net.ipv4.tcp_sack", "1")]);
+        let (reached_tx, reached) = std::sync::mpsc::channel();
+        let (go, go_rx) = std::sync::mpsc::channel();
+        let mut first = GatedHost {
+            inner: fake(),
+            reached: reached_tx,
+            go: go_rx,
+        };
+        std::thread::scope(|s| {
+            let (p, snap) = (&p, &snap);
+            let t = s.spawn(move || apply(p, &mut first, snap).map(|_| first.inner));
+            // The first apply has passed its checks and is reading the values to save.
+            reached.recv().unwrap();
+            let mut second = fake();
+            second
+                .sysctls
+                .insert("net.ipv4.tcp_sack".into(), "1\n".into());
+            let e = apply(p, &mut second, snap).unwrap_err();
+            assert!(matches!(e, ApplyError::Busy(_)), "{e}");
+            assert!(e.to_string().contains("another `tcptune tune"), "{e}");
+            go.send(()).unwrap();
+            let mut host = t.join().unwrap().unwrap();
+            assert_eq!(host.sysctls["net.ipv4.tcp_sack"], "1");
+            // Now the snapshot exists: a later apply refuses rather than overwrite it.
+            assert!(matches!(
+                apply(p, &mut fake(), snap),
+                Err(ApplyError::SnapshotExists(_))
+            ));
+            rollback(&mut host, snap).unwrap();
+            assert_eq!(host.sysctls["net.ipv4.tcp_sack"], "0\n");
+        });
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn a_snapshot_restores_only_in_the_namespace_it_was_taken_in() {
+        let dir = std::env::temp_dir().join(format!("tcptune-tune-{}-d", std::process::id()));
+        let snap = dir.join("snap.json");
+        let p = plan_of(vec![sysctl("net.ipv4.tcp_sack", "1")]);
+        let mut a = fake();
+        a.netns = Some("nsa".into());
+        a.inode = 11;
+        apply(&p, &mut a, &snap).unwrap();
+        let mut b = fake();
+        b.netns = Some("nsb".into());
+        b.inode = 12;
+        let before_b = b.sysctls.clone();
+        let e = rollback(&mut b, &snap).unwrap_err();
+        assert!(matches!(e, ApplyError::WrongNetns { .. }), "{e}");
+        assert!(
+            e.to_string()
+                .contains("taken in namespace nsa, not in namespace nsb")
+                && e.to_string().contains("--netns nsa"),
+            "{e}"
+        );
+        assert_eq!(b.sysctls, before_b, "the other namespace is untouched");
+        assert!(snap.exists(), "the snapshot is kept");
+        // The host's own namespace is another namespace too.
+        let e = rollback(&mut fake(), &snap).unwrap_err();
+        assert!(matches!(e, ApplyError::WrongNetns { .. }), "{e}");
+        // Same name, different namespace (deleted and made again): refused.
+        let mut again = fake();
+        again.netns = Some("nsa".into());
+        again.inode = 99;
+        let e = rollback(&mut again, &snap).unwrap_err();
+        assert!(matches!(e, ApplyError::NetnsRecreated { .. }), "{e}");
+        rollback(&mut a, &snap).unwrap();
+        assert_eq!(a.sysctls["net.ipv4.tcp_sack"], "0\n");
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn a_snapshot_that_is_a_device_a_fifo_or_damaged_is_refused_without_writing() {
+        let dir = std::env::temp_dir().join(format!("tcptune-tune-{}-e", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut h = fake();
+        let before = h.sysctls.clone();
+        let e = rollback(&mut h, Path::new("/dev/zero")).unwrap_err();
+        assert!(e.to_string().contains("is a character device"), "{e}");
+        let fifo = dir.join("fifo");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: mkfifo with a valid C string.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let e = rollback(&mut h, &fifo).unwrap_err();
+        assert!(e.to_string().contains("is a FIFO"), "{e}");
+        let bad = dir.join("bad.json");
+        std::fs::write(
+            &bad,
+            r#"{"netns":null,"taken_unix_s":0,"sysctls":[["../../etc/passwd","x"]],"txqueuelen":[]}"#,
+        )
+        .unwrap();
+        let e = rollback(&mut h, &bad).unwrap_err();
+        assert!(e.to_string().contains("not a tcptune snapshot"), "{e}");
+        assert_eq!(h.sysctls, before);
         let _ = std::fs::remove_dir_all(dir);
     }
 

@@ -272,6 +272,15 @@ impl Diag {
         self.replay.is_some()
     }
 
+    /// Destroy events where this socket looks: a subscription in `netns` (the namespace this
+    /// socket was opened for), or, for a replay, its recording's sockets as the events.
+    pub fn destroy_events(&self, netns: Option<&str>) -> Result<DestroyEvents> {
+        match &self.replay {
+            Some(rec) => Ok(DestroyEvents::replay(rec.clone(), self.tail)),
+            None => DestroyEvents::subscribe(netns),
+        }
+    }
+
     /// A sock_diag socket in the named network namespace (`/run/netns/NAME`, as `ip netns`
     /// creates them). Only a short-lived helper thread enters the namespace; a netlink socket
     /// stays bound to the namespace it was created in, so the rest of the process stays put.
@@ -604,9 +613,12 @@ pub fn named_netns() -> Vec<String> {
 /// (`SKNLGRP_INET_TCP_DESTROY` / `SKNLGRP_INET6_TCP_DESTROY`), each carrying the socket's
 /// final `tcp_info` — also for connections too short for any poll to see.
 pub struct DestroyEvents {
-    fd: OwnedFd,
+    /// None when replaying.
+    fd: Option<OwnedFd>,
     buf: Vec<u8>,
     tail: TailLayout,
+    /// Recorded events not yet delivered (replay), or delivered already (`Some(empty)`).
+    replay: Option<Vec<u8>>,
 }
 
 const SKNLGRP_INET_TCP_DESTROY: i32 = 1;
@@ -645,10 +657,28 @@ impl DestroyEvents {
         }
         .map_err(KernelError::Socket)?;
         Ok(DestroyEvents {
-            fd,
+            fd: Some(fd),
             buf: vec![0u8; RECV_BUF],
             tail: running_tail_layout(),
+            replay: None,
         })
+    }
+
+    /// Events from a recording (netlink messages one after another, as under
+    /// `fixtures/kernel/`): every socket in it is delivered as destroyed by the first
+    /// [`next`](Self::next), then [`finished`](Self::finished) says so.
+    pub fn replay(recording: Vec<u8>, tail: TailLayout) -> DestroyEvents {
+        DestroyEvents {
+            fd: None,
+            buf: Vec::new(),
+            tail,
+            replay: Some(recording),
+        }
+    }
+
+    /// A replay whose events were all delivered (a live subscription never finishes).
+    pub fn finished(&self) -> bool {
+        self.replay.as_ref().is_some_and(Vec::is_empty)
     }
 
     /// Waits up to `timeout` for events and returns the sockets destroyed (possibly none).
@@ -667,8 +697,20 @@ impl DestroyEvents {
 
     /// Waits up to `timeout` and returns the raw datagrams queued (for fixtures).
     pub fn next_raw(&mut self, timeout: Duration) -> Result<Vec<Vec<u8>>> {
+        if let Some(rec) = &mut self.replay {
+            let rec = std::mem::take(rec);
+            return Ok(if rec.is_empty() {
+                Vec::new()
+            } else {
+                vec![rec]
+            });
+        }
+        let Some(fd) = &self.fd else {
+            return Ok(Vec::new());
+        };
+        let fd = fd.as_raw_fd();
         let mut pfd = libc::pollfd {
-            fd: self.fd.as_raw_fd(),
+            fd,
             events: libc::POLLIN,
             revents: 0,
         };
@@ -693,7 +735,7 @@ impl DestroyEvents {
             // SAFETY: buf is valid for its length; non-blocking so we drain what is queued.
             let n = unsafe {
                 libc::recv(
-                    self.fd.as_raw_fd(),
+                    fd,
                     self.buf.as_mut_ptr().cast(),
                     self.buf.len(),
                     libc::MSG_DONTWAIT,

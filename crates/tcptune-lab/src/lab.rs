@@ -4,9 +4,13 @@
 //! everything named after the lab and restores global sysctls; `status`, `set` and `exec` work
 //! on a running lab; [`run_emulator`] is the background process itself.
 //!
-//! A lab is *alive* when its setup is complete and its link works (its emulator runs, or its
-//! veth ends exist), or while the `lab up` that creates it is still running. Anything else named after a lab is a leftover (of a
-//! `kill -9`), removed by the next `lab up` or by `lab down --all`.
+//! A lab is *alive* when its setup is complete, its link works (its emulator runs, or its veth
+//! ends exist) and the process it is tied to, if any, still runs (`lab run` ties each trial's
+//! lab to itself), or while the `lab up` that creates it is still running. Processes are named
+//! by PID and start time, so a reused PID does not keep a lab alive. Anything else named after
+//! a lab is a leftover (of a `kill -9`), removed by the next `lab up` or `lab run` of any lab,
+//! or by `lab down --all`. A running emulator removes its lab as soon as an owner dies, and a
+//! lab's CPU hogs exit when it is no longer alive.
 
 use std::fmt;
 use std::io::{BufRead, BufReader, Write};
@@ -73,6 +77,13 @@ struct State {
     name: String,
     /// The `lab up` process while it builds the lab.
     owner_pid: u32,
+    /// Its start time (0 in states written before it was recorded).
+    #[serde(default)]
+    owner_start: u64,
+    /// The process the lab lives with, if any (`lab run`): when it is gone, the lab is a
+    /// leftover even though its emulator still runs.
+    #[serde(default)]
+    tied_to: Option<os::ProcessRef>,
     ready: bool,
     emulator_pid: Option<u32>,
     spec: LabSpec,
@@ -81,9 +92,37 @@ struct State {
     globals: Vec<GlobalChange>,
 }
 
+/// The largest state file read (a state is a few kilobytes).
+const STATE_LIMIT: u64 = 1 << 20;
+
 fn read_state(lab: &str) -> Option<State> {
-    let text = std::fs::read_to_string(lab_dir(lab).join("state.json")).ok()?;
+    let text = tcptune_kernel::file::read_text_limited(
+        &lab_dir(lab).join("state.json"),
+        STATE_LIMIT,
+        "lab state",
+    )
+    .ok()?;
     serde_json::from_str(&text).ok()
+}
+
+impl State {
+    /// The `lab up` that builds it still runs.
+    fn owner_alive(&self) -> bool {
+        if self.owner_start == 0 {
+            os::alive(self.owner_pid)
+        } else {
+            os::ProcessRef {
+                pid: self.owner_pid,
+                start: self.owner_start,
+            }
+            .alive()
+        }
+    }
+
+    /// The process the lab is tied to (if any) still runs.
+    fn tie_holds(&self) -> bool {
+        self.tied_to.is_none_or(|p| p.alive())
+    }
 }
 
 fn write_state(st: &State) -> Result<(), LabError> {
@@ -151,8 +190,8 @@ fn emulator_pid(lab: &str) -> Option<u32> {
 /// Alive: set up and emulating, or being set up by a live `lab up`.
 fn is_alive(lab: &str) -> bool {
     match read_state(lab) {
-        Some(st) if st.ready => link_up(lab, &st),
-        Some(st) => os::alive(st.owner_pid) && st.owner_pid != std::process::id(),
+        Some(st) if st.ready => st.tie_holds() && link_up(lab, &st),
+        Some(st) => st.owner_alive() && st.owner_pid != std::process::id() && st.tie_holds(),
         None => false,
     }
 }
@@ -312,13 +351,28 @@ fn norm(v: &str) -> String {
     v.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
-/// Removes the leftovers of every lab that is not alive.
+/// Removes the leftovers of every lab that is not alive, and the half-made state directories
+/// of `lab up`s killed while making them.
 pub fn remove_dead() -> Vec<String> {
-    known_labs()
+    let mut removed: Vec<String> = known_labs()
         .into_iter()
         .filter(|l| !is_alive(l))
         .flat_map(|l| teardown(&l))
-        .collect()
+        .collect();
+    if let Ok(d) = std::fs::read_dir(RUN_DIR) {
+        for e in d.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            // ".LAB.PID", see create_lab_dir.
+            let pid = name
+                .strip_prefix('.')
+                .and_then(|n| n.rsplit_once('.'))
+                .and_then(|(_, p)| p.parse::<u32>().ok());
+            if pid.is_some_and(|p| !os::alive(p)) && std::fs::remove_dir_all(e.path()).is_ok() {
+                removed.push(e.path().display().to_string());
+            }
+        }
+    }
+    removed
 }
 
 /// Removes a lab set up by this process if setup fails (dropped without `disarm`).
@@ -560,12 +614,23 @@ fn spawn_hog(lab: &str, host: &str, cpu: u32) -> Result<(), LabError> {
     Ok(())
 }
 
-/// The CPU hog process: spins on one CPU until killed.
-pub fn run_hog(cpu: u32) -> Result<(), LabError> {
+/// The CPU hog process: spins on one CPU until killed, or until its lab is no longer alive
+/// (its emulator, the `lab up` building it or the process it is tied to died, even by
+/// `kill -9`), which it checks five times a second: a hog never outlives its lab.
+pub fn run_hog(lab: &str, cpu: u32) -> Result<(), LabError> {
     os::pin_to_cpu(cpu).map_err(|e| LabError::Input(format!("cannot pin to CPU {cpu}: {e}")))?;
     let mut x: u64 = 0;
+    let mut next_check = Instant::now();
     loop {
-        x = std::hint::black_box(x.wrapping_add(1));
+        for _ in 0..100_000 {
+            x = std::hint::black_box(x.wrapping_add(1));
+        }
+        if Instant::now() >= next_check {
+            if !is_alive(lab) {
+                return Ok(());
+            }
+            next_check = Instant::now() + Duration::from_millis(200);
+        }
     }
 }
 
@@ -609,19 +674,37 @@ fn spawn_emulator(lab: &str) -> Result<u32, LabError> {
     )))
 }
 
-/// `tcptune lab up`.
+/// `tcptune lab up`: a lab that stays after this process exits.
 pub fn up(lab: &str, spec: LabSpec) -> Result<LabStatus, LabError> {
+    up_inner(lab, spec, None)
+}
+
+/// A lab that lives only as long as this process: once it exits, even by `kill -9`, the lab is
+/// a leftover that the next lab command removes (`lab run` makes its trials' labs so).
+pub fn up_tied(lab: &str, spec: LabSpec) -> Result<LabStatus, LabError> {
+    up_inner(lab, spec, Some(os::ProcessRef::me()))
+}
+
+/// Refuses users who cannot make namespaces, before anything else is looked at.
+pub fn require_admin(command: &str) -> Result<(), LabError> {
+    if os::can_admin_network() {
+        Ok(())
+    } else {
+        Err(LabError::NeedsRoot(command.into()))
+    }
+}
+
+fn up_inner(
+    lab: &str,
+    spec: LabSpec,
+    tied_to: Option<os::ProcessRef>,
+) -> Result<LabStatus, LabError> {
+    require_admin("lab up")?;
     check_name(lab)?;
     spec.validate()?;
     for h in [&spec.client, &spec.server] {
         for cc in h.congestion_controls() {
             check_cc(cc)?;
-        }
-        if let Some(cpu) = h.cpu.filter(|&c| c >= os::cpus()) {
-            return Err(LabError::Input(format!(
-                "cpu {cpu} does not exist; this machine has CPUs 0 to {}",
-                os::cpus() - 1
-            )));
         }
     }
     if !Path::new("/dev/net/tun").exists() {
@@ -636,20 +719,23 @@ pub fn up(lab: &str, spec: LabSpec) -> Result<LabStatus, LabError> {
     }
     std::fs::create_dir_all(RUN_DIR)
         .map_err(|e| LabError::Environment(format!("cannot create {RUN_DIR}: {e}")))?;
-    if std::fs::create_dir(lab_dir(lab)).is_err() {
-        // Another `lab up` of the same name got there first.
-        return Err(LabError::NameInUse(lab.into()));
-    }
-    let mut guard = UndoGuard { lab, armed: true };
+    let me = os::ProcessRef::me();
     let mut st = State {
         name: lab.into(),
-        owner_pid: std::process::id(),
+        owner_pid: me.pid,
+        owner_start: me.start,
+        tied_to,
         ready: false,
         emulator_pid: None,
         spec: spec.clone(),
         globals: Vec::new(),
     };
-    write_state(&st)?;
+    // The directory appears with its state inside (made aside, then renamed without
+    // replacing), so no other process ever sees a lab directory without an owner and removes
+    // it as a leftover.
+    create_lab_dir(&st)?;
+    let mut guard = UndoGuard { lab, armed: true };
+    stop_point("state");
     for h in HOSTS {
         check_interrupt()?;
         let ns = netns_name(lab, h);
@@ -660,6 +746,7 @@ pub fn up(lab: &str, spec: LabSpec) -> Result<LabStatus, LabError> {
             .and_then(|()| std::fs::write(etc.join("hosts"), hosts_file()))
             .map_err(|e| LabError::Environment(format!("cannot write {}: {e}", etc.display())))?;
     }
+    stop_point("namespaces");
     check_interrupt()?;
     match spec.backend {
         Backend::Emu => {
@@ -668,6 +755,7 @@ pub fn up(lab: &str, spec: LabSpec) -> Result<LabStatus, LabError> {
         }
         Backend::Netem => create_veth(lab)?,
     }
+    stop_point("emulator");
     for h in HOSTS {
         check_interrupt()?;
         let want = spec.host(h)?.clone();
@@ -676,12 +764,73 @@ pub fn up(lab: &str, spec: LabSpec) -> Result<LabStatus, LabError> {
     if spec.backend == Backend::Netem {
         apply_qdiscs(lab, &spec.link)?;
     }
+    stop_point("hosts");
     check_interrupt()?;
     st.ready = true;
     write_state(&st)?;
     guard.armed = false;
     drop(guard);
     status_of(lab)
+}
+
+/// Fault injection for the tests: with `TCPTUNE_LAB_STOP_AT=STAGE` in its environment, `lab up`
+/// (and so each trial of `lab run`) stops itself with SIGSTOP at STAGE (state, namespaces,
+/// emulator, hosts), so a test can `kill -9` it at exactly that point.
+fn stop_point(stage: &str) {
+    if std::env::var_os("TCPTUNE_LAB_STOP_AT").is_some_and(|s| s == stage) {
+        // SAFETY: raise has no preconditions; SIGSTOP suspends this process until SIGCONT or
+        // SIGKILL.
+        unsafe { libc::raise(libc::SIGSTOP) };
+    }
+}
+
+fn create_lab_dir(st: &State) -> Result<(), LabError> {
+    let dir = lab_dir(&st.name);
+    let tmp = Path::new(RUN_DIR).join(format!(".{}.{}", st.name, std::process::id()));
+    let env = |what: &str, e: &dyn fmt::Display| LabError::Environment(format!("{what}: {e}"));
+    let _ = std::fs::remove_dir_all(&tmp);
+    std::fs::create_dir(&tmp).map_err(|e| env(&format!("cannot create {}", tmp.display()), &e))?;
+    let text =
+        serde_json::to_string_pretty(st).map_err(|e| LabError::Environment(e.to_string()))?;
+    if let Err(e) = std::fs::write(tmp.join("state.json"), text) {
+        let _ = std::fs::remove_dir_all(&tmp);
+        return Err(env(
+            &format!("cannot write lab state in {}", tmp.display()),
+            &e,
+        ));
+    }
+    let c = |p: &Path| std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).ok();
+    let (Some(from), Some(to)) = (c(&tmp), c(&dir)) else {
+        let _ = std::fs::remove_dir_all(&tmp);
+        return Err(LabError::Environment(format!("bad path {}", dir.display())));
+    };
+    // SAFETY: renameat2 with two valid C strings; RENAME_NOREPLACE fails if `to` exists.
+    let rc = unsafe {
+        libc::renameat2(
+            libc::AT_FDCWD,
+            from.as_ptr(),
+            libc::AT_FDCWD,
+            to.as_ptr(),
+            libc::RENAME_NOREPLACE,
+        )
+    };
+    if rc != 0 {
+        let e = std::io::Error::last_os_error();
+        let _ = std::fs::remove_dir_all(&tmp);
+        return Err(if e.raw_os_error() == Some(libc::EEXIST) {
+            // Another `lab up` of the same name got there first.
+            LabError::NameInUse(lab_name_of(&dir))
+        } else {
+            env(&format!("cannot create {}", dir.display()), &e)
+        });
+    }
+    Ok(())
+}
+
+fn lab_name_of(dir: &Path) -> String {
+    dir.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
 }
 
 fn hosts_file() -> String {
@@ -695,6 +844,7 @@ fn hosts_file() -> String {
 
 /// `tcptune lab down --name LAB`.
 pub fn down(lab: &str) -> Result<Vec<String>, LabError> {
+    require_admin("lab down")?;
     check_name(lab)?;
     if !known_labs().iter().any(|l| l == lab) {
         return Err(LabError::NoSuchLab(lab.into()));
@@ -702,12 +852,17 @@ pub fn down(lab: &str) -> Result<Vec<String>, LabError> {
     Ok(teardown(lab))
 }
 
-/// `tcptune lab down --all`: every lab, running or left over.
-pub fn down_all() -> Vec<String> {
-    known_labs()
+/// `tcptune lab down --all`: the leftovers of every lab (labs whose owner is gone), or with
+/// `force` every lab on the machine, running ones (other users' too) included.
+pub fn down_all(force: bool) -> Result<Vec<String>, LabError> {
+    require_admin("lab down")?;
+    if !force {
+        return Ok(remove_dead());
+    }
+    Ok(known_labs()
         .into_iter()
         .flat_map(|l| teardown(&l))
-        .collect()
+        .collect())
 }
 
 fn control(lab: &str, req: &Request) -> Result<Option<EmuStatus>, LabError> {
@@ -776,8 +931,8 @@ fn status_of(lab: &str) -> Result<LabStatus, LabError> {
     let pid = emulator_pid(lab);
     let spec = st.as_ref().map(|s| s.spec.clone()).unwrap_or_default();
     let state = match &st {
-        Some(s) if s.ready && link_up(lab, s) => "running",
-        Some(s) if !s.ready && os::alive(s.owner_pid) => "starting",
+        Some(s) if s.ready && s.tie_holds() && link_up(lab, s) => "running",
+        Some(s) if !s.ready && s.owner_alive() && s.tie_holds() => "starting",
         _ => "broken",
     };
     let emulator = if state == "running" && spec.backend == Backend::Emu {
@@ -820,6 +975,7 @@ fn status_of(lab: &str) -> Result<LabStatus, LabError> {
 
 /// `tcptune lab status [--name LAB]`.
 pub fn status(lab: Option<&str>) -> Result<LabList, LabError> {
+    require_admin("lab status")?;
     let labs = match lab {
         Some(l) => {
             check_name(l)?;
@@ -839,7 +995,7 @@ pub fn status(lab: Option<&str>) -> Result<LabList, LabError> {
 fn running_state(lab: &str) -> Result<State, LabError> {
     check_name(lab)?;
     match read_state(lab) {
-        Some(st) if st.ready && link_up(lab, &st) => Ok(st),
+        Some(st) if st.ready && st.tie_holds() && link_up(lab, &st) => Ok(st),
         Some(_) => Err(LabError::Environment(format!(
             "lab '{lab}' is not running (its link is gone); remove it with \
              `tcptune lab down --name {lab}` and start it again"
@@ -850,6 +1006,7 @@ fn running_state(lab: &str) -> Result<State, LabError> {
 
 /// `tcptune lab set`: new link and host settings for a running lab.
 pub fn set(lab: &str, new: LabSpec) -> Result<LabStatus, LabError> {
+    require_admin("lab set")?;
     let mut st = running_state(lab)?;
     if new.backend != st.spec.backend {
         return Err(LabError::Input(format!(
@@ -906,6 +1063,7 @@ pub fn current_spec(lab: &str) -> Result<LabSpec, LabError> {
 /// `tcptune lab exec LAB HOST -- CMD…`: runs CMD in the host (names resolve through the lab's
 /// hosts file), pinned to the host's CPU if it has one, and returns its exit code.
 pub fn exec(lab: &str, host: &str, argv: &[String]) -> Result<i32, LabError> {
+    require_admin("lab exec")?;
     check_name(lab)?;
     if !crate::spec::HOSTS.contains(&host) {
         return Err(LabError::UnknownHost(host.into()));
@@ -979,7 +1137,41 @@ pub fn run_emulator(lab: &str) -> Result<(), LabError> {
         unsafe { libc::dup2(null.as_raw_fd(), 1) };
     }
     let started = Instant::now();
-    let result = emu.run(Some(&listener), signals.as_raw_fd());
+    // The loop stops when its stop descriptor is readable: an epoll set of the signals and
+    // of the processes whose end ends the lab (the process it is tied to; the `lab up`
+    // building it, until the lab is ready), so a `kill -9` of either removes the lab at once.
+    let mut stop = StopSet::new(signals.as_raw_fd())
+        .map_err(|e| env("cannot watch for the end of the lab's owners", &e))?;
+    let tied = st.tied_to.and_then(|p| stop.watch(p));
+    let mut owner = (st.owner_start != 0)
+        .then(|| {
+            stop.watch(os::ProcessRef {
+                pid: st.owner_pid,
+                start: st.owner_start,
+            })
+        })
+        .flatten();
+    let result = loop {
+        let r = emu.run(Some(&listener), stop.as_raw_fd());
+        if !matches!(r, Ok(sys::Exit::Signal)) || os::readable(signals.as_raw_fd()) {
+            break r;
+        }
+        if tied.as_ref().is_some_and(|t| os::readable(t.as_raw_fd())) {
+            eprintln!("the process lab '{lab}' was tied to has ended");
+            break r;
+        }
+        match owner.take() {
+            // `lab up` ended: normally once the lab is ready, which leaves it running.
+            Some(o) if os::readable(o.as_raw_fd()) => {
+                if !read_state(lab).is_some_and(|s| s.ready) {
+                    eprintln!("`lab up` of lab '{lab}' ended before the lab was ready");
+                    break r;
+                }
+                stop.unwatch(&o);
+            }
+            o => owner = o,
+        }
+    };
     drop(emu); // closes the TUN devices, releasing the namespaces
     drop(listener);
     eprintln!(
@@ -990,6 +1182,57 @@ pub fn run_emulator(lab: &str) -> Result<(), LabError> {
     result
         .map(|_| ())
         .map_err(|e| env("emulator loop failed", &e))
+}
+
+/// An epoll set that is readable when a stop signal arrived or a watched process ended (it
+/// stands in for the emulator loop's signal descriptor).
+struct StopSet {
+    epoll: std::os::fd::OwnedFd,
+}
+
+impl StopSet {
+    fn new(signals: i32) -> std::io::Result<StopSet> {
+        use std::os::fd::FromRawFd;
+        // SAFETY: epoll_create1 returns a new descriptor or -1.
+        let fd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: fd is a fresh descriptor we own.
+        let set = StopSet {
+            epoll: unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) },
+        };
+        set.ctl(libc::EPOLL_CTL_ADD, signals)?;
+        Ok(set)
+    }
+
+    fn ctl(&self, op: i32, fd: i32) -> std::io::Result<()> {
+        let mut ev = libc::epoll_event {
+            events: libc::EPOLLIN as u32,
+            u64: fd as u64,
+        };
+        // SAFETY: epoll_ctl on our epoll descriptor with a valid event.
+        if unsafe { libc::epoll_ctl(self.epoll.as_raw_fd(), op, fd, &mut ev) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    /// Watches `p`; None if it cannot be watched. A process already gone (or whose PID now
+    /// belongs to another) is watched as a descriptor that is readable at once.
+    fn watch(&mut self, p: os::ProcessRef) -> Option<std::os::fd::OwnedFd> {
+        let fd = os::pidfd(p)?;
+        self.ctl(libc::EPOLL_CTL_ADD, fd.as_raw_fd()).ok()?;
+        Some(fd)
+    }
+
+    fn unwatch(&mut self, fd: &std::os::fd::OwnedFd) {
+        let _ = self.ctl(libc::EPOLL_CTL_DEL, fd.as_raw_fd());
+    }
+
+    fn as_raw_fd(&self) -> i32 {
+        self.epoll.as_raw_fd()
+    }
 }
 
 impl fmt::Display for LabStatus {

@@ -46,4 +46,9 @@ pub enum LabError {
     Environment(String),
     #[error("interrupted by a signal; everything the lab had created was removed")]
     Interrupted,
+    #[error(
+        "`tcptune {0}` needs root (CAP_NET_ADMIN and CAP_SYS_ADMIN, to make namespaces and \
+         links); run it with sudo"
+    )]
+    NeedsRoot(String),
 }

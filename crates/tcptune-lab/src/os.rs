@@ -99,6 +99,86 @@ pub fn alive(pid: u32) -> bool {
     pid > 0 && unsafe { libc::kill(pid as libc::pid_t, 0) } == 0
 }
 
+/// When process `pid` started (field 22 of `/proc/PID/stat`, clock ticks since boot); with
+/// the PID it names one process for good, since a PID can be reused after the process exits.
+pub fn start_time(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) is in parentheses and may hold spaces: count after it.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(19)?.parse().ok()
+}
+
+/// A process named for good: its PID and its start time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ProcessRef {
+    pub pid: u32,
+    pub start: u64,
+}
+
+impl ProcessRef {
+    /// This process.
+    pub fn me() -> ProcessRef {
+        let pid = std::process::id();
+        ProcessRef {
+            pid,
+            start: start_time(pid).unwrap_or(0),
+        }
+    }
+
+    /// Still running (and not a later process that got the same PID).
+    pub fn alive(&self) -> bool {
+        start_time(self.pid) == Some(self.start)
+    }
+}
+
+/// A pidfd of `p` (readable once it has exited), or, when `p` is already gone and its PID
+/// free or reused, a descriptor that is readable at once. None if neither can be made.
+pub fn pidfd(p: ProcessRef) -> Option<OwnedFd> {
+    // SAFETY: pidfd_open takes a pid and flags and returns a new fd or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, p.pid as libc::pid_t, 0) };
+    if fd >= 0 {
+        // SAFETY: fd is a fresh pidfd we own.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd as i32) };
+        // Checked after opening: the pidfd now pins this PID, so if the start time matches,
+        // it is the process we mean.
+        if p.alive() {
+            return Some(fd);
+        }
+    }
+    // Gone: an eventfd with a count is always readable.
+    // SAFETY: eventfd returns a new fd or -1.
+    let fd = unsafe { libc::eventfd(1, libc::EFD_CLOEXEC) };
+    // SAFETY: a fresh descriptor we own.
+    (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Whether `fd` is readable now.
+pub fn readable(fd: i32) -> bool {
+    let mut p = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd, no wait.
+    unsafe { libc::poll(&mut p, 1, 0) > 0 && p.revents != 0 }
+}
+
+/// Whether this process may build labs: namespaces need CAP_SYS_ADMIN and links
+/// CAP_NET_ADMIN (root has both).
+pub fn can_admin_network() -> bool {
+    const CAP_NET_ADMIN: u32 = 12;
+    const CAP_SYS_ADMIN: u32 = 21;
+    let Ok(status) = std::fs::read_to_string("/proc/self/status") else {
+        return false;
+    };
+    let eff = status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        .unwrap_or(0);
+    eff & (1 << CAP_NET_ADMIN) != 0 && eff & (1 << CAP_SYS_ADMIN) != 0
+}
+
 /// A process of some lab, recognised by its command line.
 #[derive(Debug, Clone)]
 pub struct LabProcess {
@@ -232,6 +312,31 @@ pub fn pin_to_cpu(cpu: u32) -> std::io::Result<()> {
 /// Number of CPUs this process may run on.
 pub fn cpus() -> u32 {
     std::thread::available_parallelism().map_or(1, |n| n.get() as u32)
+}
+
+#[cfg(test)]
+mod process_tests {
+    use super::*;
+
+    #[test]
+    fn a_process_is_named_by_pid_and_start_time() {
+        let me = ProcessRef::me();
+        assert!(me.start > 0 && me.alive());
+        // The same PID with another start time is another (earlier or later) process.
+        assert!(!ProcessRef {
+            pid: me.pid,
+            start: me.start + 1
+        }
+        .alive());
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        let r = ProcessRef {
+            pid,
+            start: start_time(pid).unwrap_or(0),
+        };
+        child.wait().unwrap();
+        assert!(!r.alive(), "a reaped child is gone");
+    }
 }
 
 #[cfg(test)]

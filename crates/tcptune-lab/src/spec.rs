@@ -11,6 +11,9 @@ use tcptune_model::{Bytes, Dur, Probability, Rate};
 
 use crate::LabError;
 
+/// The largest `--spec` file read (a lab spec is a few hundred bytes).
+pub const SPEC_FILE_LIMIT: u64 = 1 << 20;
+
 /// Route metrics on the host's route to its peer (`ip route … initcwnd …`).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(default, deny_unknown_fields)]
@@ -411,6 +414,14 @@ impl LabSpec {
             .map_err(|ConfigError::Invalid(s)| LabError::Input(s))?;
         self.client.validate()?;
         self.server.validate()?;
+        for h in [&self.client, &self.server] {
+            if let Some(cpu) = h.cpu.filter(|&c| c >= crate::os::cpus()) {
+                return Err(LabError::Input(format!(
+                    "cpu {cpu} does not exist; this machine has CPUs 0 to {}",
+                    crate::os::cpus() - 1
+                )));
+            }
+        }
         if self.backend == Backend::Netem {
             for (h, s) in [("client", &self.client), ("server", &self.server)] {
                 if s.line_rate_bps.is_some() {
@@ -427,11 +438,11 @@ impl LabSpec {
         Ok(())
     }
 
-    /// Reads a `--spec` file (JSON with the fields of [`LabSpec`]).
+    /// Reads a `--spec` file (JSON with the fields of [`LabSpec`]), at most
+    /// [`SPEC_FILE_LIMIT`] bytes.
     pub fn from_file(path: &std::path::Path) -> Result<LabSpec, LabError> {
-        let text = std::fs::read_to_string(path).map_err(|e| {
-            LabError::Input(format!("cannot read spec file {}: {e}", path.display()))
-        })?;
+        let text = tcptune_kernel::file::read_text_limited(path, SPEC_FILE_LIMIT, "spec file")
+            .map_err(|e| LabError::Input(e.to_string()))?;
         let spec: LabSpec = serde_json::from_str(&text).map_err(|e| {
             LabError::Input(format!(
                 "spec file {} is not a lab spec: {e}",

@@ -151,6 +151,12 @@ pub struct Rate(f64);
 
 impl Rate {
     /// A rate of `bps` bits per second.
+    /// The smallest rate a parser accepts.
+    pub const MIN_BPS: f64 = 1.0;
+    /// The largest rate a parser accepts (1 Pbit/s): beyond any link, and small enough that
+    /// rates times durations stay finite and fit in 64-bit counters.
+    pub const MAX_BPS: f64 = 1e15;
+
     pub const fn from_bps(bps: f64) -> Self {
         Rate(bps)
     }
@@ -218,6 +224,13 @@ impl FromStr for Rate {
             return Err(UnitError::OutOfRange {
                 input: input.into(),
                 why: "a rate must be greater than zero".into(),
+            });
+        }
+        // NaN and infinity fail the range test too (a product can overflow to inf).
+        if !(Rate::MIN_BPS..=Rate::MAX_BPS).contains(&bps) {
+            return Err(UnitError::OutOfRange {
+                input: input.into(),
+                why: "a rate must be from 1 bit/s to 1 Pbit/s".into(),
             });
         }
         Ok(Rate(bps))
@@ -422,6 +435,8 @@ impl JsonSchema for Dur {
 
 impl Dur {
     pub const ZERO: Dur = Dur(0);
+    /// The longest duration a parser accepts: one day.
+    pub const MAX_PARSED: Dur = Dur(86_400_000_000_000);
     pub const fn from_nanos(ns: u64) -> Self {
         Dur(ns)
     }
@@ -481,10 +496,19 @@ impl FromStr for Dur {
             }
         };
         let ns = value * ns_per;
-        if ns >= u64::MAX as f64 {
+        // At most a day: no RTT, delay or test length is longer, and a day times the largest
+        // rate still fits a byte count in 64 bits.
+        if ns.is_nan() || ns > Dur::MAX_PARSED.0 as f64 {
             return Err(UnitError::OutOfRange {
                 input: input.into(),
-                why: "a duration must be below 584 years".into(),
+                why: "a duration must be at most 1 day (1440min)".into(),
+            });
+        }
+        if ns > 0.0 && ns.round() == 0.0 {
+            // Counted in whole nanoseconds: 1e-12s would silently become 0 s.
+            return Err(UnitError::OutOfRange {
+                input: input.into(),
+                why: "a duration other than zero must be at least 1ns".into(),
             });
         }
         Ok(Dur(ns.round() as u64))
@@ -649,6 +673,48 @@ mod tests {
             .to_string()
             .contains("2%"));
         assert!("101%".parse::<Probability>().is_err());
+    }
+
+    #[test]
+    fn non_finite_and_out_of_range_values_are_refused_in_one_sentence() {
+        for bad in [
+            "1e300tbit",
+            "1e16bit",
+            "2Pbit",
+            "0.5bit",
+            "1e-300bit",
+            "1e400",
+            "inf",
+            "NaN",
+        ] {
+            let e = bad.parse::<Rate>().unwrap_err();
+            let msg = e.to_string();
+            assert!(!msg.contains('\n') && msg.contains(bad), "{bad}: {msg}");
+        }
+        assert!(matches!(
+            "1e300tbit".parse::<Rate>(),
+            Err(UnitError::OutOfRange { .. })
+        ));
+        assert_eq!("1000tbit".parse::<Rate>().unwrap().bps(), 1e15);
+        assert_eq!("1bit".parse::<Rate>().unwrap().bps(), 1.0);
+        assert_eq!("1440min".parse::<Dur>().unwrap(), Dur::MAX_PARSED);
+        for bad in ["1e-12s", "0.4ns", "1e300s", "1441min", "1e20min", "infs"] {
+            let e = bad.parse::<Dur>().unwrap_err();
+            assert!(e.to_string().contains(bad), "{bad}: {e}");
+        }
+        assert!("1e-12s"
+            .parse::<Dur>()
+            .unwrap_err()
+            .to_string()
+            .contains("at least 1ns"));
+        assert_eq!("0.6ns".parse::<Dur>().unwrap(), Dur::from_nanos(1));
+        assert_eq!("0s".parse::<Dur>().unwrap(), Dur::ZERO);
+        for bad in ["1e300TB", "1e20EB", "infB", "1e30"] {
+            assert!(bad.parse::<Bytes>().is_err(), "{bad}");
+        }
+        for bad in ["1e300%", "-1%", "nan", "2"] {
+            assert!(bad.parse::<Probability>().is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -645,12 +645,16 @@ pub enum LabCommand {
         #[arg(long)]
         check: bool,
     },
-    /// Remove a lab (or all labs, including leftovers of killed ones).
+    /// Remove a lab, or with --all the leftovers of every lab whose owner is gone.
     Down {
         #[arg(long, required_unless_present = "all", conflicts_with = "all")]
         name: Option<String>,
+        /// Remove every leftover lab (whose emulator, `lab up` or `lab run` is gone).
         #[arg(long)]
         all: bool,
+        /// With --all: remove running labs too, other users' included.
+        #[arg(long)]
+        force: bool,
     },
     #[command(name = "_emulator", hide = true)]
     Emulator {

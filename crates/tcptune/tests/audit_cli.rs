@@ -82,7 +82,7 @@ fn bad_input_is_one_sentence_and_exit_2() {
                 "--profile",
                 "lan",
             ],
-            "cannot read host state",
+            "cannot read the host state",
         ),
         (&["audit", "--path", "rate=1gbit"], "audit needs the path"),
         (&["audit", "--profile", "lan", "--flows", "0"], "--flows 0"),
@@ -174,4 +174,169 @@ fn tune_apply_and_rollback_in_a_namespace_from_the_cli() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert_eq!((read("tcp_sack"), read("tcp_rmem")), (sack, rmem));
     assert!(!snap.exists());
+}
+
+#[test]
+fn concurrent_applies_and_a_rollback_in_another_namespace_are_refused() {
+    if !tcptune_testkit::privileged("concurrent_applies_and_a_rollback_in_another_namespace") {
+        return;
+    }
+    let (a, b) = (
+        tcptune_testkit::Netns::new("tunerace"),
+        tcptune_testkit::Netns::new("tuneother"),
+    );
+    for ns in [&a, &b] {
+        ns.exec(&["sysctl", "-q", "-w", "net.ipv4.tcp_sack=0"]);
+    }
+    let read = |ns: &tcptune_testkit::Netns| {
+        String::from_utf8(ns.exec(&["cat", "/proc/sys/net/ipv4/tcp_sack"]).stdout).unwrap()
+    };
+    let snap = std::env::temp_dir().join(format!("tt-tunerace-{}.json", std::process::id()));
+    let snap_s = snap.display().to_string();
+    let apply = |ns: &str| {
+        Command::new(env!("CARGO_BIN_EXE_tcptune"))
+            .args(["tune", "--netns", ns, "--profile", "lfn", "--apply"])
+            .args(["--snapshot", &snap_s])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let rollback =
+        |ns: &str| tcptune(&["tune", "--netns", ns, "--rollback", "--snapshot", &snap_s]);
+    // Two applies at once: exactly one wins, and the rollback restores the original value.
+    for round in 0..10 {
+        let (x, y) = (apply(a.name()), apply(a.name()));
+        let (x, y) = (x.wait_with_output().unwrap(), y.wait_with_output().unwrap());
+        let won = [&x, &y].iter().filter(|o| o.status.success()).count();
+        assert_eq!(won, 1, "round {round}: {} | {}", stderr(&x), stderr(&y));
+        let lost = if x.status.success() { &y } else { &x };
+        assert_eq!(lost.status.code(), Some(2), "round {round}");
+        let e = stderr(lost);
+        assert!(
+            e.contains("snapshot already exists") || e.contains("another `tcptune tune"),
+            "round {round}: {e}"
+        );
+        assert_eq!(read(&a), "1\n");
+        let o = rollback(a.name());
+        assert_eq!(o.status.code(), Some(0), "round {round}: {}", stderr(&o));
+        assert_eq!(read(&a), "0\n", "round {round}: rollback restored");
+    }
+    // A's snapshot rolled back "in" B: refused, B untouched, A still tuned, snapshot kept.
+    let o = apply(a.name()).wait_with_output().unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = rollback(b.name());
+    assert_eq!(o.status.code(), Some(2));
+    let e = stderr(&o);
+    assert!(
+        e.contains(&format!("taken in namespace {}", a.name()))
+            && e.contains(&format!("--netns {}", a.name())),
+        "{e}"
+    );
+    assert_eq!(e.trim().lines().count(), 1, "{e}");
+    assert_eq!((read(&a), read(&b)), ("1\n".to_string(), "0\n".to_string()));
+    assert!(snap.exists());
+    let o = rollback(a.name());
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(read(&a), "0\n");
+    let mut lock = snap.as_os_str().to_owned();
+    lock.push(".lock");
+    let _ = std::fs::remove_file(lock);
+}
+
+#[test]
+fn files_that_are_devices_fifos_or_too_large_are_refused_at_once() {
+    let dir = std::env::temp_dir().join(format!("tt-files-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let fifo = dir.join("fifo");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: mkfifo with a valid C string.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let big = dir.join("big.json");
+    std::fs::write(&big, vec![b' '; (16 << 20) + 1]).unwrap();
+    let fifo_s = fifo.to_str().unwrap();
+    let big_s = big.to_str().unwrap();
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (
+            vec!["tune", "--rollback", "--snapshot", "/dev/zero"],
+            "is a character device",
+        ),
+        (
+            vec!["tune", "--rollback", "--snapshot", fifo_s],
+            "is a FIFO",
+        ),
+        (
+            vec!["tune", "--rollback", "--snapshot", big_s],
+            "larger than 1048576 bytes",
+        ),
+        (
+            vec!["audit", "--profile", "lan", "--state", "/dev/zero"],
+            "is a character device",
+        ),
+        (
+            vec!["audit", "--profile", "lan", "--state", fifo_s],
+            "is a FIFO",
+        ),
+        (
+            vec!["audit", "--profile", "lan", "--state", big_s],
+            "larger than 16777216 bytes",
+        ),
+        (
+            vec![
+                "lab",
+                "run",
+                "/dev/zero",
+                "--out",
+                "/nonexistent",
+                "--check",
+            ],
+            "is a character device",
+        ),
+        (
+            vec!["lab", "run", fifo_s, "--out", "/nonexistent", "--check"],
+            "is a FIFO",
+        ),
+        (
+            vec!["lab", "run", big_s, "--out", "/nonexistent", "--check"],
+            "larger than 1048576 bytes",
+        ),
+    ];
+    // `lab up` refuses non-root users before it reads anything.
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    let mut cases = cases;
+    if root {
+        cases.push((
+            vec!["lab", "up", "--name", "t-file", "--spec", "/dev/zero"],
+            "is a character device",
+        ));
+        cases.push((
+            vec!["lab", "up", "--name", "t-file", "--spec", fifo_s],
+            "is a FIFO",
+        ));
+        cases.push((
+            vec!["lab", "up", "--name", "t-file", "--spec", big_s],
+            "larger than 1048576 bytes",
+        ));
+    }
+    for (args, needle) in cases {
+        let o = tcptune(&args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        let e = stderr(&o);
+        assert!(e.contains(needle), "{args:?}: {e}");
+        assert_eq!(e.trim().lines().count(), 1, "{args:?}: {e}");
+    }
+    for (env, needle) in [
+        ("/dev/zero", "is a character device"),
+        (fifo_s, "is a FIFO"),
+    ] {
+        let o = Command::new(env!("CARGO_BIN_EXE_tcptune"))
+            .arg("conns")
+            .env("TCPTUNE_REPLAY_SOCK_DIAG", env)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+        assert!(stderr(&o).contains(needle), "{}", stderr(&o));
+    }
+    let _ = std::fs::remove_dir_all(dir);
 }

@@ -203,6 +203,105 @@ fn a_bad_spec_fails_before_any_trial_with_its_line() {
 }
 
 #[test]
+fn check_refuses_what_would_fail_or_lie_in_every_trial() {
+    let dir = tempdir("check");
+    let spec = dir.join("spec.toml");
+    let out = dir.join("out");
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let base = "name = \"c\"\n[link]\nrate = \"100mbit\"\ndelay = \"5ms\"\n";
+    let cases: Vec<(String, &str, String)> = vec![
+        (
+            format!("{base}[client]\ncpu = 99\n"),
+            "exp",
+            format!("this machine has CPUs 0 to {}", cpus - 1),
+        ),
+        (
+            format!("{base}[workload]\nkind = \"command\"\n"),
+            "exp",
+            "needs workload.client_command".into(),
+        ),
+        (
+            format!("{base}[workload]\nduration = \"0s\"\n"),
+            "exp",
+            "at least 1s".into(),
+        ),
+        (
+            format!("{base}[link.up]\noverhead = -100\n"),
+            "exp",
+            "from 0 to 10000".into(),
+        ),
+        (base.to_string(), "../x", "lab name '../x' must be".into()),
+        (
+            format!("{base}[sweep]\n\"link.up.rate\" = [\"1e300tbit\"]\n"),
+            "exp",
+            "'1e300tbit' is out of range".into(),
+        ),
+    ];
+    for (text, name, want) in cases {
+        std::fs::write(&spec, &text).unwrap();
+        let o = tcptune(&[
+            "lab",
+            "run",
+            spec.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+            "--name",
+            name,
+            "--check",
+        ]);
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{text}: {e}");
+        assert!(e.contains(&want), "{text}: {e}");
+        assert_eq!(e.trim().lines().count(), 1, "{text}: {e}");
+    }
+    // A program the trials run is missing (here: a PATH with only `ip` on it).
+    std::fs::write(&spec, base).unwrap();
+    let bin = dir.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let ip = ["/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip", "/bin/ip"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+        .expect("ip is installed");
+    std::os::unix::fs::symlink(ip, bin.join("ip")).unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_tcptune"))
+        .args(["lab", "run", spec.to_str().unwrap(), "--out"])
+        .arg(&out)
+        .arg("--check")
+        .env("PATH", &bin)
+        .output()
+        .unwrap();
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert!(
+        e.contains("the trials run iperf3, which is not installed"),
+        "{e}"
+    );
+    // Counted, not expanded: 10^4 × 10^4 points are refused at once with their count.
+    let list = (1..=10_000)
+        .map(|i| format!("\"{i}us\""))
+        .collect::<Vec<_>>()
+        .join(",");
+    std::fs::write(
+        &spec,
+        format!("{base}[sweep]\n\"link.up.delay\" = [{list}]\n\"link.down.delay\" = [{list}]\n"),
+    )
+    .unwrap();
+    let o = tcptune(&[
+        "lab",
+        "run",
+        spec.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--check",
+    ]);
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert!(e.contains("makes 100000000 points"), "{e}");
+    assert!(!out.exists(), "nothing was run or written");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
 fn an_interrupted_run_leaves_no_lab_and_resumes() {
     if !tcptune_testkit::privileged("an_interrupted_run_leaves_no_lab_and_resumes") {
         return;

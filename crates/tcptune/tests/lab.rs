@@ -1,7 +1,8 @@
 //! Privileged lab tests: the real binary builds labs (namespaces, TUN devices, the emulator
 //! process) and we measure what goes through them. Each test uses its own lab name and removes
-//! its lab on drop, also on panic. `lab down --all`, global-sysctl and timing measurements
-//! take the write side of a lock, so they neither disturb nor are disturbed by other labs.
+//! its lab on drop, also on panic. Global-sysctl and timing measurements take the write side
+//! of a lock, so they neither disturb nor are disturbed by other labs. (`lab down --all` and
+//! kills at every stage: tests/lab_faults.rs.)
 
 use std::collections::HashMap;
 use std::net::UdpSocket;
@@ -247,7 +248,15 @@ fn kill_9_of_lab_up_midway_is_cleaned_by_down() {
         });
         child.kill().unwrap();
         child.wait().unwrap();
-        ok(&["lab", "down", "--name", "t-kup"]);
+        // Once the emulator runs it removes a lab whose `lab up` died before it was ready, and
+        // another test's `lab up` removes leftovers, so the lab may be gone before `lab down`
+        // (which then says there is no such lab).
+        let out = tcptune(&["lab", "down", "--name", "t-kup"]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success() || err.contains("no lab named 't-kup'"),
+            "{stage}: {err}"
+        );
         assert_gone("t-kup");
     }
 }
@@ -263,29 +272,6 @@ fn sigterm_to_the_emulator_takes_the_lab_down() {
     tcptune_lab::os::stop_process(pid, Duration::from_secs(10));
     assert_gone("t-term");
     std::mem::forget(lab);
-}
-
-#[test]
-fn down_all_removes_leftovers_and_running_labs() {
-    if !privileged("down_all_removes_leftovers") {
-        return;
-    }
-    let _g = GLOBAL.write().unwrap_or_else(|e| e.into_inner());
-    let a = Lab::up("t-all-a", &[]);
-    let b = Lab::up("t-all-b", &[]);
-    let pid = b.status()["emulator_pid"].as_u64().unwrap() as i32;
-    // SAFETY: SIGKILL to the emulator we started.
-    unsafe { libc::kill(pid, libc::SIGKILL) };
-    // Other sessions on a shared machine may run labs: limit `--all` to this test's names.
-    let out = Command::new(env!("CARGO_BIN_EXE_tcptune"))
-        .args(["lab", "down", "--all"])
-        .env("TCPTUNE_LAB_ONLY_PREFIX", "t-all-")
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    assert_gone("t-all-a");
-    assert_gone("t-all-b");
-    std::mem::forget((a, b));
 }
 
 #[test]

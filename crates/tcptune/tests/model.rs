@@ -267,3 +267,24 @@ fn bad_input_is_one_sentence_and_exit_2() {
     ]);
     assert!(e.contains("--flows"), "{e}");
 }
+
+#[test]
+fn non_finite_and_out_of_range_units_are_refused_everywhere() {
+    let e = usage_error(&["model", "bdp", "--rate", "1e300tbit", "--rtt", "1ms"]);
+    assert!(e.contains("'1e300tbit' is out of range"), "{e}");
+    let e = usage_error(&["model", "bdp", "--rate", "1gbit", "--rtt", "1e-12s"]);
+    assert!(e.contains("'1e-12s' is out of range"), "{e}");
+    let e = usage_error(&["model", "bdp", "--path", "rate=1e300tbit,rtt=1ms"]);
+    assert!(e.contains("1e300tbit"), "{e}");
+    let e = usage_error(&["model", "mathis", "--rtt", "1e-12s", "--loss", "1%"]);
+    assert!(e.contains("1e-12s"), "{e}");
+    // The iperf3 client refuses before it connects (it used to reach the server as "inf").
+    let e = usage_error(&["test", "198.18.0.2", "-b", "1e300tbit"]);
+    assert!(e.contains("'1e300tbit' is out of range"), "{e}");
+    // The largest accepted values give finite output.
+    let v = json(&["model", "bdp", "--rate", "1000tbit", "--rtt", "1440min"]);
+    assert_eq!(v["bdp_bytes"].as_u64(), Some(10_800_000_000_000_000_000));
+    assert!(!v.to_string().contains("null"), "{v}");
+    let e = usage_error(&["model", "bdp", "--rate", "1000tbit", "--rtt", "100000min"]);
+    assert!(e.contains("at most 1 day"), "{e}");
+}

@@ -77,3 +77,49 @@ fn text_table_and_filters_on_a_recording() {
         "no TCP connections match\n"
     );
 }
+
+#[test]
+fn watch_closed_replays_the_recorded_destroy_events() {
+    let port = facts()["server_port"].as_u64().unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_tcptune"))
+        .args(["watch", "--closed", "--json"])
+        .env(
+            "TCPTUNE_REPLAY_SOCK_DIAG",
+            format!("{DIR}destroy-events.nl"),
+        )
+        .env("TCPTUNE_REPLAY_KERNEL", "6.18.44")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id() as i32;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || tx.send(child.wait_with_output().unwrap()));
+    // A replay ends by itself; listening to the live kernel instead would never end. The
+    // deadline only bounds a failure: the pass case returns as soon as the replay is done.
+    let out = match rx.recv_timeout(std::time::Duration::from_secs(20)) {
+        Ok(out) => out,
+        Err(_) => {
+            // SAFETY: SIGKILL to the child this test started.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            panic!("watch --closed did not end on a replay (it listens to the live kernel)");
+        }
+    };
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    // Client and server closed (the listener, unconnected, is not a connection).
+    assert_eq!(lines.len(), 2, "{text}");
+    for l in &lines {
+        assert_eq!(l["closed"], true, "{l}");
+        let ends = format!("{} {}", l["local"], l["remote"]);
+        assert!(ends.contains(&format!(":{port}")), "{ends}");
+    }
+}

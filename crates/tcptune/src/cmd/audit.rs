@@ -16,11 +16,14 @@ use crate::cli::{AuditArgs, RoleArg};
 use crate::output::emit;
 use crate::Outcome;
 
+/// The largest `--state` file read (a recorded host state is tens of kilobytes).
+const STATE_FILE_LIMIT: u64 = 16 << 20;
+
 fn host_state(args: &AuditArgs) -> anyhow::Result<HostState> {
     let state = match &args.state {
         Some(file) => {
-            let text = std::fs::read_to_string(file)
-                .with_context(|| format!("cannot read host state {}", file.display()))?;
+            let text =
+                tcptune_kernel::file::read_text_limited(file, STATE_FILE_LIMIT, "host state")?;
             serde_json::from_str(&text).with_context(|| {
                 format!(
                     "{} is not a host state written by `tcptune audit --save-state`",

@@ -33,15 +33,16 @@ pub(super) fn parse_filter(words: &[String]) -> anyhow::Result<Filter> {
 /// netlink messages as under fixtures/kernel/, and the kernel version it came from.
 const REPLAY_ENV: &str = "TCPTUNE_REPLAY_SOCK_DIAG";
 const REPLAY_KERNEL_ENV: &str = "TCPTUNE_REPLAY_KERNEL";
+/// The largest recording replayed (fixtures are kilobytes; a dump of 100,000 sockets ~60 MB).
+const REPLAY_LIMIT: u64 = 64 << 20;
 
 pub(super) fn targets(sock: &SockArgs) -> anyhow::Result<Vec<Target>> {
     if let Some(path) = std::env::var_os(REPLAY_ENV) {
-        let rec = std::fs::read(&path).with_context(|| {
-            format!(
-                "cannot read {REPLAY_ENV}={}",
-                std::path::Path::new(&path).display()
-            )
-        })?;
+        let rec = tcptune_kernel::file::read_regular_limited(
+            std::path::Path::new(&path),
+            REPLAY_LIMIT,
+            &format!("{REPLAY_ENV} recording"),
+        )?;
         let release = std::env::var(REPLAY_KERNEL_ENV).unwrap_or_else(|_| "6.18".into());
         let version = release.parse::<KernelVersion>().ok().with_context(|| {
             format!("{REPLAY_KERNEL_ENV}={release} is not a kernel version such as 6.18")

@@ -83,6 +83,17 @@ fn fmt_eta(s: f64) -> String {
     }
 }
 
+/// Whether `program` is an executable file in a directory of PATH.
+fn on_path(program: &str) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::env::var_os("PATH").is_some_and(|paths| {
+        std::env::split_paths(&paths).any(|d| {
+            std::fs::metadata(d.join(program))
+                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+    })
+}
+
 pub fn run(
     spec_path: &Path,
     out: &Path,
@@ -90,25 +101,44 @@ pub fn run(
     check: bool,
     json: bool,
 ) -> anyhow::Result<Outcome> {
-    let text = std::fs::read_to_string(spec_path)
-        .with_context(|| format!("cannot read the spec {}", spec_path.display()))?;
+    // The trials' labs take this name: refuse a bad one before anything else.
+    tcptune_lab::lab::check_name(lab)?;
+    let text = tcptune_kernel::file::read_text_limited(
+        spec_path,
+        spec::SPEC_FILE_LIMIT,
+        "experiment spec",
+    )?;
     let spec = spec::parse(&text, &LiveCapabilities)
         .map_err(|e| anyhow::anyhow!("{}: {e}", spec_path.display()))?;
     let points = plan::points(&spec);
     let trials = plan::trials(&spec, &points);
     // Every point must make a valid lab before the first trial runs.
     for p in &points {
-        lab_spec(&p.settings, 0).map_err(|e| {
-            anyhow::anyhow!(
-                "{}: point {} ({}): {e}",
-                spec_path.display(),
-                p.index,
-                p.label()
-            )
-        })?;
+        lab_spec(&p.settings, 0)
+            .and_then(|_| tcptune_experiment::settings::check_point(&p.settings))
+            .map_err(|e| {
+                anyhow::anyhow!(
+                    "{}: point {} ({}): {e}",
+                    spec_path.display(),
+                    p.index,
+                    p.label()
+                )
+            })?;
     }
-    // The results directory and lab name are checked before anything runs, and by --check.
-    tcptune_lab::lab::check_name(lab).map_err(|e| anyhow::anyhow!("--name: {e}"))?;
+    // Every program the trials run must be installed.
+    let mut needed: Vec<&str> = points
+        .iter()
+        .flat_map(|p| tcptune_experiment::workload::programs(&p.settings))
+        .collect();
+    needed.sort_unstable();
+    needed.dedup();
+    if let Some(missing) = needed.iter().find(|p| !on_path(p)) {
+        bail!(
+            "{}: the trials run {missing}, which is not installed; install it (scripts/deps lists the packages)",
+            spec_path.display()
+        );
+    }
+    // The results directory is checked before anything runs, and by --check.
     if out.exists() && !out.is_dir() {
         bail!(
             "--out {} is a file; give a directory for the results",
@@ -147,6 +177,7 @@ pub fn run(
         crate::output::emit("lab run --check", &plan, json)?;
         return Ok(Outcome::Ok);
     }
+    tcptune_lab::lab::require_admin("lab run")?;
     // SIGINT/SIGTERM/SIGHUP set a flag: the trial in progress ends (its lab is removed) and the
     // loop stops; a rerun resumes.
     tcptune_lab::os::catch_stop_signals();

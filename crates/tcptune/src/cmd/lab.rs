@@ -38,6 +38,7 @@ pub fn run(cmd: LabCommand, json: bool) -> anyhow::Result<Outcome> {
             spec,
             backend,
         } => {
+            lab::require_admin("lab up")?;
             let mut s = match &spec {
                 Some(path) => LabSpec::from_file(path)?,
                 None => LabSpec::default(),
@@ -91,16 +92,19 @@ pub fn run(cmd: LabCommand, json: bool) -> anyhow::Result<Outcome> {
             apply(&mut s, &link, &host)?;
             emit("lab set", &lab::set(&name, s)?, json)?;
         }
-        LabCommand::Down { name, all } => {
+        LabCommand::Down { name, all, force } => {
+            if force && !all {
+                bail!("--force goes with --all (lab down --all --force removes running labs too); to remove one lab give only --name");
+            }
             let removed = match (name, all) {
-                (_, true) => lab::down_all(),
+                (_, true) => lab::down_all(force)?,
                 (Some(n), false) => lab::down(&n)?,
                 (None, false) => bail!("lab down needs --name NAME or --all"),
             };
             emit("lab down", &tcptune_lab::Removed { removed }, json)?;
         }
         LabCommand::Emulator { name } => lab::run_emulator(&name)?,
-        LabCommand::Hog { cpu, .. } => lab::run_hog(cpu)?,
+        LabCommand::Hog { name, cpu, .. } => lab::run_hog(&name, cpu)?,
     }
     Ok(Outcome::Ok)
 }

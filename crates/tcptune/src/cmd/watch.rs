@@ -14,7 +14,7 @@ use tcptune_diagnose::{interval, size, snapshot, verdict, Interval, Sample};
 use tcptune_kernel::diag::ext;
 use tcptune_kernel::filter::state;
 use tcptune_kernel::tcp_info::state_name;
-use tcptune_kernel::{DestroyEvents, DiagSocket};
+use tcptune_kernel::DiagSocket;
 use tcptune_model::Dur;
 
 use super::conns::{
@@ -422,10 +422,8 @@ fn closed(
     filter.states = state::ALL;
     let mut subs = Vec::new();
     for t in &targets {
-        subs.push((
-            t.netns.clone(),
-            DestroyEvents::subscribe(t.netns.as_deref())?,
-        ));
+        // A replayed sock_diag recording stands in for the kernel here too.
+        subs.push((t.netns.clone(), t.diag.destroy_events(t.netns.as_deref())?));
     }
     drop(targets);
     eprintln!("watching for closing connections (Ctrl-C to stop)");
@@ -453,7 +451,8 @@ fn closed(
                 }
             }
         }
-        if stop.until.is_some_and(|u| Instant::now() >= u) {
+        if stop.until.is_some_and(|u| Instant::now() >= u) || subs.iter().all(|(_, s)| s.finished())
+        {
             return Ok(Outcome::Ok);
         }
     }
