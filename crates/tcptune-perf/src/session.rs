@@ -500,14 +500,10 @@ impl ServerSession {
         self.own_results = Some(own);
         self.out.push(State::ExchangeResults.byte());
         self.phase = ServerPhase::ClientResults;
-        let max = if self.params.as_ref().is_some_and(|p| p.get_server_output) {
-            wire::MAX_RESULTS_WITH_OUTPUT_JSON
-        } else {
-            wire::MAX_RESULTS_JSON
-        };
-        // The client sends results, not server output, but its results may be large too when
-        // it asked for ours; either way the limit is fixed before reading.
-        self.expect = Expect::Json(JsonFrameReader::new(max));
+        // The client's results never carry server output, whatever it asked for: they are
+        // bounded as plain results (a client asking for our output once got a 64 MiB limit
+        // here, and a server parsed all of it before refusing it).
+        self.expect = Expect::Json(JsonFrameReader::new(wire::MAX_RESULTS_JSON));
         self.deadline = add(now, self.timeouts.results);
         Ok(())
     }
@@ -1011,6 +1007,37 @@ mod tests {
             matches!(e, SessionError::Wire(WireError::FrameTooLong { .. })),
             "{e}"
         );
+    }
+
+    #[test]
+    fn client_results_are_bounded_as_plain_results_even_with_server_output() {
+        let cookie = Cookie::from_random([2; 36]);
+        let params = Params {
+            get_server_output: true,
+            time_s: 1,
+            ..Params::default()
+        };
+        let mut c = ClientSession::new(cookie, params, t(0), Timeouts::default());
+        let mut s = ServerSession::new(t(0), Timeouts::default());
+        s.handle_input(&c.take_output(), t(0)).unwrap();
+        c.handle_input(&s.take_output(), t(0)).unwrap();
+        s.handle_input(&c.take_output(), t(0)).unwrap();
+        s.approve(t(0)).unwrap();
+        s.data_stream(cookie.as_bytes(), t(0)).unwrap();
+        s.handle_input(&[State::TestEnd.byte()], t(1000)).unwrap();
+        s.finish(results(&[1], 5), t(1000)).unwrap();
+        // A length just above the plain-results limit is refused at the header, before a
+        // byte of the body is read or stored.
+        let len = wire::MAX_RESULTS_JSON + 1;
+        let e = s.handle_input(&len.to_be_bytes(), t(1001)).unwrap_err();
+        assert_eq!(
+            e,
+            SessionError::Wire(WireError::FrameTooLong {
+                len,
+                max: wire::MAX_RESULTS_JSON
+            })
+        );
+        assert_eq!(s.phase(), ServerPhase::Failed);
     }
 
     #[test]
