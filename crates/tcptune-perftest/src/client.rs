@@ -33,6 +33,12 @@ pub struct ClientConfig {
     /// Set (by a signal handler) to end the test early: CLIENT_TERMINATE is sent, as iperf3
     /// does on Ctrl-C, so the server ends its side at once.
     pub interrupt: Option<&'static AtomicBool>,
+    /// Local address of every connection (`-B`).
+    pub bind: Option<std::net::IpAddr>,
+    /// Local port of the first data connection, the next ones counting up (`--cport`).
+    pub cport: Option<u16>,
+    /// Only this address family (`-4`, `-6`).
+    pub family: Option<Family>,
 }
 
 fn kernel() -> (KernelVersion, KernelSource) {
@@ -101,11 +107,24 @@ fn pump(
     }
 }
 
-fn resolve(host: &str, port: u16) -> Result<SocketAddr, TestError> {
+/// The address family `-4`/`-6` ask for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Family {
+    V4,
+    V6,
+}
+
+fn resolve(host: &str, port: u16, family: Option<Family>) -> Result<SocketAddr, TestError> {
     (host, port)
         .to_socket_addrs()
         .ok()
-        .and_then(|mut a| a.next())
+        .and_then(|mut a| {
+            a.find(|a| match family {
+                None => true,
+                Some(Family::V4) => a.is_ipv4(),
+                Some(Family::V6) => a.is_ipv6(),
+            })
+        })
         .ok_or_else(|| TestError::Resolve(host.to_string()))
 }
 
@@ -278,11 +297,37 @@ pub fn run(
     cfg: &ClientConfig,
     on_interval: &mut dyn FnMut(&IntervalReport, &[u32]),
 ) -> Result<TestOutput, TestError> {
-    let addr = resolve(&cfg.host, cfg.port)?;
+    run_with(cfg, &mut |_| {}, on_interval)
+}
+
+/// `run`, also handing over the `start` object once the data streams are connected (what
+/// iperf3's `--json-stream` prints as its "start" event).
+pub fn run_with(
+    cfg: &ClientConfig,
+    on_start: &mut dyn FnMut(&Start),
+    on_interval: &mut dyn FnMut(&IntervalReport, &[u32]),
+) -> Result<TestOutput, TestError> {
+    let addr = resolve(&cfg.host, cfg.port, cfg.family)?;
     let p = &cfg.params;
     let clock = Clock::start();
-    let ctl_sock = sock::connect(&addr, &DataOptions::default(), cfg.connect_timeout)
+    let started_at = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let local = |port: u16| cfg.bind.map(|ip| SocketAddr::new(ip, port));
+    let ctl_opts = DataOptions {
+        bind: local(0),
+        ..DataOptions::default()
+    };
+    let ctl_sock = sock::connect(&addr, &ctl_opts, cfg.connect_timeout)
         .map_err(|e| TestError::Connect { addr, source: e })?;
+    let tcp_mss_default = sock::get_int(
+        std::os::fd::AsRawFd::as_raw_fd(&ctl_sock),
+        libc::IPPROTO_TCP,
+        libc::TCP_MAXSEG,
+    )
+    .map(|v| v.max(0) as u32)
+    .unwrap_or(0);
     let mut ctl = Control::new(ctl_sock)
         .map_err(|e| TestError::io("setting up the control connection", e))?;
     let cookie = sock::random_cookie().map_err(|e| TestError::io("reading /dev/urandom", e))?;
@@ -300,19 +345,44 @@ pub fn run(
             _ => None,
         })
         .ok_or(TestError::Session(SessionError::Ended))?;
-    let opts = DataOptions {
-        window: p.window,
-        congestion: p.congestion.clone(),
-        mss: p.mss,
-    };
     let mut socks = Vec::new();
     for i in 0..count {
-        let mut d = sock::connect(&addr, &opts, cfg.connect_timeout).map_err(|e| {
-            TestError::io(
-                "opening a data connection (is -C a congestion control this kernel has?)",
-                e,
-            )
-        })?;
+        // --cport: the streams take consecutive ports from it.
+        let port = cfg
+            .cport
+            .map(|c| c.saturating_add(i.min(u16::MAX as u32) as u16))
+            .unwrap_or(0);
+        let opts = DataOptions {
+            window: p.window,
+            congestion: p.congestion.clone(),
+            mss: p.mss,
+            nodelay: p.nodelay,
+            tos: p.tos,
+            bind: local(port).or_else(|| {
+                (port != 0).then(|| {
+                    let any: std::net::IpAddr = if addr.is_ipv4() {
+                        std::net::Ipv4Addr::UNSPECIFIED.into()
+                    } else {
+                        std::net::Ipv6Addr::UNSPECIFIED.into()
+                    };
+                    SocketAddr::new(any, port)
+                })
+            }),
+        };
+        let d = match sock::connect(&addr, &opts, cfg.connect_timeout) {
+            Ok(d) => d,
+            Err(e) => {
+                // Tell the server at once (iperf3 does), so it does not wait for the streams.
+                s.terminate();
+                let _ = ctl.write(&s.take_output());
+                return Err(TestError::io(
+                    "opening a data connection (is -C a congestion control this kernel has, \
+                     and --cport/-B free here?)",
+                    e,
+                ));
+            }
+        };
+        let mut d = d;
         std::io::Write::write_all(&mut d, cookie.as_bytes())
             .map_err(|e| TestError::io("sending the cookie on a data connection", e))?;
         socks.push(StreamSocket {
@@ -336,13 +406,49 @@ pub fn run(
         })
         .collect();
     let fds: Vec<i32> = connected.iter().map(|c| c.socket).collect();
+    let buf = |opt: i32| {
+        fds.first()
+            .and_then(|&fd| sock::get_int(fd, libc::SOL_SOCKET, opt).ok())
+            .map(|v| v.max(0) as u32)
+            .unwrap_or(0)
+    };
+    let start = Start {
+        connected,
+        version: format!("tcptune {}", env!("CARGO_PKG_VERSION")),
+        system_info: sock::system_info(),
+        timestamp: Timestamp::at(started_at),
+        connecting_to: ConnectingTo {
+            host: cfg.host.clone(),
+            port: addr.port(),
+        },
+        cookie: cookie.as_str().to_string(),
+        tcp_mss_default,
+        target_bitrate: p.bandwidth_bps.unwrap_or(0),
+        sock_bufsize: p.window.unwrap_or(0),
+        sndbuf_actual: buf(libc::SO_SNDBUF),
+        rcvbuf_actual: buf(libc::SO_RCVBUF),
+        test_start: TestStart {
+            protocol: "TCP".into(),
+            num_streams: p.parallel,
+            blksize: p.len,
+            omit: p.omit_s,
+            duration: p.time_s,
+            bytes: p.bytes,
+            blocks: p.blocks,
+            reverse: (p.direction == Direction::Reverse) as u32,
+            tos: p.tos.unwrap_or(0) as u32,
+            target_bitrate: p.bandwidth_bps.unwrap_or(0),
+            bidir: (p.direction == Direction::Bidirectional) as u32,
+        },
+    };
+    on_start(&start);
     pump(&mut ctl, &mut s, &clock, |e| {
         matches!(e, ClientEvent::TestRunning)
     })?;
     let plan = SendPlan {
         block: p.len,
         rate_bps: p.bandwidth_bps,
-        bytes_total: (p.bytes > 0).then_some(p.bytes),
+        bytes_total: p.byte_limit(),
         zerocopy: p.zerocopy,
     };
     let (u0, s0) = sock::cpu_times();
@@ -359,24 +465,20 @@ pub fn run(
     };
     let mut intervals = Vec::new();
     let since = |now: Dur| (now.nanos().saturating_sub(t0.nanos())) as f64 / 1e9;
-    let end_at = (p.bytes == 0).then_some(p.time_s as f64);
+    // -O: the first seconds are reported as omitted, then counting starts again from zero
+    // (iperf3 resets its streams' start times and byte counts when omitting ends).
+    let omit = p.omit_s as f64;
+    let mut omitting = p.omit_s > 0;
+    let mut origin = 0.0f64;
+    let mut at_omit_end = vec![0u64; roles.len()];
+    let end_at = p.byte_limit().is_none().then_some(omit + p.time_s as f64);
     let mut next_tick = cfg.interval.map(|i| i.as_secs_f64());
     loop {
         let now = since(clock.now());
-        let done = match end_at {
-            Some(t) => now >= t,
-            None => {
-                let moved = if client_sends > 0 {
-                    data.sent_total()
-                } else {
-                    data.bytes().iter().sum()
-                };
-                moved >= p.bytes
-            }
-        };
-        if let Some(t) = next_tick {
-            if now >= t || done {
-                let r = interval_report(
+        if omitting && now >= omit {
+            // What moved since the last report is still omitted.
+            if cfg.interval.is_some() && now - ticker.prev_at > 1e-3 {
+                let mut r = interval_report(
                     &mut ticker,
                     now,
                     &data.bytes(),
@@ -385,8 +487,52 @@ pub fn run(
                     &fds,
                     client_sends_main,
                 );
+                r.mark_omitted();
                 on_interval(&r, &ids);
                 intervals.push(r);
+            }
+            omitting = false;
+            origin = now;
+            at_omit_end = data.bytes();
+            ticker.prev_at = 0.0;
+            ticker.prev_bytes = at_omit_end.clone();
+            next_tick = cfg.interval.map(|i| i.as_secs_f64());
+        }
+        let rel = now - origin;
+        let done = !omitting
+            && match end_at {
+                Some(t) => now >= t,
+                None => {
+                    let moved = if client_sends > 0 {
+                        data.sent_total()
+                    } else {
+                        data.bytes().iter().sum()
+                    };
+                    moved >= p.byte_limit().unwrap_or(0)
+                }
+            };
+        if let Some(t) = next_tick {
+            if rel >= t || done {
+                let mut r = interval_report(
+                    &mut ticker,
+                    rel,
+                    &data.bytes(),
+                    &data.latest(),
+                    &roles,
+                    &fds,
+                    client_sends_main,
+                );
+                if omitting {
+                    r.mark_omitted();
+                }
+                // iperf3 drops a last interval shorter than a tenth of the period that moved
+                // nothing (the test ended just after a report).
+                let period = cfg.interval.map(|i| i.as_secs_f64()).unwrap_or(0.0);
+                let short = r.sum.seconds < 0.1 * period;
+                if !(done && short && r.sum.bytes == 0) {
+                    on_interval(&r, &ids);
+                    intervals.push(r);
+                }
                 next_tick = cfg.interval.map(|i| t + i.as_secs_f64());
             }
         }
@@ -403,8 +549,11 @@ pub fn run(
         if let Some(t) = end_at {
             wake = wake.min(t - now);
         }
+        if omitting {
+            wake = wake.min(omit - now);
+        }
         if let Some(t) = next_tick {
-            wake = wake.min(t - now);
+            wake = wake.min(t - rel);
         }
         // Anything on the control connection now is the server ending the test early.
         let ready = sock::wait_readable(
@@ -428,13 +577,17 @@ pub fn run(
             }
         }
     }
-    let secs = since(clock.now());
+    let secs = since(clock.now()) - origin;
     data.stop_senders();
     s.end_test(clock.now()).map_err(session_err)?;
     pump(&mut ctl, &mut s, &clock, |e| {
         matches!(e, ClientEvent::ExchangeResults)
     })?;
-    let outcomes = data.finish();
+    let mut outcomes = data.finish();
+    // Omitted bytes count for nothing (iperf3 reports and exchanges what followed -O).
+    for (o, &b) in outcomes.iter_mut().zip(&at_omit_end) {
+        o.bytes = o.bytes.saturating_sub(b);
+    }
     let own = own_results(&outcomes, secs, (u0, s0));
     s.send_results(&own, clock.now()).map_err(session_err)?;
     let ev = pump(&mut ctl, &mut s, &clock, |e| matches!(e, ClientEvent::Done))?;
@@ -452,9 +605,7 @@ pub fn run(
         .and_then(|v| serde_json::from_value(v.clone()).ok());
     Ok(assemble(
         cfg,
-        &addr,
-        cookie.as_str(),
-        connected,
+        start,
         intervals,
         outcomes,
         &server,
@@ -467,9 +618,7 @@ pub fn run(
 #[allow(clippy::too_many_arguments)]
 fn assemble(
     cfg: &ClientConfig,
-    addr: &SocketAddr,
-    cookie: &str,
-    connected: Vec<Connected>,
+    start: Start,
     intervals: Vec<IntervalReport>,
     outcomes: Vec<StreamOutcome>,
     server: &Results,
@@ -612,28 +761,7 @@ fn assemble(
         }));
     }
     TestOutput {
-        start: Start {
-            connected,
-            version: format!("tcptune {}", env!("CARGO_PKG_VERSION")),
-            connecting_to: ConnectingTo {
-                host: cfg.host.clone(),
-                port: addr.port(),
-            },
-            cookie: cookie.to_string(),
-            sock_bufsize: p.window.unwrap_or(0),
-            test_start: TestStart {
-                protocol: "TCP".into(),
-                num_streams: p.parallel,
-                blksize: p.len,
-                omit: p.omit_s,
-                duration: p.time_s,
-                bytes: p.bytes,
-                blocks: p.blocks,
-                reverse: (p.direction == Direction::Reverse) as u32,
-                tos: p.tos.unwrap_or(0) as u32,
-                bidir: bidir as u32,
-            },
-        },
+        start,
         intervals,
         end,
         tcptune: Extension {
@@ -642,5 +770,10 @@ fn assemble(
             streams: samples,
             diagnosis,
         },
+        title: p.title.clone(),
+        extra_data: p.extra_data.clone(),
+        server_output_json: server.server_output_json.clone(),
+        server_output_text: server.server_output_text.clone(),
+        units: RateUnits::Auto,
     }
 }

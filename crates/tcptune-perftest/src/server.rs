@@ -387,7 +387,9 @@ fn serve_test(
     let opts = DataOptions {
         window: params.window,
         congestion: params.congestion.clone(),
-        mss: None,
+        nodelay: params.nodelay,
+        tos: params.tos,
+        ..DataOptions::default()
     };
     let mut streams = Vec::new();
     // Connections that arrived, by accept order, waiting for earlier ones to be classified.
@@ -465,7 +467,7 @@ fn serve_test(
     let plan = SendPlan {
         block: params.len,
         rate_bps: params.bandwidth_bps,
-        bytes_total: (params.bytes > 0).then_some(params.bytes),
+        bytes_total: params.byte_limit(),
         zerocopy: params.zerocopy,
     };
     let (u0, s0) = sock::cpu_times();
@@ -473,21 +475,38 @@ fn serve_test(
         .map_err(|e| fail(TestError::io("starting the data streams", e)))?;
     ctl.write(&s.take_output())
         .map_err(|e| fail(TestError::io("writing TEST_START", e)))?;
-    // The test's time runs from TEST_START, when the client starts its clock, to TEST_END.
-    let t0 = Instant::now();
+    // The test's time runs from TEST_START, when the client starts its clock, to TEST_END;
+    // with -O, from the end of the omitted seconds, whose bytes do not count (as in iperf3).
+    let mut t0 = Instant::now();
+    let omit = Duration::from_secs(params.omit_s as u64);
+    let mut omitting = !omit.is_zero();
+    let mut at_omit_end = vec![0u64; data.ids().len()];
     // Running: until TEST_END (or the deadline).
     let mut ended = false;
     while !ended {
         while let Ok((mut c, _, _)) = rx.try_recv() {
             let _ = c.write_all(&DATA_DENIED_REPLY);
         }
-        let ev = step(&mut ctl, &mut s, &clock).map_err(fail)?;
+        if omitting && t0.elapsed() >= omit {
+            omitting = false;
+            at_omit_end = data.bytes();
+            t0 = Instant::now();
+        }
+        let wait = if omitting {
+            omit.saturating_sub(t0.elapsed())
+        } else {
+            Duration::from_secs(1)
+        };
+        let ev = step_within(&mut ctl, &mut s, &clock, wait).map_err(fail)?;
         ended = ev.contains(&ServerEvent::TestEnd);
     }
     // Measured before the stream threads are stopped: joining them takes up to their 100 ms
     // poll, which once made a 3 s test's receiver report 3.10 s (and a rate 3% low).
     let secs = t0.elapsed().as_secs_f64();
-    let outcomes = data.finish();
+    let mut outcomes = data.finish();
+    for (o, &b) in outcomes.iter_mut().zip(&at_omit_end) {
+        o.bytes = o.bytes.saturating_sub(b);
+    }
     let mut samples: Vec<ServerStreamSamples> = outcomes
         .iter()
         .map(|o| ServerStreamSamples {
@@ -497,8 +516,22 @@ fn serve_test(
         })
         .collect();
     thin(&mut samples, (wire::MAX_RESULTS_JSON as usize) / 2);
+    let bytes: u64 = outcomes.iter().map(|o| o.bytes).sum();
+    let summary = format!(
+        "{} stream(s), {:?}, {} in {:.1} s ({})",
+        outcomes.len(),
+        params.direction,
+        tcptune_diagnose::size(bytes),
+        secs,
+        crate::report::rate(bytes as f64 * 8.0 / secs.max(1e-9))
+    );
     let own = Results {
         extension: serde_json::to_value(ServerSamples { streams: samples }).ok(),
+        // --get-server-output: our side's report, as text (iperf3 sends text unless the
+        // server itself runs with -J).
+        server_output_text: params
+            .get_server_output
+            .then(|| server_output_text(&outcomes, secs)),
         ..own_results(&outcomes, secs, (u0, s0))
     };
     s.finish(own, clock.now())
@@ -507,15 +540,23 @@ fn serve_test(
         step(&mut ctl, &mut s, &clock).map_err(fail)?;
     }
     let _ = ctl.write(&s.take_output());
-    let bytes: u64 = outcomes.iter().map(|o| o.bytes).sum();
-    Ok(format!(
-        "{} stream(s), {:?}, {} in {:.1} s ({})",
-        outcomes.len(),
-        params.direction,
-        tcptune_diagnose::size(bytes),
-        secs,
-        crate::report::rate(bytes as f64 * 8.0 / secs.max(1e-9))
-    ))
+    Ok(summary)
+}
+
+/// The server's report of a test for `--get-server-output`: a line per stream and its role.
+fn server_output_text(outcomes: &[crate::data::StreamOutcome], secs: f64) -> String {
+    let mut out = String::from("tcptune serve: the server's side of the test\n");
+    for o in outcomes {
+        out += &format!(
+            "[{:>3}] 0.00-{:.2} sec {:>10} {:>14} {}\n",
+            o.id,
+            secs,
+            tcptune_diagnose::size(o.bytes),
+            crate::report::rate(o.bytes as f64 * 8.0 / secs.max(1e-9)),
+            if o.sends { "sender" } else { "receiver" }
+        );
+    }
+    out
 }
 
 /// One round on the control connection: write what is queued, read what comes (until the
@@ -525,10 +566,20 @@ fn step(
     s: &mut ServerSession,
     clock: &Clock,
 ) -> Result<Vec<ServerEvent>, TestError> {
+    step_within(ctl, s, clock, Duration::from_secs(1))
+}
+
+/// `step`, waiting for input at most `max`.
+fn step_within(
+    ctl: &mut Control,
+    s: &mut ServerSession,
+    clock: &Clock,
+    max: Duration,
+) -> Result<Vec<ServerEvent>, TestError> {
     ctl.write(&s.take_output())
         .map_err(|e| TestError::io("writing to the control connection", e))?;
     match ctl
-        .read(clock, s.deadline(), Duration::from_secs(1))
+        .read(clock, s.deadline(), max)
         .map_err(|e| TestError::io("reading the control connection", e))?
     {
         Got::Eof => {

@@ -96,6 +96,9 @@ fn our_client(
         path_rate,
         connect_timeout: Duration::from_secs(5),
         interrupt: None,
+        bind: None,
+        cport: None,
+        family: None,
     };
     in_netns(ns.name(), move || client::run(&cfg, &mut |_, _| {}))
         .unwrap()

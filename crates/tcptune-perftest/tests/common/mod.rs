@@ -45,5 +45,8 @@ pub fn cfg(addr: SocketAddr, params: Params) -> ClientConfig {
         path_rate: None,
         connect_timeout: Duration::from_secs(5),
         interrupt: None,
+        bind: None,
+        cport: None,
+        family: None,
     }
 }
