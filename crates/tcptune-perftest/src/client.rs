@@ -455,6 +455,11 @@ pub fn run_with(
     let data = DataPhase::start(socks, &plan, cfg.sample_every, clock.0)
         .map_err(|e| TestError::io("starting the data streams", e))?;
     let t0 = data.started();
+    if p.omit_s > 0 {
+        data.mark_at(Dur::from_nanos(
+            t0.nanos() + p.omit_s as u64 * 1_000_000_000,
+        ));
+    }
     let roles = data.ids();
     let ids: Vec<u32> = roles.iter().map(|r| r.0).collect();
     let client_sends_main = p.direction != Direction::Reverse;
@@ -492,8 +497,9 @@ pub fn run_with(
                 intervals.push(r);
             }
             omitting = false;
-            origin = now;
-            at_omit_end = data.bytes();
+            // Counting restarts at the mark, not when this thread got to run.
+            origin = omit;
+            at_omit_end = data.bytes_at_mark();
             ticker.prev_at = 0.0;
             ticker.prev_bytes = at_omit_end.clone();
             next_tick = cfg.interval.map(|i| i.as_secs_f64());

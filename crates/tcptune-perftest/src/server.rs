@@ -19,6 +19,7 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use tcptune_model::Dur;
 use tcptune_perf::session::BUSY_REPLY;
 use tcptune_perf::session::{ServerEvent, ServerPhase, ServerSession, Timeouts, DATA_DENIED_REPLY};
 use tcptune_perf::{wire, Cookie, Protocol, Results, COOKIE_LEN};
@@ -479,6 +480,11 @@ fn serve_test(
     // with -O, from the end of the omitted seconds, whose bytes do not count (as in iperf3).
     let mut t0 = Instant::now();
     let omit = Duration::from_secs(params.omit_s as u64);
+    if !omit.is_zero() {
+        data.mark_at(Dur::from_nanos(
+            clock.now().nanos() + omit.as_nanos() as u64,
+        ));
+    }
     let mut omitting = !omit.is_zero();
     let mut at_omit_end = vec![0u64; data.ids().len()];
     // Running: until TEST_END (or the deadline).
@@ -489,8 +495,9 @@ fn serve_test(
         }
         if omitting && t0.elapsed() >= omit {
             omitting = false;
-            at_omit_end = data.bytes();
-            t0 = Instant::now();
+            at_omit_end = data.bytes_at_mark();
+            // Counting restarts at the mark, not when this thread got to run.
+            t0 += omit;
         }
         let wait = if omitting {
             omit.saturating_sub(t0.elapsed())

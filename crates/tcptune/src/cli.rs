@@ -568,6 +568,10 @@ pub struct TestArgs {
     /// Write the output to this file instead of standard output (appended).
     #[arg(long, value_name = "FILE")]
     pub logfile: Option<std::path::PathBuf>,
+    /// Exit 0 after a completed test whatever the diagnosis, as iperf3 does (set by
+    /// `tcptune iperf3`).
+    #[arg(long = "iperf3-exit-codes", hide = true)]
+    pub iperf3_exit_codes: bool,
     /// UDP (iperf3's -u): refused; tcptune tests TCP.
     #[arg(short = 'u', long = "udp", hide = true)]
     pub udp: bool,

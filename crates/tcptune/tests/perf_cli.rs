@@ -180,8 +180,18 @@ fn bad_input_is_one_sentence_and_exit_2() {
             "test".into(),
             "127.0.0.1".into(),
             "-b".into(),
-            "100M".into(),
+            "100M/8".into(),
         ],
+        vec!["test".into(), "127.0.0.1".into(), "-f".into(), "x".into()],
+        vec!["test".into(), "-c".into(), "127.0.0.1".into(), "-u".into()],
+        vec![
+            "iperf3".into(),
+            "-c".into(),
+            "127.0.0.1".into(),
+            "-A".into(),
+            "1".into(),
+        ],
+        vec!["iperf3".into(), "-p".into(), "5201".into()],
     ] {
         let a: Vec<&str> = args.iter().map(String::as_str).collect();
         let o = tcptune(&a);
