@@ -455,11 +455,6 @@ pub fn run_with(
     let data = DataPhase::start(socks, &plan, cfg.sample_every, clock.0)
         .map_err(|e| TestError::io("starting the data streams", e))?;
     let t0 = data.started();
-    if p.omit_s > 0 {
-        data.mark_at(Dur::from_nanos(
-            t0.nanos() + p.omit_s as u64 * 1_000_000_000,
-        ));
-    }
     let roles = data.ids();
     let ids: Vec<u32> = roles.iter().map(|r| r.0).collect();
     let client_sends_main = p.direction != Direction::Reverse;
@@ -470,56 +465,96 @@ pub fn run_with(
     };
     let mut intervals = Vec::new();
     let since = |now: Dur| (now.nanos().saturating_sub(t0.nanos())) as f64 / 1e9;
+    let period = cfg.interval.map(|i| i.as_secs_f64());
     // -O: the first seconds are reported as omitted, then counting starts again from zero
     // (iperf3 resets its streams' start times and byte counts when omitting ends).
     let omit = p.omit_s as f64;
     let mut omitting = p.omit_s > 0;
+    // Where the current count started: 0, or the end of the omitted seconds.
     let mut origin = 0.0f64;
     let mut at_omit_end = vec![0u64; roles.len()];
     let end_at = p.byte_limit().is_none().then_some(omit + p.time_s as f64);
-    let mut next_tick = cfg.interval.map(|i| i.as_secs_f64());
+    // The next interval's end, from `origin`.
+    let mut next_tick = period;
+    // Interval ends, the omit end and the test's end are boundaries: the stream threads note
+    // their bytes when they pass one (`DataPhase::mark_at`), so a report this thread makes
+    // late, on a busy host, still covers exactly the period.
+    let boundary = |omitting: bool, origin: f64, next_tick: Option<f64>| {
+        [
+            omitting.then_some(omit),
+            next_tick.map(|t| origin + t),
+            end_at,
+        ]
+        .into_iter()
+        .flatten()
+        .reduce(f64::min)
+    };
+    let arm = |b: Option<f64>| {
+        if let Some(b) = b {
+            data.mark_at(Dur::from_nanos(t0.nanos() + (b * 1e9).round() as u64));
+        }
+    };
+    let mut next = boundary(omitting, origin, next_tick);
+    arm(next);
     loop {
         let now = since(clock.now());
-        if omitting && now >= omit {
-            // What moved since the last report is still omitted.
-            if cfg.interval.is_some() && now - ticker.prev_at > 1e-3 {
+        let mut done = false;
+        if let Some(b) = next.filter(|&b| now >= b) {
+            let bytes = data.bytes_at_mark();
+            let latest = data.latest();
+            let mut report = |ticker: &mut Ticker, end: f64, omitted: bool| {
                 let mut r = interval_report(
-                    &mut ticker,
-                    now,
-                    &data.bytes(),
-                    &data.latest(),
+                    ticker,
+                    end,
+                    &bytes,
+                    &latest,
                     &roles,
                     &fds,
                     client_sends_main,
                 );
-                r.mark_omitted();
+                if omitted {
+                    r.mark_omitted();
+                }
                 on_interval(&r, &ids);
                 intervals.push(r);
-            }
-            omitting = false;
-            // Counting restarts at the mark, not when this thread got to run.
-            origin = omit;
-            at_omit_end = data.bytes_at_mark();
-            ticker.prev_at = 0.0;
-            ticker.prev_bytes = at_omit_end.clone();
-            next_tick = cfg.interval.map(|i| i.as_secs_f64());
-        }
-        let rel = now - origin;
-        let done = !omitting
-            && match end_at {
-                Some(t) => now >= t,
-                None => {
-                    let moved = if client_sends > 0 {
-                        data.sent_total()
-                    } else {
-                        data.bytes().iter().sum()
-                    };
-                    moved >= p.byte_limit().unwrap_or(0)
-                }
             };
-        if let Some(t) = next_tick {
-            if rel >= t || done {
-                let mut r = interval_report(
+            let at_tick = next_tick.is_some_and(|t| (origin + t - b).abs() < 1e-9);
+            if omitting && b >= omit {
+                // What moved since the last report is still omitted.
+                if period.is_some() && b - origin - ticker.prev_at > 1e-3 {
+                    report(&mut ticker, b - origin, true);
+                }
+                omitting = false;
+                origin = omit;
+                at_omit_end = bytes.clone();
+                ticker.prev_at = 0.0;
+                ticker.prev_bytes = bytes.clone();
+                next_tick = period;
+            } else if at_tick {
+                report(&mut ticker, b - origin, omitting);
+                next_tick = next_tick.zip(period).map(|(t, i)| t + i);
+            }
+            if end_at.is_some_and(|e| b >= e) {
+                // A last, partial interval (the time is not a multiple of -i).
+                if period.is_some() && b - origin - ticker.prev_at > 1e-3 {
+                    report(&mut ticker, b - origin, false);
+                }
+                done = true;
+            }
+            next = boundary(omitting, origin, next_tick);
+            arm(next);
+        }
+        if end_at.is_none() && !omitting {
+            let moved = if client_sends > 0 {
+                data.sent_total()
+            } else {
+                data.bytes().iter().sum()
+            };
+            if moved >= p.byte_limit().unwrap_or(0) {
+                // Bytes-limited: the last interval ends when the bytes are done.
+                let rel = now - origin;
+                let short = period.is_some_and(|i| rel - ticker.prev_at < 0.1 * i);
+                let r = interval_report(
                     &mut ticker,
                     rel,
                     &data.bytes(),
@@ -528,18 +563,13 @@ pub fn run_with(
                     &fds,
                     client_sends_main,
                 );
-                if omitting {
-                    r.mark_omitted();
-                }
-                // iperf3 drops a last interval shorter than a tenth of the period that moved
-                // nothing (the test ended just after a report).
-                let period = cfg.interval.map(|i| i.as_secs_f64()).unwrap_or(0.0);
-                let short = r.sum.seconds < 0.1 * period;
-                if !(done && short && r.sum.bytes == 0) {
+                // iperf3 drops a last interval shorter than a tenth of the period that
+                // moved nothing.
+                if period.is_some() && !(short && r.sum.bytes == 0) {
                     on_interval(&r, &ids);
                     intervals.push(r);
                 }
-                next_tick = cfg.interval.map(|i| t + i.as_secs_f64());
+                done = true;
             }
         }
         if done {
@@ -551,20 +581,11 @@ pub fn run_with(
             drop(data.finish());
             return Err(TestError::Interrupted);
         }
-        let mut wake = 0.1f64;
-        if let Some(t) = end_at {
-            wake = wake.min(t - now);
-        }
-        if omitting {
-            wake = wake.min(omit - now);
-        }
-        if let Some(t) = next_tick {
-            wake = wake.min(t - rel);
-        }
+        let wake = next.map(|b| b - now).unwrap_or(0.1).clamp(0.0, 0.1);
         // Anything on the control connection now is the server ending the test early.
         let ready = sock::wait_readable(
             std::os::fd::AsRawFd::as_raw_fd(&ctl.sock),
-            Duration::from_secs_f64(wake.max(0.001)),
+            Duration::from_secs_f64(wake).max(Duration::from_millis(1)),
         )
         .map_err(|e| TestError::io("waiting on the control connection", e))?;
         if ready {
@@ -583,6 +604,7 @@ pub fn run_with(
             }
         }
     }
+    // The time the bytes took: until the senders stop (as iperf3 reports it).
     let secs = since(clock.now()) - origin;
     data.stop_senders();
     s.end_test(clock.now()).map_err(session_err)?;
@@ -665,8 +687,11 @@ fn assemble(
                 end_side(o.fd, peer_bytes, secs, false, ts, None),
             )
         } else {
+            // Without the server's samples (a stock iperf3 server), the sender row's cwnd and
+            // RTT figures are our own socket's, as iperf3's client reports them in -R.
+            let sender_view = if ts.is_empty() { &o.samples } else { ts };
             (
-                end_side(o.fd, peer_bytes, secs, true, ts, peer_retr),
+                end_side(o.fd, peer_bytes, secs, true, sender_view, peer_retr),
                 end_side(o.fd, o.bytes, secs, false, &o.samples, None),
             )
         };

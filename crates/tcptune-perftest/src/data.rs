@@ -276,11 +276,17 @@ impl DataPhase {
         self.slots.iter().map(|s| (s.id, s.sends)).collect()
     }
 
-    /// Asks every stream to note its byte count when the test clock passes `at` (the end of
-    /// `-O`'s omitted seconds). The stream threads note it themselves, at their first read or
-    /// write after `at`, so a caller woken late by a busy host does not move the boundary.
+    /// Asks every stream to note its byte count when the test clock passes `at` (an interval's
+    /// end, the end of `-O`'s omitted seconds), replacing the previous mark. The stream threads
+    /// note it themselves, at their first read or write after `at`, so a caller woken late by
+    /// a busy host does not move the boundary.
     pub fn mark_at(&self, at: Dur) {
-        self.mark.store(at.nanos(), Ordering::Relaxed);
+        // Unset first: no stream may note the new mark into the old one's slot.
+        self.mark.store(u64::MAX, Ordering::SeqCst);
+        for s in &self.slots {
+            s.at_mark.store(u64::MAX, Ordering::SeqCst);
+        }
+        self.mark.store(at.nanos(), Ordering::SeqCst);
     }
 
     /// Each stream's bytes at the mark (its current bytes if it has not passed it: an idle
