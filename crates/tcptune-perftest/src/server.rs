@@ -394,7 +394,12 @@ fn serve_test(
     };
     let mut streams = Vec::new();
     // Connections that arrived, by accept order, waiting for earlier ones to be classified.
-    let mut queue: BTreeMap<u64, (TcpStream, [u8; COOKIE_LEN])> = BTreeMap::new();
+    let mut queue: BTreeMap<u64, (TcpStream, [u8; COOKIE_LEN], Instant)> = BTreeMap::new();
+    // Only a bidirectional test's roles depend on the order (and only briefly: a client sends
+    // its cookie as soon as it connects, so an earlier connection still silent after this is
+    // not one of its streams, and a slow loris cannot hold the test up).
+    let ordered = params.direction == tcptune_perf::Direction::Bidirectional;
+    const ORDER_WAIT: Duration = Duration::from_millis(200);
     while s.phase() == ServerPhase::Streams {
         let left = s
             .deadline()
@@ -420,7 +425,7 @@ fn serve_test(
         }
         match rx.recv_timeout(wait) {
             Ok((c, first, seq)) => {
-                queue.insert(seq, (c, first));
+                queue.insert(seq, (c, first, Instant::now()));
             }
             Err(RecvTimeoutError::Timeout) => {
                 s.poll(clock.now())
@@ -436,16 +441,16 @@ fn serve_test(
         // so after draining the channel the queue holds all of them, in order.
         let first = unrouted.first();
         while let Ok((c, cookie, seq)) = rx.try_recv() {
-            queue.insert(seq, (c, cookie));
+            queue.insert(seq, (c, cookie, Instant::now()));
         }
         while s.phase() == ServerPhase::Streams {
             let Some(entry) = queue.first_entry() else {
                 break;
             };
-            if *entry.key() > first {
+            if ordered && *entry.key() > first && entry.get().2.elapsed() < ORDER_WAIT {
                 break;
             }
-            let (mut c, cookie) = entry.remove();
+            let (mut c, cookie, _) = entry.remove();
             match s.data_stream(&cookie, clock.now()) {
                 Some(ds) => {
                     let _ = opts.apply_connected(c.as_raw_fd());
@@ -461,7 +466,7 @@ fn serve_test(
             }
         }
     }
-    for (_, (mut c, _)) in queue {
+    for (_, (mut c, _, _)) in queue {
         let _ = c.write_all(&DATA_DENIED_REPLY);
     }
     // From now on data connections with this cookie are extra: refuse them as they come.

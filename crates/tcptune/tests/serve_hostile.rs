@@ -11,10 +11,10 @@ use std::time::{Duration, Instant};
 use tcptune_testkit::{line_channel, wait_for_line};
 
 /// The server's peak resident memory after every attack. A test's threads, buffers and
-/// samples take some MiB; a results message parsed whole (a 64 MiB claim once cost 1.17 GB)
+/// samples take some MiB (13 MiB measured); a results message parsed whole (a 64 MiB claim once cost 1.17 GB)
 /// or any unbounded buffer would blow it.
-const MEMORY_BOUND_KIB: u64 = 64 * 1024;
-const MEMORY_BOUND: &str = "64 MiB";
+const MEMORY_BOUND_KIB: u64 = 32 * 1024;
+const MEMORY_BOUND: &str = "32 MiB";
 
 struct Kill(Child);
 impl Drop for Kill {
@@ -59,34 +59,43 @@ fn vm_hwm_kib(pid: u32) -> u64 {
         .unwrap()
 }
 
-/// A normal test right after an attack: it must succeed, start to finish within a second.
+/// A normal test right after an attack: it must succeed within a second of the attack's end.
+/// A "busy" answer is asked again within that second: the server may need a few milliseconds
+/// to see the attacker's close (iperf3 answers busy then too).
 fn normal_test(addr: SocketAddr, after: &str) {
     let t = Instant::now();
-    let o = Command::new(env!("CARGO_BIN_EXE_tcptune"))
-        .args([
-            "test",
-            "127.0.0.1",
-            "-p",
-            &addr.port().to_string(),
-            "-n",
-            "1MB",
-            "-J",
-            "--iperf3-exit-codes",
-        ])
-        .output()
-        .unwrap();
-    let took = t.elapsed();
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "after {after}: {}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    assert!(
-        took < Duration::from_secs(1),
-        "after {after}: the test took {took:?}"
-    );
+    loop {
+        let o = Command::new(env!("CARGO_BIN_EXE_tcptune"))
+            .args([
+                "test",
+                "127.0.0.1",
+                "-p",
+                &addr.port().to_string(),
+                "-n",
+                "1MB",
+                "-J",
+                "--iperf3-exit-codes",
+            ])
+            .output()
+            .unwrap();
+        let took = t.elapsed();
+        let out = String::from_utf8_lossy(&o.stdout);
+        if o.status.code() != Some(0) && out.contains("busy") && took < Duration::from_secs(1) {
+            std::thread::sleep(Duration::from_millis(10));
+            continue;
+        }
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "after {after}: {out}{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert!(
+            took < Duration::from_secs(1),
+            "after {after}: the test took {took:?}"
+        );
+        return;
+    }
 }
 
 fn connect(addr: SocketAddr) -> TcpStream {
@@ -113,11 +122,29 @@ fn read_byte(c: &mut TcpStream) -> Option<u8> {
     c.read_exact(&mut b).ok().map(|()| b[0])
 }
 
+/// A control connection the server took: cookie sent, PARAM_EXCHANGE read. The previous
+/// attack's session may take a few milliseconds to end: "busy" is asked again for a second.
+fn control(addr: SocketAddr, tag: u8) -> TcpStream {
+    let t = Instant::now();
+    loop {
+        let mut c = connect(addr);
+        c.write_all(&cookie(tag)).unwrap();
+        match read_byte(&mut c) {
+            Some(9) => return c,
+            Some(0xff) if t.elapsed() < Duration::from_secs(1) => {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            other => panic!(
+                "PARAM_EXCHANGE expected, got {other:?} after {:?}",
+                t.elapsed()
+            ),
+        }
+    }
+}
+
 /// Cookie, PARAM_EXCHANGE, parameters, CREATE_STREAMS: a control connection in stream setup.
 fn in_setup(addr: SocketAddr, tag: u8, params: &str) -> TcpStream {
-    let mut c = connect(addr);
-    c.write_all(&cookie(tag)).unwrap();
-    assert_eq!(read_byte(&mut c), Some(9), "PARAM_EXCHANGE");
+    let mut c = control(addr, tag);
     c.write_all(&frame(params)).unwrap();
     assert_eq!(read_byte(&mut c), Some(10), "CREATE_STREAMS");
     c
@@ -154,9 +181,7 @@ fn hostile_peers_leave_serve_free_and_small() {
 
     // 3. An oversized parameters length (CVE-2023-38403's 0xFFFFFFFF among them).
     for len in [u32::MAX, 0x7fff_ffff, 8 * 1024 + 1, 0] {
-        let mut c = connect(addr);
-        c.write_all(&cookie(3)).unwrap();
-        assert_eq!(read_byte(&mut c), Some(9));
+        let mut c = control(addr, 3);
         let _ = c.write_all(&len.to_be_bytes());
         // SERVER_ERROR or a close: either way, answered at once.
         let mut rest = Vec::new();
@@ -206,9 +231,7 @@ fn hostile_peers_leave_serve_free_and_small() {
         "[1,2,3]",
         "{{{{",
     ] {
-        let mut c = connect(addr);
-        c.write_all(&cookie(7)).unwrap();
-        assert_eq!(read_byte(&mut c), Some(9));
+        let mut c = control(addr, 7);
         let _ = c.write_all(&frame(p));
         let mut rest = Vec::new();
         let _ = c.read_to_end(&mut rest);
@@ -236,22 +259,31 @@ fn hostile_peers_leave_serve_free_and_small() {
         assert_eq!(read_byte(&mut c), Some(2), "TEST_RUNNING");
         c.write_all(&[4]).unwrap(); // TEST_END
         assert_eq!(read_byte(&mut c), Some(13), "EXCHANGE_RESULTS");
+        // A valid object holding an array of zeros: the costliest JSON to hold parsed (a
+        // server that parsed it whole peaked at 1.17 GB).
         let len: u32 = 64 * 1024 * 1024 - 1;
         let _ = c.write_all(&len.to_be_bytes());
-        // An array of zeros: the costliest JSON to hold parsed.
-        let chunk = b"[0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0".repeat(32 * 1024);
-        let mut sent = 0usize;
-        while sent < len as usize {
-            if c.write_all(&chunk).is_err() {
-                break;
-            }
-            sent += chunk.len();
+        let (head, tail) = (b"{\"a\":[".as_slice(), b"0]}".as_slice());
+        let zeros = b"0,".repeat(32 * 1024);
+        let mut left = len as usize - head.len() - tail.len();
+        let mut ok = c.write_all(head).is_ok();
+        while ok && left > 0 {
+            let n = left.min(zeros.len());
+            ok = c.write_all(&zeros[..n]).is_ok();
+            left -= n;
+        }
+        if ok {
+            let _ = c.write_all(tail);
+            // The old server answered after parsing; the new one closed long before.
+            let mut rest = Vec::new();
+            let _ = c.read_to_end(&mut rest);
         }
         drop(d);
     }
     normal_test(addr, "a 64 MiB results message");
 
     let hwm = vm_hwm_kib(pid);
+    eprintln!("tcptune serve peaked at {} MiB (VmHWM)", hwm / 1024);
     assert!(
         hwm < MEMORY_BOUND_KIB,
         "the server peaked at {} MiB, above {MEMORY_BOUND}",
