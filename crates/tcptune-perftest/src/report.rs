@@ -100,8 +100,12 @@ pub struct Start {
     pub timestamp: Timestamp,
     pub connecting_to: ConnectingTo,
     pub cookie: String,
-    /// TCP_MAXSEG of the control connection, bytes.
-    pub tcp_mss_default: u32,
+    /// The `-M` asked for (iperf3 writes this or `tcp_mss_default`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tcp_mss: Option<u32>,
+    /// TCP_MAXSEG of the control connection, bytes, when no `-M` was given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tcp_mss_default: Option<u32>,
     /// The `-b` rate per stream, bits/s (0: unlimited).
     pub target_bitrate: u64,
     /// The `-w` value asked for, 0 when not given.
