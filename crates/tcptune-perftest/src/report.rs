@@ -465,3 +465,29 @@ impl std::fmt::Display for TestOutput {
         write!(f, "{}", self.tcptune.diagnosis)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dates_and_rate_units_as_iperf3_prints_them() {
+        // iperf3 3.12 wrote this pair in one run's start.timestamp.
+        assert_eq!(http_date(1_795_486_734), "Tue, 24 Nov 2026 02:18:54 GMT");
+        assert_eq!(http_date(0), "Thu, 01 Jan 1970 00:00:00 GMT");
+        assert_eq!(http_date(951_782_400), "Tue, 29 Feb 2000 00:00:00 GMT");
+        let m = RateUnits::from_letter("m").unwrap();
+        assert_eq!(m.rate(941_000_000.0), "941 Mbits/sec");
+        assert_eq!(
+            RateUnits::from_letter("G")
+                .unwrap()
+                .rate(8.0 * 1024.0f64.powi(3) * 1.5),
+            "1.50 GBytes/sec"
+        );
+        assert_eq!(
+            RateUnits::from_letter("k").unwrap().rate(12_345.0),
+            "12.3 Kbits/sec"
+        );
+        assert!(RateUnits::from_letter("x").is_err());
+    }
+}

@@ -350,14 +350,28 @@ mod tests {
     #[test]
     fn options_reach_the_socket_and_zero_copy_sends() {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let cport = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap();
         let opts = DataOptions {
             window: Some(65536),
             congestion: Some("reno".into()),
             mss: Some(1000),
+            nodelay: true,
+            tos: Some(0x10),
+            bind: Some(cport),
         };
         let c = connect(&l.local_addr().unwrap(), &opts, Duration::from_secs(5)).unwrap();
         let (mut s, _) = l.accept().unwrap();
         let fd = c.as_raw_fd();
+        // -N, -S and -B/--cport.
+        assert_eq!(
+            get_int(fd, libc::IPPROTO_TCP, libc::TCP_NODELAY).unwrap(),
+            1
+        );
+        assert_eq!(get_int(fd, libc::IPPROTO_IP, libc::IP_TOS).unwrap(), 0x10);
+        assert_eq!(c.local_addr().unwrap(), cport);
         // The kernel doubles SO_SNDBUF.
         assert_eq!(
             get_int(fd, libc::SOL_SOCKET, libc::SO_SNDBUF).unwrap(),

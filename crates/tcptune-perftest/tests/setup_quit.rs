@@ -11,7 +11,7 @@ use tcptune_perf::Params;
 use tcptune_perftest::server::ServerConfig;
 
 mod common;
-use common::start_server;
+use common::{cfg, start_server};
 
 /// Runs a raw control handshake up to CREATE_STREAMS: cookie, PARAM_EXCHANGE, parameters.
 /// Returns the connection, or the first byte the server answered instead.
@@ -54,6 +54,23 @@ fn a_client_quitting_during_stream_setup_frees_the_server_at_once() {
         let mut next = served_within(addr, b"nextnextnextnextnextnextnextnextnext\0", how);
         next.write_all(&[12]).unwrap();
     }
+    // And a whole test runs after them.
+    let t = Instant::now();
+    let out = loop {
+        let params = Params {
+            time_s: 1,
+            ..Params::default()
+        };
+        match tcptune_perftest::client::run(&cfg(addr, params), &mut |_, _| {}) {
+            Ok(out) => break out,
+            // The terminated session may still hold the slot for a moment.
+            Err(e) if t.elapsed() < Duration::from_secs(1) && e.to_string().contains("busy") => {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(e) => panic!("{e}"),
+        }
+    };
+    assert!(out.end.sum_received.bytes > 1_000_000);
     stop.store(true, Ordering::Relaxed);
     h.join().unwrap();
 }

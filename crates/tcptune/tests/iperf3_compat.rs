@@ -365,7 +365,7 @@ fn iperf3_command_lines_against_tcptune_both_ways() {
                 .arg("iperf3")
                 .args(&host)
                 .arg(iperf_srv.port.to_string())
-                .args(&args_for(inv, free_port())));
+                .args(args_for(inv, free_port())));
             iperf_srv.ready(false);
             assert_eq!(
                 o.status.code(),
@@ -410,7 +410,7 @@ fn iperf3_command_lines_against_tcptune_both_ways() {
         let o = run(Command::new("iperf3")
             .args(&host)
             .arg(ours_srv.port.to_string())
-            .args(&args_for(inv, free_port())));
+            .args(args_for(inv, free_port())));
         ours_srv.ready(false);
         let theirs = json_of(&o, &what);
         assert!(theirs.get("error").is_none(), "{what}: {}", theirs["error"]);

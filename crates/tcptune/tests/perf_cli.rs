@@ -239,3 +239,37 @@ fn ctrl_c_ends_the_test_on_both_ends() {
     assert!(status.success());
     assert!(start.elapsed() < Duration::from_secs(5));
 }
+
+#[test]
+fn errors_under_iperf3_json_are_json_documents_or_events() {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+        .to_string();
+    // A run-time error (nothing listens), a usage error and a refused option.
+    for args in [
+        vec!["iperf3", "-c", "127.0.0.1", "-p", &closed, "-t", "1", "-J"],
+        vec!["iperf3", "-c", "127.0.0.1", "-t", "zero", "--json"],
+        vec!["test", "-c", "127.0.0.1", "--fq-rate", "1G", "-J"],
+    ] {
+        let o = tcptune(&args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        let v: Value = serde_json::from_slice(&o.stdout)
+            .unwrap_or_else(|e| panic!("{args:?}: {e}: {}", String::from_utf8_lossy(&o.stdout)));
+        let msg = v["error"].as_str().unwrap();
+        assert!(!msg.is_empty() && !msg.contains('\n'), "{args:?}: {msg}");
+    }
+    let o = tcptune(&["iperf3", "-c", "127.0.0.1", "-p", &closed, "--json-stream"]);
+    let events: Vec<Value> = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(events[0]["event"], "error");
+    assert!(events[0]["data"]
+        .as_str()
+        .unwrap()
+        .contains("cannot connect"));
+    assert_eq!(events[1]["event"], "end");
+}
