@@ -13,6 +13,7 @@ pub mod fuzz;
 pub mod params;
 pub mod results;
 pub mod session;
+pub mod udp;
 pub mod wire;
 
 pub use fuzz::fuzz_one;

@@ -11,7 +11,7 @@
 
 use tcptune_model::Dur;
 
-use crate::params::{ParamError, Params};
+use crate::params::{ParamError, Params, Protocol};
 use crate::results::{Results, ResultsError};
 use crate::wire::{
     self, encode_json, Cookie, JsonFrameReader, ServerError, State, WireError, COOKIE_LEN,
@@ -463,9 +463,28 @@ impl ServerSession {
     /// or not the time for streams; write [`DATA_DENIED_REPLY`] and close it.
     pub fn data_stream(&mut self, first: &[u8; COOKIE_LEN], now: Dur) -> Option<DataStream> {
         let params = self.params.as_ref()?;
-        if self.phase != ServerPhase::Streams || Cookie::from_wire(first).ok() != self.cookie {
+        if self.phase != ServerPhase::Streams
+            || params.protocol == Protocol::Udp
+            || Cookie::from_wire(first).ok() != self.cookie
+        {
             return None;
         }
+        self.accept_stream(now)
+    }
+
+    /// A UDP test's next stream: its "connect" datagram arrived on the server's port (UDP
+    /// streams carry no cookie). `None` when this is not a UDP test waiting for streams.
+    pub fn udp_stream(&mut self, now: Dur) -> Option<DataStream> {
+        let params = self.params.as_ref()?;
+        if self.phase != ServerPhase::Streams || params.protocol != Protocol::Udp {
+            return None;
+        }
+        self.accept_stream(now)
+    }
+
+    /// Counts one more data stream and gives it its id and role.
+    fn accept_stream(&mut self, now: Dur) -> Option<DataStream> {
+        let params = self.params.as_ref()?;
         let index = self.streams_accepted;
         self.streams_accepted += 1;
         let last = self.streams_accepted == params.data_streams();

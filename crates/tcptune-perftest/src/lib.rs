@@ -9,6 +9,7 @@ pub mod data;
 pub mod report;
 pub mod server;
 pub mod sock;
+pub mod udp;
 
 use std::net::{IpAddr, SocketAddr};
 use std::str::FromStr;

@@ -375,16 +375,39 @@ fn serve_test(
             break p;
         }
     };
-    if params.protocol != Protocol::Tcp {
+    if params.protocol == Protocol::Sctp {
         s.refuse(wire::i_errno::RECV_PARAMS);
         let _ = ctl.write(&s.take_output());
-        return Err((TestError::Unsupported("only TCP tests are served"), false));
+        return Err((
+            TestError::Unsupported("SCTP tests are not served (TCP and UDP are)"),
+            false,
+        ));
     }
+    // A UDP test's streams arrive on a UDP socket on our port, bound before CREATE_STREAMS.
+    let udp_listener = if params.protocol == Protocol::Udp {
+        match ctl
+            .sock
+            .local_addr()
+            .and_then(|a| sock::bind_udp(&unmapped(a)))
+        {
+            Ok(u) => Some(u),
+            Err(e) => {
+                s.refuse(wire::i_errno::RECV_PARAMS);
+                let _ = ctl.write(&s.take_output());
+                return Err((TestError::io("binding the UDP port", e), false));
+            }
+        }
+    } else {
+        None
+    };
     s.approve(clock.now())
         .map_err(|e| early(TestError::Session(e)))?;
     ctl.write(&s.take_output())
         .map_err(|e| early(TestError::io("writing CREATE_STREAMS", e)))?;
     let fail = |e: TestError| (e, true);
+    if let Some(listener) = udp_listener {
+        return serve_udp(ctl, s, clock, &params, listener, rx).map_err(fail);
+    }
     let opts = DataOptions {
         window: params.window,
         congestion: params.congestion.clone(),
@@ -553,6 +576,135 @@ fn serve_test(
     }
     let _ = ctl.write(&s.take_output());
     Ok(summary)
+}
+
+/// An IPv4-mapped IPv6 address as the IPv4 address it is (a UDP socket of that family).
+fn unmapped(a: SocketAddr) -> SocketAddr {
+    match a {
+        SocketAddr::V6(v6) => match v6.ip().to_ipv4_mapped() {
+            Some(v4) => SocketAddr::from((v4, v6.port())),
+            None => a,
+        },
+        v4 => v4,
+    }
+}
+
+/// A UDP test after CREATE_STREAMS: each stream's "connect" datagram connects the current UDP
+/// socket to that client port and a new one takes the port for the next (iperf3's scheme),
+/// then the streams run until TEST_END and our results carry loss and jitter.
+fn serve_udp(
+    mut ctl: Control,
+    mut s: ServerSession,
+    clock: Clock,
+    params: &tcptune_perf::Params,
+    mut listener: std::net::UdpSocket,
+    rx: Receiver<Routed>,
+) -> Result<String, TestError> {
+    use tcptune_perf::udp::CONNECT_REPLY;
+    let mut streams = Vec::new();
+    while s.phase() == ServerPhase::Streams {
+        // Stray TCP connections with this cookie have no place in a UDP test.
+        while let Ok((mut c, _, _)) = rx.try_recv() {
+            let _ = c.write_all(&DATA_DENIED_REPLY);
+        }
+        if sock::wait_readable(ctl.sock.as_raw_fd(), Duration::ZERO)
+            .map_err(|e| TestError::io("waiting on the control connection", e))?
+        {
+            step(&mut ctl, &mut s, &clock)?;
+            continue;
+        }
+        let ready = sock::wait_readable(listener.as_raw_fd(), Duration::from_millis(20))
+            .map_err(|e| TestError::io("waiting for UDP streams", e))?;
+        if !ready {
+            s.poll(clock.now()).map_err(TestError::Session)?;
+            continue;
+        }
+        let mut msg = [0u8; 64];
+        let (_, peer) = listener
+            .recv_from(&mut msg)
+            .map_err(|e| TestError::io("reading a UDP stream's connect datagram", e))?;
+        listener
+            .connect(peer)
+            .map_err(|e| TestError::io("connecting a UDP stream", e))?;
+        let local = listener
+            .local_addr()
+            .map_err(|e| TestError::io("reading the UDP port", e))?;
+        let next = sock::bind_udp(&local)
+            .map_err(|e| TestError::io("binding the UDP port for the next stream", e))?;
+        let sock = std::mem::replace(&mut listener, next);
+        if let Some(w) = params.window {
+            let _ = sock::set_window(sock.as_raw_fd(), w);
+        }
+        sock.send(&CONNECT_REPLY.to_ne_bytes())
+            .map_err(|e| TestError::io("answering a UDP stream", e))?;
+        if let Some(ds) = s.udp_stream(clock.now()) {
+            streams.push(crate::udp::UdpStream {
+                id: ds.id,
+                sends: ds.server_sends,
+                sock,
+            });
+        }
+    }
+    drop(listener);
+    let (u0, s0) = sock::cpu_times();
+    // iperf3's client always sends a rate for UDP; 1 Mbit/s is its default if one did not.
+    let rate = params.bandwidth_bps.unwrap_or(1_000_000);
+    let data = crate::udp::UdpPhase::start(streams, params.len, rate, params.udp_counters_64bit)
+        .map_err(|e| TestError::io("starting the UDP streams", e))?;
+    ctl.write(&s.take_output())
+        .map_err(|e| TestError::io("writing TEST_START", e))?;
+    let t0 = Instant::now();
+    let mut ended = false;
+    while !ended {
+        while let Ok((mut c, _, _)) = rx.try_recv() {
+            let _ = c.write_all(&DATA_DENIED_REPLY);
+        }
+        ended = step(&mut ctl, &mut s, &clock)?.contains(&ServerEvent::TestEnd);
+    }
+    let secs = t0.elapsed().as_secs_f64();
+    let outcomes = data.finish();
+    let (u1, s1) = sock::cpu_times();
+    let (cu, cs) = ((u1 - u0) / secs * 100.0, (s1 - s0) / secs * 100.0);
+    let mut text = String::from("tcptune serve: the server's side of the test\n");
+    for o in &outcomes {
+        let c = &o.counts;
+        text += &format!(
+            "[{:>3}] 0.00-{secs:.2} sec {:>10} {:>14} {} datagrams, {} lost, jitter {:.3} ms {}\n",
+            o.id,
+            tcptune_diagnose::size(c.bytes),
+            crate::report::rate(c.bytes as f64 * 8.0 / secs.max(1e-9)),
+            c.packet_count,
+            c.cnt_error,
+            c.jitter * 1000.0,
+            if o.sends { "sender" } else { "receiver" }
+        );
+    }
+    let own = Results {
+        cpu_util_total: cu + cs,
+        cpu_util_user: cu,
+        cpu_util_system: cs,
+        sender_has_retransmits: -1,
+        congestion_used: None,
+        streams: outcomes.iter().map(|o| o.result(secs)).collect(),
+        server_output_json: None,
+        server_output_text: params.get_server_output.then(|| text.clone()),
+        extension: None,
+    };
+    s.finish(own, clock.now()).map_err(TestError::Session)?;
+    while s.phase() != ServerPhase::Done {
+        step(&mut ctl, &mut s, &clock)?;
+    }
+    let _ = ctl.write(&s.take_output());
+    let bytes: u64 = outcomes.iter().map(|o| o.counts.bytes).sum();
+    let lost: u64 = outcomes.iter().map(|o| o.counts.cnt_error).sum();
+    Ok(format!(
+        "UDP, {} stream(s), {:?}, {} in {:.1} s, {} datagrams lost",
+        outcomes.len(),
+        params.direction,
+        tcptune_diagnose::size(bytes),
+        secs,
+        lost
+    ))
 }
 
 /// The server's report of a test for `--get-server-output`: a line per stream and its role.

@@ -268,6 +268,28 @@ pub fn connect(addr: &SocketAddr, opts: &DataOptions, timeout: Duration) -> io::
     Ok(s)
 }
 
+/// A UDP socket bound to `addr` with SO_REUSEADDR, as iperf3's UDP "listener": each stream
+/// connects the current one to its client and a new one is bound to the same port.
+pub fn bind_udp(addr: &SocketAddr) -> io::Result<std::net::UdpSocket> {
+    let family = if addr.is_ipv4() {
+        libc::AF_INET
+    } else {
+        libc::AF_INET6
+    };
+    // SAFETY: plain syscall; the descriptor is owned by the OwnedFd right after.
+    let fd = unsafe { libc::socket(family, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: fd is fresh and nobody else owns it.
+    let owned = unsafe { OwnedFd::from_raw_fd(fd) };
+    set_int(fd, libc::SOL_SOCKET, libc::SO_REUSEADDR, 1)?;
+    let (ss, len) = sockaddr(addr);
+    // SAFETY: ss holds a valid address of len bytes.
+    check(unsafe { libc::bind(fd, (&ss as *const libc::sockaddr_storage).cast(), len) })?;
+    Ok(std::net::UdpSocket::from(owned))
+}
+
 /// A fresh random cookie (from the kernel's random pool).
 pub fn random_cookie() -> io::Result<Cookie> {
     let mut r = [0u8; COOKIE_LEN - 1];
