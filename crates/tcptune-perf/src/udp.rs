@@ -65,6 +65,17 @@ pub struct UdpReceiver {
 }
 
 impl UdpReceiver {
+    /// Totals from elsewhere (a peer's results, an interval's differences).
+    pub fn totals(bytes: u64, packet_count: u64, cnt_error: u64, jitter: f64) -> UdpReceiver {
+        UdpReceiver {
+            bytes,
+            packet_count,
+            cnt_error,
+            jitter,
+            ..UdpReceiver::default()
+        }
+    }
+
     /// Accounts one datagram of `len` bytes that arrived at `arrival` (seconds, the same clock
     /// as the sender's header up to a constant offset).
     pub fn on_datagram(&mut self, dgram: &[u8], arrival: f64, wide: bool) {

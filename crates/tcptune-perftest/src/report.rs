@@ -145,8 +145,23 @@ pub struct IntervalStream {
     /// Our receive window, bytes (tcptune; receivers show it).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rcv_wnd: Option<u32>,
+    #[serde(flatten)]
+    pub udp: Option<UdpFigures>,
     pub omitted: bool,
     pub sender: bool,
+}
+
+/// A UDP test's figures (iperf3's names): a sender has `packets` only; a receiver also its
+/// jitter and loss.
+#[derive(Debug, Clone, Default, Serialize, JsonSchema)]
+pub struct UdpFigures {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub jitter_ms: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lost_packets: Option<u64>,
+    pub packets: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lost_percent: Option<f64>,
 }
 
 /// The sum over streams of one direction (iperf3's `intervals[].sum`).
@@ -159,6 +174,8 @@ pub struct IntervalSum {
     pub bits_per_second: f64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub retransmits: Option<u64>,
+    #[serde(flatten)]
+    pub udp: Option<UdpFigures>,
     pub omitted: bool,
     pub sender: bool,
 }
@@ -196,10 +213,33 @@ pub struct EndSide {
     pub sender: bool,
 }
 
+/// One stream over the whole test: a TCP stream's two sides, or a UDP stream's one row.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct EndStream {
-    pub sender: EndSide,
-    pub receiver: EndSide,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sender: Option<EndSide>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub receiver: Option<EndSide>,
+    /// A UDP stream (iperf3's `end.streams[].udp`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub udp: Option<UdpEnd>,
+}
+
+/// A UDP stream over the whole test, as iperf3 reports it.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct UdpEnd {
+    pub socket: i32,
+    pub start: f64,
+    pub end: f64,
+    pub seconds: f64,
+    pub bytes: u64,
+    pub bits_per_second: f64,
+    pub jitter_ms: f64,
+    pub lost_packets: u64,
+    pub packets: u64,
+    pub lost_percent: f64,
+    pub out_of_order: u64,
+    pub sender: bool,
 }
 
 #[derive(Debug, Clone, Serialize, JsonSchema)]
@@ -211,6 +251,8 @@ pub struct EndSum {
     pub bits_per_second: f64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub retransmits: Option<i64>,
+    #[serde(flatten)]
+    pub udp: Option<UdpFigures>,
     pub sender: bool,
 }
 
@@ -227,6 +269,12 @@ pub struct CpuUtilization {
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct End {
     pub streams: Vec<EndStream>,
+    /// A UDP test's sum of its main direction (iperf3's `end.sum`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sum: Option<EndSum>,
+    /// A bidirectional UDP test's sum of the other direction.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sum_bidir_reverse: Option<EndSum>,
     pub sum_sent: EndSum,
     pub sum_received: EndSum,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -404,7 +452,17 @@ impl IntervalReport {
             .map(|(s, id)| {
                 let role = if s.sender { "" } else { " RX" };
                 let omitted = if s.omitted { " (omitted)" } else { "" };
-                stream_line(&format!("[{id:>3}]{role}"), s, units) + omitted
+                let udp = match &s.udp {
+                    Some(u) if !s.sender => format!(
+                        "  {} datagrams, {} lost, jitter {:.3} ms",
+                        u.packets,
+                        u.lost_packets.unwrap_or(0),
+                        u.jitter_ms.unwrap_or(0.0)
+                    ),
+                    Some(u) => format!("  {} datagrams", u.packets),
+                    None => String::new(),
+                };
+                stream_line(&format!("[{id:>3}]{role}"), s, units) + &udp + omitted
             })
             .collect();
         let multi = self.streams.len() > 1;
@@ -461,6 +519,17 @@ impl std::fmt::Display for TestOutput {
             "CPU: local {:.1}% (user {:.1}%, system {:.1}%), remote {:.1}%",
             c.host_total, c.host_user, c.host_system, c.remote_total
         )?;
+        if let Some(u) = self.end.sum_received.udp.as_ref() {
+            // UDP: iperf3's loss and jitter; there is no tcp_info to diagnose.
+            return writeln!(
+                f,
+                "UDP: jitter {:.3} ms, lost {}/{} datagrams ({:.2}%)",
+                u.jitter_ms.unwrap_or(0.0),
+                u.lost_packets.unwrap_or(0),
+                u.packets,
+                u.lost_percent.unwrap_or(0.0)
+            );
+        }
         writeln!(f)?;
         write!(f, "{}", self.tcptune.diagnosis)
     }

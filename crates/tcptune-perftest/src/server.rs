@@ -601,6 +601,7 @@ fn serve_udp(
     rx: Receiver<Routed>,
 ) -> Result<String, TestError> {
     use tcptune_perf::udp::CONNECT_REPLY;
+    let client = ctl.sock.peer_addr().ok();
     let mut streams = Vec::new();
     while s.phase() == ServerPhase::Streams {
         // Stray TCP connections with this cookie have no place in a UDP test.
@@ -623,6 +624,11 @@ fn serve_udp(
         let (_, peer) = listener
             .recv_from(&mut msg)
             .map_err(|e| TestError::io("reading a UDP stream's connect datagram", e))?;
+        // Only the client's own host may open its streams (a datagram from anyone else would
+        // take a stream's place): the control connection's address, which --allow checked.
+        if client.map(|c| unmapped(c).ip()) != Some(unmapped(peer).ip()) {
+            continue;
+        }
         listener
             .connect(peer)
             .map_err(|e| TestError::io("connecting a UDP stream", e))?;

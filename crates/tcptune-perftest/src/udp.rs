@@ -5,8 +5,8 @@
 
 use std::io;
 use std::net::UdpSocket;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -53,7 +53,16 @@ impl UdpOutcome {
 /// Running UDP streams.
 pub struct UdpPhase {
     stop: Arc<AtomicBool>,
-    workers: Vec<(u32, bool, Arc<AtomicU64>, JoinHandle<UdpReceiver>)>,
+    workers: Vec<(u32, bool, Live, JoinHandle<UdpReceiver>)>,
+}
+
+/// A stream's counts as they stand, for interval reports.
+type Live = Arc<Mutex<UdpReceiver>>;
+
+fn publish(live: &Live, now: &UdpReceiver) {
+    if let Ok(mut l) = live.lock() {
+        l.clone_from(now);
+    }
 }
 
 /// Seconds since the epoch: the clock of iperf3's datagram timestamps.
@@ -79,8 +88,8 @@ impl UdpPhase {
             s.sock.set_read_timeout(Some(POLL))?;
             s.sock.set_write_timeout(Some(POLL))?;
             let stop = stop.clone();
-            let bytes = Arc::new(AtomicU64::new(0));
-            let live = bytes.clone();
+            let shared: Live = Arc::default();
+            let live = shared.clone();
             let sock = s.sock;
             let len = (len as usize).max(header_len(wide));
             let h = if s.sends {
@@ -92,17 +101,22 @@ impl UdpPhase {
                     .name(format!("udp-recv-{}", s.id))
                     .spawn(move || recv_loop(&sock, len, wide, &stop, &live))?
             };
-            workers.push((s.id, s.sends, bytes, h));
+            workers.push((s.id, s.sends, shared, h));
         }
         Ok(UdpPhase { stop, workers })
     }
 
-    /// Bytes moved so far by each stream.
-    pub fn bytes(&self) -> Vec<u64> {
+    /// Each stream's counts so far (its bytes, datagrams, and for a receiver loss and jitter).
+    pub fn counts(&self) -> Vec<UdpReceiver> {
         self.workers
             .iter()
-            .map(|w| w.2.load(Ordering::Relaxed))
+            .map(|w| w.2.lock().map(|c| c.clone()).unwrap_or_default())
             .collect()
+    }
+
+    /// The streams' ids and whether this end sends on each.
+    pub fn ids(&self) -> Vec<(u32, bool)> {
+        self.workers.iter().map(|w| (w.0, w.1)).collect()
     }
 
     /// Stops every stream and returns what each did.
@@ -131,7 +145,7 @@ fn send_loop(
     rate_bps: u64,
     wide: bool,
     stop: &AtomicBool,
-    live: &AtomicU64,
+    live: &Live,
 ) -> UdpReceiver {
     let mut buf = vec![0u8; len];
     for (i, b) in buf.iter_mut().enumerate().skip(header_len(wide)) {
@@ -154,7 +168,7 @@ fn send_loop(
             Ok(n) => {
                 done.packet_count += 1;
                 done.bytes += n as u64;
-                live.fetch_add(n as u64, Ordering::Relaxed);
+                publish(live, &done);
             }
             // A full socket buffer or a refused datagram (no one there yet): try again.
             Err(e)
@@ -176,7 +190,7 @@ fn recv_loop(
     len: usize,
     wide: bool,
     stop: &AtomicBool,
-    live: &AtomicU64,
+    live: &Live,
 ) -> UdpReceiver {
     // Room for a datagram longer than announced: it is counted whole, as it arrived.
     let mut buf = vec![0u8; len + 1024];
@@ -185,7 +199,7 @@ fn recv_loop(
         match sock.recv(&mut buf) {
             Ok(n) => {
                 acct.on_datagram(&buf[..n], wall().0, wide);
-                live.fetch_add(n as u64, Ordering::Relaxed);
+                publish(live, &acct);
             }
             Err(e)
                 if matches!(

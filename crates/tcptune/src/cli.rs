@@ -572,9 +572,13 @@ pub struct TestArgs {
     /// `tcptune iperf3`).
     #[arg(long = "iperf3-exit-codes", hide = true)]
     pub iperf3_exit_codes: bool,
-    /// UDP (iperf3's -u): refused; tcptune tests TCP.
-    #[arg(short = 'u', long = "udp", hide = true)]
+    /// UDP datagrams at -b (1 Mbit/s by default) instead of TCP, with iperf3's loss and
+    /// jitter accounting.
+    #[arg(short = 'u', long = "udp")]
     pub udp: bool,
+    /// 64-bit datagram counters (UDP).
+    #[arg(long = "udp-counters-64bit")]
+    pub udp_counters_64bit: bool,
     /// The path's bottleneck rate, when known: the diagnosis compares the result with it and
     /// sizes buffers for it.
     #[arg(long, value_name = "RATE")]

@@ -1,4 +1,4 @@
-//! tcptune in place of iperf3, with iperf3's own command lines on loopback. For each
+//! tcptune in place of iperf3, with iperf3's own command lines (TCP and UDP) on loopback. For each
 //! invocation: iperf3 against iperf3 (the reference), `tcptune iperf3 ARGS` against `iperf3 -s`
 //! (our client), and `iperf3 ARGS` against `tcptune serve` (our server). Every key of the
 //! reference's JSON must be in ours (key by key, arrays' elements merged), intervals must follow
@@ -135,6 +135,12 @@ const INVOCATIONS: &[&str] = &[
     "-t 1 --cport CPORT -J",
     "-t 1 -f m --forceflush -J",
     "-t 1 --connect-timeout 3000 -J",
+    "-u -t 2 -b 10M -J",
+    "-u -t 2 -b 10M -R -J",
+    "-u -t 2 -b 5M --bidir -J",
+    "-u -t 1 -b 20M -P 2 -J",
+    "-u -t 1 -b 10M -l 1400 --udp-counters-64bit -J",
+    "-u -t 2 -b 10M --json-stream",
     "-t 2 -P 2 --json-stream",
     "-t 2 -R --json-stream",
     "-n 100M --json-stream",

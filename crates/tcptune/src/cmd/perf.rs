@@ -43,8 +43,8 @@ const REFUSED: &[(&[&str], &str)] = &[
     ),
     (&["--fq-rate", "--pacing-timer"], "fair-queue pacing options are not supported; cap the rate with -b"),
     (
-        &["--udp-counters-64bit", "--repeating-payload", "--dont-fragment", "--gsro"],
-        "UDP options are not supported; tcptune tests TCP",
+        &["--repeating-payload", "--dont-fragment", "--gsro"],
+        "this UDP option is not supported; drop it (plain -u works)",
     ),
     (&["--skip-rx-copy"], "--skip-rx-copy is not supported; drop it"),
     (&["--timestamps"], "--timestamps is not supported; the JSON output (-J) has each interval's time"),
@@ -433,16 +433,35 @@ fn params(args: &TestArgs) -> anyhow::Result<Params> {
             "-w {w} is outside 1 B..512 MiB; give a buffer size such as -w 4MiB"
         );
     }
-    let len = match args.length {
-        None => tcptune_perf::params::DEFAULT_TCP_BLKSIZE,
-        Some(l) => {
+    use tcptune_perf::params::{MAX_BLOCKSIZE, MAX_UDP_BLOCKSIZE, MIN_UDP_BLOCKSIZE};
+    let len = match (args.length, args.udp) {
+        (None, false) => tcptune_perf::params::DEFAULT_TCP_BLKSIZE,
+        // The control connection's MSS, once it is connected (tcptune_perftest::client).
+        (None, true) => 0,
+        (Some(l), false) => {
             anyhow::ensure!(
-                (1..=tcptune_perf::params::MAX_BLOCKSIZE).contains(&l.get()),
+                (1..=MAX_BLOCKSIZE).contains(&l.get()),
                 "-l {l} is outside 1 B..1 MiB; give a block length such as -l 128KiB"
             );
             l.get() as u32
         }
+        (Some(l), true) => {
+            anyhow::ensure!(
+                (MIN_UDP_BLOCKSIZE..=MAX_UDP_BLOCKSIZE).contains(&l.get()),
+                "-l {l} is outside {MIN_UDP_BLOCKSIZE}..{MAX_UDP_BLOCKSIZE} bytes for UDP; \
+                 give a datagram size such as -l 1400"
+            );
+            l.get() as u32
+        }
     };
+    anyhow::ensure!(
+        !(args.udp && args.omit > 0),
+        "-O with -u is not supported; drop -O for a UDP test"
+    );
+    anyhow::ensure!(
+        args.udp || !args.udp_counters_64bit,
+        "--udp-counters-64bit applies to UDP tests only; add -u or drop it"
+    );
     let limited = args.bytes.is_some() || args.blocks.is_some();
     Ok(Params {
         direction: if args.bidir {
@@ -463,7 +482,17 @@ fn params(args: &TestArgs) -> anyhow::Result<Params> {
         mss: args.mss,
         nodelay: args.no_delay,
         tos: args.tos,
-        bandwidth_bps: args.bitrate.map(|r| r.bps().round() as u64),
+        protocol: if args.udp {
+            tcptune_perf::Protocol::Udp
+        } else {
+            tcptune_perf::Protocol::Tcp
+        },
+        udp_counters_64bit: args.udp_counters_64bit,
+        // iperf3's UDP default: 1 Mbit/s per stream.
+        bandwidth_bps: args
+            .bitrate
+            .map(|r| r.bps().round() as u64)
+            .or(args.udp.then_some(1_000_000)),
         zerocopy: args.zerocopy,
         title: args.title.clone(),
         extra_data: args.extra_data.clone(),
@@ -511,10 +540,6 @@ fn run_test(
     mode: Mode,
     out: &Arc<Mutex<Box<dyn Write + Send>>>,
 ) -> anyhow::Result<Outcome> {
-    anyhow::ensure!(
-        !args.udp,
-        "-u (UDP) is not supported; tcptune tests TCP (drop -u, or use iperf3 for UDP)"
-    );
     anyhow::ensure!(
         args.interval == 0.0 || (0.1..=60.0).contains(&args.interval),
         "-i {} is outside 0.1..60 seconds; give -i 1 (or -i 0 for no interval reports)",
