@@ -87,6 +87,8 @@ w3('server-bad-state', 0, c2s[:37] + struct.pack('>I', 2) + b'{}' + b'\x07')
 w3('server-terminate', 0, c2s[:37] + struct.pack('>I', 2) + b'{}' + b'\x0c')
 w3('server-title-number', 0, c2s[:37] + struct.pack('>I', 24) + b'{"tcp":true,"title":500}')
 w3('server-not-object', 0, c2s[:37] + struct.pack('>I', 7) + b'[1,2,3]')
+udp = b'{"udp":true,"time":1,"parallel":2,"bidirectional":true,"len":1400,"bandwidth":1000000,"udp_counters_64bit":1}'
+w3msgs('server-udp-bidir', 0, [c2s[:37], struct.pack('>I', len(udp)) + udp, b'\x04'])
 w3('client-busy', 1, b'\xff')
 w3('client-server-error', 1, b'\x09\xfe\0\0\0\x05\0\0\0\0')
 w3('client-unknown-state', 1, b'\x09\x0a\x03')

@@ -118,11 +118,22 @@ fn server(data: &[u8]) -> usize {
             let Some(c) = cookie else { return written };
             assert!(s.data_stream(&[0x41; 37], ms(now)).is_none());
             let want = s.params().map(Params::data_streams).unwrap_or(0);
+            let udp = s
+                .params()
+                .is_some_and(|p| p.protocol == crate::Protocol::Udp);
             for _ in 0..want {
-                s.data_stream(&c, ms(now))
-                    .expect("a stream with the cookie");
+                let st = if udp {
+                    // UDP streams carry no cookie; a TCP one is refused in a UDP test.
+                    assert!(s.data_stream(&c, ms(now)).is_none());
+                    s.udp_stream(ms(now))
+                } else {
+                    assert!(s.udp_stream(ms(now)).is_none());
+                    s.data_stream(&c, ms(now))
+                };
+                st.expect("a stream of the test");
             }
             assert!(s.data_stream(&c, ms(now)).is_none(), "an extra stream");
+            assert!(s.udp_stream(ms(now)).is_none(), "an extra stream");
         }
         if s.phase() == ServerPhase::Finishing {
             let n = s.params().map(Params::data_streams).unwrap_or(0);

@@ -1060,6 +1060,35 @@ mod tests {
     }
 
     #[test]
+    fn udp_streams_are_counted_without_a_cookie() {
+        let cookie = Cookie::from_random([4; 36]);
+        let params = Params {
+            protocol: crate::Protocol::Udp,
+            parallel: 2,
+            len: 1400,
+            ..Params::default()
+        };
+        let mut c = ClientSession::new(cookie, params, t(0), Timeouts::default());
+        let mut s = ServerSession::new(t(0), Timeouts::default());
+        // Not before the parameters are approved.
+        assert_eq!(s.udp_stream(t(0)), None);
+        s.handle_input(&c.take_output(), t(0)).unwrap();
+        c.handle_input(&s.take_output(), t(0)).unwrap();
+        s.handle_input(&c.take_output(), t(0)).unwrap();
+        s.approve(t(0)).unwrap();
+        s.take_output();
+        // A TCP data connection has no place in a UDP test, even with the cookie.
+        assert_eq!(s.data_stream(cookie.as_bytes(), t(1)), None);
+        let a = s.udp_stream(t(1)).unwrap();
+        assert_eq!((a.id, a.server_sends, a.last), (1, false, false));
+        assert!(s.take_output().is_empty());
+        let b = s.udp_stream(t(2)).unwrap();
+        assert_eq!((b.id, b.last), (3, true));
+        assert_eq!(s.take_output(), [1, 2]); // TEST_START, TEST_RUNNING
+        assert_eq!(s.udp_stream(t(3)), None);
+    }
+
+    #[test]
     fn every_phase_has_a_deadline() {
         let to = Timeouts::default();
         let mut s = ServerSession::new(t(0), to);
