@@ -183,7 +183,14 @@ fn bad_input_is_one_sentence_and_exit_2() {
             "100M/8".into(),
         ],
         vec!["test".into(), "127.0.0.1".into(), "-f".into(), "x".into()],
-        vec!["test".into(), "-c".into(), "127.0.0.1".into(), "-u".into()],
+        vec![
+            "test".into(),
+            "-c".into(),
+            "127.0.0.1".into(),
+            "-u".into(),
+            "-O".into(),
+            "1".into(),
+        ],
         vec![
             "iperf3".into(),
             "-c".into(),
@@ -272,4 +279,71 @@ fn errors_under_iperf3_json_are_json_documents_or_events() {
         .unwrap()
         .contains("cannot connect"));
     assert_eq!(events[1]["event"], "end");
+}
+
+#[test]
+fn serve_detaches_with_a_pid_file_and_a_log_and_ends_on_sigterm() {
+    let dir = std::env::temp_dir().join(format!("tcptune-daemon-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let pidfile = dir.join("serve.pid");
+    let logfile = dir.join("serve.log");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+        .to_string();
+    // iperf3's spelling: the parent returns at once, the daemon keeps serving.
+    let o = tcptune(&[
+        "iperf3",
+        "-s",
+        "-D",
+        "-p",
+        &port,
+        "-B",
+        "127.0.0.1",
+        "-I",
+        pidfile.to_str().unwrap(),
+        "--logfile",
+        logfile.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // The daemon writes its pid file, then its log's first line; wait for both (bounded).
+    let t = std::time::Instant::now();
+    let pid: i32 = loop {
+        let log = std::fs::read_to_string(&logfile).unwrap_or_default();
+        if let (Ok(p), true) = (
+            std::fs::read_to_string(&pidfile),
+            log.contains("listening on"),
+        ) {
+            break p.trim().parse().unwrap();
+        }
+        assert!(t.elapsed() < Duration::from_secs(10), "no daemon: {log}");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    /// Ends the daemon even if an assertion fails first.
+    struct Term(i32);
+    impl Drop for Term {
+        fn drop(&mut self) {
+            // SAFETY: kill(2) on the daemon this test started (the pid from its own pid file).
+            unsafe { libc::kill(self.0, libc::SIGTERM) };
+        }
+    }
+    let daemon = Term(pid);
+    let o = tcptune(&["test", "-c", "127.0.0.1", "-p", &port, "-n", "1MB", "-J"]);
+    let code = o.status.code().unwrap();
+    assert!(
+        code == 0 || code == 1,
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    drop(daemon);
+    let t = std::time::Instant::now();
+    while pidfile.exists() {
+        assert!(t.elapsed() < Duration::from_secs(5), "the pid file stayed");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let log = std::fs::read_to_string(&logfile).unwrap();
+    assert!(log.lines().any(|l| l.contains("stream(s)")), "{log}");
+    let _ = std::fs::remove_dir_all(&dir);
 }
