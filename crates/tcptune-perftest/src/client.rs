@@ -324,7 +324,7 @@ pub fn run_with(
         ..DataOptions::default()
     };
     let ctl_sock = sock::connect(&addr, &ctl_opts, cfg.connect_timeout)
-        .map_err(|e| TestError::Connect { addr, source: e })?;
+        .map_err(|e| TestError::Connect { addr, error: e })?;
     let tcp_mss_default = sock::get_int(
         std::os::fd::AsRawFd::as_raw_fd(&ctl_sock),
         libc::IPPROTO_TCP,

@@ -136,7 +136,7 @@ impl Server {
     pub fn bind(cfg: ServerConfig) -> Result<Server, TestError> {
         let listener = TcpListener::bind(cfg.bind).map_err(|e| TestError::Bind {
             addr: cfg.bind,
-            source: e,
+            error: e,
         })?;
         listener
             .set_nonblocking(true)

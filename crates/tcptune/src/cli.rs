@@ -62,9 +62,11 @@ pub enum Command {
     Watch(WatchArgs),
     /// Serve throughput tests: an iperf3-compatible server (`iperf3 -c` and `tcptune test` both
     /// work against it) that also sends its side's tcp_info samples to a tcptune client.
+    #[command(disable_version_flag = true)]
     Serve(ServeArgs),
     /// Run a throughput test against an iperf3 or tcptune server, sample TCP's variables while
     /// it runs, and diagnose what limited it; exit 1 if the diagnosis finds a problem.
+    #[command(disable_version_flag = true)]
     Test(TestArgs),
     /// iperf3's own command line: `tcptune iperf3 -c HOST -t 5 -P 4 -R -J` runs `test`,
     /// `tcptune iperf3 -s` runs `serve` (also when tcptune is run under the name `iperf3`).
@@ -424,6 +426,12 @@ pub struct ServeArgs {
     /// Serve one test, then exit (iperf3's -1).
     #[arg(short = '1', long = "one-off")]
     pub one_off: bool,
+    /// iperf3's -V/--verbose: accepted (the log already has what it adds).
+    #[arg(short = 'V', long = "verbose", hide = true)]
+    pub verbose: bool,
+    /// iperf3's --forceflush: accepted (every line is flushed).
+    #[arg(long = "forceflush", hide = true)]
+    pub forceflush: bool,
     /// iperf3's -s: accepted (this is the server).
     #[arg(short = 's', long = "server", hide = true)]
     pub server: bool,
@@ -568,6 +576,12 @@ pub struct TestArgs {
     /// Write the output to this file instead of standard output (appended).
     #[arg(long, value_name = "FILE")]
     pub logfile: Option<std::path::PathBuf>,
+    /// iperf3's -V/--verbose: accepted (the text output already has what it adds).
+    #[arg(short = 'V', long = "verbose", hide = true)]
+    pub verbose: bool,
+    /// iperf3's --forceflush: accepted (every line is flushed).
+    #[arg(long = "forceflush", hide = true)]
+    pub forceflush: bool,
     /// Exit 0 after a completed test whatever the diagnosis, as iperf3 does (set by
     /// `tcptune iperf3`).
     #[arg(long = "iperf3-exit-codes", hide = true)]
