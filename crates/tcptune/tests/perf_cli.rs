@@ -347,3 +347,32 @@ fn serve_detaches_with_a_pid_file_and_a_log_and_ends_on_sigterm() {
     assert!(log.lines().any(|l| l.contains("stream(s)")), "{log}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn the_binary_named_iperf3_takes_iperf3s_command_line() {
+    let dir = std::env::temp_dir().join(format!("tcptune-as-iperf3-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let link = dir.join("iperf3");
+    let _ = std::fs::remove_file(&link);
+    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_tcptune"), &link).unwrap();
+    let o = Command::new(&link).arg("-v").output().unwrap();
+    assert!(o.status.success());
+    assert!(String::from_utf8_lossy(&o.stdout).starts_with("tcptune "));
+    let (_srv, port) = serve();
+    let o = Command::new(&link)
+        .args(["-c", "127.0.0.1", "-p", &port.to_string(), "-n", "1M", "-J"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    // iperf3's document at the top level: no envelope.
+    assert_eq!(v["start"]["test_start"]["bytes"], 1 << 20);
+    assert!(v["end"]["sum_received"]["bytes"].as_u64().unwrap() > 0);
+    assert!(v.get("result").is_none() && v["tcptune"]["diagnosis"].is_object());
+    let _ = std::fs::remove_dir_all(&dir);
+}
