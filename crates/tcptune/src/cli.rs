@@ -456,6 +456,15 @@ pub struct ServeArgs {
     /// iperf3's -J on the server: refused (the client's -J document has both sides).
     #[arg(short = 'J', hide = true)]
     pub iperf_json: bool,
+    /// iperf3's --json-stream on the server: refused, as -J.
+    #[arg(long = "json-stream", hide = true)]
+    pub json_stream: bool,
+    /// iperf3's -i on the server: refused (the server logs one line per test).
+    #[arg(short = 'i', long = "interval", hide = true, value_name = "SECS")]
+    pub interval: Option<String>,
+    /// iperf3's -f on the server: refused (the client's -f sets the units it prints).
+    #[arg(short = 'f', long = "format", hide = true, value_name = "UNIT")]
+    pub format: Option<String>,
 }
 
 /// `tcptune test HOST` (or `-c HOST`). Options use iperf3's letters and long names; those

@@ -342,9 +342,18 @@ fn catch_interrupt() -> &'static AtomicBool {
 
 pub fn serve(args: &ServeArgs) -> anyhow::Result<Outcome> {
     anyhow::ensure!(
-        !args.iperf_json,
-        "-J on the server is not supported; the client's -J document has both sides' figures \
-         (and --get-server-output the server's report)"
+        !args.iperf_json && !args.json_stream,
+        "-J/--json-stream on the server is not supported; the client's -J document has both \
+         sides' figures (and --get-server-output the server's report)"
+    );
+    anyhow::ensure!(
+        args.interval.is_none(),
+        "-i on the server is not supported; tcptune serve logs one line per test, and the \
+         client's -i sets its interval reports"
+    );
+    anyhow::ensure!(
+        args.format.is_none(),
+        "-f on the server is not supported; give -f to the client, whose output has the rates"
     );
     let allow = args
         .allow
