@@ -195,6 +195,14 @@ pub fn rewrite_argv(argv: Vec<OsString>) -> Argv {
         match opt {
             "-s" | "--server" => server = true,
             "--json" => out.push("-J".into()),
+            "-h" | "--help" => {
+                return Argv::Print(
+                    "tcptune iperf3 takes iperf3's command line: -c HOST [options] runs a test \
+                     (options: tcptune test --help), -s [options] serves tests (tcptune serve \
+                     --help).\n"
+                        .into(),
+                )
+            }
             "-v" | "--version" => {
                 return Argv::Print(format!(
                     "tcptune {} (iperf3-compatible: control protocol of iperf 3.x, TCP)\n",
@@ -248,15 +256,10 @@ fn refused(args: &[OsString]) -> Option<String> {
             return Some(format!("{opt}: {why}"));
         }
         // Attached short forms: -d3 (iperf3's debug level), -A2.
-        if opt.len() > 2
-            && !opt.starts_with("--")
-            && (opt.starts_with("-d")
-                || opt.starts_with("-A")
-                || opt.starts_with("-F")
-                || opt.starts_with("-L")
-                || opt.starts_with("-X"))
-        {
-            let short = &opt[..2];
+        let short = opt
+            .get(..2)
+            .filter(|_| opt.len() > 2 && !opt.starts_with("--"));
+        if let Some(short) = short {
             if let Some((_, why)) = REFUSED.iter().find(|(names, _)| names.contains(&short)) {
                 return Some(format!("{short}: {why}"));
             }
@@ -735,6 +738,19 @@ mod tests {
         assert!(matches!(
             rewrite_argv(argv("iperf3 -s -c h -J")),
             Argv::Refuse(_, true)
+        ));
+        // Not an option tcptune knows, and no panic on a multibyte character.
+        assert!(matches!(
+            rewrite_argv(argv("iperf3 -c h -é")),
+            Argv::Parse(_)
+        ));
+        assert!(matches!(
+            rewrite_argv(argv("iperf3 -c h -d2")),
+            Argv::Refuse(..)
+        ));
+        assert!(matches!(
+            rewrite_argv(argv("iperf3 --help")),
+            Argv::Print(_)
         ));
     }
 
