@@ -955,7 +955,8 @@ fn run_udp(
             .map(|v| v.max(0) as u32)
             .unwrap_or(0)
     };
-    let rate = p.bandwidth_bps.unwrap_or(1_000_000);
+    // The caller's -b (tcptune test defaults UDP to iperf3's 1 Mbit/s); 0 or none: unpaced.
+    let rate = p.bandwidth_bps.unwrap_or(0);
     let start = Start {
         connected,
         version: format!("tcptune {}", env!("CARGO_PKG_VERSION")),

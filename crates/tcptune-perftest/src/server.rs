@@ -653,8 +653,9 @@ fn serve_udp(
     }
     drop(listener);
     let (u0, s0) = sock::cpu_times();
-    // iperf3's client always sends a rate for UDP; 1 Mbit/s is its default if one did not.
-    let rate = params.bandwidth_bps.unwrap_or(1_000_000);
+    // iperf3's client always sends a rate for UDP (1 Mbit/s by default); none or 0 is its
+    // `-b 0`: unpaced.
+    let rate = params.bandwidth_bps.unwrap_or(0);
     let data = crate::udp::UdpPhase::start(streams, params.len, rate, params.udp_counters_64bit)
         .map_err(|e| TestError::io("starting the UDP streams", e))?;
     ctl.write(&s.take_output())

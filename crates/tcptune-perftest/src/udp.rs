@@ -74,8 +74,8 @@ fn wall() -> (f64, u32, u32) {
 }
 
 impl UdpPhase {
-    /// Starts a thread per stream. Senders write `len`-byte datagrams at `rate_bps` each
-    /// (iperf3 sends at 1 Mbit/s when the client gives no rate); `wide`: 64-bit counters.
+    /// Starts a thread per stream. Senders write `len`-byte datagrams at `rate_bps` each (0:
+    /// unpaced, iperf3's `-b 0`); `wide`: 64-bit counters.
     pub fn start(
         streams: Vec<UdpStream>,
         len: u32,
@@ -153,14 +153,17 @@ fn send_loop(
     }
     let mut done = UdpReceiver::default();
     let start = Instant::now();
-    let rate = rate_bps.max(1) as f64;
+    let rate = rate_bps as f64;
     while !stop.load(Ordering::Relaxed) {
-        // Pace: the bytes sent so far are due at bytes × 8 / rate (iperf3's -b).
-        let due = done.bytes as f64 * 8.0 / rate;
-        let el = start.elapsed().as_secs_f64();
-        if due > el {
-            std::thread::sleep(Duration::from_secs_f64((due - el).min(0.1)));
-            continue;
+        // Pace: the bytes sent so far are due at bytes × 8 / rate (iperf3's -b; 0: as fast as
+        // the socket takes them).
+        if rate_bps > 0 {
+            let due = done.bytes as f64 * 8.0 / rate;
+            let el = start.elapsed().as_secs_f64();
+            if due > el {
+                std::thread::sleep(Duration::from_secs_f64((due - el).min(0.1)));
+                continue;
+            }
         }
         let (_, sec, usec) = wall();
         encode_header(&mut buf, sec, usec, done.packet_count + 1, wide);
