@@ -102,3 +102,53 @@ w('wrong-types.json', b'{"netns": 5, "taken_unix_s": -1, "sysctls": {}, "txqueue
 out = 'fuzz/corpus/spec'
 w('lab-spec.json', b'{"link": {"up": {"delay_s": 0.003, "rate_bps": 100000000, "loss": {"model": "random", "p": 0.01}}, "down": {"delay_s": 0.001}, "seed": 5}, "server": {"cpu_hog": true, "cpu": 0, "sysctls": {"net.ipv4.tcp_rmem": "4096 65536 65536"}}}')
 w('lab-spec-hostile.json', b'{"link": {"up": {"delay_s": 1e300, "overhead_bytes": -100, "rate_bps": 1e300}}, "client": {"cpu": 99, "mtu": 0}}')
+# The iperf3 session target (fuzz/fuzz_targets/iperf3.rs): byte 0 picks the side (even: our
+# server fed a client's bytes; odd: our client fed a server's), then chunks, each after its
+# length byte. Seeds: the recorded iperf3 3.12 control streams whole, cut, and made hostile.
+out = 'fuzz/corpus/iperf3'
+os.makedirs(out, exist_ok=True)
+rec = lambda n: open(os.path.join('fixtures/iperf3', n), 'rb').read()
+def chunked(data, size):
+    b = b''
+    for i in range(0, len(data), size):
+        piece = data[i:i + size]
+        b += bytes([len(piece)]) + piece
+    return b
+def messages(data, cookie):
+    """Cuts a recorded control stream at its messages: the cookie, JSON frames (a zero byte,
+    then three more of length, then '{'), single state bytes."""
+    out, i = ([data[:37]], 37) if cookie else ([], 0)
+    while i < len(data):
+        if data[i] == 0 and i + 4 < len(data) and data[i + 4:i + 5] == b'{':
+            n = 4 + struct.unpack('>I', data[i:i + 4])[0]
+        else:
+            n = 1
+        out.append(data[i:i + n])
+        i += n
+    return out
+def w3(name, mode, data, size=200):
+    open(os.path.join(out, name), 'wb').write(bytes([mode]) + chunked(data, size))
+def w3msgs(name, mode, msgs):
+    # A message longer than 255 bytes goes as several chunks, all before the next message.
+    b = b''.join(chunked(m, 255) for m in msgs)
+    open(os.path.join(out, name), 'wb').write(bytes([mode]) + b)
+for tag, base in [('forward-P2', '3.12-forward-P2'), ('bidir', '3.12-bidir-w256K-reno-O1-server-output')]:
+    c2s, s2c = rec(base + '.c2s.bin'), rec(base + '.s2c.bin')
+    w3msgs('whole-server-' + tag, 0, messages(c2s, True))
+    w3msgs('whole-client-' + tag, 1, messages(s2c, False))
+    w3('bytewise-server-' + tag, 0, c2s, 1)
+    w3('half-server-' + tag, 0, c2s[:len(c2s) // 2])
+    w3('half-client-' + tag, 1, s2c[:len(s2c) // 2])
+c2s = rec('3.12-forward-P2.c2s.bin')
+w3('server-huge-length', 0, c2s[:37] + b'\xff\xff\xff\xff')
+w3('server-zero-length', 0, c2s[:37] + b'\0\0\0\0')
+w3('server-bad-state', 0, c2s[:37] + struct.pack('>I', 2) + b'{}' + b'\x07')
+w3('server-terminate', 0, c2s[:37] + struct.pack('>I', 2) + b'{}' + b'\x0c')
+w3('server-title-number', 0, c2s[:37] + struct.pack('>I', 24) + b'{"tcp":true,"title":500}')
+w3('server-not-object', 0, c2s[:37] + struct.pack('>I', 7) + b'[1,2,3]')
+udp = b'{"udp":true,"time":1,"parallel":2,"bidirectional":true,"len":1400,"bandwidth":1000000,"udp_counters_64bit":1}'
+w3msgs('server-udp-bidir', 0, [c2s[:37], struct.pack('>I', len(udp)) + udp, b'\x04'])
+w3('client-busy', 1, b'\xff')
+w3('client-server-error', 1, b'\x09\xfe\0\0\0\x05\0\0\0\0')
+w3('client-unknown-state', 1, b'\x09\x0a\x03')
+w3('empty', 0, b'')

@@ -8,11 +8,15 @@
 //! every field is type-checked before use (CVE-2024-53580), unknown states are errors, and every
 //! phase has a deadline.
 
+#[doc(hidden)]
+pub mod fuzz;
 pub mod params;
 pub mod results;
 pub mod session;
+pub mod udp;
 pub mod wire;
 
+pub use fuzz::fuzz_one;
 pub use params::{Direction, ParamError, Params, Protocol};
 pub use results::{Results, ResultsError, StreamResult};
 pub use wire::{Cookie, ServerError, State, WireError, COOKIE_LEN};

@@ -240,6 +240,18 @@ fn string(m: &Map<String, Value>, key: &'static str) -> Result<Option<String>, P
 }
 
 impl Params {
+    /// The bytes that end the test, all sending streams together: `-n`, or `-k` blocks of
+    /// `-l` bytes; `None` for a timed test.
+    pub fn byte_limit(&self) -> Option<u64> {
+        if self.bytes > 0 {
+            Some(self.bytes)
+        } else if self.blocks > 0 {
+            Some(self.blocks.saturating_mul(self.len as u64))
+        } else {
+            None
+        }
+    }
+
     /// Reads and checks a parameters object.
     pub fn from_json(m: &Map<String, Value>) -> Result<Params, ParamError> {
         let d = Params::default();

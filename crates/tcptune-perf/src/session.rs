@@ -11,7 +11,7 @@
 
 use tcptune_model::Dur;
 
-use crate::params::{ParamError, Params};
+use crate::params::{ParamError, Params, Protocol};
 use crate::results::{Results, ResultsError};
 use crate::wire::{
     self, encode_json, Cookie, JsonFrameReader, ServerError, State, WireError, COOKIE_LEN,
@@ -463,9 +463,28 @@ impl ServerSession {
     /// or not the time for streams; write [`DATA_DENIED_REPLY`] and close it.
     pub fn data_stream(&mut self, first: &[u8; COOKIE_LEN], now: Dur) -> Option<DataStream> {
         let params = self.params.as_ref()?;
-        if self.phase != ServerPhase::Streams || Cookie::from_wire(first).ok() != self.cookie {
+        if self.phase != ServerPhase::Streams
+            || params.protocol == Protocol::Udp
+            || Cookie::from_wire(first).ok() != self.cookie
+        {
             return None;
         }
+        self.accept_stream(now)
+    }
+
+    /// A UDP test's next stream: its "connect" datagram arrived on the server's port (UDP
+    /// streams carry no cookie). `None` when this is not a UDP test waiting for streams.
+    pub fn udp_stream(&mut self, now: Dur) -> Option<DataStream> {
+        let params = self.params.as_ref()?;
+        if self.phase != ServerPhase::Streams || params.protocol != Protocol::Udp {
+            return None;
+        }
+        self.accept_stream(now)
+    }
+
+    /// Counts one more data stream and gives it its id and role.
+    fn accept_stream(&mut self, now: Dur) -> Option<DataStream> {
+        let params = self.params.as_ref()?;
         let index = self.streams_accepted;
         self.streams_accepted += 1;
         let last = self.streams_accepted == params.data_streams();
@@ -500,14 +519,10 @@ impl ServerSession {
         self.own_results = Some(own);
         self.out.push(State::ExchangeResults.byte());
         self.phase = ServerPhase::ClientResults;
-        let max = if self.params.as_ref().is_some_and(|p| p.get_server_output) {
-            wire::MAX_RESULTS_WITH_OUTPUT_JSON
-        } else {
-            wire::MAX_RESULTS_JSON
-        };
-        // The client sends results, not server output, but its results may be large too when
-        // it asked for ours; either way the limit is fixed before reading.
-        self.expect = Expect::Json(JsonFrameReader::new(max));
+        // The client's results never carry server output, whatever it asked for: they are
+        // bounded as plain results (a client asking for our output once got a 64 MiB limit
+        // here, and a server parsed all of it before refusing it).
+        self.expect = Expect::Json(JsonFrameReader::new(wire::MAX_RESULTS_JSON));
         self.deadline = add(now, self.timeouts.results);
         Ok(())
     }
@@ -1011,6 +1026,66 @@ mod tests {
             matches!(e, SessionError::Wire(WireError::FrameTooLong { .. })),
             "{e}"
         );
+    }
+
+    #[test]
+    fn client_results_are_bounded_as_plain_results_even_with_server_output() {
+        let cookie = Cookie::from_random([2; 36]);
+        let params = Params {
+            get_server_output: true,
+            time_s: 1,
+            ..Params::default()
+        };
+        let mut c = ClientSession::new(cookie, params, t(0), Timeouts::default());
+        let mut s = ServerSession::new(t(0), Timeouts::default());
+        s.handle_input(&c.take_output(), t(0)).unwrap();
+        c.handle_input(&s.take_output(), t(0)).unwrap();
+        s.handle_input(&c.take_output(), t(0)).unwrap();
+        s.approve(t(0)).unwrap();
+        s.data_stream(cookie.as_bytes(), t(0)).unwrap();
+        s.handle_input(&[State::TestEnd.byte()], t(1000)).unwrap();
+        s.finish(results(&[1], 5), t(1000)).unwrap();
+        // A length just above the plain-results limit is refused at the header, before a
+        // byte of the body is read or stored.
+        let len = wire::MAX_RESULTS_JSON + 1;
+        let e = s.handle_input(&len.to_be_bytes(), t(1001)).unwrap_err();
+        assert_eq!(
+            e,
+            SessionError::Wire(WireError::FrameTooLong {
+                len,
+                max: wire::MAX_RESULTS_JSON
+            })
+        );
+        assert_eq!(s.phase(), ServerPhase::Failed);
+    }
+
+    #[test]
+    fn udp_streams_are_counted_without_a_cookie() {
+        let cookie = Cookie::from_random([4; 36]);
+        let params = Params {
+            protocol: crate::Protocol::Udp,
+            parallel: 2,
+            len: 1400,
+            ..Params::default()
+        };
+        let mut c = ClientSession::new(cookie, params, t(0), Timeouts::default());
+        let mut s = ServerSession::new(t(0), Timeouts::default());
+        // Not before the parameters are approved.
+        assert_eq!(s.udp_stream(t(0)), None);
+        s.handle_input(&c.take_output(), t(0)).unwrap();
+        c.handle_input(&s.take_output(), t(0)).unwrap();
+        s.handle_input(&c.take_output(), t(0)).unwrap();
+        s.approve(t(0)).unwrap();
+        s.take_output();
+        // A TCP data connection has no place in a UDP test, even with the cookie.
+        assert_eq!(s.data_stream(cookie.as_bytes(), t(1)), None);
+        let a = s.udp_stream(t(1)).unwrap();
+        assert_eq!((a.id, a.server_sends, a.last), (1, false, false));
+        assert!(s.take_output().is_empty());
+        let b = s.udp_stream(t(2)).unwrap();
+        assert_eq!((b.id, b.last), (3, true));
+        assert_eq!(s.take_output(), [1, 2]); // TEST_START, TEST_RUNNING
+        assert_eq!(s.udp_stream(t(3)), None);
     }
 
     #[test]

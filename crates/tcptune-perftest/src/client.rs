@@ -11,8 +11,9 @@ use tcptune_diagnose::throughput::{diagnose_stream, diagnose_test, StreamInput, 
 use tcptune_diagnose::Sample;
 use tcptune_model::kernel::{CongestionControl, KernelSource, KernelVersion};
 use tcptune_model::{Bytes, Dur, Rate};
+use tcptune_perf::params::{MAX_UDP_BLOCKSIZE, MIN_UDP_BLOCKSIZE};
 use tcptune_perf::session::{ClientEvent, ClientSession, SessionError, Timeouts};
-use tcptune_perf::{Direction, Params, Results};
+use tcptune_perf::{Direction, Params, Protocol, Results};
 
 use crate::control::{Clock, Control, Got};
 use crate::data::{own_results, retrans_of, DataPhase, SendPlan, StreamOutcome, StreamSocket};
@@ -38,6 +39,12 @@ pub struct ClientConfig {
     /// This host's TCP settings (read by the caller), so recommendations are checked against
     /// the values in effect; empty when unknown.
     pub host_settings: HostSettings,
+    /// Local address of every connection (`-B`).
+    pub bind: Option<std::net::IpAddr>,
+    /// Local port of the first data connection, the next ones counting up (`--cport`).
+    pub cport: Option<u16>,
+    /// Only this address family (`-4`, `-6`).
+    pub family: Option<Family>,
 }
 
 fn kernel() -> (KernelVersion, KernelSource) {
@@ -128,11 +135,24 @@ fn pump(
     }
 }
 
-fn resolve(host: &str, port: u16) -> Result<SocketAddr, TestError> {
+/// The address family `-4`/`-6` ask for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Family {
+    V4,
+    V6,
+}
+
+fn resolve(host: &str, port: u16, family: Option<Family>) -> Result<SocketAddr, TestError> {
     (host, port)
         .to_socket_addrs()
         .ok()
-        .and_then(|mut a| a.next())
+        .and_then(|mut a| {
+            a.find(|a| match family {
+                None => true,
+                Some(Family::V4) => a.is_ipv4(),
+                Some(Family::V6) => a.is_ipv6(),
+            })
+        })
         .ok_or_else(|| TestError::Resolve(host.to_string()))
 }
 
@@ -182,6 +202,7 @@ fn interval_report(
             rttvar: info.and_then(|i| i.rttvar_us),
             pmtu: info.and_then(|i| i.pmtu),
             rcv_wnd: info.and_then(|i| i.rcv_wnd).filter(|_| !sender),
+            udp: None,
             omitted: false,
             sender,
         });
@@ -203,6 +224,7 @@ fn interval_report(
             bytes,
             bits_per_second: bytes as f64 * 8.0 / secs,
             retransmits: retr,
+            udp: None,
             omitted: false,
             sender: client_sends_main == main,
         })
@@ -214,6 +236,7 @@ fn interval_report(
         bytes: 0,
         bits_per_second: 0.0,
         retransmits: None,
+        udp: None,
         omitted: false,
         sender: client_sends_main,
     });
@@ -295,6 +318,7 @@ fn sum(sides: &[&EndSide], secs: f64, sender: bool) -> EndSum {
         } else {
             None
         },
+        udp: None,
         sender,
     }
 }
@@ -305,13 +329,49 @@ pub fn run(
     cfg: &ClientConfig,
     on_interval: &mut dyn FnMut(&IntervalReport, &[u32]),
 ) -> Result<TestOutput, TestError> {
-    let addr = resolve(&cfg.host, cfg.port)?;
-    let p = &cfg.params;
+    run_with(cfg, &mut |_| {}, on_interval)
+}
+
+/// `run`, also handing over the `start` object once the data streams are connected (what
+/// iperf3's `--json-stream` prints as its "start" event).
+pub fn run_with(
+    cfg: &ClientConfig,
+    on_start: &mut dyn FnMut(&Start),
+    on_interval: &mut dyn FnMut(&IntervalReport, &[u32]),
+) -> Result<TestOutput, TestError> {
+    let addr = resolve(&cfg.host, cfg.port, cfg.family)?;
     let clock = Clock::start();
-    let ctl_sock = sock::connect(&addr, &DataOptions::default(), cfg.connect_timeout)
-        .map_err(|e| TestError::Connect { addr, source: e })?;
+    let started_at = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let local = |port: u16| cfg.bind.map(|ip| SocketAddr::new(ip, port));
+    let ctl_opts = DataOptions {
+        bind: local(0),
+        ..DataOptions::default()
+    };
+    let ctl_sock = sock::connect(&addr, &ctl_opts, cfg.connect_timeout)
+        .map_err(|e| TestError::Connect { addr, error: e })?;
+    let tcp_mss_default = sock::get_int(
+        std::os::fd::AsRawFd::as_raw_fd(&ctl_sock),
+        libc::IPPROTO_TCP,
+        libc::TCP_MAXSEG,
+    )
+    .map(|v| v.max(0) as u32)
+    .unwrap_or(0);
     let mut ctl = Control::new(ctl_sock)
         .map_err(|e| TestError::io("setting up the control connection", e))?;
+    // A UDP test without -l sends datagrams of the control connection's MSS (iperf3 3.12's
+    // choice: no IP fragmentation on the path to the server).
+    let mut params = cfg.params.clone();
+    if params.protocol == Protocol::Udp && params.len == 0 {
+        params.len = if tcp_mss_default > 0 {
+            (tcp_mss_default as u64).clamp(MIN_UDP_BLOCKSIZE, MAX_UDP_BLOCKSIZE) as u32
+        } else {
+            1460
+        };
+    }
+    let p = &params;
     let cookie = sock::random_cookie().map_err(|e| TestError::io("reading /dev/urandom", e))?;
     let mut s = ClientSession::new(cookie, p.clone(), clock.now(), Timeouts::default());
     let ev = pump(&mut ctl, &mut s, &clock, |e| {
@@ -327,19 +387,55 @@ pub fn run(
             _ => None,
         })
         .ok_or(TestError::Session(SessionError::Ended))?;
-    let opts = DataOptions {
-        window: p.window,
-        congestion: p.congestion.clone(),
-        mss: p.mss,
-    };
+    if p.protocol == Protocol::Udp {
+        let ctx = UdpCtx {
+            addr,
+            clock,
+            started_at,
+            tcp_mss_default,
+            count,
+            client_sends,
+        };
+        return run_udp(cfg, p, ctx, ctl, s, on_start, on_interval);
+    }
     let mut socks = Vec::new();
     for i in 0..count {
-        let mut d = sock::connect(&addr, &opts, cfg.connect_timeout).map_err(|e| {
-            TestError::io(
-                "opening a data connection (is -C a congestion control this kernel has?)",
-                e,
-            )
-        })?;
+        // --cport: the streams take consecutive ports from it.
+        let port = cfg
+            .cport
+            .map(|c| c.saturating_add(i.min(u16::MAX as u32) as u16))
+            .unwrap_or(0);
+        let opts = DataOptions {
+            window: p.window,
+            congestion: p.congestion.clone(),
+            mss: p.mss,
+            nodelay: p.nodelay,
+            tos: p.tos,
+            bind: local(port).or_else(|| {
+                (port != 0).then(|| {
+                    let any: std::net::IpAddr = if addr.is_ipv4() {
+                        std::net::Ipv4Addr::UNSPECIFIED.into()
+                    } else {
+                        std::net::Ipv6Addr::UNSPECIFIED.into()
+                    };
+                    SocketAddr::new(any, port)
+                })
+            }),
+        };
+        let d = match sock::connect(&addr, &opts, cfg.connect_timeout) {
+            Ok(d) => d,
+            Err(e) => {
+                // Tell the server at once (iperf3 does), so it does not wait for the streams.
+                s.terminate();
+                let _ = ctl.write(&s.take_output());
+                return Err(TestError::io(
+                    "opening a data connection (is -C a congestion control this kernel has, \
+                     and --cport/-B free here?)",
+                    e,
+                ));
+            }
+        };
+        let mut d = d;
         std::io::Write::write_all(&mut d, cookie.as_bytes())
             .map_err(|e| TestError::io("sending the cookie on a data connection", e))?;
         socks.push(StreamSocket {
@@ -363,13 +459,50 @@ pub fn run(
         })
         .collect();
     let fds: Vec<i32> = connected.iter().map(|c| c.socket).collect();
+    let buf = |opt: i32| {
+        fds.first()
+            .and_then(|&fd| sock::get_int(fd, libc::SOL_SOCKET, opt).ok())
+            .map(|v| v.max(0) as u32)
+            .unwrap_or(0)
+    };
+    let start = Start {
+        connected,
+        version: format!("tcptune {}", env!("CARGO_PKG_VERSION")),
+        system_info: sock::system_info(),
+        timestamp: Timestamp::at(started_at),
+        connecting_to: ConnectingTo {
+            host: cfg.host.clone(),
+            port: addr.port(),
+        },
+        cookie: cookie.as_str().to_string(),
+        tcp_mss: p.mss,
+        tcp_mss_default: p.mss.is_none().then_some(tcp_mss_default),
+        target_bitrate: p.bandwidth_bps.unwrap_or(0),
+        sock_bufsize: p.window.unwrap_or(0),
+        sndbuf_actual: buf(libc::SO_SNDBUF),
+        rcvbuf_actual: buf(libc::SO_RCVBUF),
+        test_start: TestStart {
+            protocol: "TCP".into(),
+            num_streams: p.parallel,
+            blksize: p.len,
+            omit: p.omit_s,
+            duration: p.time_s,
+            bytes: p.bytes,
+            blocks: p.blocks,
+            reverse: (p.direction == Direction::Reverse) as u32,
+            tos: p.tos.unwrap_or(0) as u32,
+            target_bitrate: p.bandwidth_bps.unwrap_or(0),
+            bidir: (p.direction == Direction::Bidirectional) as u32,
+        },
+    };
+    on_start(&start);
     pump(&mut ctl, &mut s, &clock, |e| {
         matches!(e, ClientEvent::TestRunning)
     })?;
     let plan = SendPlan {
         block: p.len,
         rate_bps: p.bandwidth_bps,
-        bytes_total: (p.bytes > 0).then_some(p.bytes),
+        bytes_total: p.byte_limit(),
         zerocopy: p.zerocopy,
     };
     let (u0, s0) = sock::cpu_times();
@@ -387,35 +520,111 @@ pub fn run(
     };
     let mut intervals = Vec::new();
     let since = |now: Dur| (now.nanos().saturating_sub(t0.nanos())) as f64 / 1e9;
-    let end_at = (p.bytes == 0).then_some(p.time_s as f64);
-    let mut next_tick = cfg.interval.map(|i| i.as_secs_f64());
+    let period = cfg.interval.map(|i| i.as_secs_f64());
+    // -O: the first seconds are reported as omitted, then counting starts again from zero
+    // (iperf3 resets its streams' start times and byte counts when omitting ends).
+    let omit = p.omit_s as f64;
+    let mut omitting = p.omit_s > 0;
+    // Where the current count started: 0, or the end of the omitted seconds.
+    let mut origin = 0.0f64;
+    let mut at_omit_end = vec![0u64; roles.len()];
+    let end_at = p.byte_limit().is_none().then_some(omit + p.time_s as f64);
+    // The next interval's end, from `origin`.
+    let mut next_tick = period;
+    // Interval ends, the omit end and the test's end are boundaries: the stream threads note
+    // their bytes when they pass one (`DataPhase::mark_at`), so a report this thread makes
+    // late, on a busy host, still covers exactly the period.
+    let boundary = |omitting: bool, origin: f64, next_tick: Option<f64>| {
+        [
+            omitting.then_some(omit),
+            next_tick.map(|t| origin + t),
+            end_at,
+        ]
+        .into_iter()
+        .flatten()
+        .reduce(f64::min)
+    };
+    let arm = |b: Option<f64>| {
+        if let Some(b) = b {
+            data.mark_at(Dur::from_nanos(t0.nanos() + (b * 1e9).round() as u64));
+        }
+    };
+    let mut next = boundary(omitting, origin, next_tick);
+    arm(next);
     loop {
         let now = since(clock.now());
-        let done = match end_at {
-            Some(t) => now >= t,
-            None => {
-                let moved = if client_sends > 0 {
-                    data.sent_total()
-                } else {
-                    data.bytes().iter().sum()
-                };
-                moved >= p.bytes
+        let mut done = false;
+        if let Some(b) = next.filter(|&b| now >= b) {
+            let bytes = data.bytes_at_mark();
+            let latest = data.latest();
+            let mut report = |ticker: &mut Ticker, end: f64, omitted: bool| {
+                let mut r = interval_report(
+                    ticker,
+                    end,
+                    &bytes,
+                    &latest,
+                    &roles,
+                    &fds,
+                    client_sends_main,
+                );
+                if omitted {
+                    r.mark_omitted();
+                }
+                on_interval(&r, &ids);
+                intervals.push(r);
+            };
+            let at_tick = next_tick.is_some_and(|t| (origin + t - b).abs() < 1e-9);
+            if omitting && b >= omit {
+                // What moved since the last report is still omitted.
+                if period.is_some() && b - origin - ticker.prev_at > 1e-3 {
+                    report(&mut ticker, b - origin, true);
+                }
+                omitting = false;
+                origin = omit;
+                at_omit_end = bytes.clone();
+                ticker.prev_at = 0.0;
+                ticker.prev_bytes = bytes.clone();
+                next_tick = period;
+            } else if at_tick {
+                report(&mut ticker, b - origin, omitting);
+                next_tick = next_tick.zip(period).map(|(t, i)| t + i);
             }
-        };
-        if let Some(t) = next_tick {
-            if now >= t || done {
+            if end_at.is_some_and(|e| b >= e) {
+                // A last, partial interval (the time is not a multiple of -i).
+                if period.is_some() && b - origin - ticker.prev_at > 1e-3 {
+                    report(&mut ticker, b - origin, false);
+                }
+                done = true;
+            }
+            next = boundary(omitting, origin, next_tick);
+            arm(next);
+        }
+        if end_at.is_none() && !omitting {
+            let moved = if client_sends > 0 {
+                data.sent_total()
+            } else {
+                data.bytes().iter().sum()
+            };
+            if moved >= p.byte_limit().unwrap_or(0) {
+                // Bytes-limited: the last interval ends when the bytes are done.
+                let rel = now - origin;
+                let short = period.is_some_and(|i| rel - ticker.prev_at < 0.1 * i);
                 let r = interval_report(
                     &mut ticker,
-                    now,
+                    rel,
                     &data.bytes(),
                     &data.latest(),
                     &roles,
                     &fds,
                     client_sends_main,
                 );
-                on_interval(&r, &ids);
-                intervals.push(r);
-                next_tick = cfg.interval.map(|i| t + i.as_secs_f64());
+                // iperf3 drops a last interval shorter than a tenth of the period that
+                // moved nothing.
+                if period.is_some() && !(short && r.sum.bytes == 0) {
+                    on_interval(&r, &ids);
+                    intervals.push(r);
+                }
+                done = true;
             }
         }
         if done {
@@ -427,17 +636,11 @@ pub fn run(
             drop(data.finish());
             return Err(TestError::Interrupted);
         }
-        let mut wake = 0.1f64;
-        if let Some(t) = end_at {
-            wake = wake.min(t - now);
-        }
-        if let Some(t) = next_tick {
-            wake = wake.min(t - now);
-        }
+        let wake = next.map(|b| b - now).unwrap_or(0.1).clamp(0.0, 0.1);
         // Anything on the control connection now is the server ending the test early.
         let ready = sock::wait_readable(
             std::os::fd::AsRawFd::as_raw_fd(&ctl.sock),
-            Duration::from_secs_f64(wake.max(0.001)),
+            Duration::from_secs_f64(wake).max(Duration::from_millis(1)),
         )
         .map_err(|e| TestError::io("waiting on the control connection", e))?;
         if ready {
@@ -456,13 +659,18 @@ pub fn run(
             }
         }
     }
-    let secs = since(clock.now());
+    // The time the bytes took: until the senders stop (as iperf3 reports it).
+    let secs = since(clock.now()) - origin;
     data.stop_senders();
     s.end_test(clock.now()).map_err(session_err)?;
     pump(&mut ctl, &mut s, &clock, |e| {
         matches!(e, ClientEvent::ExchangeResults)
     })?;
-    let outcomes = data.finish();
+    let mut outcomes = data.finish();
+    // Omitted bytes count for nothing (iperf3 reports and exchanges what followed -O).
+    for (o, &b) in outcomes.iter_mut().zip(&at_omit_end) {
+        o.bytes = o.bytes.saturating_sub(b);
+    }
     let own = own_results(&outcomes, secs, (u0, s0));
     // Both ends on this host (loopback): how busy all its CPUs were, softirq included.
     let host_cpu = host_cpu_at_start
@@ -485,9 +693,7 @@ pub fn run(
         .and_then(|v| serde_json::from_value(v.clone()).ok());
     Ok(assemble(
         cfg,
-        &addr,
-        cookie.as_str(),
-        connected,
+        start,
         intervals,
         outcomes,
         &server,
@@ -501,9 +707,7 @@ pub fn run(
 #[allow(clippy::too_many_arguments)]
 fn assemble(
     cfg: &ClientConfig,
-    addr: &SocketAddr,
-    cookie: &str,
-    connected: Vec<Connected>,
+    start: Start,
     intervals: Vec<IntervalReport>,
     outcomes: Vec<StreamOutcome>,
     server: &Results,
@@ -536,7 +740,11 @@ fn assemble(
         cfg.path_rate,
         sender_cc.as_deref(),
         &cfg.host_settings,
-        addr.ip().is_loopback(),
+        start
+            .connected
+            .first()
+            .and_then(|c| c.remote_host.parse::<std::net::IpAddr>().ok())
+            .is_some_and(|ip| ip.is_loopback()),
     );
     // CPU of both ends' processes over the test (iperf3's figures). A tcptune end runs a
     // thread per stream, so it can use up to that many cores; a stock iperf3 (3.12) one.
@@ -596,8 +804,11 @@ fn assemble(
                 end_side(o.fd, peer_bytes, secs, false, ts, None),
             )
         } else {
+            // Without the server's samples (a stock iperf3 server), the sender row's cwnd and
+            // RTT figures are our own socket's, as iperf3's client reports them in -R.
+            let sender_view = if ts.is_empty() { &o.samples } else { ts };
             (
-                end_side(o.fd, peer_bytes, secs, true, ts, peer_retr),
+                end_side(o.fd, peer_bytes, secs, true, sender_view, peer_retr),
                 end_side(o.fd, o.bytes, secs, false, &o.samples, None),
             )
         };
@@ -626,10 +837,7 @@ fn assemble(
         } else {
             diag_rev.push(d);
         }
-        streams.push(EndStream {
-            sender: snd,
-            receiver: rcv,
-        });
+        streams.push((snd, rcv));
     }
     let main: Vec<usize> = outcomes
         .iter()
@@ -646,13 +854,7 @@ fn assemble(
     let side = |idx: &[usize], sender: bool| {
         let v: Vec<&EndSide> = idx
             .iter()
-            .map(|&i| {
-                if sender {
-                    &streams[i].sender
-                } else {
-                    &streams[i].receiver
-                }
-            })
+            .map(|&i| if sender { &streams[i].0 } else { &streams[i].1 })
             .collect();
         sum(&v, secs, sender)
     };
@@ -662,6 +864,8 @@ fn assemble(
         sum_received: side(&main, false),
         sum_sent_bidir_reverse: bidir.then(|| side(&rev, true)),
         sum_received_bidir_reverse: bidir.then(|| side(&rev, false)),
+        sum: None,
+        sum_bidir_reverse: None,
         cpu_utilization_percent: CpuUtilization {
             host_total: cu + cs,
             host_user: cu,
@@ -680,7 +884,14 @@ fn assemble(
         } else {
             outcomes.iter().find_map(|o| o.congestion.clone())
         },
-        streams,
+        streams: streams
+            .into_iter()
+            .map(|(snd, rcv)| EndStream {
+                sender: Some(snd),
+                receiver: Some(rcv),
+                udp: None,
+            })
+            .collect(),
     };
     diag_main.extend(diag_rev);
     let diagnosis = diagnose_test(diag_main, &ctx);
@@ -703,28 +914,7 @@ fn assemble(
         }));
     }
     TestOutput {
-        start: Start {
-            connected,
-            version: format!("tcptune {}", env!("CARGO_PKG_VERSION")),
-            connecting_to: ConnectingTo {
-                host: cfg.host.clone(),
-                port: addr.port(),
-            },
-            cookie: cookie.to_string(),
-            sock_bufsize: p.window.unwrap_or(0),
-            test_start: TestStart {
-                protocol: "TCP".into(),
-                num_streams: p.parallel,
-                blksize: p.len,
-                omit: p.omit_s,
-                duration: p.time_s,
-                bytes: p.bytes,
-                blocks: p.blocks,
-                reverse: (p.direction == Direction::Reverse) as u32,
-                tos: p.tos.unwrap_or(0) as u32,
-                bidir: bidir as u32,
-            },
-        },
+        start,
         intervals,
         end,
         tcptune: Extension {
@@ -733,5 +923,504 @@ fn assemble(
             streams: samples,
             diagnosis,
         },
+        title: p.title.clone(),
+        extra_data: p.extra_data.clone(),
+        server_output_json: server.server_output_json.clone(),
+        server_output_text: server.server_output_text.clone(),
+        units: RateUnits::Auto,
     }
+}
+
+/// What a UDP test carries over from the control connection's setup.
+struct UdpCtx {
+    addr: SocketAddr,
+    clock: Clock,
+    started_at: u64,
+    tcp_mss_default: u32,
+    count: u32,
+    client_sends: u32,
+}
+
+/// Opens a UDP stream as iperf3 does: connect, send the connect datagram, wait for the reply.
+fn udp_stream(
+    cfg: &ClientConfig,
+    addr: SocketAddr,
+    port: u16,
+) -> std::io::Result<std::net::UdpSocket> {
+    let local = match cfg.bind {
+        Some(ip) => SocketAddr::new(ip, port),
+        None if addr.is_ipv4() => SocketAddr::from((std::net::Ipv4Addr::UNSPECIFIED, port)),
+        None => SocketAddr::from((std::net::Ipv6Addr::UNSPECIFIED, port)),
+    };
+    let u = sock::bind_udp(&local)?;
+    if let Some(w) = cfg.params.window {
+        sock::set_window(std::os::fd::AsRawFd::as_raw_fd(&u), w)?;
+    }
+    u.connect(addr)?;
+    u.set_read_timeout(Some(cfg.connect_timeout))?;
+    u.send(&tcptune_perf::udp::CONNECT_MSG.to_ne_bytes())?;
+    let mut b = [0u8; 16];
+    let n = u.recv(&mut b)?;
+    let reply = u32::from_ne_bytes([b[0], b[1], b[2], b[3]]);
+    // Any iperf3 server's answer: the legacy value, or 3.13's text "9876".
+    if n < 4 || (reply != tcptune_perf::udp::CONNECT_REPLY && reply != 0x3938_3736) {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            "the server did not answer the UDP stream's connect datagram",
+        ));
+    }
+    Ok(u)
+}
+
+/// iperf3's UDP figures of one stream side: a sender's datagrams, a receiver's count, loss and
+/// jitter.
+fn udp_figures(c: &tcptune_perf::udp::UdpReceiver, sender: bool) -> UdpFigures {
+    if sender {
+        UdpFigures {
+            packets: c.packet_count,
+            ..UdpFigures::default()
+        }
+    } else {
+        UdpFigures {
+            jitter_ms: Some(c.jitter * 1000.0),
+            lost_packets: Some(c.cnt_error),
+            packets: c.packet_count,
+            lost_percent: Some(percent(c.cnt_error, c.packet_count)),
+        }
+    }
+}
+
+fn percent(lost: u64, of: u64) -> f64 {
+    if of == 0 {
+        0.0
+    } else {
+        100.0 * lost as f64 / of as f64
+    }
+}
+
+/// The UDP test after CREATE_STREAMS: streams, data, intervals, results, the report.
+fn run_udp(
+    cfg: &ClientConfig,
+    p: &Params,
+    x: UdpCtx,
+    mut ctl: Control,
+    mut s: ClientSession,
+    on_start: &mut dyn FnMut(&Start),
+    on_interval: &mut dyn FnMut(&IntervalReport, &[u32]),
+) -> Result<TestOutput, TestError> {
+    let clock = x.clock;
+    let mut streams = Vec::new();
+    for i in 0..x.count {
+        let port = cfg
+            .cport
+            .map(|c| c.saturating_add(i.min(u16::MAX as u32) as u16))
+            .unwrap_or(0);
+        let u = match udp_stream(cfg, x.addr, port) {
+            Ok(u) => u,
+            Err(e) => {
+                s.terminate();
+                let _ = ctl.write(&s.take_output());
+                return Err(TestError::io("opening a UDP stream", e));
+            }
+        };
+        streams.push(crate::udp::UdpStream {
+            id: if i == 0 { 1 } else { i + 2 },
+            sends: i < x.client_sends,
+            sock: u,
+        });
+    }
+    let connected: Vec<Connected> = streams
+        .iter()
+        .map(|st| {
+            let l = st.sock.local_addr().ok();
+            let r = st.sock.peer_addr().ok();
+            Connected {
+                socket: std::os::fd::AsRawFd::as_raw_fd(&st.sock),
+                local_host: l.map(|a| a.ip().to_string()).unwrap_or_default(),
+                local_port: l.map(|a| a.port()).unwrap_or(0),
+                remote_host: r.map(|a| a.ip().to_string()).unwrap_or_default(),
+                remote_port: r.map(|a| a.port()).unwrap_or(0),
+            }
+        })
+        .collect();
+    let fds: Vec<i32> = connected.iter().map(|c| c.socket).collect();
+    let buf = |opt: i32| {
+        fds.first()
+            .and_then(|&fd| sock::get_int(fd, libc::SOL_SOCKET, opt).ok())
+            .map(|v| v.max(0) as u32)
+            .unwrap_or(0)
+    };
+    // The caller's -b (tcptune test defaults UDP to iperf3's 1 Mbit/s); 0 or none: unpaced.
+    let rate = p.bandwidth_bps.unwrap_or(0);
+    let start = Start {
+        connected,
+        version: format!("tcptune {}", env!("CARGO_PKG_VERSION")),
+        system_info: sock::system_info(),
+        timestamp: Timestamp::at(x.started_at),
+        connecting_to: ConnectingTo {
+            host: cfg.host.clone(),
+            port: x.addr.port(),
+        },
+        cookie: s.cookie().as_str().to_string(),
+        tcp_mss: p.mss,
+        tcp_mss_default: p.mss.is_none().then_some(x.tcp_mss_default),
+        target_bitrate: rate,
+        sock_bufsize: p.window.unwrap_or(0),
+        sndbuf_actual: buf(libc::SO_SNDBUF),
+        rcvbuf_actual: buf(libc::SO_RCVBUF),
+        test_start: TestStart {
+            protocol: "UDP".into(),
+            num_streams: p.parallel,
+            blksize: p.len,
+            omit: p.omit_s,
+            duration: p.time_s,
+            bytes: p.bytes,
+            blocks: p.blocks,
+            reverse: (p.direction == Direction::Reverse) as u32,
+            tos: p.tos.unwrap_or(0) as u32,
+            target_bitrate: rate,
+            bidir: (p.direction == Direction::Bidirectional) as u32,
+        },
+    };
+    on_start(&start);
+    pump(&mut ctl, &mut s, &clock, |e| {
+        matches!(e, ClientEvent::TestRunning)
+    })?;
+    let (u0, s0) = sock::cpu_times();
+    let data = crate::udp::UdpPhase::start(streams, p.len, rate, p.udp_counters_64bit)
+        .map_err(|e| TestError::io("starting the UDP streams", e))?;
+    let t0 = clock.now();
+    let roles = data.ids();
+    let ids: Vec<u32> = roles.iter().map(|r| r.0).collect();
+    let client_sends_main = p.direction != Direction::Reverse;
+    let since = |now: Dur| (now.nanos().saturating_sub(t0.nanos())) as f64 / 1e9;
+    let period = cfg.interval.map(|i| i.as_secs_f64());
+    let end_at = p.byte_limit().is_none().then_some(p.time_s as f64);
+    let mut next_tick = period;
+    let mut prev_at = 0.0;
+    let mut prev: Vec<tcptune_perf::udp::UdpReceiver> = vec![Default::default(); roles.len()];
+    let mut intervals = Vec::new();
+    loop {
+        let now = since(clock.now());
+        let counts = data.counts();
+        let done = match end_at {
+            Some(t) => now >= t,
+            None => {
+                let moved: u64 = counts
+                    .iter()
+                    .zip(&roles)
+                    .filter(|(_, r)| r.1 || x.client_sends == 0)
+                    .map(|(c, _)| c.bytes)
+                    .sum();
+                moved >= p.byte_limit().unwrap_or(0)
+            }
+        };
+        if next_tick.is_some_and(|t| now >= t) || (done && period.is_some() && now - prev_at > 1e-3)
+        {
+            let secs = (now - prev_at).max(1e-9);
+            let mut st = Vec::new();
+            for (k, c) in counts.iter().enumerate() {
+                let sender = roles[k].1;
+                let b = c.bytes - prev[k].bytes;
+                let d = tcptune_perf::udp::UdpReceiver::totals(
+                    b,
+                    c.packet_count - prev[k].packet_count,
+                    c.cnt_error.saturating_sub(prev[k].cnt_error),
+                    c.jitter,
+                );
+                st.push(IntervalStream {
+                    socket: fds[k],
+                    start: prev_at,
+                    end: now,
+                    seconds: secs,
+                    bytes: b,
+                    bits_per_second: b as f64 * 8.0 / secs,
+                    retransmits: None,
+                    snd_cwnd: None,
+                    snd_wnd: None,
+                    rtt: None,
+                    rttvar: None,
+                    pmtu: None,
+                    rcv_wnd: None,
+                    udp: Some(udp_figures(&d, sender)),
+                    omitted: false,
+                    sender,
+                });
+            }
+            let sum_of = |main: bool| {
+                let sel: Vec<&IntervalStream> = st
+                    .iter()
+                    .filter(|x| x.sender == (client_sends_main == main))
+                    .collect();
+                if sel.is_empty() {
+                    return None;
+                }
+                let bytes: u64 = sel.iter().map(|x| x.bytes).sum();
+                let f: Vec<&UdpFigures> = sel.iter().filter_map(|x| x.udp.as_ref()).collect();
+                let packets = f.iter().map(|u| u.packets).sum();
+                let sender = client_sends_main == main;
+                let lost: u64 = f.iter().filter_map(|u| u.lost_packets).sum();
+                let jitters: Vec<f64> = f.iter().filter_map(|u| u.jitter_ms).collect();
+                Some(IntervalSum {
+                    start: prev_at,
+                    end: now,
+                    seconds: secs,
+                    bytes,
+                    bits_per_second: bytes as f64 * 8.0 / secs,
+                    retransmits: None,
+                    udp: Some(if sender {
+                        UdpFigures {
+                            packets,
+                            ..UdpFigures::default()
+                        }
+                    } else {
+                        UdpFigures {
+                            jitter_ms: Some(
+                                jitters.iter().sum::<f64>() / jitters.len().max(1) as f64,
+                            ),
+                            lost_packets: Some(lost),
+                            packets,
+                            lost_percent: Some(percent(lost, packets)),
+                        }
+                    }),
+                    omitted: false,
+                    sender,
+                })
+            };
+            if let Some(main) = sum_of(true) {
+                let r = IntervalReport {
+                    sum_bidir_reverse: sum_of(false),
+                    sum: main,
+                    streams: st,
+                };
+                on_interval(&r, &ids);
+                intervals.push(r);
+            }
+            prev_at = now;
+            prev = counts;
+            next_tick = next_tick.zip(period).map(|(t, i)| t + i);
+        }
+        if done {
+            break;
+        }
+        if cfg.interrupt.is_some_and(|i| i.load(Ordering::Relaxed)) {
+            s.terminate();
+            let _ = ctl.write(&s.take_output());
+            drop(data.finish());
+            return Err(TestError::Interrupted);
+        }
+        let mut wake = 0.1f64;
+        if let Some(t) = end_at {
+            wake = wake.min(t - now);
+        }
+        if let Some(t) = next_tick {
+            wake = wake.min(t - now);
+        }
+        let ready = sock::wait_readable(
+            std::os::fd::AsRawFd::as_raw_fd(&ctl.sock),
+            Duration::from_secs_f64(wake.max(0.0)).max(Duration::from_millis(1)),
+        )
+        .map_err(|e| TestError::io("waiting on the control connection", e))?;
+        if ready {
+            match ctl
+                .read(&clock, None, Duration::from_millis(1))
+                .map_err(|e| TestError::io("reading the control connection", e))?
+            {
+                Got::Eof => s.handle_eof().map_err(session_err)?,
+                Got::Data(n) => {
+                    s.handle_input(ctl.data(n), clock.now())
+                        .map_err(session_err)?;
+                }
+                Got::Nothing => {}
+            }
+        }
+    }
+    let secs = since(clock.now());
+    let outcomes = data.finish();
+    s.end_test(clock.now()).map_err(session_err)?;
+    pump(&mut ctl, &mut s, &clock, |e| {
+        matches!(e, ClientEvent::ExchangeResults)
+    })?;
+    let (u1, s1) = sock::cpu_times();
+    let wall = secs.max(1e-9);
+    let (cu, cs) = ((u1 - u0) / wall * 100.0, (s1 - s0) / wall * 100.0);
+    let own = Results {
+        cpu_util_total: cu + cs,
+        cpu_util_user: cu,
+        cpu_util_system: cs,
+        sender_has_retransmits: -1,
+        congestion_used: None,
+        streams: outcomes.iter().map(|o| o.result(secs)).collect(),
+        server_output_json: None,
+        server_output_text: None,
+        extension: None,
+    };
+    s.send_results(&own, clock.now()).map_err(session_err)?;
+    let ev = pump(&mut ctl, &mut s, &clock, |e| matches!(e, ClientEvent::Done))?;
+    let server = ev
+        .into_iter()
+        .find_map(|e| match e {
+            ClientEvent::ServerResults(r) => Some(*r),
+            _ => None,
+        })
+        .ok_or(TestError::Session(SessionError::Ended))?;
+    drop(ctl);
+    // Each stream's sending and receiving ends: ours, and the server's results.
+    let mut rows = Vec::new();
+    for (k, o) in outcomes.iter().enumerate() {
+        let peer = server.streams.iter().find(|x| x.id == o.id as i64);
+        let peer_end = peer.and_then(|x| x.end_time).unwrap_or(secs);
+        let theirs = tcptune_perf::udp::UdpReceiver::totals(
+            peer.map(|x| x.bytes).unwrap_or(0),
+            peer.map(|x| x.packets.max(0) as u64).unwrap_or(0),
+            peer.map(|x| x.errors.max(0) as u64).unwrap_or(0),
+            peer.map(|x| x.jitter).unwrap_or(0.0),
+        );
+        let (snd, rcv, rcv_secs) = if o.sends {
+            (o.counts.clone(), theirs, peer_end)
+        } else {
+            (theirs, o.counts.clone(), secs)
+        };
+        rows.push((fds[k], o.sends, snd, rcv, rcv_secs));
+    }
+    let udp_end = |&(fd, sends, ref snd, ref rcv, rcv_secs): &(
+        i32,
+        bool,
+        tcptune_perf::udp::UdpReceiver,
+        tcptune_perf::udp::UdpReceiver,
+        f64,
+    )| {
+        // iperf3's row: this end's bytes; the receiver's loss and jitter; the sender's
+        // datagrams (or, at a receiver, the highest count seen).
+        let (bytes, packets, t) = if sends {
+            (snd.bytes, snd.packet_count, secs)
+        } else {
+            (rcv.bytes, rcv.packet_count, rcv_secs)
+        };
+        UdpEnd {
+            socket: fd,
+            start: 0.0,
+            end: t,
+            seconds: t,
+            bytes,
+            bits_per_second: bytes as f64 * 8.0 / t.max(1e-9),
+            jitter_ms: rcv.jitter * 1000.0,
+            lost_packets: rcv.cnt_error,
+            packets,
+            lost_percent: percent(rcv.cnt_error, packets),
+            out_of_order: rcv.outoforder,
+            sender: sends,
+        }
+    };
+    let sums = |main: bool| {
+        let sel: Vec<_> = rows
+            .iter()
+            .filter(|r| r.1 == (client_sends_main == main))
+            .collect();
+        if sel.is_empty() {
+            return None;
+        }
+        let rcv_secs = sel.iter().map(|r| r.4).fold(0.0, f64::max);
+        let sent: u64 = sel.iter().map(|r| r.2.bytes).sum();
+        let sent_pk: u64 = sel.iter().map(|r| r.2.packet_count).sum();
+        let recv: u64 = sel.iter().map(|r| r.3.bytes).sum();
+        let recv_pk: u64 = sel.iter().map(|r| r.3.packet_count).sum();
+        let lost: u64 = sel.iter().map(|r| r.3.cnt_error).sum();
+        let jitter = sel.iter().map(|r| r.3.jitter).sum::<f64>() * 1000.0 / sel.len() as f64;
+        let sender_row = EndSum {
+            start: 0.0,
+            end: secs,
+            seconds: secs,
+            bytes: sent,
+            bits_per_second: sent as f64 * 8.0 / secs.max(1e-9),
+            retransmits: None,
+            udp: Some(UdpFigures {
+                jitter_ms: Some(0.0),
+                lost_packets: Some(0),
+                packets: sent_pk,
+                lost_percent: Some(0.0),
+            }),
+            sender: true,
+        };
+        let receiver_row = EndSum {
+            start: 0.0,
+            end: rcv_secs,
+            seconds: rcv_secs,
+            bytes: recv,
+            bits_per_second: recv as f64 * 8.0 / rcv_secs.max(1e-9),
+            retransmits: None,
+            udp: Some(UdpFigures {
+                jitter_ms: Some(jitter),
+                lost_packets: Some(lost),
+                packets: recv_pk.max(sent_pk),
+                lost_percent: Some(percent(lost, recv_pk.max(sent_pk))),
+            }),
+            sender: false,
+        };
+        // iperf3's `end.sum`: this end's bytes, with the receiver's loss and jitter.
+        let own_bytes = if client_sends_main == main {
+            sent
+        } else {
+            recv
+        };
+        let sum = EndSum {
+            start: 0.0,
+            end: rcv_secs,
+            seconds: rcv_secs,
+            bytes: own_bytes,
+            bits_per_second: own_bytes as f64 * 8.0 / secs.max(1e-9),
+            retransmits: None,
+            udp: receiver_row.udp.clone(),
+            sender: client_sends_main == main,
+        };
+        Some((sender_row, receiver_row, sum))
+    };
+    let (sum_sent, sum_received, sum) =
+        sums(true).ok_or(TestError::Session(SessionError::Ended))?;
+    let rev = sums(false);
+    let bidir = p.direction == Direction::Bidirectional;
+    let ctx = context(p, cfg.path_rate, None, &cfg.host_settings, false);
+    let end = End {
+        streams: rows
+            .iter()
+            .map(|r| EndStream {
+                sender: None,
+                receiver: None,
+                udp: Some(udp_end(r)),
+            })
+            .collect(),
+        sum: Some(sum),
+        sum_bidir_reverse: rev.as_ref().filter(|_| bidir).map(|r| r.2.clone()),
+        sum_sent,
+        sum_received,
+        sum_sent_bidir_reverse: rev.as_ref().filter(|_| bidir).map(|r| r.0.clone()),
+        sum_received_bidir_reverse: rev.as_ref().filter(|_| bidir).map(|r| r.1.clone()),
+        cpu_utilization_percent: CpuUtilization {
+            host_total: cu + cs,
+            host_user: cu,
+            host_system: cs,
+            remote_total: server.cpu_util_total,
+            remote_user: server.cpu_util_user,
+            remote_system: server.cpu_util_system,
+        },
+        sender_tcp_congestion: None,
+        receiver_tcp_congestion: None,
+    };
+    Ok(TestOutput {
+        start,
+        intervals,
+        end,
+        title: p.title.clone(),
+        extra_data: p.extra_data.clone(),
+        server_output_json: server.server_output_json.clone(),
+        server_output_text: server.server_output_text.clone(),
+        tcptune: Extension {
+            sample_period_s: cfg.sample_every.as_secs_f64(),
+            server_samples: false,
+            streams: Vec::new(),
+            // UDP has no tcp_info: the diagnosis has nothing to judge.
+            diagnosis: diagnose_test(Vec::new(), &ctx),
+        },
+        units: RateUnits::Auto,
+    })
 }

@@ -64,6 +64,8 @@ struct Slot {
     sends: bool,
     sock: Arc<TcpStream>,
     bytes: Arc<AtomicU64>,
+    /// `bytes` when the stream's thread first saw the clock pass the mark (`u64::MAX`: not yet).
+    at_mark: Arc<AtomicU64>,
     local: Option<SocketAddr>,
     remote: Option<SocketAddr>,
 }
@@ -91,6 +93,8 @@ pub struct DataPhase {
     stop_send: Arc<AtomicBool>,
     stop_all: Arc<AtomicBool>,
     sent_total: Arc<AtomicU64>,
+    /// The mark, nanoseconds on the test clock (`u64::MAX`: none); see `mark_at`.
+    mark: Arc<AtomicU64>,
     workers: Vec<JoinHandle<()>>,
     samples: Arc<Mutex<Vec<Vec<Sample>>>>,
     sampler_stop: Option<mpsc::Sender<()>>,
@@ -140,6 +144,7 @@ impl DataPhase {
             None
         };
         let block = Arc::new(block);
+        let mark = Arc::new(AtomicU64::new(u64::MAX));
         let mut slots = Vec::new();
         let mut workers = Vec::new();
         for s in streams {
@@ -152,9 +157,15 @@ impl DataPhase {
                 remote: s.sock.peer_addr().ok(),
                 sock: Arc::new(s.sock),
                 bytes: Arc::new(AtomicU64::new(0)),
+                at_mark: Arc::new(AtomicU64::new(u64::MAX)),
             };
             let sock = slot.sock.clone();
             let bytes = slot.bytes.clone();
+            let marker = Marker {
+                clock,
+                mark: mark.clone(),
+                at_mark: slot.at_mark.clone(),
+            };
             let handle = if slot.sends {
                 let stop = stop_send.clone();
                 let total = sent_total.clone();
@@ -164,7 +175,16 @@ impl DataPhase {
                 std::thread::Builder::new()
                     .name(format!("send-{}", slot.id))
                     .spawn(move || {
-                        send_loop(&sock, &block, zc.as_deref(), &plan, &stop, &bytes, &total)
+                        send_loop(
+                            &sock,
+                            &block,
+                            zc.as_deref(),
+                            &plan,
+                            &stop,
+                            &bytes,
+                            &total,
+                            &marker,
+                        )
                     })?
             } else {
                 // Wake the reader for a good amount of data rather than every segment: fewer
@@ -181,7 +201,7 @@ impl DataPhase {
                 let len = plan.block.clamp(4096, 1 << 20) as usize;
                 std::thread::Builder::new()
                     .name(format!("recv-{}", slot.id))
-                    .spawn(move || recv_loop(&sock, len, &stop, &bytes))?
+                    .spawn(move || recv_loop(&sock, len, &stop, &bytes, &marker))?
             };
             workers.push(handle);
             slots.push(slot);
@@ -218,6 +238,7 @@ impl DataPhase {
             stop_send,
             stop_all,
             sent_total,
+            mark,
             workers,
             samples,
             sampler_stop: Some(tx),
@@ -253,6 +274,31 @@ impl DataPhase {
 
     pub fn ids(&self) -> Vec<(u32, bool)> {
         self.slots.iter().map(|s| (s.id, s.sends)).collect()
+    }
+
+    /// Asks every stream to note its byte count when the test clock passes `at` (an interval's
+    /// end, the end of `-O`'s omitted seconds), replacing the previous mark. The stream threads
+    /// note it themselves, at their first read or write after `at`, so a caller woken late by
+    /// a busy host does not move the boundary.
+    pub fn mark_at(&self, at: Dur) {
+        // Unset first: no stream may note the new mark into the old one's slot.
+        self.mark.store(u64::MAX, Ordering::SeqCst);
+        for s in &self.slots {
+            s.at_mark.store(u64::MAX, Ordering::SeqCst);
+        }
+        self.mark.store(at.nanos(), Ordering::SeqCst);
+    }
+
+    /// Each stream's bytes at the mark (its current bytes if it has not passed it: an idle
+    /// stream).
+    pub fn bytes_at_mark(&self) -> Vec<u64> {
+        self.slots
+            .iter()
+            .map(|s| match s.at_mark.load(Ordering::Relaxed) {
+                u64::MAX => s.bytes.load(Ordering::Relaxed),
+                b => b,
+            })
+            .collect()
     }
 
     /// Stops writing (the test's end); receivers keep draining.
@@ -356,6 +402,26 @@ pub fn own_results(outcomes: &[StreamOutcome], secs: f64, cpu_at_start: (f64, f6
     }
 }
 
+/// A stream thread's view of the mark: notes its byte count once the clock passes it.
+struct Marker {
+    clock: Instant,
+    mark: Arc<AtomicU64>,
+    at_mark: Arc<AtomicU64>,
+}
+
+impl Marker {
+    fn check(&self, bytes: u64) {
+        let mark = self.mark.load(Ordering::Relaxed);
+        if mark != u64::MAX
+            && self.at_mark.load(Ordering::Relaxed) == u64::MAX
+            && now(self.clock).nanos() >= mark
+        {
+            self.at_mark.store(bytes, Ordering::Relaxed);
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
 fn send_loop(
     sock: &TcpStream,
     block: &[u8],
@@ -364,11 +430,13 @@ fn send_loop(
     stop: &AtomicBool,
     bytes: &AtomicU64,
     total: &AtomicU64,
+    marker: &Marker,
 ) {
     let start = Instant::now();
     let mut mine: u64 = 0;
     let mut w = sock;
     while !stop.load(Ordering::Relaxed) {
+        marker.check(mine);
         let mut len = block.len();
         if let Some(limit) = plan.bytes_total {
             let so_far = total.load(Ordering::Relaxed);
@@ -403,13 +471,16 @@ fn send_loop(
     }
 }
 
-fn recv_loop(sock: &TcpStream, len: usize, stop: &AtomicBool, bytes: &AtomicU64) {
+fn recv_loop(sock: &TcpStream, len: usize, stop: &AtomicBool, bytes: &AtomicU64, marker: &Marker) {
     let mut buf = vec![0u8; len];
     let mut r = sock;
+    let mut mine = 0u64;
     while !stop.load(Ordering::Relaxed) {
+        marker.check(mine);
         match r.read(&mut buf) {
             Ok(0) => return,
             Ok(n) => {
+                mine += n as u64;
                 bytes.fetch_add(n as u64, Ordering::Relaxed);
             }
             Err(e) if is_timeout(&e) => {}

@@ -9,6 +9,7 @@ pub mod data;
 pub mod report;
 pub mod server;
 pub mod sock;
+pub mod udp;
 
 use std::net::{IpAddr, SocketAddr};
 use std::str::FromStr;
@@ -17,25 +18,26 @@ use serde::{Deserialize, Serialize};
 use tcptune_diagnose::Sample;
 use tcptune_perf::session::SessionError;
 
-/// Why a test could not run.
+/// Why a test could not run. The OS error is part of each message (not a `source`), so a
+/// context chain prints it once.
 #[derive(Debug, thiserror::Error)]
 pub enum TestError {
     #[error("cannot resolve '{0}'; give a host name or an IP address")]
     Resolve(String),
-    #[error("cannot connect to {addr}: {source}; is a server (tcptune serve or iperf3 -s) listening there?")]
+    #[error("cannot connect to {addr}: {error}; is a server (tcptune serve or iperf3 -s) listening there?")]
     Connect {
         addr: SocketAddr,
-        source: std::io::Error,
+        error: std::io::Error,
     },
-    #[error("cannot listen on {addr}: {source}; choose another port with -p")]
+    #[error("cannot listen on {addr}: {error}; choose another port with -p")]
     Bind {
         addr: SocketAddr,
-        source: std::io::Error,
+        error: std::io::Error,
     },
-    #[error("{context}: {source}")]
+    #[error("{context}: {error}")]
     Io {
         context: &'static str,
-        source: std::io::Error,
+        error: std::io::Error,
     },
     #[error("the test failed: {0}")]
     Session(SessionError),
@@ -46,8 +48,8 @@ pub enum TestError {
 }
 
 impl TestError {
-    pub fn io(context: &'static str, source: std::io::Error) -> TestError {
-        TestError::Io { context, source }
+    pub fn io(context: &'static str, error: std::io::Error) -> TestError {
+        TestError::Io { context, error }
     }
 }
 

@@ -37,18 +37,82 @@ pub struct TestStart {
     pub blocks: u64,
     pub reverse: u32,
     pub tos: u32,
+    /// The `-b` rate per stream, bits/s (0: unlimited).
+    pub target_bitrate: u64,
     /// 1 for a bidirectional test (iperf3 3.7+).
     pub bidir: u32,
+}
+
+/// When the test started (iperf3's `start.timestamp`).
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct Timestamp {
+    /// RFC 7231 date, as iperf3 writes it: "Tue, 24 Nov 2026 02:18:54 GMT".
+    pub time: String,
+    /// Seconds since the Unix epoch.
+    pub timesecs: u64,
+}
+
+impl Timestamp {
+    pub fn at(timesecs: u64) -> Timestamp {
+        Timestamp {
+            time: http_date(timesecs),
+            timesecs,
+        }
+    }
+}
+
+/// Seconds since the epoch as an RFC 7231 date (the proleptic Gregorian calendar, UTC).
+pub fn http_date(secs: u64) -> String {
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    // Civil date from days since 1970-01-01 (Howard Hinnant's `civil_from_days`).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    const WEEKDAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    format!(
+        "{}, {:02} {} {} {:02}:{:02}:{:02} GMT",
+        WEEKDAYS[days.rem_euclid(7) as usize],
+        day,
+        MONTHS[(month - 1) as usize],
+        year,
+        rem / 3600,
+        rem / 60 % 60,
+        rem % 60
+    )
 }
 
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct Start {
     pub connected: Vec<Connected>,
     pub version: String,
+    /// The client host's `uname -a`-like line.
+    pub system_info: String,
+    pub timestamp: Timestamp,
     pub connecting_to: ConnectingTo,
     pub cookie: String,
+    /// The `-M` asked for (iperf3 writes this or `tcp_mss_default`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tcp_mss: Option<u32>,
+    /// TCP_MAXSEG of the control connection, bytes, when no `-M` was given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tcp_mss_default: Option<u32>,
+    /// The `-b` rate per stream, bits/s (0: unlimited).
+    pub target_bitrate: u64,
     /// The `-w` value asked for, 0 when not given.
     pub sock_bufsize: u32,
+    /// SO_SNDBUF and SO_RCVBUF of the first data connection as the kernel set them.
+    pub sndbuf_actual: u32,
+    pub rcvbuf_actual: u32,
     pub test_start: TestStart,
 }
 
@@ -81,8 +145,23 @@ pub struct IntervalStream {
     /// Our receive window, bytes (tcptune; receivers show it).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rcv_wnd: Option<u32>,
+    #[serde(flatten)]
+    pub udp: Option<UdpFigures>,
     pub omitted: bool,
     pub sender: bool,
+}
+
+/// A UDP test's figures (iperf3's names): a sender has `packets` only; a receiver also its
+/// jitter and loss.
+#[derive(Debug, Clone, Default, Serialize, JsonSchema)]
+pub struct UdpFigures {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub jitter_ms: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lost_packets: Option<u64>,
+    pub packets: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lost_percent: Option<f64>,
 }
 
 /// The sum over streams of one direction (iperf3's `intervals[].sum`).
@@ -95,6 +174,8 @@ pub struct IntervalSum {
     pub bits_per_second: f64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub retransmits: Option<u64>,
+    #[serde(flatten)]
+    pub udp: Option<UdpFigures>,
     pub omitted: bool,
     pub sender: bool,
 }
@@ -132,10 +213,33 @@ pub struct EndSide {
     pub sender: bool,
 }
 
+/// One stream over the whole test: a TCP stream's two sides, or a UDP stream's one row.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct EndStream {
-    pub sender: EndSide,
-    pub receiver: EndSide,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sender: Option<EndSide>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub receiver: Option<EndSide>,
+    /// A UDP stream (iperf3's `end.streams[].udp`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub udp: Option<UdpEnd>,
+}
+
+/// A UDP stream over the whole test, as iperf3 reports it.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct UdpEnd {
+    pub socket: i32,
+    pub start: f64,
+    pub end: f64,
+    pub seconds: f64,
+    pub bytes: u64,
+    pub bits_per_second: f64,
+    pub jitter_ms: f64,
+    pub lost_packets: u64,
+    pub packets: u64,
+    pub lost_percent: f64,
+    pub out_of_order: u64,
+    pub sender: bool,
 }
 
 #[derive(Debug, Clone, Serialize, JsonSchema)]
@@ -147,6 +251,8 @@ pub struct EndSum {
     pub bits_per_second: f64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub retransmits: Option<i64>,
+    #[serde(flatten)]
+    pub udp: Option<UdpFigures>,
     pub sender: bool,
 }
 
@@ -163,6 +269,12 @@ pub struct CpuUtilization {
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct End {
     pub streams: Vec<EndStream>,
+    /// A UDP test's sum of its main direction (iperf3's `end.sum`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sum: Option<EndSum>,
+    /// A bidirectional UDP test's sum of the other direction.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sum_bidir_reverse: Option<EndSum>,
     pub sum_sent: EndSum,
     pub sum_received: EndSum,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -205,13 +317,82 @@ pub struct Extension {
     pub diagnosis: TestDiagnosis,
 }
 
-/// The result of `tcptune test`.
+/// The result of `tcptune test`: iperf3's `-J` document (its `start`, `intervals`, `end`,
+/// `title`, `extra_data` and server output keys) with tcptune's additions under `tcptune`, a
+/// key iperf3's readers ignore.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct TestOutput {
     pub start: Start,
     pub intervals: Vec<IntervalReport>,
     pub end: End,
+    /// `-T`, as iperf3 adds it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    /// `--extra-data`, as iperf3 adds it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub extra_data: Option<String>,
+    /// The server's own report (`--get-server-output`), when the server sent it as JSON.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server_output_json: Option<serde_json::Value>,
+    /// The same, when the server sent it as text.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server_output_text: Option<String>,
     pub tcptune: Extension,
+    /// How the text output prints rates (`-f`); not part of the JSON.
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub units: RateUnits,
+}
+
+/// The unit of rates in text output: tcptune's own (adaptive, bit/s), or one of iperf3's
+/// `-f` letters (k, m, g, t: Kbits/sec …; K, M, G, T: KBytes/sec …).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RateUnits {
+    #[default]
+    Auto,
+    Fixed(char),
+}
+
+impl RateUnits {
+    /// iperf3's `-f` letter; anything else is refused with the letters that work.
+    pub fn from_letter(s: &str) -> Result<RateUnits, String> {
+        match s {
+            "k" | "m" | "g" | "t" | "K" | "M" | "G" | "T" => {
+                Ok(RateUnits::Fixed(s.chars().next().unwrap_or('m')))
+            }
+            _ => Err(format!(
+                "-f {s} is not a format; give one of k, m, g, t (bits/s) or K, M, G, T (bytes/s)"
+            )),
+        }
+    }
+
+    pub fn rate(self, bps: f64) -> String {
+        let bps = bps.max(0.0);
+        match self {
+            RateUnits::Auto => rate(bps),
+            RateUnits::Fixed(c) => {
+                // iperf3: powers of 1000 for bits, of 1024 for bytes.
+                let (div, unit) = match c {
+                    'k' => (1e3, "Kbits/sec"),
+                    'm' => (1e6, "Mbits/sec"),
+                    'g' => (1e9, "Gbits/sec"),
+                    't' => (1e12, "Tbits/sec"),
+                    'K' => (8.0 * 1024.0, "KBytes/sec"),
+                    'M' => (8.0 * 1024.0 * 1024.0, "MBytes/sec"),
+                    'G' => (8.0 * 1024.0 * 1024.0 * 1024.0, "GBytes/sec"),
+                    _ => (8.0 * 1024.0f64.powi(4), "TBytes/sec"),
+                };
+                let v = bps / div;
+                if v < 9.995 {
+                    format!("{v:.2} {unit}")
+                } else if v < 99.95 {
+                    format!("{v:.1} {unit}")
+                } else {
+                    format!("{v:.0} {unit}")
+                }
+            }
+        }
+    }
 }
 
 /// "9.41 Gbit/s" the way the rest of tcptune prints rates.
@@ -235,14 +416,14 @@ fn opt<T: std::fmt::Display>(v: Option<T>) -> String {
     v.map(|v| v.to_string()).unwrap_or_else(|| "-".into())
 }
 
-fn stream_line(id: &str, s: &IntervalStream) -> String {
+fn stream_line(id: &str, s: &IntervalStream, units: RateUnits) -> String {
     let wnd = if s.sender { s.snd_wnd } else { s.rcv_wnd };
     format!(
         "{:<5} {:>13} {:>10} {:>14} {:>8} {:>10} {:>10} {:>10}",
         id,
         format!("{:.2}-{:.2} s", s.start, s.end),
         size(s.bytes),
-        rate(s.bits_per_second),
+        units.rate(s.bits_per_second),
         opt(s.retransmits),
         opt(s.snd_cwnd.map(size)),
         opt(s.rtt.map(|r| format!("{:.2} ms", r as f64 / 1000.0))),
@@ -251,15 +432,37 @@ fn stream_line(id: &str, s: &IntervalStream) -> String {
 }
 
 impl IntervalReport {
+    /// Marks the interval as within `-O`'s omitted start.
+    pub fn mark_omitted(&mut self) {
+        for s in &mut self.streams {
+            s.omitted = true;
+        }
+        self.sum.omitted = true;
+        if let Some(r) = self.sum_bidir_reverse.as_mut() {
+            r.omitted = true;
+        }
+    }
+
     /// The lines this interval prints: one per stream, and SUM lines with several streams.
-    pub fn lines(&self, ids: &[u32]) -> Vec<String> {
+    pub fn lines(&self, ids: &[u32], units: RateUnits) -> Vec<String> {
         let mut out: Vec<String> = self
             .streams
             .iter()
             .zip(ids)
             .map(|(s, id)| {
                 let role = if s.sender { "" } else { " RX" };
-                stream_line(&format!("[{id:>3}]{role}"), s)
+                let omitted = if s.omitted { " (omitted)" } else { "" };
+                let udp = match &s.udp {
+                    Some(u) if !s.sender => format!(
+                        "  {} datagrams, {} lost, jitter {:.3} ms",
+                        u.packets,
+                        u.lost_packets.unwrap_or(0),
+                        u.jitter_ms.unwrap_or(0.0)
+                    ),
+                    Some(u) => format!("  {} datagrams", u.packets),
+                    None => String::new(),
+                };
+                stream_line(&format!("[{id:>3}]{role}"), s, units) + &udp + omitted
             })
             .collect();
         let multi = self.streams.len() > 1;
@@ -273,7 +476,7 @@ impl IntervalReport {
                     if sum.sender { "[SUM]" } else { "[SUM]RX" },
                     format!("{:.2}-{:.2} s", sum.start, sum.end),
                     size(sum.bytes),
-                    rate(sum.bits_per_second),
+                    units.rate(sum.bits_per_second),
                     opt(sum.retransmits),
                 ));
             }
@@ -297,7 +500,7 @@ impl std::fmt::Display for TestOutput {
                 id,
                 format!("{:.2}-{:.2} s", s.start, s.end),
                 size(s.bytes),
-                rate(s.bits_per_second),
+                self.units.rate(s.bits_per_second),
                 opt(s.retransmits),
             )
         };
@@ -316,7 +519,44 @@ impl std::fmt::Display for TestOutput {
             "CPU: local {:.1}% (user {:.1}%, system {:.1}%), remote {:.1}%",
             c.host_total, c.host_user, c.host_system, c.remote_total
         )?;
+        if let Some(u) = self.end.sum_received.udp.as_ref() {
+            // UDP: iperf3's loss and jitter; there is no tcp_info to diagnose.
+            return writeln!(
+                f,
+                "UDP: jitter {:.3} ms, lost {}/{} datagrams ({:.2}%)",
+                u.jitter_ms.unwrap_or(0.0),
+                u.lost_packets.unwrap_or(0),
+                u.packets,
+                u.lost_percent.unwrap_or(0.0)
+            );
+        }
         writeln!(f)?;
         write!(f, "{}", self.tcptune.diagnosis)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dates_and_rate_units_as_iperf3_prints_them() {
+        // iperf3 3.12 wrote this pair in one run's start.timestamp.
+        assert_eq!(http_date(1_795_486_734), "Tue, 24 Nov 2026 02:18:54 GMT");
+        assert_eq!(http_date(0), "Thu, 01 Jan 1970 00:00:00 GMT");
+        assert_eq!(http_date(951_782_400), "Tue, 29 Feb 2000 00:00:00 GMT");
+        let m = RateUnits::from_letter("m").unwrap();
+        assert_eq!(m.rate(941_000_000.0), "941 Mbits/sec");
+        assert_eq!(
+            RateUnits::from_letter("G")
+                .unwrap()
+                .rate(8.0 * 1024.0f64.powi(3) * 1.5),
+            "1.50 GBytes/sec"
+        );
+        assert_eq!(
+            RateUnits::from_letter("k").unwrap().rate(12_345.0),
+            "12.3 Kbits/sec"
+        );
+        assert!(RateUnits::from_letter("x").is_err());
     }
 }

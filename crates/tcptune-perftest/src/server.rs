@@ -19,6 +19,7 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use tcptune_model::Dur;
 use tcptune_perf::session::BUSY_REPLY;
 use tcptune_perf::session::{ServerEvent, ServerPhase, ServerSession, Timeouts, DATA_DENIED_REPLY};
 use tcptune_perf::{wire, Cookie, Protocol, Results, COOKIE_LEN};
@@ -135,7 +136,7 @@ impl Server {
     pub fn bind(cfg: ServerConfig) -> Result<Server, TestError> {
         let listener = TcpListener::bind(cfg.bind).map_err(|e| TestError::Bind {
             addr: cfg.bind,
-            source: e,
+            error: e,
         })?;
         listener
             .set_nonblocking(true)
@@ -374,37 +375,80 @@ fn serve_test(
             break p;
         }
     };
-    if params.protocol != Protocol::Tcp {
+    if params.protocol == Protocol::Sctp {
         s.refuse(wire::i_errno::RECV_PARAMS);
         let _ = ctl.write(&s.take_output());
-        return Err((TestError::Unsupported("only TCP tests are served"), false));
+        return Err((
+            TestError::Unsupported("SCTP tests are not served (TCP and UDP are)"),
+            false,
+        ));
     }
+    // A UDP test's streams arrive on a UDP socket on our port, bound before CREATE_STREAMS.
+    let udp_listener = if params.protocol == Protocol::Udp {
+        match ctl
+            .sock
+            .local_addr()
+            .and_then(|a| sock::bind_udp(&unmapped(a)))
+        {
+            Ok(u) => Some(u),
+            Err(e) => {
+                s.refuse(wire::i_errno::RECV_PARAMS);
+                let _ = ctl.write(&s.take_output());
+                return Err((TestError::io("binding the UDP port", e), false));
+            }
+        }
+    } else {
+        None
+    };
     s.approve(clock.now())
         .map_err(|e| early(TestError::Session(e)))?;
     ctl.write(&s.take_output())
         .map_err(|e| early(TestError::io("writing CREATE_STREAMS", e)))?;
     let fail = |e: TestError| (e, true);
+    if let Some(listener) = udp_listener {
+        return serve_udp(ctl, s, clock, &params, listener, rx).map_err(fail);
+    }
     let opts = DataOptions {
         window: params.window,
         congestion: params.congestion.clone(),
-        mss: None,
+        nodelay: params.nodelay,
+        tos: params.tos,
+        ..DataOptions::default()
     };
     let mut streams = Vec::new();
     // Connections that arrived, by accept order, waiting for earlier ones to be classified.
-    let mut queue: BTreeMap<u64, (TcpStream, [u8; COOKIE_LEN])> = BTreeMap::new();
+    let mut queue: BTreeMap<u64, (TcpStream, [u8; COOKIE_LEN], Instant)> = BTreeMap::new();
+    // Only a bidirectional test's roles depend on the order (and only briefly: a client sends
+    // its cookie as soon as it connects, so an earlier connection still silent after this is
+    // not one of its streams, and a slow loris cannot hold the test up).
+    let ordered = params.direction == tcptune_perf::Direction::Bidirectional;
+    const ORDER_WAIT: Duration = Duration::from_millis(200);
     while s.phase() == ServerPhase::Streams {
         let left = s
             .deadline()
             .map(|d| d.nanos().saturating_sub(clock.now().nanos()))
             .unwrap_or(0);
-        // While some are queued, look again soon for the earlier ones' classification.
-        let mut wait = Duration::from_nanos(left).max(Duration::from_millis(1));
+        // While some are queued, look again soon for the earlier ones' classification; else
+        // every 20 ms, to see the client give up on the control connection (below).
+        let mut wait = Duration::from_nanos(left)
+            .max(Duration::from_millis(1))
+            .min(Duration::from_millis(20));
         if !queue.is_empty() {
             wait = wait.min(Duration::from_millis(2));
         }
+        // A client that fails to open its streams (a congestion control its kernel lacks) or
+        // quits sends CLIENT_TERMINATE or closes the control connection: end the test now, as
+        // iperf3 does, instead of holding the server busy until the streams' deadline.
+        let ctl_fd = ctl.sock.as_raw_fd();
+        if sock::wait_readable(ctl_fd, Duration::ZERO)
+            .map_err(|e| fail(TestError::io("waiting on the control connection", e)))?
+        {
+            step(&mut ctl, &mut s, &clock).map_err(fail)?;
+            continue;
+        }
         match rx.recv_timeout(wait) {
             Ok((c, first, seq)) => {
-                queue.insert(seq, (c, first));
+                queue.insert(seq, (c, first, Instant::now()));
             }
             Err(RecvTimeoutError::Timeout) => {
                 s.poll(clock.now())
@@ -420,16 +464,16 @@ fn serve_test(
         // so after draining the channel the queue holds all of them, in order.
         let first = unrouted.first();
         while let Ok((c, cookie, seq)) = rx.try_recv() {
-            queue.insert(seq, (c, cookie));
+            queue.insert(seq, (c, cookie, Instant::now()));
         }
         while s.phase() == ServerPhase::Streams {
             let Some(entry) = queue.first_entry() else {
                 break;
             };
-            if *entry.key() > first {
+            if ordered && *entry.key() > first && entry.get().2.elapsed() < ORDER_WAIT {
                 break;
             }
-            let (mut c, cookie) = entry.remove();
+            let (mut c, cookie, _) = entry.remove();
             match s.data_stream(&cookie, clock.now()) {
                 Some(ds) => {
                     let _ = opts.apply_connected(c.as_raw_fd());
@@ -445,33 +489,59 @@ fn serve_test(
             }
         }
     }
-    for (_, (mut c, _)) in queue {
+    for (_, (mut c, _, _)) in queue {
         let _ = c.write_all(&DATA_DENIED_REPLY);
     }
     // From now on data connections with this cookie are extra: refuse them as they come.
     let plan = SendPlan {
         block: params.len,
         rate_bps: params.bandwidth_bps,
-        bytes_total: (params.bytes > 0).then_some(params.bytes),
+        bytes_total: params.byte_limit(),
         zerocopy: params.zerocopy,
     };
     let (u0, s0) = sock::cpu_times();
-    let t0 = Instant::now();
     let data = DataPhase::start(streams, &plan, cfg.sample_every, clock.0)
         .map_err(|e| fail(TestError::io("starting the data streams", e)))?;
     ctl.write(&s.take_output())
         .map_err(|e| fail(TestError::io("writing TEST_START", e)))?;
+    // The test's time runs from TEST_START, when the client starts its clock, to TEST_END;
+    // with -O, from the end of the omitted seconds, whose bytes do not count (as in iperf3).
+    let mut t0 = Instant::now();
+    let omit = Duration::from_secs(params.omit_s as u64);
+    if !omit.is_zero() {
+        data.mark_at(Dur::from_nanos(
+            clock.now().nanos() + omit.as_nanos() as u64,
+        ));
+    }
+    let mut omitting = !omit.is_zero();
+    let mut at_omit_end = vec![0u64; data.ids().len()];
     // Running: until TEST_END (or the deadline).
     let mut ended = false;
     while !ended {
         while let Ok((mut c, _, _)) = rx.try_recv() {
             let _ = c.write_all(&DATA_DENIED_REPLY);
         }
-        let ev = step(&mut ctl, &mut s, &clock).map_err(fail)?;
+        if omitting && t0.elapsed() >= omit {
+            omitting = false;
+            at_omit_end = data.bytes_at_mark();
+            // Counting restarts at the mark, not when this thread got to run.
+            t0 += omit;
+        }
+        let wait = if omitting {
+            omit.saturating_sub(t0.elapsed())
+        } else {
+            Duration::from_secs(1)
+        };
+        let ev = step_within(&mut ctl, &mut s, &clock, wait).map_err(fail)?;
         ended = ev.contains(&ServerEvent::TestEnd);
     }
-    let outcomes = data.finish();
+    // Measured before the stream threads are stopped: joining them takes up to their 100 ms
+    // poll, which once made a 3 s test's receiver report 3.10 s (and a rate 3% low).
     let secs = t0.elapsed().as_secs_f64();
+    let mut outcomes = data.finish();
+    for (o, &b) in outcomes.iter_mut().zip(&at_omit_end) {
+        o.bytes = o.bytes.saturating_sub(b);
+    }
     let mut samples: Vec<ServerStreamSamples> = outcomes
         .iter()
         .map(|o| ServerStreamSamples {
@@ -481,8 +551,22 @@ fn serve_test(
         })
         .collect();
     thin(&mut samples, (wire::MAX_RESULTS_JSON as usize) / 2);
+    let bytes: u64 = outcomes.iter().map(|o| o.bytes).sum();
+    let summary = format!(
+        "{} stream(s), {:?}, {} in {:.1} s ({})",
+        outcomes.len(),
+        params.direction,
+        tcptune_diagnose::size(bytes),
+        secs,
+        crate::report::rate(bytes as f64 * 8.0 / secs.max(1e-9))
+    );
     let own = Results {
         extension: serde_json::to_value(ServerSamples { streams: samples }).ok(),
+        // --get-server-output: our side's report, as text (iperf3 sends text unless the
+        // server itself runs with -J).
+        server_output_text: params
+            .get_server_output
+            .then(|| server_output_text(&outcomes, secs)),
         ..own_results(&outcomes, secs, (u0, s0))
     };
     s.finish(own, clock.now())
@@ -491,15 +575,159 @@ fn serve_test(
         step(&mut ctl, &mut s, &clock).map_err(fail)?;
     }
     let _ = ctl.write(&s.take_output());
-    let bytes: u64 = outcomes.iter().map(|o| o.bytes).sum();
+    Ok(summary)
+}
+
+/// An IPv4-mapped IPv6 address as the IPv4 address it is (a UDP socket of that family).
+fn unmapped(a: SocketAddr) -> SocketAddr {
+    match a {
+        SocketAddr::V6(v6) => match v6.ip().to_ipv4_mapped() {
+            Some(v4) => SocketAddr::from((v4, v6.port())),
+            None => a,
+        },
+        v4 => v4,
+    }
+}
+
+/// A UDP test after CREATE_STREAMS: each stream's "connect" datagram connects the current UDP
+/// socket to that client port and a new one takes the port for the next (iperf3's scheme),
+/// then the streams run until TEST_END and our results carry loss and jitter.
+fn serve_udp(
+    mut ctl: Control,
+    mut s: ServerSession,
+    clock: Clock,
+    params: &tcptune_perf::Params,
+    mut listener: std::net::UdpSocket,
+    rx: Receiver<Routed>,
+) -> Result<String, TestError> {
+    use tcptune_perf::udp::CONNECT_REPLY;
+    let client = ctl.sock.peer_addr().ok();
+    let mut streams = Vec::new();
+    while s.phase() == ServerPhase::Streams {
+        // Stray TCP connections with this cookie have no place in a UDP test.
+        while let Ok((mut c, _, _)) = rx.try_recv() {
+            let _ = c.write_all(&DATA_DENIED_REPLY);
+        }
+        if sock::wait_readable(ctl.sock.as_raw_fd(), Duration::ZERO)
+            .map_err(|e| TestError::io("waiting on the control connection", e))?
+        {
+            step(&mut ctl, &mut s, &clock)?;
+            continue;
+        }
+        let ready = sock::wait_readable(listener.as_raw_fd(), Duration::from_millis(20))
+            .map_err(|e| TestError::io("waiting for UDP streams", e))?;
+        if !ready {
+            s.poll(clock.now()).map_err(TestError::Session)?;
+            continue;
+        }
+        let mut msg = [0u8; 64];
+        let (_, peer) = listener
+            .recv_from(&mut msg)
+            .map_err(|e| TestError::io("reading a UDP stream's connect datagram", e))?;
+        // Only the client's own host may open its streams (a datagram from anyone else would
+        // take a stream's place): the control connection's address, which --allow checked.
+        if client.map(|c| unmapped(c).ip()) != Some(unmapped(peer).ip()) {
+            continue;
+        }
+        listener
+            .connect(peer)
+            .map_err(|e| TestError::io("connecting a UDP stream", e))?;
+        let local = listener
+            .local_addr()
+            .map_err(|e| TestError::io("reading the UDP port", e))?;
+        let next = sock::bind_udp(&local)
+            .map_err(|e| TestError::io("binding the UDP port for the next stream", e))?;
+        let sock = std::mem::replace(&mut listener, next);
+        if let Some(w) = params.window {
+            let _ = sock::set_window(sock.as_raw_fd(), w);
+        }
+        sock.send(&CONNECT_REPLY.to_ne_bytes())
+            .map_err(|e| TestError::io("answering a UDP stream", e))?;
+        if let Some(ds) = s.udp_stream(clock.now()) {
+            streams.push(crate::udp::UdpStream {
+                id: ds.id,
+                sends: ds.server_sends,
+                sock,
+            });
+        }
+    }
+    drop(listener);
+    let (u0, s0) = sock::cpu_times();
+    // iperf3's client always sends a rate for UDP (1 Mbit/s by default); none or 0 is its
+    // `-b 0`: unpaced.
+    let rate = params.bandwidth_bps.unwrap_or(0);
+    let data = crate::udp::UdpPhase::start(streams, params.len, rate, params.udp_counters_64bit)
+        .map_err(|e| TestError::io("starting the UDP streams", e))?;
+    ctl.write(&s.take_output())
+        .map_err(|e| TestError::io("writing TEST_START", e))?;
+    let t0 = Instant::now();
+    let mut ended = false;
+    while !ended {
+        while let Ok((mut c, _, _)) = rx.try_recv() {
+            let _ = c.write_all(&DATA_DENIED_REPLY);
+        }
+        ended = step(&mut ctl, &mut s, &clock)?.contains(&ServerEvent::TestEnd);
+    }
+    let secs = t0.elapsed().as_secs_f64();
+    let outcomes = data.finish();
+    let (u1, s1) = sock::cpu_times();
+    let (cu, cs) = ((u1 - u0) / secs * 100.0, (s1 - s0) / secs * 100.0);
+    let mut text = String::from("tcptune serve: the server's side of the test\n");
+    for o in &outcomes {
+        let c = &o.counts;
+        text += &format!(
+            "[{:>3}] 0.00-{secs:.2} sec {:>10} {:>14} {} datagrams, {} lost, jitter {:.3} ms {}\n",
+            o.id,
+            tcptune_diagnose::size(c.bytes),
+            crate::report::rate(c.bytes as f64 * 8.0 / secs.max(1e-9)),
+            c.packet_count,
+            c.cnt_error,
+            c.jitter * 1000.0,
+            if o.sends { "sender" } else { "receiver" }
+        );
+    }
+    let own = Results {
+        cpu_util_total: cu + cs,
+        cpu_util_user: cu,
+        cpu_util_system: cs,
+        sender_has_retransmits: -1,
+        congestion_used: None,
+        streams: outcomes.iter().map(|o| o.result(secs)).collect(),
+        server_output_json: None,
+        server_output_text: params.get_server_output.then(|| text.clone()),
+        extension: None,
+    };
+    s.finish(own, clock.now()).map_err(TestError::Session)?;
+    while s.phase() != ServerPhase::Done {
+        step(&mut ctl, &mut s, &clock)?;
+    }
+    let _ = ctl.write(&s.take_output());
+    let bytes: u64 = outcomes.iter().map(|o| o.counts.bytes).sum();
+    let lost: u64 = outcomes.iter().map(|o| o.counts.cnt_error).sum();
     Ok(format!(
-        "{} stream(s), {:?}, {} in {:.1} s ({})",
+        "UDP, {} stream(s), {:?}, {} in {:.1} s, {} datagrams lost",
         outcomes.len(),
         params.direction,
         tcptune_diagnose::size(bytes),
         secs,
-        crate::report::rate(bytes as f64 * 8.0 / secs.max(1e-9))
+        lost
     ))
+}
+
+/// The server's report of a test for `--get-server-output`: a line per stream and its role.
+fn server_output_text(outcomes: &[crate::data::StreamOutcome], secs: f64) -> String {
+    let mut out = String::from("tcptune serve: the server's side of the test\n");
+    for o in outcomes {
+        out += &format!(
+            "[{:>3}] 0.00-{:.2} sec {:>10} {:>14} {}\n",
+            o.id,
+            secs,
+            tcptune_diagnose::size(o.bytes),
+            crate::report::rate(o.bytes as f64 * 8.0 / secs.max(1e-9)),
+            if o.sends { "sender" } else { "receiver" }
+        );
+    }
+    out
 }
 
 /// One round on the control connection: write what is queued, read what comes (until the
@@ -509,10 +737,20 @@ fn step(
     s: &mut ServerSession,
     clock: &Clock,
 ) -> Result<Vec<ServerEvent>, TestError> {
+    step_within(ctl, s, clock, Duration::from_secs(1))
+}
+
+/// `step`, waiting for input at most `max`.
+fn step_within(
+    ctl: &mut Control,
+    s: &mut ServerSession,
+    clock: &Clock,
+    max: Duration,
+) -> Result<Vec<ServerEvent>, TestError> {
     ctl.write(&s.take_output())
         .map_err(|e| TestError::io("writing to the control connection", e))?;
     match ctl
-        .read(clock, s.deadline(), Duration::from_secs(1))
+        .read(clock, s.deadline(), max)
         .map_err(|e| TestError::io("reading the control connection", e))?
     {
         Got::Eof => {

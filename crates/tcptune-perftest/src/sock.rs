@@ -108,6 +108,12 @@ pub struct DataOptions {
     pub window: Option<u32>,
     pub congestion: Option<String>,
     pub mss: Option<u32>,
+    /// TCP_NODELAY (`-N`).
+    pub nodelay: bool,
+    /// IP_TOS / IPV6_TCLASS (`-S`).
+    pub tos: Option<u8>,
+    /// Local address and port to bind before connecting (`-B`, `--cport`).
+    pub bind: Option<SocketAddr>,
 }
 
 impl DataOptions {
@@ -119,8 +125,48 @@ impl DataOptions {
         if let Some(c) = &self.congestion {
             set_congestion(fd, c)?;
         }
+        self.apply_common(fd)
+    }
+
+    /// What both ends set alike whenever: TCP_NODELAY and the TOS byte.
+    fn apply_common(&self, fd: RawFd) -> io::Result<()> {
+        if self.nodelay {
+            set_int(fd, libc::IPPROTO_TCP, libc::TCP_NODELAY, 1)?;
+        }
+        if let Some(t) = self.tos {
+            // Both, as iperf3 does for a dual-stack socket; one of them may not apply.
+            let v4 = set_int(fd, libc::IPPROTO_IP, libc::IP_TOS, t as i32);
+            let v6 = set_int(fd, libc::IPPROTO_IPV6, libc::IPV6_TCLASS, t as i32);
+            v4.or(v6)?;
+        }
         Ok(())
     }
+}
+
+/// The host as `uname -a` names it, the way iperf3 fills `start.system_info`.
+pub fn system_info() -> String {
+    // SAFETY: utsname is plain bytes; uname fills it and NUL-terminates each field.
+    let mut u: libc::utsname = unsafe { std::mem::zeroed() };
+    // SAFETY: u is a valid out-pointer.
+    if unsafe { libc::uname(&mut u) } != 0 {
+        return String::new();
+    }
+    let field = |f: &[libc::c_char]| {
+        let b: Vec<u8> = f
+            .iter()
+            .take_while(|&&c| c != 0)
+            .map(|&c| c as u8)
+            .collect();
+        String::from_utf8_lossy(&b).into_owned()
+    };
+    [
+        field(&u.sysname),
+        field(&u.nodename),
+        field(&u.release),
+        field(&u.version),
+        field(&u.machine),
+    ]
+    .join(" ")
 }
 
 fn sockaddr(addr: &SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
@@ -181,6 +227,16 @@ pub fn connect(addr: &SocketAddr, opts: &DataOptions, timeout: Duration) -> io::
     if let Some(m) = opts.mss {
         set_int(fd, libc::IPPROTO_TCP, libc::TCP_MAXSEG, m as i32)?;
     }
+    opts.apply_common(fd)?;
+    if let Some(local) = opts.bind {
+        if local.port() != 0 {
+            // A --cport a test used a moment ago may still be in TIME_WAIT.
+            set_int(fd, libc::SOL_SOCKET, libc::SO_REUSEADDR, 1)?;
+        }
+        let (ss, len) = sockaddr(&local);
+        // SAFETY: ss holds a valid address of len bytes.
+        check(unsafe { libc::bind(fd, (&ss as *const libc::sockaddr_storage).cast(), len) })?;
+    }
     // Connect with a deadline: the send timeout bounds a blocking connect on Linux.
     let tv = libc::timeval {
         tv_sec: timeout.as_secs() as libc::time_t,
@@ -210,6 +266,28 @@ pub fn connect(addr: &SocketAddr, opts: &DataOptions, timeout: Duration) -> io::
     let s = TcpStream::from(owned);
     s.set_write_timeout(None)?;
     Ok(s)
+}
+
+/// A UDP socket bound to `addr` with SO_REUSEADDR, as iperf3's UDP "listener": each stream
+/// connects the current one to its client and a new one is bound to the same port.
+pub fn bind_udp(addr: &SocketAddr) -> io::Result<std::net::UdpSocket> {
+    let family = if addr.is_ipv4() {
+        libc::AF_INET
+    } else {
+        libc::AF_INET6
+    };
+    // SAFETY: plain syscall; the descriptor is owned by the OwnedFd right after.
+    let fd = unsafe { libc::socket(family, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: fd is fresh and nobody else owns it.
+    let owned = unsafe { OwnedFd::from_raw_fd(fd) };
+    set_int(fd, libc::SOL_SOCKET, libc::SO_REUSEADDR, 1)?;
+    let (ss, len) = sockaddr(addr);
+    // SAFETY: ss holds a valid address of len bytes.
+    check(unsafe { libc::bind(fd, (&ss as *const libc::sockaddr_storage).cast(), len) })?;
+    Ok(std::net::UdpSocket::from(owned))
 }
 
 /// A fresh random cookie (from the kernel's random pool).
@@ -294,14 +372,28 @@ mod tests {
     #[test]
     fn options_reach_the_socket_and_zero_copy_sends() {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let cport = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap();
         let opts = DataOptions {
             window: Some(65536),
             congestion: Some("reno".into()),
             mss: Some(1000),
+            nodelay: true,
+            tos: Some(0x10),
+            bind: Some(cport),
         };
         let c = connect(&l.local_addr().unwrap(), &opts, Duration::from_secs(5)).unwrap();
         let (mut s, _) = l.accept().unwrap();
         let fd = c.as_raw_fd();
+        // -N, -S and -B/--cport.
+        assert_eq!(
+            get_int(fd, libc::IPPROTO_TCP, libc::TCP_NODELAY).unwrap(),
+            1
+        );
+        assert_eq!(get_int(fd, libc::IPPROTO_IP, libc::IP_TOS).unwrap(), 0x10);
+        assert_eq!(c.local_addr().unwrap(), cport);
         // The kernel doubles SO_SNDBUF.
         assert_eq!(
             get_int(fd, libc::SOL_SOCKET, libc::SO_SNDBUF).unwrap(),

@@ -141,8 +141,59 @@ fn bidirectional_roles_survive_racing_classification() {
         };
         let out = client::run(&cfg(addr, params), &mut |_, _| {}).unwrap();
         for st in &out.end.streams {
-            assert!(st.receiver.bytes > 100_000, "a stalled stream: {st:?}");
+            assert!(
+                st.receiver.as_ref().unwrap().bytes > 100_000,
+                "a stalled stream: {st:?}"
+            );
         }
+    }
+    stop.store(true, Ordering::Relaxed);
+    h.join().unwrap();
+}
+
+#[test]
+fn udp_against_our_server_counts_datagrams_loss_and_jitter() {
+    let (addr, stop, h, _) = start_server(ServerConfig::default());
+    for direction in [
+        Direction::Forward,
+        Direction::Reverse,
+        Direction::Bidirectional,
+    ] {
+        let params = Params {
+            protocol: tcptune_perf::Protocol::Udp,
+            direction,
+            time_s: 1,
+            len: 1400,
+            bandwidth_bps: Some(8_000_000),
+            udp_counters_64bit: direction == Direction::Reverse,
+            ..Params::default()
+        };
+        let out = client::run(&cfg(addr, params), &mut |_, _| {}).unwrap();
+        let sum = out.end.sum.as_ref().expect("a UDP test has end.sum");
+        let figures = out.end.sum_received.udp.as_ref().unwrap();
+        // 8 Mbit/s of 1400-byte datagrams for a second: about 714 datagrams, none lost on
+        // loopback, each counted with its bytes.
+        let sent = out.end.sum_sent.udp.as_ref().unwrap().packets;
+        assert!(
+            (600..=800).contains(&sent),
+            "{direction:?}: {sent} datagrams"
+        );
+        assert_eq!(out.end.sum_sent.bytes, sent * 1400, "{direction:?}");
+        assert_eq!(figures.lost_packets, Some(0), "{direction:?}");
+        assert!(
+            figures.jitter_ms.unwrap() < 20.0,
+            "{direction:?}: {figures:?}"
+        );
+        let rate = out.end.sum_sent.bits_per_second;
+        assert!((rate - 8e6).abs() < 0.8e6, "{direction:?}: {rate}");
+        assert!(sum.udp.is_some());
+        let rows = out.end.streams.iter().filter(|s| s.udp.is_some()).count();
+        let want = if direction == Direction::Bidirectional {
+            2
+        } else {
+            1
+        };
+        assert_eq!(rows, want, "{direction:?}");
     }
     stop.store(true, Ordering::Relaxed);
     h.join().unwrap();

@@ -97,6 +97,9 @@ fn our_client(
         connect_timeout: Duration::from_secs(5),
         interrupt: None,
         host_settings: Default::default(),
+        bind: None,
+        cport: None,
+        family: None,
     };
     in_netns(ns.name(), move || client::run(&cfg, &mut |_, _| {}))
         .unwrap()
@@ -167,8 +170,8 @@ fn our_client_against_iperf3_server_forward_reverse_parallel() {
         for st in &out.end.streams {
             agree(
                 "per-stream bytes",
-                st.sender.bytes as f64,
-                st.receiver.bytes as f64,
+                st.sender.as_ref().unwrap().bytes as f64,
+                st.receiver.as_ref().unwrap().bytes as f64,
             );
         }
         // A stock server sends no samples; forward we sampled the senders ourselves.

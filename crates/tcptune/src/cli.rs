@@ -62,10 +62,20 @@ pub enum Command {
     Watch(WatchArgs),
     /// Serve throughput tests: an iperf3-compatible server (`iperf3 -c` and `tcptune test` both
     /// work against it) that also sends its side's tcp_info samples to a tcptune client.
+    #[command(disable_version_flag = true)]
     Serve(ServeArgs),
     /// Run a throughput test against an iperf3 or tcptune server, sample TCP's variables while
     /// it runs, and diagnose what limited it; exit 1 if the diagnosis finds a problem.
+    #[command(disable_version_flag = true)]
     Test(TestArgs),
+    /// iperf3's own command line: `tcptune iperf3 -c HOST -t 5 -P 4 -R -J` runs `test`,
+    /// `tcptune iperf3 -s` runs `serve` (also when tcptune is run under the name `iperf3`).
+    #[command(name = "iperf3", disable_help_flag = true)]
+    Iperf3 {
+        /// iperf3's arguments, exactly as iperf3 takes them.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
+        args: Vec<std::ffi::OsString>,
+    },
     /// Emulated network paths: hosts in namespaces joined through a link emulator.
     Lab {
         #[command(subcommand)]
@@ -426,7 +436,8 @@ pub struct WatchArgs {
     pub top: usize,
 }
 
-/// `tcptune serve`.
+/// `tcptune serve`. iperf3's server options are accepted in iperf3's spelling; those that
+/// cannot apply are refused with a sentence (`cmd::perf`).
 #[derive(Args, Debug, Clone)]
 pub struct ServeArgs {
     /// Port to listen on (control and data connections alike, as iperf3).
@@ -441,13 +452,57 @@ pub struct ServeArgs {
     /// Serve one test, then exit (iperf3's -1).
     #[arg(short = '1', long = "one-off")]
     pub one_off: bool,
+    /// iperf3's -V/--verbose: accepted (the log already has what it adds).
+    #[arg(short = 'V', long = "verbose", hide = true)]
+    pub verbose: bool,
+    /// iperf3's --forceflush: accepted (every line is flushed).
+    #[arg(long = "forceflush", hide = true)]
+    pub forceflush: bool,
+    /// iperf3's -s: accepted (this is the server).
+    #[arg(short = 's', long = "server", hide = true)]
+    pub server: bool,
+    /// Listen on this address only (iperf3's -B).
+    #[arg(short = 'B', long = "bind", value_name = "ADDR")]
+    pub bind: Option<std::net::IpAddr>,
+    /// IPv4 only (iperf3's -4).
+    #[arg(short = '4', long = "version4", conflicts_with = "v6")]
+    pub v4: bool,
+    /// IPv6 only (iperf3's -6).
+    #[arg(short = '6', long = "version6")]
+    pub v6: bool,
+    /// Run in the background, detached from the terminal (iperf3's -D); log to --logfile.
+    #[arg(short = 'D', long = "daemon")]
+    pub daemon: bool,
+    /// Write the server's process id to this file (iperf3's -I).
+    #[arg(short = 'I', long = "pidfile", value_name = "FILE")]
+    pub pidfile: Option<std::path::PathBuf>,
+    /// Append the log to this file instead of standard output (iperf3's --logfile).
+    #[arg(long, value_name = "FILE")]
+    pub logfile: Option<std::path::PathBuf>,
+    /// iperf3's -J on the server: refused (the client's -J document has both sides).
+    #[arg(short = 'J', hide = true)]
+    pub iperf_json: bool,
+    /// iperf3's --json-stream on the server: refused, as -J.
+    #[arg(long = "json-stream", hide = true)]
+    pub json_stream: bool,
+    /// iperf3's -i on the server: refused (the server logs one line per test).
+    #[arg(short = 'i', long = "interval", hide = true, value_name = "SECS")]
+    pub interval: Option<String>,
+    /// iperf3's -f on the server: refused (the client's -f sets the units it prints).
+    #[arg(short = 'f', long = "format", hide = true, value_name = "UNIT")]
+    pub format: Option<String>,
 }
 
-/// `tcptune test HOST`.
+/// `tcptune test HOST` (or `-c HOST`). Options use iperf3's letters and long names; those
+/// that cannot apply are refused with a sentence (`cmd::perf`).
 #[derive(Args, Debug, Clone)]
 pub struct TestArgs {
     /// The server: a host name or address running `tcptune serve` or `iperf3 -s`.
-    pub host: String,
+    #[arg(required_unless_present = "client", conflicts_with = "client")]
+    pub host: Option<String>,
+    /// The server, as iperf3 spells it (-c HOST).
+    #[arg(short = 'c', long = "client", value_name = "HOST")]
+    pub client: Option<String>,
     /// The server's port.
     #[arg(short = 'p', long, default_value_t = 5201)]
     pub port: u16,
@@ -456,8 +511,16 @@ pub struct TestArgs {
           value_parser = clap::value_parser!(u32).range(1..=86_400))]
     pub time: u32,
     /// Send this many bytes instead of running for a time: 100MB, 1GiB.
-    #[arg(short = 'n', long = "bytes", value_name = "BYTES")]
+    #[arg(short = 'n', long = "bytes", visible_alias = "num", value_name = "BYTES",
+          conflicts_with = "blocks", value_parser = iperf_bytes)]
     pub bytes: Option<Bytes>,
+    /// Send this many blocks (of -l bytes) instead of running for a time.
+    #[arg(short = 'k', long = "blockcount", value_name = "BLOCKS",
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub blocks: Option<u64>,
+    /// Bytes per write (block length): 128KiB by default, as iperf3.
+    #[arg(short = 'l', long = "length", value_name = "BYTES", value_parser = iperf_bytes)]
+    pub length: Option<Bytes>,
     /// Parallel streams.
     #[arg(short = 'P', long = "parallel", default_value_t = 1,
           value_parser = clap::value_parser!(u32).range(1..=128))]
@@ -469,17 +532,26 @@ pub struct TestArgs {
     #[arg(long)]
     pub bidir: bool,
     /// Socket buffer size on both ends (SO_SNDBUF and SO_RCVBUF; turns autotuning off): 64KiB.
-    #[arg(short = 'w', long = "window", value_name = "SIZE")]
+    #[arg(short = 'w', long = "window", value_name = "SIZE", value_parser = iperf_bytes)]
     pub window: Option<Bytes>,
     /// Congestion control on both ends: cubic, bbr, reno.
-    #[arg(short = 'C', long = "congestion", value_name = "CC")]
+    #[arg(
+        short = 'C',
+        long = "congestion",
+        visible_alias = "linux-congestion",
+        value_name = "CC"
+    )]
     pub congestion: Option<String>,
     /// Maximum segment size of our data connections, bytes.
     #[arg(short = 'M', long = "set-mss", value_name = "MSS",
           value_parser = clap::value_parser!(u32).range(88..=32767))]
     pub mss: Option<u32>,
-    /// Rate cap per stream: 100mbit, 1gbit.
-    #[arg(short = 'b', long = "bitrate", value_name = "RATE")]
+    /// Disable Nagle's algorithm on the data connections (TCP_NODELAY).
+    #[arg(short = 'N', long = "no-delay")]
+    pub no_delay: bool,
+    /// Rate cap per stream: 100mbit, 1gbit (iperf3's 100M also works).
+    #[arg(short = 'b', long = "bitrate", visible_alias = "bandwidth", value_name = "RATE",
+          value_parser = iperf_rate)]
     pub bitrate: Option<Rate>,
     /// Seconds between interval reports (0 for none).
     #[arg(
@@ -489,13 +561,144 @@ pub struct TestArgs {
         default_value_t = 1.0
     )]
     pub interval: f64,
+    /// Omit the first SECS seconds from the results (reported as omitted), as iperf3's -O.
+    #[arg(short = 'O', long = "omit", value_name = "SECS", default_value_t = 0,
+          value_parser = clap::value_parser!(u32).range(0..=600))]
+    pub omit: u32,
+    /// A title printed with the results (and sent to the server).
+    #[arg(short = 'T', long = "title")]
+    pub title: Option<String>,
+    /// A string sent to the server and printed in the JSON results.
+    #[arg(long = "extra-data", value_name = "STR")]
+    pub extra_data: Option<String>,
+    /// The IP type-of-service byte of the data connections: 0x10, 184.
+    #[arg(short = 'S', long = "tos", value_name = "TOS", value_parser = parse_tos)]
+    pub tos: Option<u8>,
     /// Send with sendfile() from memory (zero copy), as iperf3's -Z.
     #[arg(short = 'Z', long = "zerocopy")]
     pub zerocopy: bool,
+    /// Print iperf3's JSON document at the top level (tcptune's additions under "tcptune");
+    /// errors as {"error": …}.
+    #[arg(short = 'J')]
+    pub iperf_json: bool,
+    /// Print iperf3 3.17's line-delimited JSON events (start, interval, end, error), then a
+    /// "tcptune" event with the samples and the diagnosis.
+    #[arg(long = "json-stream", conflicts_with = "iperf_json")]
+    pub json_stream: bool,
+    /// Rate units of the text output: k, m, g, t (bits/s) or K, M, G, T (bytes/s).
+    #[arg(short = 'f', long = "format", value_name = "UNIT")]
+    pub format: Option<String>,
+    /// Ask the server for its own report of the test and print it.
+    #[arg(long = "get-server-output")]
+    pub get_server_output: bool,
+    /// Local address of every connection (iperf3's -B).
+    #[arg(short = 'B', long = "bind", value_name = "ADDR")]
+    pub bind: Option<std::net::IpAddr>,
+    /// Local port of the data connections (the next streams count up from it).
+    #[arg(long = "cport", value_name = "PORT",
+          value_parser = clap::value_parser!(u16).range(1..))]
+    pub cport: Option<u16>,
+    /// IPv4 only.
+    #[arg(short = '4', long = "version4", conflicts_with = "v6")]
+    pub v4: bool,
+    /// IPv6 only.
+    #[arg(short = '6', long = "version6")]
+    pub v6: bool,
+    /// How long connecting may take, milliseconds.
+    #[arg(long = "connect-timeout", value_name = "MS", default_value_t = 10_000,
+          value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
+    pub connect_timeout: u64,
+    /// Write the output to this file instead of standard output (appended).
+    #[arg(long, value_name = "FILE")]
+    pub logfile: Option<std::path::PathBuf>,
+    /// iperf3's -V/--verbose: accepted (the text output already has what it adds).
+    #[arg(short = 'V', long = "verbose", hide = true)]
+    pub verbose: bool,
+    /// iperf3's --forceflush: accepted (every line is flushed).
+    #[arg(long = "forceflush", hide = true)]
+    pub forceflush: bool,
+    /// Exit 0 after a completed test whatever the diagnosis, as iperf3 does (set by
+    /// `tcptune iperf3`).
+    #[arg(long = "iperf3-exit-codes", hide = true)]
+    pub iperf3_exit_codes: bool,
+    /// UDP datagrams at -b (1 Mbit/s by default) instead of TCP, with iperf3's loss and
+    /// jitter accounting.
+    #[arg(short = 'u', long = "udp")]
+    pub udp: bool,
+    /// 64-bit datagram counters (UDP).
+    #[arg(long = "udp-counters-64bit")]
+    pub udp_counters_64bit: bool,
     /// The path's bottleneck rate, when known: the diagnosis compares the result with it and
     /// sizes buffers for it.
     #[arg(long, value_name = "RATE")]
     pub path_rate: Option<Rate>,
+}
+
+impl TestArgs {
+    /// The server, from the positional HOST or -c HOST (clap requires exactly one).
+    pub fn server(&self) -> &str {
+        self.client
+            .as_deref()
+            .or(self.host.as_deref())
+            .unwrap_or("")
+    }
+}
+
+/// A number with iperf3's one-letter suffix (k, m, g, t in either case), and that suffix's
+/// multiplier (`base` to the power of its position), as iperf3's `unit_atof` reads them.
+fn iperf_suffixed(s: &str, base: f64) -> Option<f64> {
+    let (num, mult) = match s.char_indices().last()? {
+        (i, c) if c.is_ascii_alphabetic() => {
+            let pow = match c.to_ascii_lowercase() {
+                'k' => 1,
+                'm' => 2,
+                'g' => 3,
+                't' => 4,
+                _ => return None,
+            };
+            (&s[..i], base.powi(pow))
+        }
+        _ => (s, 1.0),
+    };
+    let v: f64 = num.parse().ok()?;
+    (v.is_finite() && v >= 0.0).then_some(v * mult)
+}
+
+/// A size in tcptune's units (128KiB, 1MB) or iperf3's (128K, 1M: powers of 1024).
+fn iperf_bytes(s: &str) -> Result<Bytes, String> {
+    s.parse::<Bytes>().or_else(|e| {
+        iperf_suffixed(s, 1024.0)
+            .map(|v| Bytes::new(v.round() as u64))
+            .ok_or_else(|| e.to_string())
+    })
+}
+
+/// A rate in tcptune's units (100mbit, 12MB/s) or iperf3's (100M: bits/s, powers of 1000).
+fn iperf_rate(s: &str) -> Result<Rate, String> {
+    if let Some((_, burst)) = s.split_once('/').filter(|(_, b)| b.parse::<u32>().is_ok()) {
+        return Err(format!(
+            "a burst of {burst} packets (-b RATE/{burst}) is not supported; give the rate alone"
+        ));
+    }
+    s.parse::<Rate>().or_else(|e| {
+        iperf_suffixed(s, 1000.0)
+            .map(Rate::from_bps)
+            .ok_or_else(|| e.to_string())
+    })
+}
+
+/// A TOS byte in decimal, hex (0x…) or octal (0…), as iperf3 reads -S.
+fn parse_tos(s: &str) -> Result<u8, String> {
+    let v = if let Some(h) = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        u32::from_str_radix(h, 16)
+    } else if s.len() > 1 && s.starts_with('0') {
+        u32::from_str_radix(&s[1..], 8)
+    } else {
+        s.parse::<u32>()
+    };
+    v.ok()
+        .and_then(|v| u8::try_from(v).ok())
+        .ok_or_else(|| format!("'{s}' is not a TOS byte; give 0..255, e.g. 0x10 or 184"))
 }
 
 /// Link options of `lab up` and `lab set`; they apply to both directions unless --direction.

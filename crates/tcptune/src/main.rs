@@ -21,7 +21,24 @@ pub enum Outcome {
 }
 
 fn main() -> ExitCode {
-    let cli = match cli::Cli::try_parse() {
+    // iperf3's command line (`tcptune iperf3 …`, or this binary named iperf3) becomes test or
+    // serve; iperf3 options tcptune does not act on are refused here.
+    let argv = match cmd::perf::rewrite_argv(std::env::args_os().collect()) {
+        cmd::perf::Argv::Parse(argv) => argv,
+        cmd::perf::Argv::Print(text) => {
+            print!("{text}");
+            return ExitCode::SUCCESS;
+        }
+        cmd::perf::Argv::Refuse(why, json) => {
+            if json {
+                print!("{}", cmd::perf::json_error(&why, false));
+            }
+            eprintln!("tcptune: error: {why}");
+            return ExitCode::from(2);
+        }
+    };
+    let iperf_json = cmd::perf::wants_iperf_json(&argv);
+    let cli = match cli::Cli::try_parse_from(&argv) {
         Ok(cli) => cli,
         Err(e) if !e.use_stderr() => {
             // --help and --version: printed as clap formats them, exit 0.
@@ -34,7 +51,13 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
         Err(e) => {
-            eprintln!("tcptune: error: {}", usage_error_sentence(&e));
+            let sentence = usage_error_sentence(&e);
+            if iperf_json {
+                // iperf3's -J and --json-stream report errors as JSON too.
+                let stream = argv.iter().any(|a| a == "--json-stream");
+                print!("{}", cmd::perf::json_error(&sentence, stream));
+            }
+            eprintln!("tcptune: error: {sentence}");
             return ExitCode::from(2);
         }
     };

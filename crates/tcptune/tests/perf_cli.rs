@@ -180,8 +180,25 @@ fn bad_input_is_one_sentence_and_exit_2() {
             "test".into(),
             "127.0.0.1".into(),
             "-b".into(),
-            "100M".into(),
+            "100M/8".into(),
         ],
+        vec!["test".into(), "127.0.0.1".into(), "-f".into(), "x".into()],
+        vec![
+            "test".into(),
+            "-c".into(),
+            "127.0.0.1".into(),
+            "-u".into(),
+            "-O".into(),
+            "1".into(),
+        ],
+        vec![
+            "iperf3".into(),
+            "-c".into(),
+            "127.0.0.1".into(),
+            "-A".into(),
+            "1".into(),
+        ],
+        vec!["iperf3".into(), "-p".into(), "5201".into()],
     ] {
         let a: Vec<&str> = args.iter().map(String::as_str).collect();
         let o = tcptune(&a);
@@ -228,4 +245,134 @@ fn ctrl_c_ends_the_test_on_both_ends() {
     let status = srv.0.wait().unwrap();
     assert!(status.success());
     assert!(start.elapsed() < Duration::from_secs(5));
+}
+
+#[test]
+fn errors_under_iperf3_json_are_json_documents_or_events() {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+        .to_string();
+    // A run-time error (nothing listens), a usage error and a refused option.
+    for args in [
+        vec!["iperf3", "-c", "127.0.0.1", "-p", &closed, "-t", "1", "-J"],
+        vec!["iperf3", "-c", "127.0.0.1", "-t", "zero", "--json"],
+        vec!["test", "-c", "127.0.0.1", "--fq-rate", "1G", "-J"],
+    ] {
+        let o = tcptune(&args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        let v: Value = serde_json::from_slice(&o.stdout)
+            .unwrap_or_else(|e| panic!("{args:?}: {e}: {}", String::from_utf8_lossy(&o.stdout)));
+        let msg = v["error"].as_str().unwrap();
+        assert!(!msg.is_empty() && !msg.contains('\n'), "{args:?}: {msg}");
+    }
+    let o = tcptune(&["iperf3", "-c", "127.0.0.1", "-p", &closed, "--json-stream"]);
+    let events: Vec<Value> = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(events[0]["event"], "error");
+    assert!(events[0]["data"]
+        .as_str()
+        .unwrap()
+        .contains("cannot connect"));
+    assert_eq!(events[1]["event"], "end");
+}
+
+#[test]
+fn serve_detaches_with_a_pid_file_and_a_log_and_ends_on_sigterm() {
+    let dir = std::env::temp_dir().join(format!("tcptune-daemon-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let pidfile = dir.join("serve.pid");
+    let logfile = dir.join("serve.log");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+        .to_string();
+    // iperf3's spelling: the parent returns at once, the daemon keeps serving.
+    let o = tcptune(&[
+        "iperf3",
+        "-s",
+        "-D",
+        "-p",
+        &port,
+        "-B",
+        "127.0.0.1",
+        "-I",
+        pidfile.to_str().unwrap(),
+        "--logfile",
+        logfile.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // The daemon writes its pid file, then its log's first line; wait for both (bounded).
+    let t = std::time::Instant::now();
+    let pid: i32 = loop {
+        let log = std::fs::read_to_string(&logfile).unwrap_or_default();
+        if let (Ok(p), true) = (
+            std::fs::read_to_string(&pidfile),
+            log.contains("listening on"),
+        ) {
+            break p.trim().parse().unwrap();
+        }
+        assert!(t.elapsed() < Duration::from_secs(10), "no daemon: {log}");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    /// Ends the daemon even if an assertion fails first.
+    struct Term(i32);
+    impl Drop for Term {
+        fn drop(&mut self) {
+            // SAFETY: kill(2) on the daemon this test started (the pid from its own pid file).
+            unsafe { libc::kill(self.0, libc::SIGTERM) };
+        }
+    }
+    let daemon = Term(pid);
+    let o = tcptune(&["test", "-c", "127.0.0.1", "-p", &port, "-n", "1MB", "-J"]);
+    let code = o.status.code().unwrap();
+    assert!(
+        code == 0 || code == 1,
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    drop(daemon);
+    let t = std::time::Instant::now();
+    while pidfile.exists() {
+        assert!(t.elapsed() < Duration::from_secs(5), "the pid file stayed");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let log = std::fs::read_to_string(&logfile).unwrap();
+    assert!(log.lines().any(|l| l.contains("stream(s)")), "{log}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn the_binary_named_iperf3_takes_iperf3s_command_line() {
+    let dir = std::env::temp_dir().join(format!("tcptune-as-iperf3-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let link = dir.join("iperf3");
+    let _ = std::fs::remove_file(&link);
+    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_tcptune"), &link).unwrap();
+    let o = Command::new(&link).arg("-v").output().unwrap();
+    assert!(o.status.success());
+    assert!(String::from_utf8_lossy(&o.stdout).starts_with("tcptune "));
+    let (_srv, port) = serve();
+    let o = Command::new(&link)
+        .args(["-c", "127.0.0.1", "-p", &port.to_string(), "-n", "1M", "-J"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    // iperf3's document at the top level: no envelope.
+    assert_eq!(v["start"]["test_start"]["bytes"], 1 << 20);
+    assert!(v["end"]["sum_received"]["bytes"].as_u64().unwrap() > 0);
+    assert!(v.get("result").is_none() && v["tcptune"]["diagnosis"].is_object());
+    let _ = std::fs::remove_dir_all(&dir);
 }

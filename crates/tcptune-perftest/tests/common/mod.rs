@@ -46,5 +46,8 @@ pub fn cfg(addr: SocketAddr, params: Params) -> ClientConfig {
         connect_timeout: Duration::from_secs(5),
         interrupt: None,
         host_settings: Default::default(),
+        bind: None,
+        cport: None,
+        family: None,
     }
 }

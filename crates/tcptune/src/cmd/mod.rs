@@ -10,7 +10,7 @@ mod experiment;
 mod generate;
 mod lab;
 mod model;
-mod perf;
+pub mod perf;
 mod report;
 mod schema;
 mod watch;
@@ -48,6 +48,10 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
             perf::serve(&args)
         }
         Command::Test(args) => perf::test(&args, cli.json),
+        // main() rewrites `tcptune iperf3 …` into `test`/`serve` before parsing.
+        Command::Iperf3 { .. } => {
+            anyhow::bail!("tcptune iperf3 needs -c HOST (a client) or -s (a server)")
+        }
         Command::Lab { lab } => lab::run(*lab, cli.json),
         Command::Analyze(args) => analyze::run(args, cli.json),
         Command::Schema { name, list } => {

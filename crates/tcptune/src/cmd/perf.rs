@@ -1,15 +1,19 @@
-//! `tcptune serve` and `tcptune test`: glue between the command line and `tcptune-perftest`.
+//! `tcptune serve` and `tcptune test`: glue between the command line and `tcptune-perftest`,
+//! iperf3's command line (`tcptune iperf3 …`, or the binary run as `iperf3`) rewritten into
+//! theirs, and iperf3's output modes (`-J`, `--json-stream`, `--logfile`, `-f`).
 
+use std::ffi::OsString;
 use std::io::Write;
-use std::net::SocketAddr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::Context as _;
+use serde_json::json;
 use tcptune_perf::{Direction, Params};
-use tcptune_perftest::client::{self, ClientConfig};
-use tcptune_perftest::report::interval_header;
+use tcptune_perftest::client::{self, ClientConfig, Family};
+use tcptune_perftest::report::{interval_header, RateUnits};
 use tcptune_perftest::server::{Server, ServerConfig};
 use tcptune_perftest::Cidr;
 
@@ -17,64 +21,303 @@ use crate::cli::{ServeArgs, TestArgs};
 use crate::output;
 use crate::Outcome;
 
-pub fn serve(args: &ServeArgs) -> anyhow::Result<Outcome> {
-    let allow = args
-        .allow
-        .iter()
-        .map(|c| {
-            c.parse::<Cidr>()
-                .map_err(|e| anyhow::anyhow!("--allow: {e}"))
-        })
-        .collect::<anyhow::Result<Vec<_>>>()?;
-    let mut cfg = ServerConfig {
-        // Both address families where the host has IPv6 (dual-stack socket).
-        bind: SocketAddr::from((std::net::Ipv6Addr::UNSPECIFIED, args.port)),
-        allow,
-        max_tests: args.max_tests as usize,
-        one_off: args.one_off,
-        ..ServerConfig::default()
-    };
-    let server = match Server::bind(cfg.clone()) {
-        Ok(s) => s,
-        Err(_) => {
-            cfg.bind = SocketAddr::from(([0, 0, 0, 0], args.port));
-            Server::bind(cfg)?
-        }
-    };
-    let log = Arc::new(|l: tcptune_perftest::server::ServerLog| {
-        let mut out = std::io::stdout().lock();
-        let _ = writeln!(out, "{l}");
-        let _ = out.flush();
-    });
-    server.run(log)?;
-    Ok(Outcome::Ok)
+/// iperf3 options tcptune does not act on, each with the sentence that refuses it. Options
+/// tcptune implements are parsed by `test`/`serve` under iperf3's spellings.
+const REFUSED: &[(&[&str], &str)] = &[
+    (&["-d", "--debug"], "tcptune has no debug output; drop -d"),
+    (&["-F", "--file"], "sending or receiving a file (-F) is not supported; drop -F"),
+    (&["-A", "--affinity"], "CPU affinity (-A) is not supported; run tcptune under taskset instead"),
+    (&["--bind-dev"], "binding to a device (--bind-dev) is not supported; bind to its address with -B"),
+    (&["-L", "--flowlabel"], "IPv6 flow labels (-L) are not supported; drop -L"),
+    (&["--sctp", "--nstreams", "-X", "--xbind"], "SCTP is not supported; tcptune tests TCP"),
+    (
+        &[
+            "--username",
+            "--rsa-public-key-path",
+            "--rsa-private-key-path",
+            "--authorized-users-path",
+            "--time-skew-threshold",
+            "--use-pkcs1-padding",
+        ],
+        "authentication is not supported; restrict clients with tcptune serve --allow CIDR",
+    ),
+    (&["--fq-rate", "--pacing-timer"], "fair-queue pacing options are not supported; cap the rate with -b"),
+    (
+        &["--repeating-payload", "--dont-fragment", "--gsro"],
+        "this UDP option is not supported; drop it (plain -u works)",
+    ),
+    (&["--skip-rx-copy"], "--skip-rx-copy is not supported; drop it"),
+    (&["--timestamps"], "--timestamps is not supported; the JSON output (-J) has each interval's time"),
+    (&["--rcv-timeout", "--snd-timeout", "--cntl-ka"], "this timeout option is not supported; tcptune's own deadlines end a stuck test"),
+    (&["--server-bitrate-limit", "--idle-timeout"], "this server limit is not supported; restrict clients with tcptune serve --allow and --max-tests"),
+    (&["--dscp"], "--dscp is not supported; give the TOS byte with -S (DSCP × 4)"),
+    (&["-m", "--mptcp"], "MPTCP (-m) is not supported; drop -m"),
+    (&["--json-stream-full-output"], "--json-stream-full-output is not supported; use -J for the full document"),
+];
+
+/// iperf3 options that take a value (so the scan skips it).
+const WITH_VALUE: &[&str] = &[
+    "-p",
+    "--port",
+    "-f",
+    "--format",
+    "-i",
+    "--interval",
+    "-I",
+    "--pidfile",
+    "-F",
+    "--file",
+    "-A",
+    "--affinity",
+    "-B",
+    "--bind",
+    "--bind-dev",
+    "--logfile",
+    "-c",
+    "--client",
+    "-b",
+    "--bitrate",
+    "--bandwidth",
+    "-t",
+    "--time",
+    "-n",
+    "--bytes",
+    "--num",
+    "-k",
+    "--blockcount",
+    "-l",
+    "--length",
+    "-P",
+    "--parallel",
+    "-w",
+    "--window",
+    "-M",
+    "--set-mss",
+    "-S",
+    "--tos",
+    "-L",
+    "--flowlabel",
+    "-O",
+    "--omit",
+    "-T",
+    "--title",
+    "-C",
+    "--congestion",
+    "--linux-congestion",
+    "-X",
+    "--xbind",
+    "--cport",
+    "--connect-timeout",
+    "--extra-data",
+    "--username",
+    "--rsa-public-key-path",
+    "--rsa-private-key-path",
+    "--authorized-users-path",
+    "--time-skew-threshold",
+    "--fq-rate",
+    "--pacing-timer",
+    "--server-bitrate-limit",
+    "--idle-timeout",
+    "--rcv-timeout",
+    "--snd-timeout",
+    "--dscp",
+    "--nstreams",
+    "--allow",
+    "--max-tests",
+];
+
+/// Accepted and without effect, because tcptune already does what they ask.
+const ALREADY: &[&str] = &[
+    // The text output always has the detail -V adds (CPU use, the settings).
+    "-V",
+    "--verbose",
+    // Every line is flushed as it is printed.
+    "--forceflush",
+];
+
+/// What `main` should parse: argv unchanged, argv rewritten from iperf3's, or a refusal.
+pub enum Argv {
+    Parse(Vec<OsString>),
+    /// Print this and exit 0 (`-v`).
+    Print(String),
+    /// A refused option: the sentence, and whether iperf3's JSON error form was asked for.
+    Refuse(String, bool),
 }
 
-fn params(args: &TestArgs) -> anyhow::Result<Params> {
-    if let Some(w) = args.window {
-        anyhow::ensure!(
-            w.get() > 0 && w.get() <= tcptune_perf::params::MAX_TCP_BUFFER,
-            "-w {w} is outside 1 B..512 MiB; give a buffer size such as -w 4MiB"
-        );
+/// Whether these arguments ask for iperf3's JSON output, so an error is printed as JSON.
+pub fn wants_iperf_json(argv: &[OsString]) -> bool {
+    argv.iter().any(|a| a == "-J" || a == "--json-stream")
+        || (argv.get(1).is_some_and(|a| a == "iperf3") && argv.iter().any(|a| a == "--json"))
+}
+
+/// Rewrites `tcptune iperf3 ARGS` (or ARGS of a binary named `iperf3`) into `tcptune test` or
+/// `tcptune serve`, and refuses, in one sentence, the iperf3 options tcptune does not act on
+/// (for `test` and `serve` too).
+pub fn rewrite_argv(argv: Vec<OsString>) -> Argv {
+    let name_is_iperf3 = argv
+        .first()
+        .and_then(|a| std::path::Path::new(a).file_name())
+        .is_some_and(|n| n == "iperf3");
+    let (prog, rest): (OsString, Vec<OsString>) = if name_is_iperf3 {
+        ("tcptune".into(), argv[1..].to_vec())
+    } else if argv.get(1).is_some_and(|a| a == "iperf3") {
+        (argv[0].clone(), argv[2..].to_vec())
+    } else if argv.get(1).is_some_and(|a| a == "test" || a == "serve") {
+        let json = wants_iperf_json(&argv);
+        if let Some(why) = refused(&argv[2..]) {
+            return Argv::Refuse(why, json);
+        }
+        return Argv::Parse(argv);
+    } else {
+        return Argv::Parse(argv);
+    };
+    let json = rest
+        .iter()
+        .any(|a| a == "-J" || a == "--json" || a == "--json-stream");
+    if let Some(why) = refused(&rest) {
+        return Argv::Refuse(why, json);
     }
-    Ok(Params {
-        direction: if args.bidir {
-            Direction::Bidirectional
-        } else if args.reverse {
-            Direction::Reverse
+    let mut server = false;
+    let mut out: Vec<OsString> = Vec::new();
+    let mut i = 0;
+    while i < rest.len() {
+        let a = &rest[i];
+        let s = a.to_string_lossy();
+        let opt = s.split_once('=').map(|(o, _)| o).unwrap_or(&s);
+        if WITH_VALUE.contains(&opt) && !s.contains('=') {
+            out.push(a.clone());
+            if let Some(v) = rest.get(i + 1) {
+                out.push(v.clone());
+            }
+            i += 2;
+            continue;
+        }
+        match opt {
+            "-s" | "--server" => server = true,
+            "--json" => out.push("-J".into()),
+            "-h" | "--help" => {
+                return Argv::Print(
+                    "tcptune iperf3 takes iperf3's command line: -c HOST [options] runs a test \
+                     (options: tcptune test --help), -s [options] serves tests (tcptune serve \
+                     --help).\n"
+                        .into(),
+                )
+            }
+            "-v" | "--version" => {
+                return Argv::Print(format!(
+                    "tcptune {} (iperf3-compatible: control protocol of iperf 3.x, TCP)\n",
+                    env!("CARGO_PKG_VERSION")
+                ))
+            }
+            o if ALREADY.contains(&o) => {}
+            _ => out.push(a.clone()),
+        }
+        i += 1;
+    }
+    let client = out.iter().any(|a| {
+        let s = a.to_string_lossy();
+        s == "-c"
+            || s == "--client"
+            || s.starts_with("--client=")
+            || (s.starts_with("-c") && s.len() > 2 && !s.starts_with("--"))
+    });
+    let verb = match (server, client) {
+        (true, true) => {
+            return Argv::Refuse(
+                "-s and -c together: give -s to serve or -c HOST to test, not both".into(),
+                json,
+            )
+        }
+        (true, false) => "serve",
+        (false, true) => "test",
+        (false, false) => {
+            return Argv::Refuse(
+                "iperf3 needs -c HOST (run a test) or -s (serve tests); add one".into(),
+                json,
+            )
+        }
+    };
+    let mut full = vec![prog, verb.into()];
+    if verb == "test" {
+        // Scripts test iperf3's exit status: 0 for a completed test.
+        full.push("--iperf3-exit-codes".into());
+    }
+    full.extend(out);
+    Argv::Parse(full)
+}
+
+/// The sentence refusing the first option in `args` that tcptune does not act on.
+fn refused(args: &[OsString]) -> Option<String> {
+    let mut i = 0;
+    while i < args.len() {
+        let s = args[i].to_string_lossy();
+        let opt = s.split_once('=').map(|(o, _)| o).unwrap_or(&s);
+        if let Some((_, why)) = REFUSED.iter().find(|(names, _)| names.contains(&opt)) {
+            return Some(format!("{opt}: {why}"));
+        }
+        // Attached short forms: -d3 (iperf3's debug level), -A2.
+        let short = opt
+            .get(..2)
+            .filter(|_| opt.len() > 2 && !opt.starts_with("--"));
+        if let Some(short) = short {
+            if let Some((_, why)) = REFUSED.iter().find(|(names, _)| names.contains(&short)) {
+                return Some(format!("{short}: {why}"));
+            }
+        }
+        i += if WITH_VALUE.contains(&opt) && !s.contains('=') {
+            2
         } else {
-            Direction::Forward
-        },
-        parallel: args.parallel,
-        time_s: if args.bytes.is_some() { 0 } else { args.time },
-        bytes: args.bytes.map(|b| b.get()).unwrap_or(0),
-        window: args.window.map(|w| w.get() as u32),
-        congestion: args.congestion.clone(),
-        mss: args.mss,
-        bandwidth_bps: args.bitrate.map(|r| r.bps().round() as u64),
-        zerocopy: args.zerocopy,
-        client_version: Some(format!("tcptune {}", env!("CARGO_PKG_VERSION"))),
-        ..Params::default()
+            1
+        };
+    }
+    None
+}
+
+/// One `--json-stream` line: `{"event":NAME,"data":DATA}`, "event" first as iperf3 writes it.
+fn stream_event(name: &str, data: &serde_json::Value) -> String {
+    format!("{{\"event\":{},\"data\":{}}}", json!(name), data)
+}
+
+/// iperf3's JSON error document (`-J`), or its error event (`--json-stream`).
+pub fn json_error(message: &str, stream: bool) -> String {
+    if stream {
+        format!(
+            "{}\n{}\n",
+            stream_event("error", &json!(message)),
+            stream_event("end", &json!({}))
+        )
+    } else {
+        let doc = json!({
+            "start": {
+                "connected": [],
+                "version": format!("tcptune {}", env!("CARGO_PKG_VERSION")),
+                "system_info": tcptune_perftest::sock::system_info(),
+            },
+            "intervals": [],
+            "end": {},
+            "error": message,
+        });
+        // Invariant: a Value always serializes.
+        serde_json::to_string_pretty(&doc).unwrap_or_default() + "\n"
+    }
+}
+
+/// Where the output goes: standard output, or `--logfile` (appended, as iperf3 does).
+fn sink(logfile: Option<&std::path::Path>) -> anyhow::Result<Box<dyn Write + Send>> {
+    Ok(match logfile {
+        None => Box::new(std::io::stdout()),
+        Some(p) => Box::new(
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(p)
+                .with_context(|| {
+                    format!(
+                        "--logfile {}: cannot open it for appending; give a writable path",
+                        p.display()
+                    )
+                })?,
+        ),
     })
 }
 
@@ -85,7 +328,8 @@ extern "C" fn on_interrupt(_: libc::c_int) {
     INTERRUPTED.store(true, Ordering::Relaxed);
 }
 
-/// Ctrl-C (SIGINT) and SIGTERM end the test cleanly instead of killing the process.
+/// Ctrl-C (SIGINT) and SIGTERM end the test (or the server) cleanly instead of killing the
+/// process.
 fn catch_interrupt() -> &'static AtomicBool {
     for sig in [libc::SIGINT, libc::SIGTERM] {
         // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
@@ -99,7 +343,215 @@ fn catch_interrupt() -> &'static AtomicBool {
     &INTERRUPTED
 }
 
+pub fn serve(args: &ServeArgs) -> anyhow::Result<Outcome> {
+    anyhow::ensure!(
+        !args.iperf_json && !args.json_stream,
+        "-J/--json-stream on the server is not supported; the client's -J document has both \
+         sides' figures (and --get-server-output the server's report)"
+    );
+    anyhow::ensure!(
+        args.interval.is_none(),
+        "-i on the server is not supported; tcptune serve logs one line per test, and the \
+         client's -i sets its interval reports"
+    );
+    anyhow::ensure!(
+        args.format.is_none(),
+        "-f on the server is not supported; give -f to the client, whose output has the rates"
+    );
+    let allow = args
+        .allow
+        .iter()
+        .map(|c| {
+            c.parse::<Cidr>()
+                .map_err(|e| anyhow::anyhow!("--allow: {e}"))
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let host: Option<IpAddr> = match (args.bind, args.v4, args.v6) {
+        (Some(ip), true, _) if !ip.is_ipv4() => {
+            anyhow::bail!("-B {ip} is not an IPv4 address but -4 was given; drop one")
+        }
+        (Some(ip), _, true) if !ip.is_ipv6() => {
+            anyhow::bail!("-B {ip} is not an IPv6 address but -6 was given; drop one")
+        }
+        (Some(ip), _, _) => Some(ip),
+        (None, true, _) => Some(Ipv4Addr::UNSPECIFIED.into()),
+        (None, _, true) => Some(Ipv6Addr::UNSPECIFIED.into()),
+        (None, false, false) => None,
+    };
+    let mut cfg = ServerConfig {
+        // Both address families where the host has IPv6 (dual-stack socket).
+        bind: SocketAddr::from((host.unwrap_or(Ipv6Addr::UNSPECIFIED.into()), args.port)),
+        allow,
+        max_tests: args.max_tests as usize,
+        one_off: args.one_off,
+        ..ServerConfig::default()
+    };
+    let server = match Server::bind(cfg.clone()) {
+        Ok(s) => s,
+        Err(_) if host.is_none() => {
+            cfg.bind = SocketAddr::from(([0, 0, 0, 0], args.port));
+            Server::bind(cfg)?
+        }
+        Err(e) => return Err(e.into()),
+    };
+    // Opened before -D detaches (and changes directory), so a relative path and a bad one are
+    // both reported here.
+    let out = Arc::new(Mutex::new(sink(args.logfile.as_deref())?));
+    let pidfile = args
+        .pidfile
+        .as_ref()
+        .map(|p| std::path::absolute(p).unwrap_or_else(|_| p.clone()));
+    if args.daemon {
+        // SAFETY: no other thread exists yet; daemon(3) forks, and the child continues here.
+        if unsafe { libc::daemon(0, 0) } != 0 {
+            return Err(std::io::Error::last_os_error()).context("-D: detaching from the terminal");
+        }
+    }
+    if let Some(p) = &pidfile {
+        std::fs::write(p, format!("{}\n", std::process::id())).with_context(|| {
+            format!(
+                "-I {}: cannot write the process id; give a writable path",
+                p.display()
+            )
+        })?;
+    }
+    let interrupted = catch_interrupt();
+    let stop = server.stop_handle();
+    std::thread::spawn(move || {
+        // Polling an atomic the signal handler sets: the one async-signal-safe handoff.
+        while !interrupted.load(Ordering::Relaxed) {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        stop.store(true, Ordering::Relaxed);
+    });
+    let log = Arc::new(move |l: tcptune_perftest::server::ServerLog| {
+        if let Ok(mut o) = out.lock() {
+            let _ = writeln!(o, "{l}");
+            let _ = o.flush();
+        }
+    });
+    let r = server.run(log);
+    if let Some(p) = &pidfile {
+        let _ = std::fs::remove_file(p);
+    }
+    r?;
+    Ok(Outcome::Ok)
+}
+
+fn params(args: &TestArgs) -> anyhow::Result<Params> {
+    if let Some(w) = args.window {
+        anyhow::ensure!(
+            w.get() > 0 && w.get() <= tcptune_perf::params::MAX_TCP_BUFFER,
+            "-w {w} is outside 1 B..512 MiB; give a buffer size such as -w 4MiB"
+        );
+    }
+    use tcptune_perf::params::{MAX_BLOCKSIZE, MAX_UDP_BLOCKSIZE, MIN_UDP_BLOCKSIZE};
+    let len = match (args.length, args.udp) {
+        (None, false) => tcptune_perf::params::DEFAULT_TCP_BLKSIZE,
+        // The control connection's MSS, once it is connected (tcptune_perftest::client).
+        (None, true) => 0,
+        (Some(l), false) => {
+            anyhow::ensure!(
+                (1..=MAX_BLOCKSIZE).contains(&l.get()),
+                "-l {l} is outside 1 B..1 MiB; give a block length such as -l 128KiB"
+            );
+            l.get() as u32
+        }
+        (Some(l), true) => {
+            anyhow::ensure!(
+                (MIN_UDP_BLOCKSIZE..=MAX_UDP_BLOCKSIZE).contains(&l.get()),
+                "-l {l} is outside {MIN_UDP_BLOCKSIZE}..{MAX_UDP_BLOCKSIZE} bytes for UDP; \
+                 give a datagram size such as -l 1400"
+            );
+            l.get() as u32
+        }
+    };
+    anyhow::ensure!(
+        !(args.udp && args.omit > 0),
+        "-O with -u is not supported; drop -O for a UDP test"
+    );
+    anyhow::ensure!(
+        args.udp || !args.udp_counters_64bit,
+        "--udp-counters-64bit applies to UDP tests only; add -u or drop it"
+    );
+    let limited = args.bytes.is_some() || args.blocks.is_some();
+    Ok(Params {
+        direction: if args.bidir {
+            Direction::Bidirectional
+        } else if args.reverse {
+            Direction::Reverse
+        } else {
+            Direction::Forward
+        },
+        parallel: args.parallel,
+        time_s: if limited { 0 } else { args.time },
+        bytes: args.bytes.map(|b| b.get()).unwrap_or(0),
+        blocks: args.blocks.unwrap_or(0),
+        len,
+        omit_s: args.omit,
+        window: args.window.map(|w| w.get() as u32),
+        congestion: args.congestion.clone(),
+        mss: args.mss,
+        nodelay: args.no_delay,
+        tos: args.tos,
+        protocol: if args.udp {
+            tcptune_perf::Protocol::Udp
+        } else {
+            tcptune_perf::Protocol::Tcp
+        },
+        udp_counters_64bit: args.udp_counters_64bit,
+        // iperf3's UDP default: 1 Mbit/s per stream.
+        bandwidth_bps: args
+            .bitrate
+            .map(|r| r.bps().round() as u64)
+            .or(args.udp.then_some(1_000_000)),
+        zerocopy: args.zerocopy,
+        title: args.title.clone(),
+        extra_data: args.extra_data.clone(),
+        get_server_output: args.get_server_output,
+        client_version: Some(format!("tcptune {}", env!("CARGO_PKG_VERSION"))),
+        ..Params::default()
+    })
+}
+
+/// How `test` prints.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Text,
+    /// `--json`: tcptune's envelope.
+    Envelope,
+    /// `-J`: iperf3's document at the top level.
+    Iperf,
+    /// `--json-stream`: iperf3 3.17's events, one per line.
+    Stream,
+}
+
 pub fn test(args: &TestArgs, json: bool) -> anyhow::Result<Outcome> {
+    let mode = if args.json_stream {
+        Mode::Stream
+    } else if args.iperf_json {
+        Mode::Iperf
+    } else if json {
+        Mode::Envelope
+    } else {
+        Mode::Text
+    };
+    let out = Arc::new(Mutex::new(sink(args.logfile.as_deref())?));
+    let r = run_test(args, mode, &out);
+    if let (Err(e), Mode::Iperf | Mode::Stream) = (&r, mode) {
+        if let Ok(mut o) = out.lock() {
+            let _ = o.write_all(json_error(&format!("{e:#}"), mode == Mode::Stream).as_bytes());
+            let _ = o.flush();
+        }
+    }
+    r
+}
+
+fn run_test(
+    args: &TestArgs,
+    mode: Mode,
+    out: &Arc<Mutex<Box<dyn Write + Send>>>,
+) -> anyhow::Result<Outcome> {
     anyhow::ensure!(
         args.interval == 0.0 || (0.1..=60.0).contains(&args.interval),
         "-i {} is outside 0.1..60 seconds; give -i 1 (or -i 0 for no interval reports)",
@@ -108,40 +560,213 @@ pub fn test(args: &TestArgs, json: bool) -> anyhow::Result<Outcome> {
     if let Some(b) = args.bytes {
         anyhow::ensure!(b.get() > 0, "-n must be above zero; give -n 100MB");
     }
+    let units = match &args.format {
+        None => RateUnits::Auto,
+        Some(f) => RateUnits::from_letter(f).map_err(anyhow::Error::msg)?,
+    };
+    let host = args.server().to_string();
     let cfg = ClientConfig {
-        host: args.host.clone(),
+        host: host.clone(),
         port: args.port,
         params: params(args)?,
         interval: (args.interval > 0.0).then(|| Duration::from_secs_f64(args.interval)),
         sample_every: Duration::from_millis(50),
         path_rate: args.path_rate,
-        connect_timeout: Duration::from_secs(10),
+        connect_timeout: Duration::from_millis(args.connect_timeout),
         interrupt: Some(catch_interrupt()),
         host_settings: tcptune_diagnose::advice::HostSettings::from_sysctls(
             tcptune_host::read::read_sysctl,
         ),
+        bind: args.bind,
+        cport: args.cport,
+        family: if args.v4 {
+            Some(Family::V4)
+        } else if args.v6 {
+            Some(Family::V6)
+        } else {
+            None
+        },
+    };
+    let event = |name: &str, data: &dyn erased::Ser| {
+        if let Ok(mut o) = out.lock() {
+            let _ = writeln!(o, "{}", stream_event(name, &data.value()));
+            let _ = o.flush();
+        }
+    };
+    let mut on_start = |s: &tcptune_perftest::report::Start| {
+        if mode == Mode::Stream {
+            event("start", s);
+        }
     };
     let mut header = false;
-    let mut print = |r: &tcptune_perftest::report::IntervalReport, ids: &[u32]| {
-        if json {
-            return;
+    let mut on_interval = |r: &tcptune_perftest::report::IntervalReport, ids: &[u32]| match mode {
+        Mode::Stream => event("interval", r),
+        Mode::Text => {
+            if let Ok(mut o) = out.lock() {
+                if !header {
+                    let _ = writeln!(o, "{}", interval_header());
+                    header = true;
+                }
+                for l in r.lines(ids, units) {
+                    let _ = writeln!(o, "{l}");
+                }
+                let _ = o.flush();
+            }
         }
-        let mut out = std::io::stdout().lock();
-        if !header {
-            let _ = writeln!(out, "{}", interval_header());
-            header = true;
-        }
-        for l in r.lines(ids) {
-            let _ = writeln!(out, "{l}");
-        }
-        let _ = out.flush();
+        Mode::Envelope | Mode::Iperf => {}
     };
-    let out = client::run(&cfg, &mut print)
-        .with_context(|| format!("testing against {}:{}", args.host, args.port))?;
-    output::emit("test", &out, json)?;
-    Ok(if out.tcptune.diagnosis.problem {
+    let mut result = client::run_with(&cfg, &mut on_start, &mut on_interval)
+        .with_context(|| format!("testing against {host}:{}", args.port))?;
+    result.units = units;
+    let problem = result.tcptune.diagnosis.problem;
+    match mode {
+        Mode::Envelope => output::emit("test", &result, true)?,
+        Mode::Text => {
+            if let Ok(mut o) = out.lock() {
+                if let Some(t) = &result.title {
+                    let _ = writeln!(o, "{t}");
+                }
+                let _ = write!(o, "{result}");
+                if let Some(t) = &result.server_output_text {
+                    let _ = write!(o, "\nServer output:\n{t}");
+                }
+                let _ = o.flush();
+            }
+        }
+        Mode::Iperf => {
+            if let Ok(mut o) = out.lock() {
+                serde_json::to_writer_pretty(&mut *o, &result)?;
+                writeln!(o)?;
+                o.flush()?;
+            }
+        }
+        Mode::Stream => {
+            if let Some(v) = &result.server_output_json {
+                event("server_output_json", v);
+            }
+            if let Some(t) = &result.server_output_text {
+                event("server_output_text", t);
+            }
+            event("end", &result.end);
+            // tcptune's additions: the samples and the diagnosis (iperf3's readers skip
+            // events they do not know).
+            event("tcptune", &result.tcptune);
+        }
+    }
+    Ok(if problem && !args.iperf3_exit_codes {
         Outcome::Problem
     } else {
         Outcome::Ok
     })
+}
+
+/// A serializable value behind a trait object (the stream's events carry different types).
+mod erased {
+    pub trait Ser {
+        fn value(&self) -> serde_json::Value;
+    }
+    impl<T: serde::Serialize> Ser for T {
+        fn value(&self) -> serde_json::Value {
+            serde_json::to_value(self).unwrap_or(serde_json::Value::Null)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::Value;
+
+    fn argv(s: &str) -> Vec<OsString> {
+        s.split_whitespace().map(OsString::from).collect()
+    }
+
+    fn parsed(a: Argv) -> String {
+        match a {
+            Argv::Parse(v) => v
+                .iter()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect::<Vec<_>>()
+                .join(" "),
+            Argv::Print(p) => format!("print {p}"),
+            Argv::Refuse(r, j) => format!("refuse {r} {j}"),
+        }
+    }
+
+    #[test]
+    fn iperf3_argv_becomes_test_or_serve() {
+        assert_eq!(
+            parsed(rewrite_argv(argv(
+                "tcptune iperf3 -c 198.18.0.2 -t 5 -P 4 -R --json"
+            ))),
+            "tcptune test --iperf3-exit-codes -c 198.18.0.2 -t 5 -P 4 -R -J"
+        );
+        assert_eq!(
+            parsed(rewrite_argv(argv("/usr/local/bin/iperf3 -s -p 5202 -1 -V"))),
+            "tcptune serve -p 5202 -1"
+        );
+        // A title that looks like -s is a value, not the server flag.
+        assert_eq!(
+            parsed(rewrite_argv(argv("iperf3 -c h -T -s"))),
+            "tcptune test --iperf3-exit-codes -c h -T -s"
+        );
+        assert!(parsed(rewrite_argv(argv("iperf3 -v"))).starts_with("print tcptune"));
+        assert_eq!(
+            parsed(rewrite_argv(argv("tcptune model bdp"))),
+            "tcptune model bdp"
+        );
+    }
+
+    #[test]
+    fn options_tcptune_does_not_act_on_are_refused_in_one_sentence() {
+        for (line, opt) in [
+            ("iperf3 -c h -A 2", "-A"),
+            ("iperf3 -c h --fq-rate 1G -J", "--fq-rate"),
+            ("tcptune test h --username bob", "--username"),
+            ("iperf3 -s -d", "-d"),
+            ("tcptune serve --idle-timeout=5", "--idle-timeout"),
+        ] {
+            match rewrite_argv(argv(line)) {
+                Argv::Refuse(why, _) => {
+                    assert!(why.starts_with(opt), "{line}: {why}");
+                    assert_eq!(why.matches(';').count(), 1, "{why}");
+                }
+                _ => panic!("{line} was not refused"),
+            }
+        }
+        assert!(matches!(
+            rewrite_argv(argv("iperf3 -t 5")),
+            Argv::Refuse(_, false)
+        ));
+        assert!(matches!(
+            rewrite_argv(argv("iperf3 -s -c h -J")),
+            Argv::Refuse(_, true)
+        ));
+        // Not an option tcptune knows, and no panic on a multibyte character.
+        assert!(matches!(
+            rewrite_argv(argv("iperf3 -c h -é")),
+            Argv::Parse(_)
+        ));
+        assert!(matches!(
+            rewrite_argv(argv("iperf3 -c h -d2")),
+            Argv::Refuse(..)
+        ));
+        assert!(matches!(
+            rewrite_argv(argv("iperf3 --help")),
+            Argv::Print(_)
+        ));
+    }
+
+    #[test]
+    fn errors_under_j_are_json() {
+        let v: Value = serde_json::from_str(&json_error("cannot connect", false)).unwrap();
+        assert_eq!(v["error"], "cannot connect");
+        assert!(v["start"]["connected"].as_array().unwrap().is_empty());
+        let lines: Vec<Value> = json_error("x", true)
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(lines[0], json!({"event": "error", "data": "x"}));
+        assert_eq!(lines[1]["event"], "end");
+    }
 }
