@@ -103,8 +103,17 @@ pub fn run(cmd: LabCommand, json: bool) -> anyhow::Result<Outcome> {
             };
             emit("lab down", &tcptune_lab::Removed { removed }, json)?;
         }
-        LabCommand::Emulator { name } => lab::run_emulator(&name)?,
-        LabCommand::Hog { name, cpu, .. } => lab::run_hog(&name, cpu)?,
+        LabCommand::Emulator { name } => {
+            super::no_json(
+                json,
+                "the lab's emulator process logs to its lab's directory",
+            )?;
+            lab::run_emulator(&name)?
+        }
+        LabCommand::Hog { name, cpu, .. } => {
+            super::no_json(json, "a lab's CPU hog prints nothing")?;
+            lab::run_hog(&name, cpu)?
+        }
     }
     Ok(Outcome::Ok)
 }
