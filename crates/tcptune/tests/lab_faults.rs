@@ -100,29 +100,15 @@ fn assert_gone(lab: &str, cubic_allowed_before: bool, when: &str) {
     );
 }
 
-/// Whether `pid` is stopped (state T in /proc/PID/stat).
+/// Whether `pid` is stopped (state T).
 fn stopped(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|s| {
-            s[s.rfind(')')? + 1..]
-                .split_whitespace()
-                .next()
-                .map(|st| st == "T")
-        })
-        .unwrap_or(false)
+    tcptune_lab::os::process_state(pid) == Some('T')
 }
 
 /// `pid` has exited: no such process, or a zombie nobody has reaped yet (the hog's parent
 /// exited long ago, so it is reaped by whatever adopted it).
 fn gone(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Err(_) => true,
-        Ok(s) => s
-            .rfind(')')
-            .and_then(|i| s[i + 1..].split_whitespace().next())
-            .is_some_and(|st| st == "Z" || st == "X"),
-    }
+    matches!(tcptune_lab::os::process_state(pid), None | Some('Z' | 'X'))
 }
 
 fn kill9(pid: u32) {
