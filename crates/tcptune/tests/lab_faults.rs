@@ -198,11 +198,36 @@ fn trials(dir: &Path) -> Vec<Value> {
         .collect()
 }
 
-fn tempdir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("tt-faults-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+/// A directory removed when dropped (also when the test panics).
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> TempDir {
+        let d = std::env::temp_dir().join(format!("tt-faults-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        TempDir(d)
+    }
+    fn join(&self, p: &str) -> PathBuf {
+        self.0.join(p)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Takes the named labs down when dropped, so a failing test leaves none behind.
+struct Labs(&'static [&'static str]);
+
+impl Drop for Labs {
+    fn drop(&mut self) {
+        for lab in self.0 {
+            let _ = tcptune(&["lab", "down", "--name", lab]);
+        }
+    }
 }
 
 /// Window-limited trials (the server's receive buffer caps the window): their goodput is
@@ -234,6 +259,7 @@ fn kills_at_every_stage_leave_nothing_behind_and_resume_gives_the_same_results()
         return;
     }
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _labs = Labs(&["t-fault", "t-fref", "t-frun"]);
     let cubic_before = allowed_ccs().split_whitespace().any(|c| c == "cubic");
     let mut kills = 0;
     let mut checks = 0;
@@ -310,7 +336,7 @@ fn kills_at_every_stage_leave_nothing_behind_and_resume_gives_the_same_results()
     // 4. `lab run`: an uninterrupted reference run, then the same spec killed three times
     //    (during a trial's lab setup, during a workload, right after a trial was recorded)
     //    and resumed each time by the same command.
-    let dir = tempdir("run");
+    let dir = TempDir::new("run");
     let spec = dir.join("spec.toml");
     std::fs::write(&spec, SPEC).unwrap();
     let spec_s = spec.to_str().unwrap();
@@ -426,7 +452,6 @@ fn kills_at_every_stage_leave_nothing_behind_and_resume_gives_the_same_results()
         "fault injection: {kills} kills (lab up at 4 stages, emulator, CPU hog, lab run at 3 \
          points), {checks} clean-up and resume checks passed"
     );
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[test]
@@ -436,6 +461,7 @@ fn a_cpu_hog_exits_when_its_emulator_dies() {
     }
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let lab = "t-hogdie";
+    let _labs = Labs(&["t-hogdie"]);
     ok(&[
         "lab",
         "up",
@@ -463,6 +489,7 @@ fn down_all_removes_leftovers_only_and_force_needs_all() {
         return;
     }
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _labs = Labs(&["t-keep", "t-left"]);
     ok(&["lab", "up", "--backend", "emu", "--name", "t-keep"]);
     ok(&["lab", "up", "--backend", "emu", "--name", "t-left"]);
     kill9(processes("t-left", "_emulator")[0]);
@@ -489,7 +516,7 @@ fn down_all_removes_leftovers_only_and_force_needs_all() {
 fn lab_commands_tell_non_root_users_they_need_root() {
     // SAFETY: geteuid has no preconditions.
     let root = unsafe { libc::geteuid() } == 0;
-    let dir = tempdir("nonroot");
+    let dir = TempDir::new("nonroot");
     let spec = dir.join("spec.toml");
     std::fs::write(&spec, SPEC).unwrap();
     let out = dir.join("out");
@@ -529,5 +556,4 @@ fn lab_commands_tell_non_root_users_they_need_root() {
     let o = c.output().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(String::from_utf8_lossy(&o.stdout).contains("2 point(s)"));
-    let _ = std::fs::remove_dir_all(dir);
 }
