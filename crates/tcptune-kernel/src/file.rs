@@ -110,15 +110,30 @@ pub fn read_text_limited(path: &Path, max_bytes: u64, what: &str) -> Result<Stri
 mod tests {
     use super::*;
 
-    fn tmp(name: &str) -> std::path::PathBuf {
-        let d = std::env::temp_dir().join(format!("tcptune-file-{}", std::process::id()));
-        std::fs::create_dir_all(&d).unwrap();
-        d.join(name)
+    /// A directory of this test's files, removed when dropped (also on panic).
+    struct TmpDir(std::path::PathBuf);
+
+    impl TmpDir {
+        fn new(tag: &str) -> TmpDir {
+            let d = std::env::temp_dir().join(format!("tcptune-file-{}-{tag}", std::process::id()));
+            std::fs::create_dir_all(&d).unwrap();
+            TmpDir(d)
+        }
+        fn file(&self, name: &str) -> std::path::PathBuf {
+            self.0.join(name)
+        }
+    }
+
+    impl Drop for TmpDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
     }
 
     #[test]
     fn a_regular_file_within_the_limit_is_read_whole() {
-        let p = tmp("ok");
+        let dir = TmpDir::new("ok");
+        let p = dir.file("ok");
         std::fs::write(&p, b"0123456789").unwrap();
         assert_eq!(read_regular_limited(&p, 10, "test").unwrap(), b"0123456789");
         assert_eq!(read_text_limited(&p, 100, "test").unwrap(), "0123456789");
@@ -153,7 +168,8 @@ mod tests {
             "{e}"
         );
         // A FIFO with no writer: an ordinary open would block here forever.
-        let p = tmp("fifo");
+        let dir = TmpDir::new("fifo");
+        let p = dir.file("fifo");
         let _ = std::fs::remove_file(&p);
         let c = std::ffi::CString::new(p.to_str().unwrap()).unwrap();
         // SAFETY: mkfifo with a valid C string.
@@ -164,7 +180,7 @@ mod tests {
             "{e}"
         );
         let _ = std::fs::remove_file(&p);
-        let e = read_regular_limited(&tmp("absent"), 10, "snapshot").unwrap_err();
+        let e = read_regular_limited(&dir.file("absent"), 10, "snapshot").unwrap_err();
         assert!(e.is_not_found(), "{e}");
     }
 }

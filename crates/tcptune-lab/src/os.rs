@@ -102,10 +102,31 @@ pub fn alive(pid: u32) -> bool {
 /// When process `pid` started (field 22 of `/proc/PID/stat`, clock ticks since boot); with
 /// the PID it names one process for good, since a PID can be reused after the process exits.
 pub fn start_time(pid: u32) -> Option<u64> {
+    stat_field(pid, 22)?.parse().ok()
+}
+
+/// The state of process `pid` (field 3 of `/proc/PID/stat`: R, S, D, T (stopped), Z
+/// (exited, not yet reaped)…), None when there is no such process.
+pub fn process_state(pid: u32) -> Option<char> {
+    stat_field(pid, 3)?.chars().next()
+}
+
+/// Field `n` (1-based, as in proc(5)) of `/proc/PID/stat`, from field 3 on.
+fn stat_field(pid: u32, n: usize) -> Option<String> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // The command name (field 2) is in parentheses and may hold spaces: count after it.
     let rest = &stat[stat.rfind(')')? + 1..];
-    rest.split_whitespace().nth(19)?.parse().ok()
+    rest.split_whitespace()
+        .nth(n.checked_sub(3)?)
+        .map(str::to_string)
+}
+
+/// A pidfd of `pid` (readable once it has exited); None if there is no such process.
+fn pidfd_open(pid: u32) -> Option<OwnedFd> {
+    // SAFETY: pidfd_open takes a pid and flags and returns a new fd or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
+    // SAFETY: a fresh pidfd we own.
+    (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as i32) })
 }
 
 /// A process named for good: its PID and its start time.
@@ -134,11 +155,7 @@ impl ProcessRef {
 /// A pidfd of `p` (readable once it has exited), or, when `p` is already gone and its PID
 /// free or reused, a descriptor that is readable at once. None if neither can be made.
 pub fn pidfd(p: ProcessRef) -> Option<OwnedFd> {
-    // SAFETY: pidfd_open takes a pid and flags and returns a new fd or -1.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, p.pid as libc::pid_t, 0) };
-    if fd >= 0 {
-        // SAFETY: fd is a fresh pidfd we own.
-        let fd = unsafe { OwnedFd::from_raw_fd(fd as i32) };
+    if let Some(fd) = pidfd_open(p.pid) {
         // Checked after opening: the pidfd now pins this PID, so if the start time matches,
         // it is the process we mean.
         if p.alive() {
@@ -230,13 +247,9 @@ fn lab_role(args: &[String]) -> Option<(String, String)> {
 /// Sends SIGTERM, waits (on a pidfd, up to `grace`) for the process to exit, then SIGKILLs.
 /// Works for processes that are not our children.
 pub fn stop_process(pid: u32, grace: Duration) {
-    // SAFETY: pidfd_open takes a pid and flags and returns a new fd or -1.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
-    if fd < 0 {
+    let Some(fd) = pidfd_open(pid) else {
         return; // already gone
-    }
-    // SAFETY: fd is a fresh pidfd we own.
-    let fd = unsafe { OwnedFd::from_raw_fd(fd as i32) };
+    };
     let wait = |d: Duration| {
         let deadline = Instant::now() + d;
         loop {
@@ -336,6 +349,22 @@ mod process_tests {
         };
         child.wait().unwrap();
         assert!(!r.alive(), "a reaped child is gone");
+        assert_eq!(process_state(pid), None);
+        // A stopped process shows T.
+        let mut child = std::process::Command::new("sleep")
+            .arg("60")
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        // SAFETY: SIGSTOP to the child just started.
+        unsafe { libc::kill(pid as i32, libc::SIGSTOP) };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while process_state(pid) != Some('T') {
+            assert!(Instant::now() < deadline, "{:?}", process_state(pid));
+            std::thread::yield_now();
+        }
+        child.kill().unwrap();
+        child.wait().unwrap();
     }
 }
 

@@ -4,6 +4,25 @@
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
+/// Removes the given files when dropped (also when the test panics).
+struct Cleanup(Vec<PathBuf>);
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        for p in &self.0 {
+            let _ = std::fs::remove_file(p);
+            let _ = std::fs::remove_dir_all(p);
+        }
+    }
+}
+
+/// The snapshot file and the lock file `tune` keeps beside it.
+fn snapshot_files(snap: &std::path::Path) -> Cleanup {
+    let mut lock = snap.as_os_str().to_owned();
+    lock.push(".lock");
+    Cleanup(vec![snap.to_path_buf(), lock.into()])
+}
+
 fn tcptune(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_tcptune"))
         .args(args)
@@ -132,6 +151,7 @@ fn tune_apply_and_rollback_in_a_namespace_from_the_cli() {
     };
     let (sack, rmem) = (read("tcp_sack"), read("tcp_rmem"));
     let snap = std::env::temp_dir().join(format!("tt-tunecli-{}.json", std::process::id()));
+    let _cleanup = snapshot_files(&snap);
     let snap_s = snap.display().to_string();
     let o = tcptune(&[
         "tune",
@@ -192,6 +212,7 @@ fn concurrent_applies_and_a_rollback_in_another_namespace_are_refused() {
         String::from_utf8(ns.exec(&["cat", "/proc/sys/net/ipv4/tcp_sack"]).stdout).unwrap()
     };
     let snap = std::env::temp_dir().join(format!("tt-tunerace-{}.json", std::process::id()));
+    let _cleanup = snapshot_files(&snap);
     let snap_s = snap.display().to_string();
     let apply = |ns: &str| {
         Command::new(env!("CARGO_BIN_EXE_tcptune"))
@@ -239,15 +260,13 @@ fn concurrent_applies_and_a_rollback_in_another_namespace_are_refused() {
     let o = rollback(a.name());
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert_eq!(read(&a), "0\n");
-    let mut lock = snap.as_os_str().to_owned();
-    lock.push(".lock");
-    let _ = std::fs::remove_file(lock);
 }
 
 #[test]
 fn files_that_are_devices_fifos_or_too_large_are_refused_at_once() {
     let dir = std::env::temp_dir().join(format!("tt-files-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
+    let _cleanup = Cleanup(vec![dir.clone()]);
     let fifo = dir.join("fifo");
     let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
     // SAFETY: mkfifo with a valid C string.
