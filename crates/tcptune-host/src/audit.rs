@@ -827,7 +827,7 @@ impl Ctx<'_> {
         let p = self.input.loss.filter(|p| p.get() > 0.0 && loss_based)?;
         // Mathis et al. with C = sqrt(3/2): the loss-limited bound of Reno-style AIMD.
         let bound = Rate::from_bps(tcptune_model::mathis::mathis_bps(
-            tcptune_model::Bytes::new(self.mss() as u64),
+            tcptune_model::Bytes::new(self.mss()),
             self.input.rtt_s,
             p.get(),
             tcptune_model::mathis::MathisConstant::Periodic.value(),

@@ -523,8 +523,8 @@ fn experiment_trial(bin: &str, case: &Case, tag: &str) -> Result<String, String>
     let trials = std::fs::read_to_string(out.join("trials.jsonl")).map_err(|e| e.to_string())?;
     let last: Value = trials
         .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .last()
+        .rev()
+        .find_map(|l| serde_json::from_str(l).ok())
         .ok_or("no trial recorded")?;
     let r = last["result"]["limit"]
         .as_str()
