@@ -471,6 +471,11 @@ fn params(args: &TestArgs) -> anyhow::Result<Params> {
         "-O with -u is not supported; drop -O for a UDP test"
     );
     anyhow::ensure!(
+        !(args.omit > 0 && (args.bytes.is_some() || args.blocks.is_some())),
+        "-O with -n or -k is not supported (the bytes would count from the start); give -t \
+         with -O"
+    );
+    anyhow::ensure!(
         args.udp || !args.udp_counters_64bit,
         "--udp-counters-64bit applies to UDP tests only; add -u or drop it"
     );
