@@ -140,6 +140,7 @@ const INVOCATIONS: &[&str] = &[
     "-u -t 2 -b 5M --bidir -J",
     "-u -t 1 -b 20M -P 2 -J",
     "-u -t 1 -b 10M -l 1400 --udp-counters-64bit -J",
+    "-u -t 2 -O 1 -b 10M -J",
     "-u -t 2 -b 10M --json-stream",
     "-t 2 -P 2 --json-stream",
     "-t 2 -R --json-stream",
