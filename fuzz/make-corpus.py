@@ -152,3 +152,7 @@ w3('client-busy', 1, b'\xff')
 w3('client-server-error', 1, b'\x09\xfe\0\0\0\x05\0\0\0\0')
 w3('client-unknown-state', 1, b'\x09\x0a\x03')
 w3('empty', 0, b'')
+# Mode 2: UDP datagrams (a 12-byte header, then payload) into the receiver's accounting.
+dg = lambda sec, usec, n: struct.pack('>III', sec, usec, n) + b'x' * 20
+w3msgs('udp-loss-reorder', 2, [dg(1, 0, 1), dg(1, 1000, 2), dg(1, 5000, 5), dg(1, 3000, 3), dg(1, 6000, 6)])
+w3msgs('udp-short-and-wrapping', 2, [b'abc', dg(0xffffffff, 999999, 0xffffffff), dg(0, 0, 0)])

@@ -1,6 +1,7 @@
 //! Fuzz target: any bytes as one side's control connection of an iperf3 test, through our
-//! server or client session (byte 0 picks which), with the application answering as
-//! `tcptune serve`/`test` do. Nothing may panic and the sessions' invariants must hold.
+//! server or client session, with the application answering as `tcptune serve`/`test` do, or
+//! as UDP datagrams into the receiver's accounting (byte 0 picks which). Nothing may panic and
+//! the invariants must hold.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;

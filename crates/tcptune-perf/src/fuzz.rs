@@ -1,8 +1,9 @@
 //! The fuzz target's body (`fuzz/fuzz_targets/iperf3.rs`), here so that its corpus is
 //! replayed by an ordinary test on stable (`tests/fuzz_corpus.rs`) through the same code.
 //!
-//! The first byte picks the side: even drives a [`ServerSession`] with the rest as the client's
-//! control bytes, odd a [`ClientSession`] with the rest as the server's. The application acts as
+//! The first byte picks what is fuzzed (modulo 3): 0 drives a [`ServerSession`] with the rest
+//! as the client's control bytes, 1 a [`ClientSession`] with the rest as the server's, 2 feeds
+//! the rest as UDP datagrams to the receiver's loss and jitter accounting. The application acts as
 //! `tcptune serve`/`test` would whenever the session asks (approve, accept streams with the
 //! session's cookie, finish, send results), and the clock advances with every chunk, so every
 //! phase and every deadline is reachable. Besides "no panic", each step checks the sessions'
@@ -70,11 +71,27 @@ pub fn fuzz_one(data: &[u8]) -> usize {
     let Some((&mode, rest)) = data.split_first() else {
         return 0;
     };
-    if mode % 2 == 0 {
-        server(rest)
-    } else {
-        client(rest)
+    match mode % 3 {
+        0 => server(rest),
+        1 => client(rest),
+        _ => udp(rest),
     }
+}
+
+/// Chunks as UDP datagrams into the receiver's accounting, arriving 1 ms apart: the counts
+/// stay consistent whatever the headers say.
+fn udp(data: &[u8]) -> usize {
+    let mut r = crate::udp::UdpReceiver::default();
+    let wide = data.first().is_some_and(|b| b & 1 == 1);
+    let mut n = 0u64;
+    for (k, d) in chunks(data).enumerate() {
+        r.on_datagram(d, k as f64 * 0.001, wide);
+        n += d.len() as u64;
+        assert_eq!(r.bytes, n);
+        assert!(r.jitter.is_finite() && r.jitter >= 0.0, "{}", r.jitter);
+        assert!(r.cnt_error <= r.packet_count);
+    }
+    r.bytes as usize
 }
 
 fn ms(n: u64) -> Dur {

@@ -1,6 +1,6 @@
 //! Replays the iperf3 session fuzz corpus (`fuzz/corpus/iperf3`, seeds for
-//! `cargo fuzz run iperf3`: the recorded iperf3 3.12 control streams and hostile variants) and
-//! a seeded mutation run over the recordings through `tcptune_perf::fuzz_one`: no panic, no
+//! `cargo fuzz run iperf3`: the recorded iperf3 3.12 control streams, hostile variants and UDP
+//! datagrams) and a seeded mutation run over the recordings through `tcptune_perf::fuzz_one`: no panic, no
 //! broken invariant.
 
 use std::path::PathBuf;
@@ -54,6 +54,7 @@ fn mutated_recordings_never_panic() {
         "whole-client-forward-P2",
         "whole-server-bidir",
         "whole-client-bidir",
+        "udp-loss-reorder",
     ] {
         let orig = std::fs::read(dir.join(name)).unwrap();
         for i in 0..2000 {

@@ -1095,10 +1095,103 @@ fn run_udp(
     let client_sends_main = p.direction != Direction::Reverse;
     let since = |now: Dur| (now.nanos().saturating_sub(t0.nanos())) as f64 / 1e9;
     let period = cfg.interval.map(|i| i.as_secs_f64());
-    let end_at = p.byte_limit().is_none().then_some(p.time_s as f64);
+    // -O: the first seconds are reported as omitted, then counting starts from zero again.
+    let omit = p.omit_s as f64;
+    let mut omitting = p.omit_s > 0;
+    let mut origin = 0.0f64;
+    let mut at_omit_end: Option<Vec<tcptune_perf::udp::UdpReceiver>> = None;
+    let end_at = p.byte_limit().is_none().then_some(omit + p.time_s as f64);
     let mut next_tick = period;
     let mut prev_at = 0.0;
     let mut prev: Vec<tcptune_perf::udp::UdpReceiver> = vec![Default::default(); roles.len()];
+    // One interval report from `prev_at` to `now` (seconds from the count's origin), from the
+    // counts then and at its start.
+    let make = |prev_at: f64,
+                now: f64,
+                counts: &[tcptune_perf::udp::UdpReceiver],
+                prev: &[tcptune_perf::udp::UdpReceiver],
+                omitted: bool|
+     -> Option<IntervalReport> {
+        let secs = (now - prev_at).max(1e-9);
+        let mut st = Vec::new();
+        for (k, c) in counts.iter().enumerate() {
+            let sender = roles[k].1;
+            let b = c.bytes - prev[k].bytes;
+            let d = tcptune_perf::udp::UdpReceiver::totals(
+                b,
+                c.packet_count - prev[k].packet_count,
+                c.cnt_error.saturating_sub(prev[k].cnt_error),
+                c.jitter,
+            );
+            st.push(IntervalStream {
+                socket: fds[k],
+                start: prev_at,
+                end: now,
+                seconds: secs,
+                bytes: b,
+                bits_per_second: b as f64 * 8.0 / secs,
+                retransmits: None,
+                snd_cwnd: None,
+                snd_wnd: None,
+                rtt: None,
+                rttvar: None,
+                pmtu: None,
+                rcv_wnd: None,
+                udp: Some(udp_figures(&d, sender)),
+                omitted: false,
+                sender,
+            });
+        }
+        let sum_of = |main: bool| {
+            let sel: Vec<&IntervalStream> = st
+                .iter()
+                .filter(|x| x.sender == (client_sends_main == main))
+                .collect();
+            if sel.is_empty() {
+                return None;
+            }
+            let bytes: u64 = sel.iter().map(|x| x.bytes).sum();
+            let f: Vec<&UdpFigures> = sel.iter().filter_map(|x| x.udp.as_ref()).collect();
+            let packets = f.iter().map(|u| u.packets).sum();
+            let sender = client_sends_main == main;
+            let lost: u64 = f.iter().filter_map(|u| u.lost_packets).sum();
+            let jitters: Vec<f64> = f.iter().filter_map(|u| u.jitter_ms).collect();
+            Some(IntervalSum {
+                start: prev_at,
+                end: now,
+                seconds: secs,
+                bytes,
+                bits_per_second: bytes as f64 * 8.0 / secs,
+                retransmits: None,
+                udp: Some(if sender {
+                    UdpFigures {
+                        packets,
+                        ..UdpFigures::default()
+                    }
+                } else {
+                    UdpFigures {
+                        jitter_ms: Some(jitters.iter().sum::<f64>() / jitters.len().max(1) as f64),
+                        lost_packets: Some(lost),
+                        packets,
+                        lost_percent: Some(percent(lost, packets)),
+                    }
+                }),
+                omitted: false,
+                sender,
+            })
+        };
+        let main = sum_of(true)?;
+        let rev = sum_of(false);
+        let mut r = IntervalReport {
+            sum_bidir_reverse: rev,
+            sum: main,
+            streams: st,
+        };
+        if omitted {
+            r.mark_omitted();
+        }
+        Some(r)
+    };
     let mut intervals = Vec::new();
     loop {
         let now = since(clock.now());
@@ -1115,88 +1208,29 @@ fn run_udp(
                 moved >= p.byte_limit().unwrap_or(0)
             }
         };
-        if next_tick.is_some_and(|t| now >= t) || (done && period.is_some() && now - prev_at > 1e-3)
-        {
-            let secs = (now - prev_at).max(1e-9);
-            let mut st = Vec::new();
-            for (k, c) in counts.iter().enumerate() {
-                let sender = roles[k].1;
-                let b = c.bytes - prev[k].bytes;
-                let d = tcptune_perf::udp::UdpReceiver::totals(
-                    b,
-                    c.packet_count - prev[k].packet_count,
-                    c.cnt_error.saturating_sub(prev[k].cnt_error),
-                    c.jitter,
-                );
-                st.push(IntervalStream {
-                    socket: fds[k],
-                    start: prev_at,
-                    end: now,
-                    seconds: secs,
-                    bytes: b,
-                    bits_per_second: b as f64 * 8.0 / secs,
-                    retransmits: None,
-                    snd_cwnd: None,
-                    snd_wnd: None,
-                    rtt: None,
-                    rttvar: None,
-                    pmtu: None,
-                    rcv_wnd: None,
-                    udp: Some(udp_figures(&d, sender)),
-                    omitted: false,
-                    sender,
-                });
-            }
-            let sum_of = |main: bool| {
-                let sel: Vec<&IntervalStream> = st
-                    .iter()
-                    .filter(|x| x.sender == (client_sends_main == main))
-                    .collect();
-                if sel.is_empty() {
-                    return None;
+        if omitting && now >= omit {
+            // What moved since the last report is still omitted.
+            if period.is_some() && now - prev_at > 1e-3 {
+                if let Some(r) = make(prev_at, now, &counts, &prev, true) {
+                    on_interval(&r, &ids);
+                    intervals.push(r);
                 }
-                let bytes: u64 = sel.iter().map(|x| x.bytes).sum();
-                let f: Vec<&UdpFigures> = sel.iter().filter_map(|x| x.udp.as_ref()).collect();
-                let packets = f.iter().map(|u| u.packets).sum();
-                let sender = client_sends_main == main;
-                let lost: u64 = f.iter().filter_map(|u| u.lost_packets).sum();
-                let jitters: Vec<f64> = f.iter().filter_map(|u| u.jitter_ms).collect();
-                Some(IntervalSum {
-                    start: prev_at,
-                    end: now,
-                    seconds: secs,
-                    bytes,
-                    bits_per_second: bytes as f64 * 8.0 / secs,
-                    retransmits: None,
-                    udp: Some(if sender {
-                        UdpFigures {
-                            packets,
-                            ..UdpFigures::default()
-                        }
-                    } else {
-                        UdpFigures {
-                            jitter_ms: Some(
-                                jitters.iter().sum::<f64>() / jitters.len().max(1) as f64,
-                            ),
-                            lost_packets: Some(lost),
-                            packets,
-                            lost_percent: Some(percent(lost, packets)),
-                        }
-                    }),
-                    omitted: false,
-                    sender,
-                })
-            };
-            if let Some(main) = sum_of(true) {
-                let r = IntervalReport {
-                    sum_bidir_reverse: sum_of(false),
-                    sum: main,
-                    streams: st,
-                };
+            }
+            omitting = false;
+            origin = omit;
+            at_omit_end = Some(counts.clone());
+            prev_at = 0.0;
+            prev = counts.clone();
+            next_tick = period;
+        }
+        let rel = now - origin;
+        if next_tick.is_some_and(|t| rel >= t) || (done && period.is_some() && rel - prev_at > 1e-3)
+        {
+            if let Some(r) = make(prev_at, rel, &counts, &prev, omitting) {
                 on_interval(&r, &ids);
                 intervals.push(r);
             }
-            prev_at = now;
+            prev_at = rel;
             prev = counts;
             next_tick = next_tick.zip(period).map(|(t, i)| t + i);
         }
@@ -1235,8 +1269,9 @@ fn run_udp(
             }
         }
     }
-    let secs = since(clock.now());
+    let secs = since(clock.now()) - origin;
     let outcomes = data.finish();
+    let omitted = |k: usize| at_omit_end.as_ref().and_then(|v| v.get(k));
     s.end_test(clock.now()).map_err(session_err)?;
     pump(&mut ctl, &mut s, &clock, |e| {
         matches!(e, ClientEvent::ExchangeResults)
@@ -1250,7 +1285,11 @@ fn run_udp(
         cpu_util_system: cs,
         sender_has_retransmits: -1,
         congestion_used: None,
-        streams: outcomes.iter().map(|o| o.result(secs)).collect(),
+        streams: outcomes
+            .iter()
+            .enumerate()
+            .map(|(k, o)| o.result(secs, omitted(k)))
+            .collect(),
         server_output_json: None,
         server_output_text: None,
         extension: None,
@@ -1270,16 +1309,39 @@ fn run_udp(
     for (k, o) in outcomes.iter().enumerate() {
         let peer = server.streams.iter().find(|x| x.id == o.id as i64);
         let peer_end = peer.and_then(|x| x.end_time).unwrap_or(secs);
+        // After -O: the peer's bytes already, its datagrams and losses less the omitted ones
+        // it reports, or (iperf3 before 3.13 does not report them) less ours, as iperf3 3.12
+        // subtracts its own.
+        let o0 = omitted(k).cloned().unwrap_or_default();
+        let after = |n: Option<i64>, omitted: Option<i64>, own: u64| {
+            let o = omitted.map(|v| v.max(0) as u64).unwrap_or(own);
+            (n.unwrap_or(0).max(0) as u64).saturating_sub(o)
+        };
         let theirs = tcptune_perf::udp::UdpReceiver::totals(
             peer.map(|x| x.bytes).unwrap_or(0),
-            peer.map(|x| x.packets.max(0) as u64).unwrap_or(0),
-            peer.map(|x| x.errors.max(0) as u64).unwrap_or(0),
+            after(
+                peer.map(|x| x.packets),
+                peer.and_then(|x| x.omitted_packets),
+                o0.packet_count,
+            ),
+            after(
+                peer.map(|x| x.errors),
+                peer.and_then(|x| x.omitted_errors),
+                o0.cnt_error,
+            ),
             peer.map(|x| x.jitter).unwrap_or(0.0),
         );
+        let mut ours = tcptune_perf::udp::UdpReceiver::totals(
+            o.counts.bytes - o0.bytes,
+            o.counts.packet_count - o0.packet_count,
+            o.counts.cnt_error.saturating_sub(o0.cnt_error),
+            o.counts.jitter,
+        );
+        ours.outoforder = o.counts.outoforder.saturating_sub(o0.outoforder);
         let (snd, rcv, rcv_secs) = if o.sends {
-            (o.counts.clone(), theirs, peer_end)
+            (ours, theirs, peer_end)
         } else {
-            (theirs, o.counts.clone(), secs)
+            (theirs, ours, secs)
         };
         rows.push((fds[k], o.sends, snd, rcv, rcv_secs));
     }

@@ -660,13 +660,25 @@ fn serve_udp(
         .map_err(|e| TestError::io("starting the UDP streams", e))?;
     ctl.write(&s.take_output())
         .map_err(|e| TestError::io("writing TEST_START", e))?;
-    let t0 = Instant::now();
+    let mut t0 = Instant::now();
+    // -O: what the streams counted when the omitted seconds ended, and time from then.
+    let omit = Duration::from_secs(params.omit_s as u64);
+    let mut at_omit_end: Option<Vec<tcptune_perf::udp::UdpReceiver>> = None;
     let mut ended = false;
     while !ended {
         while let Ok((mut c, _, _)) = rx.try_recv() {
             let _ = c.write_all(&DATA_DENIED_REPLY);
         }
-        ended = step(&mut ctl, &mut s, &clock)?.contains(&ServerEvent::TestEnd);
+        if !omit.is_zero() && at_omit_end.is_none() && t0.elapsed() >= omit {
+            at_omit_end = Some(data.counts());
+            t0 += omit;
+        }
+        let wait = if !omit.is_zero() && at_omit_end.is_none() {
+            omit.saturating_sub(t0.elapsed())
+        } else {
+            Duration::from_secs(1)
+        };
+        ended = step_within(&mut ctl, &mut s, &clock, wait)?.contains(&ServerEvent::TestEnd);
     }
     let secs = t0.elapsed().as_secs_f64();
     let outcomes = data.finish();
@@ -692,7 +704,11 @@ fn serve_udp(
         cpu_util_system: cs,
         sender_has_retransmits: -1,
         congestion_used: None,
-        streams: outcomes.iter().map(|o| o.result(secs)).collect(),
+        streams: outcomes
+            .iter()
+            .enumerate()
+            .map(|(k, o)| o.result(secs, at_omit_end.as_ref().and_then(|v| v.get(k))))
+            .collect(),
         server_output_json: None,
         server_output_text: params.get_server_output.then(|| text.clone()),
         extension: None,

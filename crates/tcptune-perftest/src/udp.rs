@@ -33,17 +33,20 @@ pub struct UdpOutcome {
 
 impl UdpOutcome {
     /// The stream's entry in iperf3's results: a sender's datagrams, a receiver's count,
-    /// loss and jitter.
-    pub fn result(&self, secs: f64) -> StreamResult {
+    /// loss and jitter. `omitted`: the counts when `-O`'s seconds ended; bytes are reported
+    /// after them, datagrams and losses whole with the omitted part beside them (the peer
+    /// subtracts it, as iperf3's `get_results` does).
+    pub fn result(&self, secs: f64, omitted: Option<&UdpReceiver>) -> StreamResult {
+        let o = omitted.cloned().unwrap_or_default();
         StreamResult {
             id: self.id as i64,
-            bytes: self.counts.bytes,
+            bytes: self.counts.bytes.saturating_sub(o.bytes),
             retransmits: -1,
             jitter: self.counts.jitter,
             errors: self.counts.cnt_error as i64,
-            omitted_errors: Some(0),
+            omitted_errors: Some(o.cnt_error as i64),
             packets: self.counts.packet_count as i64,
-            omitted_packets: Some(0),
+            omitted_packets: Some(o.packet_count as i64),
             start_time: Some(0.0),
             end_time: Some(secs),
         }

@@ -140,6 +140,7 @@ const INVOCATIONS: &[&str] = &[
     "-u -t 2 -b 5M --bidir -J",
     "-u -t 1 -b 20M -P 2 -J",
     "-u -t 1 -b 10M -l 1400 --udp-counters-64bit -J",
+    "-u -t 2 -O 1 -b 10M -J",
     "-u -t 2 -b 10M --json-stream",
     "-t 2 -P 2 --json-stream",
     "-t 2 -R --json-stream",
@@ -204,10 +205,10 @@ fn arg<'a>(args: &'a [String], opt: &str) -> Option<&'a str> {
 }
 
 /// iperf3's interval rules for a timed test: `omit` omitted intervals, then `time / i`
-/// intervals of `i` seconds each, starting from zero again after the omitted ones. `exact`:
-/// each lasts the period to the 10 ms iperf3 prints; otherwise (iperf3's own client, whose
-/// single thread's timer slips while a loopback test at full rate fills both cores) within
-/// 50 ms.
+/// intervals of `i` seconds each, starting from zero again after the omitted ones. `exact`
+/// (ours): each starts and ends on the period to 5 ms and lasts it to the 10 ms iperf3
+/// prints; otherwise (iperf3's own client, whose single thread's timer slips while a loopback
+/// test at full rate fills both cores) they follow each other and last about the period.
 fn check_intervals(doc: &Value, args: &[String], what: &str, exact: bool) {
     let Some(t) = arg(args, "-t").map(|t| t.parse::<f64>().unwrap()) else {
         // Bytes-limited: every interval but the last is a full period.
@@ -233,30 +234,44 @@ fn check_intervals(doc: &Value, args: &[String], what: &str, exact: bool) {
             k < omitted,
             "{what}: interval {k} omitted flag"
         );
-        let slack = if exact { 0.02 } else { 0.05 };
-        for (key, want) in [("start", n as f64 * i), ("end", (n + 1) as f64 * i)] {
-            let got = s[key].as_f64().unwrap();
-            assert!(
-                (got - want).abs() < slack * (n + 1) as f64,
-                "{what}: interval {k} {key} {got}, want {want}"
-            );
-        }
         let secs = s["seconds"].as_f64().unwrap();
         if exact {
+            for (key, want) in [("start", n as f64 * i), ("end", (n + 1) as f64 * i)] {
+                let got = s[key].as_f64().unwrap();
+                assert!(
+                    (got - want).abs() < 0.005,
+                    "{what}: interval {k} {key} {got}, want {want}"
+                );
+            }
             assert_eq!(
                 format!("{secs:.2}"),
                 format!("{i:.2}"),
                 "{what}: interval {k}"
             );
         } else {
-            assert!((secs - i).abs() < slack, "{what}: interval {k} of {secs} s");
+            // iperf3's own client: its timer is its business (one thread; with -Z on a busy
+            // host it slipped 0.3 s here), so only the sequence is checked: intervals follow
+            // each other without gaps and last about the period.
+            if k > 0 && k != omitted {
+                let prev_end = iv[k - 1]["sum"]["end"].as_f64().unwrap();
+                let start = s["start"].as_f64().unwrap();
+                assert!(
+                    (start - prev_end).abs() < 1e-6,
+                    "{what}: gap before interval {k}"
+                );
+            }
+            assert!(
+                (secs - i).abs() < 0.5 * i,
+                "{what}: interval {k} of {secs} s"
+            );
         }
     }
 }
 
 /// What was asked shows in the values: bytes for -n/-k, rates for -b, time for -t, and the
 /// receiver's time equals the sender's (tcptune's server once reported 3.10 s of a 3 s test).
-fn check_values(doc: &Value, reference: &Value, args: &[String], what: &str) {
+/// `exact`: our client ran the test (its timer); otherwise iperf3's client did.
+fn check_values(doc: &Value, reference: &Value, args: &[String], what: &str, exact: bool) {
     let end = &doc["end"];
     let sent = end["sum_sent"]["bytes"].as_u64().unwrap();
     let recv = end["sum_received"]["bytes"].as_u64().unwrap();
@@ -291,16 +306,30 @@ fn check_values(doc: &Value, reference: &Value, args: &[String], what: &str) {
     let r_secs = end["sum_received"]["seconds"].as_f64().unwrap();
     if let Some(t) = arg(args, "-t") {
         let t: f64 = t.parse().unwrap();
-        assert!(
-            (s_secs - t).abs() < 0.05,
-            "{what}: sender {s_secs} s for -t {t}"
-        );
         let r_end = end["sum_received"]["end"].as_f64().unwrap();
-        assert!(
-            (r_end - t).abs() < 0.05,
-            "{what}: the receiver's interval ends at {r_end} s for -t {t}"
-        );
-        assert!((r_secs - t).abs() < 0.05, "{what}: receiver {r_secs} s");
+        if exact {
+            // Our client's timer ends the test.
+            assert!(
+                (s_secs - t).abs() < 0.05,
+                "{what}: sender {s_secs} s for -t {t}"
+            );
+            assert!(
+                (r_end - t).abs() < 0.05,
+                "{what}: the receiver's interval ends at {r_end} s for -t {t}"
+            );
+            assert!((r_secs - t).abs() < 0.05, "{what}: receiver {r_secs} s");
+        } else {
+            // iperf3's client timer ends the test (late, on a busy host): the two ends must
+            // agree on how long it ran, and it must be about -t.
+            assert!(
+                (r_end - s_secs).abs() < 0.05,
+                "{what}: the receiver's interval ends at {r_end} s, the sender's at {s_secs}"
+            );
+            assert!(
+                (s_secs - t).abs() < 0.5,
+                "{what}: sender {s_secs} s for -t {t}"
+            );
+        }
     }
     if let Some(b) = arg(args, "-b") {
         let per_stream = b.trim_end_matches('M').parse::<f64>().unwrap() * 1e6;
@@ -405,7 +434,7 @@ fn iperf3_command_lines_against_tcptune_both_ways() {
                 "{what}: keys iperf3 writes and we do not: {gone:?}"
             ));
         }
-        check_values(&ours, &reference, &args, &what);
+        check_values(&ours, &reference, &args, &what, true);
         assert!(ours["tcptune"]["diagnosis"].is_object(), "{what}");
 
         // iperf3 against our server (3.12 has no --json-stream: -J there).
@@ -425,7 +454,7 @@ fn iperf3_command_lines_against_tcptune_both_ways() {
             failures.push(format!("{what}: keys missing: {gone:?}"));
         }
         check_intervals(&theirs, &args, &what, false);
-        check_values(&theirs, &reference, &args, &what);
+        check_values(&theirs, &reference, &args, &what, false);
         if args.iter().any(|a| a == "--get-server-output") {
             let text = theirs["server_output_text"].as_str().unwrap_or("");
             assert!(text.contains("receiver"), "{what}: server output {text:?}");

@@ -1,4 +1,5 @@
-//! `tcptune serve` under hostile peers, one class of attack at a time: after each, a normal
+//! `tcptune serve` under hostile peers, one class of attack at a time (TCP control and data
+//! connections, and UDP stream setup from another host): after each, a normal
 //! test (`tcptune test -n 1MB`) must start at once and succeed within a second (the default
 //! server runs one test at a time, so a wedged session would show as "busy"), and at the end
 //! the server's peak memory (VmHWM) must stay under [`MEMORY_BOUND`]. Loopback only.
@@ -281,6 +282,38 @@ fn hostile_peers_leave_serve_free_and_small() {
         drop(d);
     }
     normal_test(addr, "a 64 MiB results message");
+
+    // 10. UDP stream setup hijacked from another host: while a UDP test waits for its
+    // streams, "connect" datagrams from 127.0.0.2 must not take them; the client's own
+    // stream (from 127.0.0.1, the control connection's host) is answered.
+    {
+        let params = PARAMS
+            .replace("\"tcp\":true", "\"udp\":true,\"bandwidth\":1000000")
+            .replace("131072", "1400");
+        let mut c = in_setup(addr, 10, &params);
+        let stranger = std::net::UdpSocket::bind("127.0.0.2:0").unwrap();
+        stranger.connect(addr).unwrap();
+        stranger
+            .set_read_timeout(Some(Duration::from_millis(200)))
+            .unwrap();
+        for _ in 0..20 {
+            stranger.send(b"9876").unwrap();
+        }
+        assert!(
+            stranger.recv(&mut [0u8; 16]).is_err(),
+            "a stranger's datagram was answered"
+        );
+        let own = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        own.connect(addr).unwrap();
+        own.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        own.send(b"9876").unwrap();
+        let mut reply = [0u8; 16];
+        let n = own.recv(&mut reply).unwrap();
+        assert_eq!(reply[..n], 987_654_321u32.to_ne_bytes());
+        assert_eq!(read_byte(&mut c), Some(1), "TEST_START");
+        c.write_all(&[12]).unwrap(); // CLIENT_TERMINATE
+    }
+    normal_test(addr, "a UDP stream hijack");
 
     let hwm = vm_hwm_kib(pid);
     eprintln!("tcptune serve peaked at {} MiB (VmHWM)", hwm / 1024);

@@ -467,8 +467,9 @@ fn params(args: &TestArgs) -> anyhow::Result<Params> {
         }
     };
     anyhow::ensure!(
-        !(args.udp && args.omit > 0),
-        "-O with -u is not supported; drop -O for a UDP test"
+        !(args.omit > 0 && (args.bytes.is_some() || args.blocks.is_some())),
+        "-O with -n or -k is not supported (the bytes would count from the start); give -t \
+         with -O"
     );
     anyhow::ensure!(
         args.udp || !args.udp_counters_64bit,
