@@ -102,7 +102,7 @@ pub fn run(
     json: bool,
 ) -> anyhow::Result<Outcome> {
     // The trials' labs take this name: refuse a bad one before anything else.
-    tcptune_lab::lab::check_name(lab)?;
+    tcptune_lab::lab::check_name(lab).map_err(|e| anyhow::anyhow!("--name: {e}"))?;
     let text = tcptune_kernel::file::read_text_limited(
         spec_path,
         spec::SPEC_FILE_LIMIT,
