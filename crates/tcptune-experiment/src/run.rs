@@ -214,6 +214,17 @@ pub struct RunOutcome {
     pub interrupted: bool,
 }
 
+/// How a run goes beyond the spec.
+#[derive(Debug, Clone, Default)]
+pub struct RunOptions {
+    /// Smoke mode with at most this many points ([`plan::smoke`]): a quick check that the
+    /// spec runs, recorded as a plan of its own (a results directory holds one or the other).
+    pub smoke: Option<usize>,
+    /// Run the trials that failed before once more. Without it a resumed run leaves them
+    /// failed: a failure is a result, kept in `trials.jsonl` and counted in the report.
+    pub retry_failed: bool,
+}
+
 /// Runs every trial of `spec` not yet recorded in `dir`.
 pub fn run(
     spec: &Spec,
@@ -221,8 +232,22 @@ pub fn run(
     dir: &Path,
     progress: &mut dyn FnMut(&Progress),
 ) -> Result<RunOutcome, RunError> {
+    run_with(spec, &RunOptions::default(), runner, dir, progress)
+}
+
+/// [`run`] with options.
+pub fn run_with(
+    spec: &Spec,
+    options: &RunOptions,
+    runner: &mut dyn TrialRunner,
+    dir: &Path,
+    progress: &mut dyn FnMut(&Progress),
+) -> Result<RunOutcome, RunError> {
     std::fs::create_dir_all(dir.join("series")).map_err(io_err(dir))?;
-    let hash = spec_hash(&spec.text);
+    let hash = match options.smoke {
+        Some(n) => spec_hash(&format!("{}\n# smoke {n}", spec.text)),
+        None => spec_hash(&spec.text),
+    };
     let plan_path = dir.join("plan.json");
     let stored = if plan_path.exists() {
         let p = load_plan(dir)?;
@@ -233,8 +258,14 @@ pub fn run(
         }
         p
     } else {
-        let points = plan::points(spec);
-        let trials = plan::trials(spec, &points);
+        let (points, trials) = match options.smoke {
+            Some(n) => plan::smoke(spec, n),
+            None => {
+                let points = plan::points(spec);
+                let trials = plan::trials(spec, &points);
+                (points, trials)
+            }
+        };
         let p = StoredPlan {
             name: spec.name.clone(),
             spec_hash: hash,
@@ -255,10 +286,11 @@ pub fn run(
         let env = serde_json::to_vec_pretty(&runner.environment()).unwrap_or_default();
         std::fs::write(&env_path, env).map_err(io_err(&env_path))?;
     }
-    // Failed trials are tried again on resume; successful ones are kept.
+    // A resumed run skips what is recorded: successes always, failures unless asked to retry
+    // them (a retry appends a new record; the failed one stays in the file and the report).
     let done: BTreeSet<String> = load_records(dir)?
         .into_iter()
-        .filter(|r| r.result.is_some())
+        .filter(|r| r.result.is_some() || !options.retry_failed)
         .map(|r| r.id)
         .collect();
     let records_path = dir.join("trials.jsonl");
@@ -464,13 +496,23 @@ delay = "10ms"
         assert_eq!(seen.last().unwrap().0, total);
         assert_eq!(seen.last().unwrap().1, 0.0, "nothing left at the end");
         assert_eq!(load_records(&dir).unwrap().len(), total);
-        // Resume: only the two failed trials run again.
+        // Resume: nothing runs again, the failures stand (no silent retry).
         let mut r2 = ModelRunner {
             fail_seeds: vec![],
             calls: 0,
         };
         let out = run(&spec, &mut r2, &dir, &mut |_| {}).unwrap();
+        assert_eq!((out.ran, out.skipped, r2.calls), (0, total, 0));
+        // Asked to retry: only the two failed trials run again, and both attempts are kept.
+        let retry = RunOptions {
+            retry_failed: true,
+            ..Default::default()
+        };
+        let out = run_with(&spec, &retry, &mut r2, &dir, &mut |_| {}).unwrap();
         assert_eq!((out.ran, out.skipped, r2.calls), (2, total - 2, 2));
+        let recs = load_records(&dir).unwrap();
+        assert_eq!(recs.len(), total + 2);
+        assert_eq!(recs.iter().filter(|r| r.error.is_some()).count(), 2);
         // A different spec in the same directory is refused.
         let other = parse(&SPEC.replace("seed = 11", "seed = 12"), &FakeCaps).unwrap();
         assert!(matches!(

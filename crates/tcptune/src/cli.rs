@@ -618,6 +618,14 @@ pub enum LabCommand {
         /// Only check the spec and print the plan; run nothing.
         #[arg(long)]
         check: bool,
+        /// Smoke mode: a quick check that the spec runs: at most 6 of its points (chosen
+        /// evenly), one trial each, no warm-up, workloads cut to 1 s.
+        #[arg(long)]
+        smoke: bool,
+        /// Run the trials that failed in an earlier run again (without it a resumed run keeps
+        /// the failures as they are).
+        #[arg(long)]
+        retry_failed: bool,
     },
     /// Remove a lab (or all labs, including leftovers of killed ones).
     Down {

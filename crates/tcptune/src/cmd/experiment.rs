@@ -22,19 +22,29 @@ fn fmt_eta(s: f64) -> String {
     }
 }
 
+/// How many points a smoke run keeps at most.
+pub const SMOKE_POINTS: usize = 6;
+
 pub fn run(
     spec_path: &Path,
     out: &Path,
     lab: &str,
     check: bool,
+    options: &run::RunOptions,
     json: bool,
 ) -> anyhow::Result<Outcome> {
     let text = std::fs::read_to_string(spec_path)
         .with_context(|| format!("cannot read the spec {}", spec_path.display()))?;
     let spec = spec::parse(&text, &LiveCapabilities)
         .map_err(|e| anyhow::anyhow!("{}: {e}", spec_path.display()))?;
-    let points = plan::points(&spec);
-    let trials = plan::trials(&spec, &points);
+    let (points, trials) = match options.smoke {
+        Some(n) => plan::smoke(&spec, n),
+        None => {
+            let points = plan::points(&spec);
+            let trials = plan::trials(&spec, &points);
+            (points, trials)
+        }
+    };
     // Every point must make a valid lab before the first trial runs.
     for p in &points {
         lab_spec(&p.settings, 0).map_err(|e| {
@@ -48,11 +58,12 @@ pub fn run(
     }
     if check {
         let mut t = format!(
-            "{}: {} point(s) × {} repetition(s){} = {} trials, order {:?}\n",
+            "{}{}: {} point(s) × {} repetition(s){} = {} trials, order {:?}\n",
             spec.name,
+            if options.smoke.is_some() { " (smoke)" } else { "" },
             points.len(),
-            spec.repetitions,
-            if spec.warmup { " + 1 warm-up" } else { "" },
+            if options.smoke.is_some() { 1 } else { spec.repetitions },
+            if spec.warmup && options.smoke.is_none() { " + 1 warm-up" } else { "" },
             trials.len(),
             spec.order
         );
@@ -86,7 +97,7 @@ pub fn run(
         lab: lab.to_string(),
     };
     let mut stderr = std::io::stderr();
-    let outcome = run::run(&spec, &mut runner, out, &mut |p| {
+    let outcome = run::run_with(&spec, options, &mut runner, out, &mut |p| {
         let r = p.record;
         let what = match (&r.result, &r.error) {
             (Some(m), _) => format!(
@@ -128,10 +139,21 @@ pub fn run(
         );
     }
     super::report::print(files, json)?;
-    if outcome.failed > 0 {
+    let failed = run::load_records(out)
+        .map(|r| {
+            let ok: std::collections::BTreeSet<&str> = r
+                .iter()
+                .filter(|t| t.result.is_some())
+                .map(|t| t.id.as_str())
+                .collect();
+            r.iter()
+                .filter(|t| t.error.is_some() && !ok.contains(t.id.as_str()))
+                .count()
+        })
+        .unwrap_or(outcome.failed);
+    if failed > 0 {
         eprintln!(
-            "{} trial(s) failed; run the same command again to retry them",
-            outcome.failed
+            "{failed} trial(s) failed (their errors are in trials.jsonl and the report); add --retry-failed to run them again"
         );
         return Ok(Outcome::Problem);
     }
