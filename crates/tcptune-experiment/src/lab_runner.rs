@@ -142,6 +142,27 @@ impl Drop for Down<'_> {
     }
 }
 
+/// When a workload fails: whether its lab was still there, and if not, the emulator's last
+/// words (a workload killed by a signal is most often a lab removed under it). Empty when
+/// the lab still runs.
+fn lab_gone(lab: &str) -> String {
+    if tcptune_lab::lab::status(Some(lab)).is_ok() {
+        return String::new();
+    }
+    let log = std::fs::read_to_string(
+        Path::new(tcptune_lab::lab::RUN_DIR)
+            .join(lab)
+            .join("emulator.log"),
+    )
+    .unwrap_or_default();
+    let last = log.lines().last().unwrap_or("").trim();
+    if last.is_empty() {
+        "; the lab was gone when the workload failed (removed by another process, or its emulator stopped without a word)".into()
+    } else {
+        format!("; the lab was gone when the workload failed; its emulator said: {last}")
+    }
+}
+
 /// Runs trials on labs named `lab`.
 pub struct LabRunner {
     pub lab: String,
@@ -196,7 +217,8 @@ impl TrialRunner for LabRunner {
             &point.settings,
             5201,
             cap_path.as_ref().map(|(p, s)| (p.as_path(), *s)),
-        )?;
+        )
+        .map_err(|e| format!("{e}{}", lab_gone(&self.lab)))?;
         let mut m = result.measurement;
         let series_rel = format!("series/{}.jsonl", trial.id);
         let lines: String = result

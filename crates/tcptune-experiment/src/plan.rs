@@ -234,8 +234,10 @@ pub fn smoke(spec: &Spec, max_points: usize) -> (Vec<Point>, Vec<Trial>) {
                 .get("workload.duration")
                 .and_then(|d| d.parse::<Dur>().ok())
                 .map_or(SMOKE_DURATION, |d| d.min(SMOKE_DURATION));
-            p.settings
-                .insert("workload.duration".into(), format!("{}ms", capped.nanos() / 1_000_000));
+            p.settings.insert(
+                "workload.duration".into(),
+                format!("{}ms", capped.nanos() / 1_000_000),
+            );
             p
         })
         .collect();

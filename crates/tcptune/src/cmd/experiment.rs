@@ -60,10 +60,22 @@ pub fn run(
         let mut t = format!(
             "{}{}: {} point(s) × {} repetition(s){} = {} trials, order {:?}\n",
             spec.name,
-            if options.smoke.is_some() { " (smoke)" } else { "" },
+            if options.smoke.is_some() {
+                " (smoke)"
+            } else {
+                ""
+            },
             points.len(),
-            if options.smoke.is_some() { 1 } else { spec.repetitions },
-            if spec.warmup && options.smoke.is_none() { " + 1 warm-up" } else { "" },
+            if options.smoke.is_some() {
+                1
+            } else {
+                spec.repetitions
+            },
+            if spec.warmup && options.smoke.is_none() {
+                " + 1 warm-up"
+            } else {
+                ""
+            },
             trials.len(),
             spec.order
         );
