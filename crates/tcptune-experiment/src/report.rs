@@ -738,6 +738,117 @@ fn time_charts(
     out
 }
 
+/// What the captures show, per point: the Wireshark flags the seed 004 notebook looked at
+/// (mean per captured trial), and the time-sequence, window and RTT graphs of the point's
+/// first captured trial, from the `analyze` library. Returns the table and the graphs as
+/// (file stem, caption, chart); nothing when no trial kept a capture.
+fn capture_analysis(
+    dir: &Path,
+    plan: &StoredPlan,
+    records: &[TrialRecord],
+) -> Option<(Block, Vec<(String, String, Chart)>)> {
+    use tcptune_analyze::{analyze_reader, Options};
+    let mut rows = Vec::new();
+    let mut charts = Vec::new();
+    for p in &plan.points {
+        let mut captured: Vec<(&TrialRecord, &str)> = records
+            .iter()
+            .filter(|r| r.point == p.index && !r.warmup)
+            .filter_map(|r| Some((r, r.result.as_ref()?.capture.as_deref()?)))
+            .collect();
+        captured.sort_by_key(|(r, _)| r.rep);
+        let mut sums = [0u64; 8];
+        let mut n = 0u64;
+        let mut problems = Vec::new();
+        for (k, (r, rel)) in captured.iter().enumerate() {
+            let path = dir.join(rel);
+            let file = match std::fs::File::open(&path) {
+                Ok(f) => std::io::BufReader::new(f),
+                Err(e) => {
+                    problems.push(format!("{rel}: {e}"));
+                    continue;
+                }
+            };
+            let opts = Options {
+                packets: false,
+                series: k == 0,
+            };
+            let done = match analyze_reader(file, rel, opts) {
+                Ok(d) => d,
+                Err(e) => {
+                    problems.push(format!("{rel}: {e}"));
+                    continue;
+                }
+            };
+            let f = &done.report.flags;
+            for (sum, v) in sums.iter_mut().zip([
+                f.duplicate_ack,
+                f.retransmission,
+                f.fast_retransmission,
+                f.plain_retransmission,
+                f.spurious_retransmission,
+                f.out_of_order,
+                f.zero_window,
+                f.window_full,
+            ]) {
+                *sum += v;
+            }
+            n += 1;
+            if k == 0 {
+                for (_, suffix, mut chart) in tcptune_analyze::svg::flow_charts(&done, 1) {
+                    if suffix == "throughput" {
+                        continue; // the sampled goodput over time is beside it already
+                    }
+                    chart.width = 330;
+                    chart.height = 250;
+                    charts.push((
+                        format!("p{:03}-capture-{suffix}", p.index),
+                        format!("p{:03} {}: {suffix} of {}", p.index, p.label(), r.id),
+                        chart,
+                    ));
+                }
+            }
+        }
+        if captured.is_empty() {
+            continue;
+        }
+        let mean = |v: u64| {
+            if n == 0 {
+                String::new()
+            } else {
+                format!("{:.1}", v as f64 / n as f64)
+            }
+        };
+        let mut row = vec![p.label(), n.to_string()];
+        row.extend(sums.iter().map(|v| mean(*v)));
+        row.push(problems.join("; "));
+        rows.push(row);
+    }
+    (!rows.is_empty()).then(|| {
+        (
+            Block::Table {
+                header: [
+                    "point",
+                    "captures",
+                    "dup ACKs",
+                    "retransmissions",
+                    "fast",
+                    "other (timeouts)",
+                    "spurious",
+                    "out-of-order",
+                    "zero window",
+                    "window full",
+                    "unreadable",
+                ]
+                .map(String::from)
+                .to_vec(),
+                rows,
+            },
+            charts,
+        )
+    })
+}
+
 /// Files the report wrote.
 #[derive(Debug, Clone)]
 pub struct ReportFiles {
@@ -779,6 +890,17 @@ pub fn write_report(dir: &Path) -> Result<ReportFiles, RunError> {
         over_time.push((caption, svg));
     }
 
+    let captures = capture_analysis(dir, &plan, &records);
+    let mut capture_figs = Vec::new();
+    if let Some((_, charts)) = &captures {
+        for (stem, caption, chart) in charts {
+            let svg = chart.render();
+            let path = plots_dir.join(format!("{stem}.svg"));
+            std::fs::write(&path, &svg).map_err(io(&path))?;
+            plots.push(path);
+            capture_figs.push((caption.clone(), svg));
+        }
+    }
     let measured = records
         .iter()
         .filter(|r| !r.warmup && r.result.is_some())
@@ -909,6 +1031,17 @@ pub fn write_report(dir: &Path) -> Result<ReportFiles, RunError> {
                 t,
             ],
         );
+    }
+    if let Some((table, _)) = captures {
+        let mut blocks = vec![
+            Block::Text("Wireshark 4.0's flags in each trial's capture (tcptune analyze), mean per captured trial: duplicate ACKs, retransmissions (fast, other — after a timeout, mostly — and spurious), out-of-order segments, zero windows advertised and windows filled.".into()),
+            table,
+        ];
+        if !capture_figs.is_empty() {
+            blocks.push(Block::Text("The first captured trial of each point: its time-sequence graph (segments, ACKs, the receive window's edge, retransmissions), the advertised window with bytes in flight, and its RTT samples.".into()));
+            blocks.push(Block::Grid(capture_figs));
+        }
+        page.section("What the captures show", blocks);
     }
     if let Some(t) = failures_table(&plan, &records) {
         page.section("Failed trials", vec![t]);

@@ -652,11 +652,15 @@ impl Axis {
 }
 
 /// Keeps at most about four points per pixel column (first, min, max, last) when a series has
-/// far more points than the chart has columns; points must be sorted by x.
+/// far more points than the chart has columns; points must be sorted by x. Points with
+/// intervals (a Stevens graph's segments) merge per column into one interval spanning them.
 pub fn decimate(points: &[Point], columns: usize) -> Vec<Point> {
     let columns = columns.max(1);
-    if points.len() <= columns * 4 || points.iter().any(|p| p.err.is_some()) {
+    if points.len() <= columns * 4 {
         return points.to_vec();
+    }
+    if points.iter().any(|p| p.err.is_some()) {
+        return merge_intervals(points, columns);
     }
     let (x0, x1) = (points[0].x, points[points.len() - 1].x);
     let width = (x1 - x0) / columns as f64;
@@ -689,6 +693,35 @@ pub fn decimate(points: &[Point], columns: usize) -> Vec<Point> {
         start = end.max(start + 1);
     }
     out
+}
+
+/// One point per pixel column: the column's lowest low to its highest high.
+fn merge_intervals(points: &[Point], columns: usize) -> Vec<Point> {
+    let (x0, x1) = (points[0].x, points[points.len() - 1].x);
+    let width = (x1 - x0) / columns as f64;
+    if width.partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater) {
+        return points.to_vec();
+    }
+    let mut out: Vec<(f64, Point)> = Vec::with_capacity(columns + 1);
+    for p in points {
+        let col = ((p.x - x0) / width).floor();
+        let (lo, hi) = p.err.unwrap_or((p.y, p.y));
+        match out.last_mut() {
+            Some((c, q)) if *c == col => {
+                let (qlo, qhi) = q.err.unwrap_or((q.y, q.y));
+                q.err = Some((qlo.min(lo), qhi.max(hi)));
+                q.y = q.y.max(p.y);
+            }
+            _ => out.push((
+                col,
+                Point {
+                    err: Some((lo, hi)),
+                    ..*p
+                },
+            )),
+        }
+    }
+    out.into_iter().map(|(_, p)| p).collect()
 }
 
 #[cfg(test)]
@@ -874,5 +907,23 @@ mod tests {
         assert!(spans_decades([6e4, 4e7]));
         assert!(!spans_decades([3e7, 9e7, 0.0]));
         assert!(!spans_decades([]));
+    }
+
+    #[test]
+    fn segments_merge_per_column_into_one_spanning_interval() {
+        let pts: Vec<Point> = (0..10_000)
+            .map(|i| {
+                let seq = i as f64 * 1448.0;
+                Point::with_err(i as f64 * 1e-3, seq + 1448.0, seq, seq + 1448.0)
+            })
+            .collect();
+        let d = decimate(&pts, 100);
+        assert!(d.len() <= 101, "{}", d.len());
+        assert_eq!(d[0].err.unwrap().0, 0.0);
+        assert_eq!(d.last().unwrap().err.unwrap().1, 10_000.0 * 1448.0);
+        // Together they still cover every byte: each starts where the previous ended.
+        for w in d.windows(2) {
+            assert_eq!(w[0].err.unwrap().1, w[1].err.unwrap().0);
+        }
     }
 }
