@@ -1023,6 +1023,19 @@ pub fn write_report(dir: &Path) -> Result<ReportFiles, RunError> {
             rows: diag,
         }],
     );
+    if let Some((source, rows)) = crate::compare::for_results(dir) {
+        page.section(
+            "Seed vs measured",
+            vec![
+                Block::Text(format!("{source} Generated from this directory's summary.csv and the seed's figures in seed.toml; the example's README embeds the same table.")),
+                Block::Table {
+                    header: crate::compare::HEADER.map(String::from).to_vec(),
+                    rows: rows.into_iter().map(|r| r.to_vec()).collect(),
+                },
+                Block::Text(crate::compare::NOTE.into()),
+            ],
+        );
+    }
     if let Some(t) = realised_table(&plan, &records) {
         page.section(
             "What the link did (data direction, mean per trial)",
