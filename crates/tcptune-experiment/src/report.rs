@@ -660,14 +660,13 @@ fn read_series(dir: &Path, rel: &str) -> Vec<SeriesSample> {
         .unwrap_or_default()
 }
 
+/// A chart with its file stem and caption.
+type NamedChart = (String, String, Chart);
+
 /// Time series of every point: per point three small charts (goodput, congestion and
 /// receive window, RTT) with every measured trial of the point as its own line, named by its
 /// repetition. Returns (file stem, caption, chart) per chart.
-fn time_charts(
-    dir: &Path,
-    plan: &StoredPlan,
-    records: &[TrialRecord],
-) -> Vec<(String, String, Chart)> {
+fn time_charts(dir: &Path, plan: &StoredPlan, records: &[TrialRecord]) -> Vec<NamedChart> {
     let mut out = Vec::new();
     for p in &plan.points {
         let trials: Vec<(&TrialRecord, Vec<SeriesSample>)> = records
@@ -746,7 +745,7 @@ fn capture_analysis(
     dir: &Path,
     plan: &StoredPlan,
     records: &[TrialRecord],
-) -> Option<(Block, Vec<(String, String, Chart)>)> {
+) -> Option<(Block, Vec<NamedChart>)> {
     use tcptune_analyze::{analyze_reader, Options};
     let mut rows = Vec::new();
     let mut charts = Vec::new();

@@ -252,6 +252,7 @@ fn observe(
             ..Default::default()
         });
     }
+    trim_tail(&mut series);
     let whole = interval(first, last);
     // One sample (a transfer shorter than the period, seen only as it closed): judge the
     // connection over its life.
@@ -324,6 +325,24 @@ fn spaced_pairs<T>(samples: &[T], at: impl Fn(&T) -> f64) -> Vec<(&T, &T)> {
         }
     }
     out
+}
+
+/// Drops the samples after the transfer ended: the last intervals of a series often hold
+/// only the transfer's last bytes or none (the connection idles until it closes), and drawn
+/// as rates they are a plunge to zero that the path never showed. A tail sample goes when
+/// its rate is below 5% of the series' largest.
+fn trim_tail(series: &mut Vec<SeriesSample>) {
+    let peak = series
+        .iter()
+        .filter_map(|s| s.goodput_bps)
+        .fold(0.0, f64::max);
+    while series.len() > 1
+        && series
+            .last()
+            .is_some_and(|s| s.goodput_bps.unwrap_or(0.0) < peak * 0.05)
+    {
+        series.pop();
+    }
 }
 
 /// Which host sends the data.
@@ -768,5 +787,20 @@ mod tests {
             [(0.0, 0.03), (0.03, 0.08)]
         );
         assert!(spaced_pairs::<f64>(&[], |t| *t).is_empty());
+    }
+
+    #[test]
+    fn the_idle_tail_after_the_transfer_is_not_a_rate() {
+        let s = |g: f64| SeriesSample {
+            goodput_bps: Some(g),
+            ..Default::default()
+        };
+        let mut v = vec![s(1e6), s(90e6), s(2e6), s(95e6), s(1e5), s(0.0)];
+        trim_tail(&mut v);
+        // A dip inside the transfer stays; the tail after it goes.
+        assert_eq!(v.len(), 4);
+        let mut flat = vec![s(0.0), s(0.0)];
+        trim_tail(&mut flat);
+        assert_eq!(flat.len(), 2, "a series that never moved stays as it is");
     }
 }

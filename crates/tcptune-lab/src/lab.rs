@@ -481,7 +481,7 @@ fn configure_host(
         a.extend(&m);
         os::ip(&a)?;
         // A device below IPv6's minimum MTU (1280) has no IPv6, so no IPv6 route either.
-        if !want.mtu.is_some_and(|m| m < 1280) {
+        if want.mtu.is_none_or(|m| m >= 1280) {
             let p6_128 = format!("{p6}/128");
             let mut a = vec![
                 "-n", &ns, "-6", "route", "replace", &p6_128, "dev", DEV, "proto", "kernel",

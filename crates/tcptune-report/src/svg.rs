@@ -547,14 +547,14 @@ impl Chart {
     }
 }
 
-/// Whether positive values span enough decades (a ratio of 30 or more between the largest
+/// Whether positive values span a decade or more (a ratio of 10 or more between the largest
 /// and the smallest) that a linear axis would flatten the small ones to zero.
 pub fn spans_decades(values: impl IntoIterator<Item = f64>) -> bool {
     let (lo, hi) = values
         .into_iter()
         .filter(|v| v.is_finite() && *v > 0.0)
         .fold((f64::INFINITY, 0.0f64), |(l, h), v| (l.min(v), h.max(v)));
-    lo.is_finite() && hi / lo >= 30.0
+    lo.is_finite() && hi / lo >= 10.0
 }
 
 /// Escapes text for SVG/HTML content and attributes.

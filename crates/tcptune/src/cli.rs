@@ -612,7 +612,7 @@ pub enum LabCommand {
         /// Results directory (trials.jsonl, series/, summary.csv, report.html, plots/).
         #[arg(long)]
         out: std::path::PathBuf,
-        /// Name of the labs the trials use.
+        /// Stem of the labs' names: each trial runs on a lab of its own, NAME-0001, NAME-0002, …
         #[arg(long, default_value = "exp")]
         name: String,
         /// Only check the spec and print the plan; run nothing.

@@ -105,9 +105,7 @@ pub fn run(
     // SIGINT/SIGTERM/SIGHUP set a flag: the trial in progress ends (its lab is removed) and the
     // loop stops; a rerun resumes.
     tcptune_lab::os::catch_stop_signals();
-    let mut runner = LabRunner {
-        lab: lab.to_string(),
-    };
+    let mut runner = LabRunner::new(lab);
     let mut stderr = std::io::stderr();
     let outcome = run::run_with(&spec, options, &mut runner, out, &mut |p| {
         let r = p.record;
