@@ -800,6 +800,13 @@ fn capture_analysis(
                     }
                     chart.width = 330;
                     chart.height = 250;
+                    // The caption names the point and trial; the small chart names the graph.
+                    chart.title = match suffix {
+                        "tseq" => "time-sequence",
+                        "rtt" => "RTT samples",
+                        _ => "receive window, bytes in flight",
+                    }
+                    .into();
                     charts.push((
                         format!("p{:03}-capture-{suffix}", p.index),
                         format!("p{:03} {}: {suffix} of {}", p.index, p.label(), r.id),

@@ -291,7 +291,7 @@ impl Chart {
             s,
             r#"<text x="{}" y="22" text-anchor="middle" font-size="15" font-weight="bold">{}</text>"#,
             w / 2.0,
-            esc(&self.title)
+            esc(&fit(&self.title, w - 20.0, 8.5))
         );
         // Grid and ticks.
         for (t, label) in &x_labels {
@@ -555,6 +555,17 @@ pub fn spans_decades(values: impl IntoIterator<Item = f64>) -> bool {
         .filter(|v| v.is_finite() && *v > 0.0)
         .fold((f64::INFINITY, 0.0f64), |(l, h), v| (l.min(v), h.max(v)));
     lo.is_finite() && hi / lo >= 10.0
+}
+
+/// `text` cut with "…" to fit `width` pixels at about `per_char` pixels a character (SVG has
+/// no text measurement; a title wider than its chart would run off both sides).
+fn fit(text: &str, width: f64, per_char: f64) -> String {
+    let max = (width / per_char).floor().max(1.0) as usize;
+    if text.chars().count() <= max {
+        return text.to_string();
+    }
+    let cut: String = text.chars().take(max.saturating_sub(1)).collect();
+    format!("{}…", cut.trim_end())
 }
 
 /// Escapes text for SVG/HTML content and attributes.
@@ -900,6 +911,18 @@ mod tests {
             .parse()
             .unwrap();
         assert_eq!(height, 400.0 + 24.0);
+    }
+
+    #[test]
+    fn long_titles_are_cut_to_the_chart() {
+        assert_eq!(fit("short", 300.0, 10.0), "short");
+        let t = fit(
+            "Time-sequence (Stevens): stream 0 198.18.0.2:5201 → 198.18.0.1:40000",
+            200.0,
+            10.0,
+        );
+        assert_eq!(t.chars().count(), 20);
+        assert!(t.ends_with('…'));
     }
 
     #[test]
