@@ -54,6 +54,8 @@ pub struct PointSummary {
     /// The limit class of most of the point's trials, from the diagnosis engine (see [`point_verdict`]).
     pub verdict: Option<String>,
     pub failures: usize,
+    /// Why the point's trials failed: each distinct error once, with how many times.
+    pub failure_causes: Vec<String>,
     pub theory: Theory,
 }
 
@@ -216,6 +218,12 @@ pub fn summarize(plan: &StoredPlan, records: &[TrialRecord]) -> Vec<PointSummary
                 limits_mean,
                 verdict: point_verdict(&ok),
                 failures,
+                failure_causes: failure_causes(
+                    records.iter().filter(|r| r.point == p.index && !r.warmup),
+                )
+                .into_iter()
+                .map(|(c, n)| format!("{n}× {c}"))
+                .collect(),
                 theory: theory(&p.settings),
             }
         })
@@ -282,7 +290,7 @@ pub fn summary_csv(points: &[PointSummary]) -> String {
         out.push(',');
         out.push_str(&csv_field(k));
     }
-    out.push_str(",n,mean_bps,sd_bps,ci95_low_bps,ci95_high_bps,median_bps,min_bps,max_bps,retransmits_mean,rtt_min_s_mean,sndbuf_peak_bytes_mean,rcvbuf_peak_bytes_mean,expected_bps,failures,verdict\n");
+    out.push_str(",n,mean_bps,sd_bps,ci95_low_bps,ci95_high_bps,median_bps,min_bps,max_bps,retransmits_mean,rtt_min_s_mean,sndbuf_peak_bytes_mean,rcvbuf_peak_bytes_mean,expected_bps,failures,verdict,failure_causes\n");
     let f = |v: Option<f64>| v.map(|x| format!("{x:.6}")).unwrap_or_default();
     for p in points {
         out.push_str(&p.index.to_string());
@@ -292,7 +300,7 @@ pub fn summary_csv(points: &[PointSummary]) -> String {
         }
         let g = p.goodput_bps.as_ref();
         out.push_str(&format!(
-            ",{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
+            ",{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
             g.map(|g| g.n).unwrap_or(0),
             f(g.map(|g| g.mean)),
             f(g.and_then(|g| g.sd)),
@@ -308,6 +316,7 @@ pub fn summary_csv(points: &[PointSummary]) -> String {
             f(p.theory.expected_bps),
             p.failures,
             csv_field(p.verdict.as_deref().unwrap_or("")),
+            csv_field(&p.failure_causes.join("; ")),
         ));
     }
     out
@@ -633,9 +642,9 @@ fn failures_table(plan: &StoredPlan, records: &[TrialRecord]) -> Option<Block> {
 }
 
 /// Distinct failure causes with their counts, for the one-line summary.
-fn failure_causes(records: &[TrialRecord]) -> Vec<(String, usize)> {
+fn failure_causes<'a>(records: impl IntoIterator<Item = &'a TrialRecord>) -> Vec<(String, usize)> {
     let mut causes: Vec<(String, usize)> = Vec::new();
-    for e in records.iter().filter_map(|r| r.error.as_deref()) {
+    for e in records.into_iter().filter_map(|r| r.error.as_deref()) {
         // The cause without the command line that precedes it (quoted arguments).
         let short = e
             .rsplit_once("\" failed")
@@ -912,7 +921,7 @@ pub fn write_report(dir: &Path) -> Result<ReportFiles, RunError> {
         .filter(|r| !r.warmup && r.result.is_some())
         .count();
     let failed = records.iter().filter(|r| r.error.is_some()).count();
-    let causes = failure_causes(&records);
+    let causes = failure_causes(records.iter());
     let why = if causes.is_empty() {
         String::new()
     } else {
@@ -1311,6 +1320,10 @@ mod tests {
         let files = write_report(&dir).unwrap();
         let p = &files.points[bad.point];
         assert_eq!((p.failures, p.goodput_bps.as_ref().unwrap().n), (1, 3));
+        assert_eq!(p.failure_causes, ["1× emulator crashed"]);
+        let csv = std::fs::read_to_string(&files.summary_csv).unwrap();
+        assert!(csv.lines().next().unwrap().ends_with(",failure_causes"));
+        assert_eq!(csv.matches("1× emulator crashed").count(), 1);
         let html = std::fs::read_to_string(&files.html).unwrap();
         assert!(html.contains("1 failed)"), "the summary counts it");
         assert!(html.contains("1× emulator crashed"), "and says why");
