@@ -244,7 +244,7 @@ fn observe(
         let i = &b.info;
         series.push(SeriesSample {
             t_s: b.at_s.secs() - t0,
-            goodput_bps: iv.goodput_bps.map(Rate::bps),
+            goodput_bps: delivery_rate(a, b).or(iv.goodput_bps.map(Rate::bps)),
             snd_cwnd_bytes: i.cwnd_bytes(),
             rwnd_bytes: i.snd_wnd.map(u64::from),
             rtt_s: i.srtt_us().map(|r| r as f64 / 1e6),
@@ -325,6 +325,17 @@ fn spaced_pairs<T>(samples: &[T], at: impl Fn(&T) -> f64) -> Vec<(&T, &T)> {
         }
     }
     out
+}
+
+/// The sender's delivery rate between two samples, from segments delivered (acknowledged or
+/// SACKed, `tcpi_delivered`) times the MSS. Acknowledged bytes would jump when a recovery ends
+/// (one cumulative ACK covers everything SACKed during it: seed 003's rates three times the
+/// path's); delivered segments count each when it arrived. `None` before 4.18 kernels.
+fn delivery_rate(a: &Sample, b: &Sample) -> Option<f64> {
+    let dt = b.at_s.secs() - a.at_s.secs();
+    let segs = b.info.delivered?.checked_sub(a.info.delivered?)?;
+    let mss = b.info.snd_mss?;
+    (dt > 0.0).then(|| f64::from(segs) * f64::from(mss) * 8.0 / dt)
 }
 
 /// Drops the samples after the transfer ended: the last intervals of a series often hold
@@ -787,6 +798,28 @@ mod tests {
             [(0.0, 0.03), (0.03, 0.08)]
         );
         assert!(spaced_pairs::<f64>(&[], |t| *t).is_empty());
+    }
+
+    #[test]
+    fn the_delivery_rate_counts_segments_as_they_arrive() {
+        let at = |t: u64, delivered: u32, acked: u64| Sample {
+            at_s: Dur::from_millis(t),
+            info: tcptune_kernel::tcp_info::TcpInfo {
+                delivered: Some(delivered),
+                snd_mss: Some(1448),
+                bytes_acked: Some(acked),
+                ..Default::default()
+            },
+            skmem: None,
+        };
+        // 100 segments in 50 ms, though a recovery's cumulative ACK acknowledged 3× as much.
+        let (a, b) = (at(0, 1000, 1_000_000), at(50, 1100, 1_434_400));
+        let r = delivery_rate(&a, &b).unwrap();
+        assert!((r - 100.0 * 1448.0 * 8.0 / 0.05).abs() < 1e-6, "{r}");
+        // Without the field (kernels before 4.18) there is no delivery rate.
+        let mut old = b.clone();
+        old.info.delivered = None;
+        assert_eq!(delivery_rate(&a, &old), None);
     }
 
     #[test]
