@@ -321,6 +321,16 @@ pub fn run_with(
         let started_unix_s = now_unix();
         let result = runner.run(point, trial, dir);
         let wall_s = started.elapsed().as_secs_f64();
+        if result.is_err() && runner.should_stop() {
+            // Cut by the stop signal, not failed: left unrecorded, so a resume runs it.
+            return Ok(RunOutcome {
+                dir: dir.to_path_buf(),
+                ran,
+                skipped,
+                failed,
+                interrupted: true,
+            });
+        }
         let (result, error) = match result {
             Ok(m) => (Some(m), None),
             Err(e) => (None, Some(e)),
@@ -519,6 +529,57 @@ delay = "10ms"
             run(&other, &mut r2, &dir, &mut |_| {}),
             Err(RunError::DifferentSpec { .. })
         ));
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    /// Fails its `n`-th trial as a signal arrives (the workload killed by Ctrl-C).
+    struct Interrupted {
+        inner: ModelRunner,
+        at: usize,
+        stopped: bool,
+    }
+
+    impl TrialRunner for Interrupted {
+        fn environment(&mut self) -> serde_json::Value {
+            self.inner.environment()
+        }
+        fn run(&mut self, point: &Point, trial: &Trial, dir: &Path) -> Result<Measurement, String> {
+            if self.inner.calls + 1 == self.at {
+                self.inner.calls += 1;
+                self.stopped = true;
+                return Err("iperf3 killed by signal 2".into());
+            }
+            self.inner.run(point, trial, dir)
+        }
+        fn should_stop(&self) -> bool {
+            self.stopped
+        }
+    }
+
+    #[test]
+    fn a_trial_cut_by_the_stop_signal_is_not_a_failure_and_runs_on_resume() {
+        let spec = parse(SPEC, &FakeCaps).unwrap();
+        let dir = tempdir("interrupted");
+        let mut r = Interrupted {
+            inner: ModelRunner {
+                fail_seeds: vec![],
+                calls: 0,
+            },
+            at: 3,
+            stopped: false,
+        };
+        let out = run(&spec, &mut r, &dir, &mut |_| {}).unwrap();
+        assert!(out.interrupted);
+        assert_eq!((out.ran, out.failed), (2, 0));
+        let recs = load_records(&dir).unwrap();
+        assert_eq!(recs.len(), 2, "the cut trial is not recorded");
+        assert!(recs.iter().all(|r| r.error.is_none()));
+        let mut again = ModelRunner {
+            fail_seeds: vec![],
+            calls: 0,
+        };
+        let out = run(&spec, &mut again, &dir, &mut |_| {}).unwrap();
+        assert_eq!((out.ran, out.skipped, out.failed), (23, 2, 0));
         let _ = std::fs::remove_dir_all(dir);
     }
 
