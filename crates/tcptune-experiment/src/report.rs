@@ -678,7 +678,7 @@ type NamedChart = (String, String, Chart);
 fn time_charts(dir: &Path, plan: &StoredPlan, records: &[TrialRecord]) -> Vec<NamedChart> {
     let mut out = Vec::new();
     for p in &plan.points {
-        let trials: Vec<(&TrialRecord, Vec<SeriesSample>)> = records
+        let mut trials: Vec<(&TrialRecord, Vec<SeriesSample>)> = records
             .iter()
             .filter(|r| r.point == p.index && !r.warmup)
             .filter_map(|r| {
@@ -687,6 +687,8 @@ fn time_charts(dir: &Path, plan: &StoredPlan, records: &[TrialRecord]) -> Vec<Na
                 (!samples.is_empty()).then_some((r, samples))
             })
             .collect();
+        // In repetition order, so a repetition has the same colour at every point.
+        trials.sort_by_key(|(r, _)| r.rep);
         if trials.is_empty() {
             continue;
         }
