@@ -325,17 +325,9 @@ fn a_bulk_sender_briefly_out_of_data_is_not_application_limited() {
             i.unacked = Some(20); // of cwnd 100
         })
     };
-    let v = verdict(
-        Some(&mk(0, true, 65536)),
-        &mk(1000, true, 65536),
-        &Context::default(),
-    );
+    let v = verdict(Some(&mk(0, true, 65536)), &mk(1000, true, 65536), &Context::default());
     assert_eq!(v.limit, Limit::Network, "{}", v.text);
-    let v = verdict(
-        Some(&mk(0, true, 0)),
-        &mk(1000, true, 0),
-        &Context::default(),
-    );
+    let v = verdict(Some(&mk(0, true, 0)), &mk(1000, true, 0), &Context::default());
     assert_eq!(v.limit, Limit::Application, "{}", v.text);
 }
 

@@ -419,11 +419,7 @@ fn a_paced_sender_with_nothing_queued_and_cwnd_to_spare_is_application_limited()
     };
     let d = run(&s, &Context::default());
     assert_eq!(d.limit, Limit::Application, "{}", d.verdict);
-    assert!(
-        d.verdict.contains("nothing waited to be sent"),
-        "{}",
-        d.verdict
-    );
+    assert!(d.verdict.contains("nothing waited to be sent"), "{}", d.verdict);
     // A bulk sender under loss (cwnd full, data queued) is not, whatever the kernel's
     // app-limited mark says.
     let s = Series {
@@ -794,8 +790,7 @@ fn a_loss_verdict_says_when_the_path_reordered() {
     );
     assert_eq!(d.limit, Limit::Loss, "{}", d.verdict);
     assert!(
-        d.verdict
-            .contains("25 reordering events, 16 retransmissions"),
+        d.verdict.contains("25 reordering events, 16 retransmissions"),
         "{}",
         d.verdict
     );
