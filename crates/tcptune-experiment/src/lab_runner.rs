@@ -142,9 +142,52 @@ impl Drop for Down<'_> {
     }
 }
 
-/// Runs trials on labs named `lab`.
+/// When a workload fails: whether its lab was still there, and if not, the emulator's last
+/// words (a workload killed by a signal is most often a lab removed under it). Empty when
+/// the lab still runs.
+fn lab_gone(lab: &str) -> String {
+    if tcptune_lab::lab::status(Some(lab)).is_ok() {
+        return String::new();
+    }
+    let log = std::fs::read_to_string(
+        Path::new(tcptune_lab::lab::RUN_DIR)
+            .join(lab)
+            .join("emulator.log"),
+    )
+    .unwrap_or_default();
+    let last = log.lines().last().unwrap_or("").trim();
+    if last.is_empty() {
+        "; the lab was gone when the workload failed (removed by another process, or its emulator stopped without a word)".into()
+    } else {
+        format!("; the lab was gone when the workload failed; its emulator said: {last}")
+    }
+}
+
+/// Runs trials on labs named after `lab`: each trial on a lab of its own name (`lab` and a
+/// number), because on a shared machine another `lab up` may still be sweeping the previous
+/// trial's lab as a dead one, and a sweep that found a new lab under the old name would kill
+/// its workload and delete its namespaces mid-trial.
 pub struct LabRunner {
     pub lab: String,
+    /// Trials run so far (the next lab's number).
+    pub trials: u32,
+}
+
+impl LabRunner {
+    pub fn new(lab: &str) -> LabRunner {
+        LabRunner {
+            lab: lab.to_string(),
+            trials: 0,
+        }
+    }
+
+    /// The next trial's lab name: `lab` cut to leave room for "-" and four digits (names are
+    /// at most 24 characters), numbers cycling through 10 000.
+    fn next_name(&mut self) -> String {
+        self.trials = self.trials.wrapping_add(1);
+        let stem: String = self.lab.chars().take(19).collect();
+        format!("{stem}-{:04}", self.trials % 10_000)
+    }
 }
 
 impl TrialRunner for LabRunner {
@@ -174,12 +217,13 @@ impl TrialRunner for LabRunner {
 
     fn run(&mut self, point: &Point, trial: &Trial, dir: &Path) -> Result<Measurement, String> {
         let spec = lab_spec(&point.settings, trial.seed)?;
-        // Tied to this process: after a `kill -9` of the run, its lab is a leftover that the
-        // rerun (resuming) removes.
-        tcptune_lab::lab::up_tied(&self.lab, spec.clone()).map_err(|e| format!("lab up: {e}"))?;
-        let _down = Down(&self.lab);
+        // Each trial on its own lab name; tied to this process: after a `kill -9` of the run,
+        // its lab is a leftover that the rerun (resuming) removes.
+        let lab = self.next_name();
+        tcptune_lab::lab::up_tied(&lab, spec.clone()).map_err(|e| format!("lab up: {e}"))?;
+        let _down = Down(&lab);
         let hosts = LabHosts {
-            lab: &self.lab,
+            lab: &lab,
             spec: &spec,
         };
         let capture = match point.settings.get("capture.snaplen") {
@@ -198,7 +242,8 @@ impl TrialRunner for LabRunner {
             &point.settings,
             5201,
             cap_path.as_ref().map(|(p, s)| (p.as_path(), *s)),
-        )?;
+        )
+        .map_err(|e| format!("{e}{}", lab_gone(&lab)))?;
         let mut m = result.measurement;
         let series_rel = format!("series/{}.jsonl", trial.id);
         let lines: String = result
@@ -219,7 +264,7 @@ impl TrialRunner for LabRunner {
         std::fs::write(dir.join(&receiver_rel), lines).map_err(|e| e.to_string())?;
         m.receiver_series = Some(receiver_rel);
         m.capture = capture.map(|(rel, _)| rel);
-        m.link = tcptune_lab::lab::status(Some(&self.lab))
+        m.link = tcptune_lab::lab::status(Some(&lab))
             .ok()
             .and_then(|l| serde_json::to_value(l).ok())
             .and_then(|v| {
@@ -272,5 +317,16 @@ mod tests {
         assert_eq!(spec.server.route.initcwnd, Some(20));
         let e = lab_spec(&s(&[("link.reorder", "10%")]), 1).unwrap_err();
         assert!(e.contains("delay"), "{e}");
+    }
+
+    #[test]
+    fn every_trial_gets_a_lab_name_of_its_own() {
+        let mut r = LabRunner::new("a-very-long-lab-name-of-24");
+        let names: Vec<String> = (0..3).map(|_| r.next_name()).collect();
+        assert_eq!(names[0], "a-very-long-lab-nam-0001");
+        assert_ne!(names[1], names[2]);
+        for n in &names {
+            tcptune_lab::lab::check_name(n).unwrap();
+        }
     }
 }

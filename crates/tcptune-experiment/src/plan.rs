@@ -5,6 +5,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use tcptune_model::Dur;
+
 use crate::settings::Settings;
 use crate::spec::{Order, Seeds, Spec, LABEL};
 
@@ -202,6 +204,53 @@ pub fn trials(spec: &Spec, points: &[Point]) -> Vec<Trial> {
     out
 }
 
+/// How long a smoke trial's workload runs at most.
+pub const SMOKE_DURATION: Dur = Dur::from_millis(1000);
+
+/// Smoke mode, a quick check that a spec still runs: at most `max_points` of its points,
+/// chosen evenly (the first and the last among them), renumbered; one repetition each, no
+/// warm-up, in spec order, and every workload capped at [`SMOKE_DURATION`].
+pub fn smoke(spec: &Spec, max_points: usize) -> (Vec<Point>, Vec<Trial>) {
+    let all = points(spec);
+    let n = all.len();
+    let keep = max_points.clamp(1, n.max(1)).min(n);
+    let chosen: Vec<usize> = if keep <= 1 {
+        (0..keep).collect()
+    } else {
+        let mut v: Vec<usize> = (0..keep)
+            .map(|i| ((i * (n - 1)) as f64 / (keep - 1) as f64).round() as usize)
+            .collect();
+        v.dedup();
+        v
+    };
+    let picked: Vec<Point> = chosen
+        .into_iter()
+        .enumerate()
+        .map(|(index, i)| {
+            let mut p = all[i].clone();
+            p.index = index;
+            let capped = p
+                .settings
+                .get("workload.duration")
+                .and_then(|d| d.parse::<Dur>().ok())
+                .map_or(SMOKE_DURATION, |d| d.min(SMOKE_DURATION));
+            p.settings.insert(
+                "workload.duration".into(),
+                format!("{}ms", capped.nanos() / 1_000_000),
+            );
+            p
+        })
+        .collect();
+    let quick = Spec {
+        repetitions: 1,
+        warmup: false,
+        order: Order::Sequential,
+        ..spec.clone()
+    };
+    let trials = trials(&quick, &picked);
+    (picked, trials)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -333,5 +382,26 @@ mod tests {
         assert_eq!(t.len(), ps.len() * 3);
         assert!(t.windows(2).all(|w| w[0].point <= w[1].point));
         assert!(t.iter().all(|t| !t.warmup));
+    }
+
+    #[test]
+    fn smoke_keeps_evenly_chosen_points_one_short_trial_each() {
+        let s = spec("[workload]\nduration = \"30s\"");
+        let all = points(&s);
+        let (ps, ts) = smoke(&s, 4);
+        assert_eq!(ps.len(), 4);
+        // The first and the last point are among them, renumbered in order.
+        assert_eq!(ps[0].label(), all[0].label());
+        assert_eq!(ps[3].label(), all[all.len() - 1].label());
+        assert_eq!(ps.iter().map(|p| p.index).collect::<Vec<_>>(), [0, 1, 2, 3]);
+        assert_eq!(ts.len(), 4, "one trial per point, no warm-up");
+        assert!(ts.iter().all(|t| !t.warmup && t.rep == Some(1)));
+        assert!(ts.windows(2).all(|w| w[0].point < w[1].point));
+        for p in &ps {
+            assert_eq!(p.settings["workload.duration"], "1000ms");
+        }
+        // A shorter workload is kept; a spec smaller than the limit keeps every point.
+        let (ps, _) = smoke(&s, 100);
+        assert_eq!(ps.len(), all.len());
     }
 }

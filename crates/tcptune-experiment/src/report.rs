@@ -5,7 +5,6 @@
 //! the environment. Everything is read back from the results directory, so `tcptune report
 //! DIR` can redraw a report at any time.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use schemars::JsonSchema;
@@ -15,7 +14,7 @@ use tcptune_model::mathis::{mathis_bps, MathisConstant};
 use tcptune_model::{Bytes, Dur, Probability, Rate};
 use tcptune_report::html::{Block, Page};
 use tcptune_report::stats::{summarize as stats, Summary};
-use tcptune_report::svg::{Chart, Point as P, Series, Style, PALETTE};
+use tcptune_report::svg::{spans_decades, Chart, Point as P, Series, Style, PALETTE};
 
 use crate::plan::Point;
 use crate::run::{load_plan, load_records, RunError, SeriesSample, StoredPlan, TrialRecord};
@@ -55,6 +54,8 @@ pub struct PointSummary {
     /// The limit class of most of the point's trials, from the diagnosis engine (see [`point_verdict`]).
     pub verdict: Option<String>,
     pub failures: usize,
+    /// Why the point's trials failed: each distinct error once, with how many times.
+    pub failure_causes: Vec<String>,
     pub theory: Theory,
 }
 
@@ -217,6 +218,12 @@ pub fn summarize(plan: &StoredPlan, records: &[TrialRecord]) -> Vec<PointSummary
                 limits_mean,
                 verdict: point_verdict(&ok),
                 failures,
+                failure_causes: failure_causes(
+                    records.iter().filter(|r| r.point == p.index && !r.warmup),
+                )
+                .into_iter()
+                .map(|(c, n)| format!("{n}× {c}"))
+                .collect(),
                 theory: theory(&p.settings),
             }
         })
@@ -283,7 +290,7 @@ pub fn summary_csv(points: &[PointSummary]) -> String {
         out.push(',');
         out.push_str(&csv_field(k));
     }
-    out.push_str(",n,mean_bps,sd_bps,ci95_low_bps,ci95_high_bps,median_bps,min_bps,max_bps,retransmits_mean,rtt_min_s_mean,sndbuf_peak_bytes_mean,rcvbuf_peak_bytes_mean,expected_bps,failures,verdict\n");
+    out.push_str(",n,mean_bps,sd_bps,ci95_low_bps,ci95_high_bps,median_bps,min_bps,max_bps,retransmits_mean,rtt_min_s_mean,sndbuf_peak_bytes_mean,rcvbuf_peak_bytes_mean,expected_bps,failures,verdict,failure_causes\n");
     let f = |v: Option<f64>| v.map(|x| format!("{x:.6}")).unwrap_or_default();
     for p in points {
         out.push_str(&p.index.to_string());
@@ -293,7 +300,7 @@ pub fn summary_csv(points: &[PointSummary]) -> String {
         }
         let g = p.goodput_bps.as_ref();
         out.push_str(&format!(
-            ",{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
+            ",{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
             g.map(|g| g.n).unwrap_or(0),
             f(g.map(|g| g.mean)),
             f(g.and_then(|g| g.sd)),
@@ -309,6 +316,7 @@ pub fn summary_csv(points: &[PointSummary]) -> String {
             f(p.theory.expected_bps),
             p.failures,
             csv_field(p.verdict.as_deref().unwrap_or("")),
+            csv_field(&p.failure_causes.join("; ")),
         ));
     }
     out
@@ -342,18 +350,20 @@ fn goodput_chart(points: &[PointSummary], title: &str) -> Chart {
         .first()
         .map(|p| p.varied.iter().map(|(k, _)| k.clone()).collect())
         .unwrap_or_default();
-    let axis = keys.iter().position(|k| {
-        let values: std::collections::BTreeSet<&str> = points
+    let values_of = |i: usize| -> std::collections::BTreeSet<&str> {
+        points
             .iter()
-            .filter_map(|p| {
-                p.varied
-                    .iter()
-                    .find(|(pk, _)| pk == k)
-                    .map(|(_, v)| v.as_str())
-            })
-            .collect();
-        values.len() >= 3 && values.iter().all(|v| numeric(k, v).is_some())
-    });
+            .filter_map(|p| p.varied.get(i).map(|(_, v)| v.as_str()))
+            .collect()
+    };
+    // Without a numeric axis, the categories with the most values go along x (bars grouped by
+    // the other settings).
+    let axis = (0..keys.len())
+        .find(|&i| {
+            let values = values_of(i);
+            values.len() >= 3 && values.iter().all(|v| numeric(&keys[i], v).is_some())
+        })
+        .or_else(|| (0..keys.len()).max_by_key(|&i| (values_of(i).len(), std::cmp::Reverse(i))));
     let reordered: Vec<PointSummary>;
     let points: &[PointSummary] = match axis {
         Some(i) if i > 0 => {
@@ -405,30 +415,68 @@ fn goodput_chart(points: &[PointSummary], title: &str) -> Chart {
         }
     };
     // Group by the other swept values.
-    let mut groups: BTreeMap<String, Vec<(f64, &PointSummary)>> = BTreeMap::new();
+    // Groups in order of first appearance (a BTreeMap would sort "client rmem" before "no limit").
+    let mut groups: Vec<(String, Vec<(f64, &PointSummary)>)> = Vec::new();
     for p in points {
         let rest: Vec<String> = p
             .varied
             .iter()
             .skip(1)
-            .map(|(k, v)| format!("{k}={v}"))
+            .map(|(k, v)| {
+                if k == crate::spec::LABEL {
+                    v.clone()
+                } else {
+                    format!("{k}={v}")
+                }
+            })
             .collect();
         let x = x_of(p, &mut categories);
-        groups.entry(rest.join(", ")).or_default().push((x, p));
+        let name = rest.join(", ");
+        match groups.iter_mut().find(|(g, _)| *g == name) {
+            Some((_, v)) => v.push((x, p)),
+            None => groups.push((name, vec![(x, p)])),
+        }
     }
-    let xs: Vec<f64> = groups.values().flatten().map(|(x, _)| *x).collect();
+    let xs: Vec<f64> = groups
+        .iter()
+        .flat_map(|(_, v)| v.iter().map(|(x, _)| *x))
+        .collect();
     let (lo, hi) = xs
         .iter()
         .fold((f64::INFINITY, 0.0f64), |(l, h), x| (l.min(*x), h.max(*x)));
     let log = numeric_x && lo > 0.0 && hi / lo >= 50.0;
-    let mut chart = Chart::new(title, x_label, "goodput (bit/s)").x_log(log);
+    // Goodput spanning decades (a 4 KiB buffer beside a free path) goes on a log axis, or the
+    // small values sit on the zero line.
+    let y_log = spans_decades(
+        points
+            .iter()
+            .filter_map(|p| p.goodput_bps.as_ref().map(|g| g.mean)),
+    );
+    let x_label = if numeric_x || x_key.as_deref() != Some(crate::spec::LABEL) {
+        x_label
+    } else {
+        "point".to_string()
+    };
+    let mut chart = Chart::new(title, x_label, "goodput (bit/s)")
+        .x_log(log)
+        .y_log(y_log);
     let measured_max = points
         .iter()
         .filter_map(|p| p.goodput_bps.as_ref().map(|g| g.ci95_high.unwrap_or(g.max)))
         .fold(0.0, f64::max);
     if measured_max > 0.0 {
-        chart = chart.y_max(measured_max * 1.6);
+        chart = chart.y_max(measured_max * if y_log { 3.0 } else { 1.6 });
     }
+    if !numeric_x {
+        // Categories: bars grouped by the other settings, wide enough to read.
+        let bars = categories.len() * groups.len().max(1);
+        chart = chart.size((bars as u32 * 22 + 160).clamp(720, 960), 400);
+    }
+    let style = if numeric_x {
+        Style::LinePoints
+    } else {
+        Style::Bars
+    };
     for (i, (name, mut pts)) in groups.into_iter().enumerate() {
         pts.sort_by(|a, b| a.0.total_cmp(&b.0));
         let color = PALETTE[i % PALETTE.len()];
@@ -447,12 +495,13 @@ fn goodput_chart(points: &[PointSummary], title: &str) -> Chart {
         } else {
             format!("{name} (mean, 95% CI)")
         };
-        chart = chart.series(Series::new(label, Style::LinePoints, measured).color(color));
+        chart = chart.series(Series::new(label, style, measured).color(color));
         let expected: Vec<P> = pts
             .iter()
             .filter_map(|(x, p)| Some(P::new(*x, p.theory.expected_bps?)))
             .collect();
-        if !expected.is_empty() {
+        // Over categories a dashed line would join unrelated points: the table gives them.
+        if !expected.is_empty() && numeric_x {
             let label = if name.is_empty() {
                 "expected: min(payload rate, window/RTT, Mathis)".to_string()
             } else {
@@ -480,6 +529,136 @@ fn goodput_chart(points: &[PointSummary], title: &str) -> Chart {
     chart
 }
 
+/// What the link did to a trial's data direction, from the emulator's counters
+/// (`Measurement.link`): shares of the packets that entered the link.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Realised {
+    pub packets: f64,
+    pub lost: f64,
+    pub duplicated: f64,
+    pub corrupted: f64,
+    pub reordered: f64,
+    /// Drops at the queue (its packet or byte limit, or netem's `limit`), packets.
+    pub queue_drops: f64,
+    /// Bytes that left the link over the transfer's duration, bit/s.
+    pub rate_bps: f64,
+}
+
+/// The data direction's counters of one trial; `None` where the backend keeps none (netem's
+/// qdiscs count differently) or nothing crossed.
+pub fn realised(m: &crate::run::Measurement, download: bool) -> Option<Realised> {
+    let d = m.link.as_ref()?.get(if download { "down" } else { "up" })?;
+    let n = |k: &str| d.get(k).and_then(serde_json::Value::as_f64);
+    let packets = n("packets_in").filter(|p| *p > 0.0)?;
+    Some(Realised {
+        packets,
+        lost: n("dropped_loss")? / packets,
+        duplicated: n("duplicated")? / packets,
+        corrupted: n("corrupted")? / packets,
+        reordered: n("reordered")? / packets,
+        queue_drops: n("dropped_queue")? + n("dropped_limit").unwrap_or(0.0),
+        rate_bps: n("bytes_out")? * 8.0 / m.duration_s.max(1e-9),
+    })
+}
+
+/// The realised-impairment table: per point, the configured value of each impairment in the
+/// data's direction beside the mean of what the link did in the point's trials.
+fn realised_table(plan: &StoredPlan, records: &[TrialRecord]) -> Option<Block> {
+    let mut rows = Vec::new();
+    for p in &plan.points {
+        let s = &p.settings;
+        let down = direction(s) == "download";
+        let dir = if down { "down" } else { "up" };
+        let set =
+            |k: &str| get(s, &[&format!("link.{dir}.{k}"), &format!("link.{k}")]).unwrap_or("0");
+        let r: Vec<Realised> = records
+            .iter()
+            .filter(|r| r.point == p.index && !r.warmup)
+            .filter_map(|r| realised(r.result.as_ref()?, down))
+            .collect();
+        if r.is_empty() {
+            continue;
+        }
+        let mean = |f: fn(&Realised) -> f64| r.iter().map(f).sum::<f64>() / r.len() as f64;
+        let pct =
+            |f: fn(&Realised) -> f64, k: &str| format!("{:.2}% (set {})", mean(f) * 100.0, set(k));
+        rows.push(vec![
+            p.label(),
+            r.len().to_string(),
+            format!("{:.0}", mean(|r| r.packets)),
+            pct(|r| r.lost, "loss"),
+            pct(|r| r.duplicated, "duplicate"),
+            pct(|r| r.corrupted, "corrupt"),
+            pct(|r| r.reordered, "reorder"),
+            format!("{:.0}", mean(|r| r.queue_drops)),
+            format!("{} (set {})", mbit(mean(|r| r.rate_bps)), set("rate")),
+        ]);
+    }
+    (!rows.is_empty()).then(|| Block::Table {
+        header: [
+            "point",
+            "trials",
+            "packets",
+            "lost",
+            "duplicated",
+            "corrupted",
+            "reordered",
+            "queue drops",
+            "Mbit/s out",
+        ]
+        .map(String::from)
+        .to_vec(),
+        rows,
+    })
+}
+
+/// One row per failed trial: which, where, after how long, and why.
+fn failures_table(plan: &StoredPlan, records: &[TrialRecord]) -> Option<Block> {
+    let rows: Vec<Vec<String>> = records
+        .iter()
+        .filter_map(|r| {
+            let e = r.error.as_ref()?;
+            let label = plan
+                .points
+                .get(r.point)
+                .map(Point::label)
+                .unwrap_or_default();
+            let retried = records.iter().any(|o| o.id == r.id && o.result.is_some());
+            Some(vec![
+                r.id.clone(),
+                label,
+                format!("{:.1}", r.wall_s),
+                if retried { "yes" } else { "no" }.into(),
+                e.chars().take(400).collect(),
+            ])
+        })
+        .collect();
+    (!rows.is_empty()).then(|| Block::Table {
+        header: ["trial", "point", "after s", "a retry succeeded", "error"]
+            .map(String::from)
+            .to_vec(),
+        rows,
+    })
+}
+
+/// Distinct failure causes with their counts, for the one-line summary.
+fn failure_causes<'a>(records: impl IntoIterator<Item = &'a TrialRecord>) -> Vec<(String, usize)> {
+    let mut causes: Vec<(String, usize)> = Vec::new();
+    for e in records.into_iter().filter_map(|r| r.error.as_deref()) {
+        // The cause without the command line that precedes it (quoted arguments).
+        let short = e
+            .rsplit_once("\" failed")
+            .map(|(_, why)| format!("failed{why}"))
+            .unwrap_or_else(|| e.to_string());
+        let short: String = short.chars().take(160).collect();
+        match causes.iter_mut().find(|(c, _)| *c == short) {
+            Some(c) => c.1 += 1,
+            None => causes.push((short, 1)),
+        }
+    }
+    causes
+}
+
 fn read_series(dir: &Path, rel: &str) -> Vec<SeriesSample> {
     std::fs::read_to_string(dir.join(rel))
         .map(|t| {
@@ -490,76 +669,201 @@ fn read_series(dir: &Path, rel: &str) -> Vec<SeriesSample> {
         .unwrap_or_default()
 }
 
-/// Time series charts of the first measured trial of each point (up to eight points).
-fn time_charts(dir: &Path, plan: &StoredPlan, records: &[TrialRecord]) -> Vec<(String, Chart)> {
-    let mut goodput = Chart::new(
-        "Goodput over time (first trial of each point)",
-        "time (s)",
-        "goodput (bit/s)",
-    );
-    let mut windows = Chart::new(
-        "Congestion window and receive window over time",
-        "time (s)",
-        "bytes",
-    )
-    .y_from_zero(true);
-    let mut rtt = Chart::new("Smoothed RTT over time", "time (s)", "RTT (ms)");
-    let mut any = false;
-    for (i, p) in plan.points.iter().take(8).enumerate() {
-        let Some(rec) = records.iter().find(|r| {
-            r.point == p.index && !r.warmup && r.result.as_ref().is_some_and(|m| m.series.is_some())
-        }) else {
-            continue;
-        };
-        let samples = read_series(
-            dir,
-            rec.result
-                .as_ref()
-                .and_then(|m| m.series.as_deref())
-                .unwrap_or(""),
-        );
-        if samples.is_empty() {
+/// A chart with its file stem and caption.
+type NamedChart = (String, String, Chart);
+
+/// Time series of every point: per point three small charts (goodput, congestion and
+/// receive window, RTT) with every measured trial of the point as its own line, named by its
+/// repetition. Returns (file stem, caption, chart) per chart.
+fn time_charts(dir: &Path, plan: &StoredPlan, records: &[TrialRecord]) -> Vec<NamedChart> {
+    let mut out = Vec::new();
+    for p in &plan.points {
+        let mut trials: Vec<(&TrialRecord, Vec<SeriesSample>)> = records
+            .iter()
+            .filter(|r| r.point == p.index && !r.warmup)
+            .filter_map(|r| {
+                let rel = r.result.as_ref()?.series.as_deref()?;
+                let samples = read_series(dir, rel);
+                (!samples.is_empty()).then_some((r, samples))
+            })
+            .collect();
+        // In repetition order, so a repetition has the same colour at every point.
+        trials.sort_by_key(|(r, _)| r.rep);
+        if trials.is_empty() {
             continue;
         }
-        any = true;
-        let color = PALETTE[i % PALETTE.len()];
-        let name = p.label();
-        let pts = |f: &dyn Fn(&SeriesSample) -> Option<f64>| {
-            samples
-                .iter()
-                .filter_map(|s| Some(P::new(s.t_s, f(s)?)))
-                .collect::<Vec<_>>()
+        let small = |title: &str, y: &str| {
+            Chart::new(title, "time (s)", y)
+                .size(330, 230)
+                .y_from_zero(true)
         };
-        goodput = goodput
-            .series(Series::new(name.clone(), Style::Line, pts(&|s| s.goodput_bps)).color(color));
-        windows = windows.series(
-            Series::new(
-                format!("{name}: cwnd"),
-                Style::Step,
-                pts(&|s| s.snd_cwnd_bytes.map(|v| v as f64)),
-            )
-            .color(color),
-        );
-        windows = windows.series(
-            Series::new(
-                format!("{name}: rwnd"),
-                Style::Dashed,
-                pts(&|s| s.rwnd_bytes.map(|v| v as f64)),
-            )
-            .color(color),
-        );
-        rtt = rtt.series(
-            Series::new(name, Style::Line, pts(&|s| s.rtt_s.map(|v| v * 1e3))).color(color),
-        );
+        let mut goodput = small("goodput", "bit/s");
+        let mut windows = small("cwnd (solid), rwnd (dashed)", "bytes");
+        let mut rtt = small("smoothed RTT", "ms");
+        for (i, (r, samples)) in trials.iter().enumerate() {
+            let color = PALETTE[i % PALETTE.len()];
+            let name = r
+                .rep
+                .map(|n| format!("r{n:02}"))
+                .unwrap_or_else(|| r.id.clone());
+            let pts = |f: &dyn Fn(&SeriesSample) -> Option<f64>| {
+                samples
+                    .iter()
+                    .filter_map(|s| Some(P::new(s.t_s, f(s)?)))
+                    .collect::<Vec<_>>()
+            };
+            goodput = goodput.series(
+                Series::new(name.clone(), Style::Line, pts(&|s| s.goodput_bps)).color(color),
+            );
+            windows = windows
+                .series(
+                    Series::new(
+                        format!("{name} cwnd"),
+                        Style::Step,
+                        pts(&|s| s.snd_cwnd_bytes.map(|v| v as f64)),
+                    )
+                    .color(color),
+                )
+                .series(
+                    Series::new(
+                        format!("{name} rwnd"),
+                        Style::Dashed,
+                        pts(&|s| s.rwnd_bytes.map(|v| v as f64)),
+                    )
+                    .color(color),
+                );
+            rtt = rtt.series(
+                Series::new(name, Style::Line, pts(&|s| s.rtt_s.map(|v| v * 1e3))).color(color),
+            );
+        }
+        let label = p.label();
+        for (kind, chart) in [("goodput", goodput), ("windows", windows), ("rtt", rtt)] {
+            out.push((
+                format!("p{:03}-{kind}-time", p.index),
+                format!("p{:03} {label}: {kind}", p.index),
+                chart,
+            ));
+        }
     }
-    if !any {
-        return Vec::new();
+    out
+}
+
+/// What the captures show, per point: the Wireshark flags the seed 004 notebook looked at
+/// (mean per captured trial), and the time-sequence, window and RTT graphs of the point's
+/// first captured trial, from the `analyze` library. Returns the table and the graphs as
+/// (file stem, caption, chart); nothing when no trial kept a capture.
+fn capture_analysis(
+    dir: &Path,
+    plan: &StoredPlan,
+    records: &[TrialRecord],
+) -> Option<(Block, Vec<NamedChart>)> {
+    use tcptune_analyze::{analyze_reader, Options};
+    let mut rows = Vec::new();
+    let mut charts = Vec::new();
+    for p in &plan.points {
+        let mut captured: Vec<(&TrialRecord, &str)> = records
+            .iter()
+            .filter(|r| r.point == p.index && !r.warmup)
+            .filter_map(|r| Some((r, r.result.as_ref()?.capture.as_deref()?)))
+            .collect();
+        captured.sort_by_key(|(r, _)| r.rep);
+        let mut sums = [0u64; 8];
+        let mut n = 0u64;
+        let mut problems = Vec::new();
+        for (k, (r, rel)) in captured.iter().enumerate() {
+            let path = dir.join(rel);
+            let file = match std::fs::File::open(&path) {
+                Ok(f) => std::io::BufReader::new(f),
+                Err(e) => {
+                    problems.push(format!("{rel}: {e}"));
+                    continue;
+                }
+            };
+            let opts = Options {
+                packets: false,
+                series: k == 0,
+            };
+            let done = match analyze_reader(file, rel, opts) {
+                Ok(d) => d,
+                Err(e) => {
+                    problems.push(format!("{rel}: {e}"));
+                    continue;
+                }
+            };
+            let f = &done.report.flags;
+            for (sum, v) in sums.iter_mut().zip([
+                f.duplicate_ack,
+                f.retransmission,
+                f.fast_retransmission,
+                f.plain_retransmission,
+                f.spurious_retransmission,
+                f.out_of_order,
+                f.zero_window,
+                f.window_full,
+            ]) {
+                *sum += v;
+            }
+            n += 1;
+            if k == 0 {
+                for (_, suffix, mut chart) in tcptune_analyze::svg::flow_charts(&done, 1) {
+                    if suffix == "throughput" {
+                        continue; // the sampled goodput over time is beside it already
+                    }
+                    chart.width = 330;
+                    chart.height = 250;
+                    // The caption names the point and trial; the small chart names the graph.
+                    chart.title = match suffix {
+                        "tseq" => "time-sequence",
+                        "rtt" => "RTT samples",
+                        _ => "receive window, bytes in flight",
+                    }
+                    .into();
+                    charts.push((
+                        format!("p{:03}-capture-{suffix}", p.index),
+                        format!("p{:03} {}: {suffix} of {}", p.index, p.label(), r.id),
+                        chart,
+                    ));
+                }
+            }
+        }
+        if captured.is_empty() {
+            continue;
+        }
+        let mean = |v: u64| {
+            if n == 0 {
+                String::new()
+            } else {
+                format!("{:.1}", v as f64 / n as f64)
+            }
+        };
+        let mut row = vec![p.label(), n.to_string()];
+        row.extend(sums.iter().map(|v| mean(*v)));
+        row.push(problems.join("; "));
+        rows.push(row);
     }
-    vec![
-        ("goodput-time".into(), goodput),
-        ("windows-time".into(), windows),
-        ("rtt-time".into(), rtt),
-    ]
+    (!rows.is_empty()).then(|| {
+        (
+            Block::Table {
+                header: [
+                    "point",
+                    "captures",
+                    "dup ACKs",
+                    "retransmissions",
+                    "fast",
+                    "other (timeouts)",
+                    "spurious",
+                    "out-of-order",
+                    "zero window",
+                    "window full",
+                    "unreadable",
+                ]
+                .map(String::from)
+                .to_vec(),
+                rows,
+            },
+            charts,
+        )
+    })
 }
 
 /// Files the report wrote.
@@ -589,43 +893,71 @@ pub fn write_report(dir: &Path) -> Result<ReportFiles, RunError> {
     let plots_dir = dir.join("plots");
     std::fs::create_dir_all(&plots_dir).map_err(io(&plots_dir))?;
 
-    let mut charts = vec![(
-        "goodput".to_string(),
-        goodput_chart(&points, &format!("{}: goodput", plan.name)),
-    )];
-    charts.extend(time_charts(dir, &plan, &records));
+    let goodput_svg = goodput_chart(&points, &format!("{}: goodput", plan.name)).render();
     let mut plots = Vec::new();
-    let mut svgs = Vec::new();
-    for (name, chart) in &charts {
+    let path = plots_dir.join("goodput.svg");
+    std::fs::write(&path, &goodput_svg).map_err(io(&path))?;
+    plots.push(path);
+    let mut over_time = Vec::new();
+    for (stem, caption, chart) in time_charts(dir, &plan, &records) {
         let svg = chart.render();
-        let path = plots_dir.join(format!("{name}.svg"));
+        let path = plots_dir.join(format!("{stem}.svg"));
         std::fs::write(&path, &svg).map_err(io(&path))?;
         plots.push(path);
-        svgs.push(svg);
+        over_time.push((caption, svg));
     }
 
-    let measured = records.iter().filter(|r| !r.warmup).count();
+    let captures = capture_analysis(dir, &plan, &records);
+    let mut capture_figs = Vec::new();
+    if let Some((_, charts)) = &captures {
+        for (stem, caption, chart) in charts {
+            let svg = chart.render();
+            let path = plots_dir.join(format!("{stem}.svg"));
+            std::fs::write(&path, &svg).map_err(io(&path))?;
+            plots.push(path);
+            capture_figs.push((caption.clone(), svg));
+        }
+    }
+    let measured = records
+        .iter()
+        .filter(|r| !r.warmup && r.result.is_some())
+        .count();
     let failed = records.iter().filter(|r| r.error.is_some()).count();
+    let causes = failure_causes(records.iter());
+    let why = if causes.is_empty() {
+        String::new()
+    } else {
+        format!(
+            " Failures: {}.",
+            causes
+                .iter()
+                .map(|(c, n)| format!("{n}× {c}"))
+                .collect::<Vec<_>>()
+                .join("; ")
+        )
+    };
     let spec_text = std::fs::read_to_string(dir.join("spec.toml")).unwrap_or_default();
     let env_text = std::fs::read_to_string(dir.join("environment.json")).unwrap_or_default();
     let mut page = Page::new(format!("tcptune experiment: {}", plan.name));
     page.summary = format!(
-        "{} sweep point(s), {} planned trials ({} recorded, {} measured, {} failed). Goodput is the mean of the measured trials with its 95% confidence interval (Student t); warm-up trials are not counted.",
+        "{} sweep point(s), {} planned trials ({} recorded: {} measured, {} failed).{why} Goodput is the mean of the measured trials with its 95% confidence interval (Student t); warm-up trials are not counted, and a failed trial counts nowhere but here.",
         plan.points.len(),
         plan.trials.len(),
         records.len(),
         measured,
         failed
     );
-    let mut figures: Vec<Block> = svgs.iter().take(1).map(|s| Block::Svg(s.clone())).collect();
-    figures.push(Block::Text(
-        "Dashed: what the models expect for each point's settings, the smallest of the path's payload rate (the link rate × MSS / (MTU + per-packet overhead)), the receive window over the RTT (half the configured receive buffer, the share a 6.6+ kernel advertises at least) and the Mathis bound for the configured loss (C = √(3/2)).".into(),
-    ));
+    let figures = vec![
+        Block::Svg(goodput_svg),
+        Block::Text(
+            "Expected (dashed on a numeric sweep, the \"expected\" column below): what the models expect for each point's settings, the smallest of the path's payload rate (the link rate × MSS / (MTU + per-packet overhead)), the receive window over the RTT (half the configured receive buffer, the share a 6.6+ kernel advertises at least) and the Mathis bound for the configured loss (C = √(3/2)). Whiskers: the 95% CI of the mean, cut at zero.".into(),
+        ),
+    ];
     page.section("Goodput against the swept setting", figures);
-    if svgs.len() > 1 {
+    if !over_time.is_empty() {
         page.section(
-            "Over time",
-            svgs.iter().skip(1).map(|s| Block::Svg(s.clone())).collect(),
+            "Over time, every point and every measured trial",
+            vec![Block::Grid(over_time)],
         );
     }
     let rows = points
@@ -708,6 +1040,42 @@ pub fn write_report(dir: &Path) -> Result<ReportFiles, RunError> {
             rows: diag,
         }],
     );
+    if let Some((source, rows)) = crate::compare::for_results(dir) {
+        page.section(
+            "Seed vs measured",
+            vec![
+                Block::Text(format!("{source} Generated from this directory's summary.csv and the seed's figures in seed.toml; the example's README embeds the same table.")),
+                Block::Table {
+                    header: crate::compare::HEADER.map(String::from).to_vec(),
+                    rows: rows.into_iter().map(|r| r.to_vec()).collect(),
+                },
+                Block::Text(crate::compare::NOTE.into()),
+            ],
+        );
+    }
+    if let Some(t) = realised_table(&plan, &records) {
+        page.section(
+            "What the link did (data direction, mean per trial)",
+            vec![
+                Block::Text("The emulator's counters beside the configured values: the share of the packets entering the link that it dropped for loss, duplicated, corrupted or reordered, its queue's drops, and the bytes that left it over the transfer's duration.".into()),
+                t,
+            ],
+        );
+    }
+    if let Some((table, _)) = captures {
+        let mut blocks = vec![
+            Block::Text("Wireshark 4.0's flags in each trial's capture (tcptune analyze), mean per captured trial: duplicate ACKs, retransmissions (fast, other — after a timeout, mostly — and spurious), out-of-order segments, zero windows advertised and windows filled.".into()),
+            table,
+        ];
+        if !capture_figs.is_empty() {
+            blocks.push(Block::Text("The first captured trial of each point: its time-sequence graph (segments, ACKs, the receive window's edge, retransmissions), the advertised window with bytes in flight, and its RTT samples.".into()));
+            blocks.push(Block::Grid(capture_figs));
+        }
+        page.section("What the captures show", blocks);
+    }
+    if let Some(t) = failures_table(&plan, &records) {
+        page.section("Failed trials", vec![t]);
+    }
     page.section("Spec", vec![Block::Pre(spec_text)]);
     page.section("Environment", vec![Block::Pre(env_text)]);
     let html_path = dir.join("report.html");
@@ -848,9 +1216,12 @@ mod tests {
         );
         assert_eq!(
             html.matches("<svg").count(),
-            4,
-            "goodput chart and three time charts"
+            1 + 5 * 3,
+            "the goodput chart and three time charts for every point"
         );
+        // Every measured trial of a point is a line of its goodput-over-time chart.
+        let first = std::fs::read_to_string(dir.join("plots/p000-goodput-time.svg")).unwrap();
+        assert_eq!(first.matches("data-series=\"r0").count(), 4);
         for p in &files.plots {
             assert!(std::fs::read_to_string(p).unwrap().starts_with("<svg"));
         }
@@ -862,5 +1233,104 @@ mod tests {
         assert_eq!(csv_field("a,b"), "\"a,b\"");
         assert_eq!(csv_field("say \"x\""), "\"say \"\"x\"\"\"");
         assert_eq!(csv_field("4096 131072 6291456"), "4096 131072 6291456");
+    }
+
+    fn m(limit: tcptune_diagnose::Limit, share: Option<f64>) -> crate::run::Measurement {
+        crate::run::Measurement {
+            limit: Some(limit),
+            limit_share: share,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn point_verdict_is_the_class_of_most_trials_ties_by_share() {
+        use tcptune_diagnose::Limit;
+        let trials = [
+            m(Limit::Loss, Some(0.9)),
+            m(Limit::ReceiverWindow, Some(0.6)),
+            m(Limit::ReceiverWindow, Some(0.7)),
+            m(Limit::Loss, Some(0.95)),
+            m(Limit::ReceiverWindow, Some(0.5)),
+        ];
+        let refs: Vec<&crate::run::Measurement> = trials.iter().collect();
+        assert_eq!(
+            point_verdict(&refs).as_deref(),
+            Some("receiver-window limited (3 of 5 trials, mean share 60%)")
+        );
+        // Two against two: the class with the larger summed share of time wins.
+        let tie: Vec<&crate::run::Measurement> = trials[..4].iter().collect();
+        assert!(point_verdict(&tie)
+            .unwrap()
+            .starts_with("loss limited (2 of 4"));
+        assert_eq!(point_verdict(&[]), None);
+    }
+
+    #[test]
+    fn point_verdicts_match_the_dominant_class_of_the_recorded_trials() {
+        let spec = parse(SPEC, &FakeCaps).unwrap();
+        let dir = tempdir("verdicts");
+        run(
+            &spec,
+            &mut ModelRunner {
+                fail_seeds: vec![],
+                calls: 0,
+            },
+            &dir,
+            &mut |_| {},
+        )
+        .unwrap();
+        let files = write_report(&dir).unwrap();
+        // Read the classes back from trials.jsonl and count them independently.
+        let records = load_records(&dir).unwrap();
+        for p in &files.points {
+            let mut counts: Vec<(tcptune_diagnose::Limit, usize)> = Vec::new();
+            for r in records.iter().filter(|r| r.point == p.index && !r.warmup) {
+                let l = r.result.as_ref().and_then(|m| m.limit).unwrap();
+                match counts.iter_mut().find(|c| c.0 == l) {
+                    Some(c) => c.1 += 1,
+                    None => counts.push((l, 1)),
+                }
+            }
+            let (dominant, n) = counts.iter().max_by_key(|c| c.1).copied().unwrap();
+            let verdict = p.verdict.as_deref().unwrap();
+            assert!(
+                verdict.starts_with(&format!("{} ({n} of 4 trials", dominant.label())),
+                "{}: {verdict}",
+                p.label
+            );
+        }
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn failures_are_recorded_counted_and_explained() {
+        let spec = parse(SPEC, &FakeCaps).unwrap();
+        let dir = tempdir("failures");
+        let trials = crate::plan::trials(&spec, &crate::plan::points(&spec));
+        let bad = trials.iter().find(|t| !t.warmup).unwrap().clone();
+        run(
+            &spec,
+            &mut ModelRunner {
+                fail_seeds: vec![bad.seed],
+                calls: 0,
+            },
+            &dir,
+            &mut |_| {},
+        )
+        .unwrap();
+        let files = write_report(&dir).unwrap();
+        let p = &files.points[bad.point];
+        assert_eq!((p.failures, p.goodput_bps.as_ref().unwrap().n), (1, 3));
+        assert_eq!(p.failure_causes, ["1× emulator crashed"]);
+        let csv = std::fs::read_to_string(&files.summary_csv).unwrap();
+        assert!(csv.lines().next().unwrap().ends_with(",failure_causes"));
+        assert_eq!(csv.matches("1× emulator crashed").count(), 1);
+        let html = std::fs::read_to_string(&files.html).unwrap();
+        assert!(html.contains("1 failed)"), "the summary counts it");
+        assert!(html.contains("1× emulator crashed"), "and says why");
+        assert!(html.contains("<h2>Failed trials</h2>"));
+        assert!(html.contains(&format!("<td>{}</td>", bad.id)));
+        let _ = std::fs::remove_dir_all(dir);
     }
 }

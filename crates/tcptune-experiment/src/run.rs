@@ -220,6 +220,17 @@ pub struct RunOutcome {
     pub interrupted: bool,
 }
 
+/// How a run goes beyond the spec.
+#[derive(Debug, Clone, Default)]
+pub struct RunOptions {
+    /// Smoke mode with at most this many points ([`plan::smoke`]): a quick check that the
+    /// spec runs, recorded as a plan of its own (a results directory holds one or the other).
+    pub smoke: Option<usize>,
+    /// Run the trials that failed before once more. Without it a resumed run leaves them
+    /// failed: a failure is a result, kept in `trials.jsonl` and counted in the report.
+    pub retry_failed: bool,
+}
+
 /// Runs every trial of `spec` not yet recorded in `dir`.
 pub fn run(
     spec: &Spec,
@@ -227,8 +238,22 @@ pub fn run(
     dir: &Path,
     progress: &mut dyn FnMut(&Progress),
 ) -> Result<RunOutcome, RunError> {
+    run_with(spec, &RunOptions::default(), runner, dir, progress)
+}
+
+/// [`run`] with options.
+pub fn run_with(
+    spec: &Spec,
+    options: &RunOptions,
+    runner: &mut dyn TrialRunner,
+    dir: &Path,
+    progress: &mut dyn FnMut(&Progress),
+) -> Result<RunOutcome, RunError> {
     std::fs::create_dir_all(dir.join("series")).map_err(io_err(dir))?;
-    let hash = spec_hash(&spec.text);
+    let hash = match options.smoke {
+        Some(n) => spec_hash(&format!("{}\n# smoke {n}", spec.text)),
+        None => spec_hash(&spec.text),
+    };
     let plan_path = dir.join("plan.json");
     let stored = if plan_path.exists() {
         let p = load_plan(dir)?;
@@ -239,8 +264,14 @@ pub fn run(
         }
         p
     } else {
-        let points = plan::points(spec);
-        let trials = plan::trials(spec, &points);
+        let (points, trials) = match options.smoke {
+            Some(n) => plan::smoke(spec, n),
+            None => {
+                let points = plan::points(spec);
+                let trials = plan::trials(spec, &points);
+                (points, trials)
+            }
+        };
         let p = StoredPlan {
             name: spec.name.clone(),
             spec_hash: hash,
@@ -261,10 +292,11 @@ pub fn run(
         let env = serde_json::to_vec_pretty(&runner.environment()).unwrap_or_default();
         std::fs::write(&env_path, env).map_err(io_err(&env_path))?;
     }
-    // Failed trials are tried again on resume; successful ones are kept.
+    // A resumed run skips what is recorded: successes always, failures unless asked to retry
+    // them (a retry appends a new record; the failed one stays in the file and the report).
     let done: BTreeSet<String> = load_records(dir)?
         .into_iter()
-        .filter(|r| r.result.is_some())
+        .filter(|r| r.result.is_some() || !options.retry_failed)
         .map(|r| r.id)
         .collect();
     let records_path = dir.join("trials.jsonl");
@@ -295,6 +327,16 @@ pub fn run(
         let started_unix_s = now_unix();
         let result = runner.run(point, trial, dir);
         let wall_s = started.elapsed().as_secs_f64();
+        if result.is_err() && runner.should_stop() {
+            // Cut by the stop signal, not failed: left unrecorded, so a resume runs it.
+            return Ok(RunOutcome {
+                dir: dir.to_path_buf(),
+                ran,
+                skipped,
+                failed,
+                interrupted: true,
+            });
+        }
         let (result, error) = match result {
             Ok(m) => (Some(m), None),
             Err(e) => (None, Some(e)),
@@ -470,19 +512,80 @@ delay = "10ms"
         assert_eq!(seen.last().unwrap().0, total);
         assert_eq!(seen.last().unwrap().1, 0.0, "nothing left at the end");
         assert_eq!(load_records(&dir).unwrap().len(), total);
-        // Resume: only the two failed trials run again.
+        // Resume: nothing runs again, the failures stand (no silent retry).
         let mut r2 = ModelRunner {
             fail_seeds: vec![],
             calls: 0,
         };
         let out = run(&spec, &mut r2, &dir, &mut |_| {}).unwrap();
+        assert_eq!((out.ran, out.skipped, r2.calls), (0, total, 0));
+        // Asked to retry: only the two failed trials run again, and both attempts are kept.
+        let retry = RunOptions {
+            retry_failed: true,
+            ..Default::default()
+        };
+        let out = run_with(&spec, &retry, &mut r2, &dir, &mut |_| {}).unwrap();
         assert_eq!((out.ran, out.skipped, r2.calls), (2, total - 2, 2));
+        let recs = load_records(&dir).unwrap();
+        assert_eq!(recs.len(), total + 2);
+        assert_eq!(recs.iter().filter(|r| r.error.is_some()).count(), 2);
         // A different spec in the same directory is refused.
         let other = parse(&SPEC.replace("seed = 11", "seed = 12"), &FakeCaps).unwrap();
         assert!(matches!(
             run(&other, &mut r2, &dir, &mut |_| {}),
             Err(RunError::DifferentSpec { .. })
         ));
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    /// Fails its `n`-th trial as a signal arrives (the workload killed by Ctrl-C).
+    struct Interrupted {
+        inner: ModelRunner,
+        at: usize,
+        stopped: bool,
+    }
+
+    impl TrialRunner for Interrupted {
+        fn environment(&mut self) -> serde_json::Value {
+            self.inner.environment()
+        }
+        fn run(&mut self, point: &Point, trial: &Trial, dir: &Path) -> Result<Measurement, String> {
+            if self.inner.calls + 1 == self.at {
+                self.inner.calls += 1;
+                self.stopped = true;
+                return Err("iperf3 killed by signal 2".into());
+            }
+            self.inner.run(point, trial, dir)
+        }
+        fn should_stop(&self) -> bool {
+            self.stopped
+        }
+    }
+
+    #[test]
+    fn a_trial_cut_by_the_stop_signal_is_not_a_failure_and_runs_on_resume() {
+        let spec = parse(SPEC, &FakeCaps).unwrap();
+        let dir = tempdir("interrupted");
+        let mut r = Interrupted {
+            inner: ModelRunner {
+                fail_seeds: vec![],
+                calls: 0,
+            },
+            at: 3,
+            stopped: false,
+        };
+        let out = run(&spec, &mut r, &dir, &mut |_| {}).unwrap();
+        assert!(out.interrupted);
+        assert_eq!((out.ran, out.failed), (2, 0));
+        let recs = load_records(&dir).unwrap();
+        assert_eq!(recs.len(), 2, "the cut trial is not recorded");
+        assert!(recs.iter().all(|r| r.error.is_none()));
+        let mut again = ModelRunner {
+            fail_seeds: vec![],
+            calls: 0,
+        };
+        let out = run(&spec, &mut again, &dir, &mut |_| {}).unwrap();
+        assert_eq!((out.ran, out.skipped, out.failed), (23, 2, 0));
         let _ = std::fs::remove_dir_all(dir);
     }
 

@@ -239,12 +239,12 @@ fn observe(
     let (first, last) = (conn.first()?, conn.last()?);
     let mut series = Vec::with_capacity(conn.len());
     let t0 = first.at_s.secs();
-    for w in conn.windows(2) {
-        let iv = interval(&w[0], &w[1]);
-        let i = &w[1].info;
+    for (a, b) in spaced_pairs(&conn, |s| s.at_s.secs()) {
+        let iv = interval(a, b);
+        let i = &b.info;
         series.push(SeriesSample {
-            t_s: w[1].at_s.secs() - t0,
-            goodput_bps: iv.goodput_bps.map(Rate::bps),
+            t_s: b.at_s.secs() - t0,
+            goodput_bps: delivery_rate(a, b).or(iv.goodput_bps.map(Rate::bps)),
             snd_cwnd_bytes: i.cwnd_bytes(),
             rwnd_bytes: i.snd_wnd.map(u64::from),
             rtt_s: i.srtt_us().map(|r| r as f64 / 1e6),
@@ -252,6 +252,7 @@ fn observe(
             ..Default::default()
         });
     }
+    trim_tail(&mut series);
     let whole = interval(first, last);
     // One sample (a transfer shorter than the period, seen only as it closed): judge the
     // connection over its life.
@@ -301,6 +302,58 @@ fn observe(
             .filter_map(|s| s.skmem.map(|m| u64::from(m.sndbuf)))
             .max(),
     })
+}
+
+/// The shortest interval a series' rate is computed over. Samples come every 50 ms (100 ms
+/// at the receiver), but a connection's final state arrives as a destroy event at any moment,
+/// often a few milliseconds after the last poll: bytes over such a sliver make a rate spike
+/// far above the path (seed 003's 1.5 Gbit/s on a 200 Mbit/s link). A sample closer than
+/// this to the last one used waits for a later one to span the interval.
+const MIN_RATE_INTERVAL_S: f64 = 0.025;
+
+/// Consecutive pairs of samples at least [`MIN_RATE_INTERVAL_S`] apart: each pair starts at
+/// the end of the previous one, skipping samples that came too soon.
+fn spaced_pairs<T>(samples: &[T], at: impl Fn(&T) -> f64) -> Vec<(&T, &T)> {
+    let mut out = Vec::new();
+    let Some(mut base) = samples.first() else {
+        return out;
+    };
+    for s in &samples[1..] {
+        if at(s) - at(base) >= MIN_RATE_INTERVAL_S {
+            out.push((base, s));
+            base = s;
+        }
+    }
+    out
+}
+
+/// The sender's delivery rate between two samples, from segments delivered (acknowledged or
+/// SACKed, `tcpi_delivered`) times the MSS. Acknowledged bytes would jump when a recovery ends
+/// (one cumulative ACK covers everything SACKed during it: seed 003's rates three times the
+/// path's); delivered segments count each when it arrived. `None` before 4.18 kernels.
+fn delivery_rate(a: &Sample, b: &Sample) -> Option<f64> {
+    let dt = b.at_s.secs() - a.at_s.secs();
+    let segs = b.info.delivered?.checked_sub(a.info.delivered?)?;
+    let mss = b.info.snd_mss?;
+    (dt > 0.0).then(|| f64::from(segs) * f64::from(mss) * 8.0 / dt)
+}
+
+/// Drops the samples after the transfer ended: the last intervals of a series often hold
+/// only the transfer's last bytes or none (the connection idles until it closes), and drawn
+/// as rates they are a plunge to zero that the path never showed. A tail sample goes when
+/// its rate is below 5% of the series' largest.
+fn trim_tail(series: &mut Vec<SeriesSample>) {
+    let peak = series
+        .iter()
+        .filter_map(|s| s.goodput_bps)
+        .fold(0.0, f64::max);
+    while series.len() > 1
+        && series
+            .last()
+            .is_some_and(|s| s.goodput_bps.unwrap_or(0.0) < peak * 0.05)
+    {
+        series.pop();
+    }
 }
 
 /// Which host sends the data.
@@ -426,10 +479,9 @@ fn receiver_view(samples: Vec<(Dur, DiagSocket)>) -> (Vec<SeriesSample>, Option<
     let Some(t0) = conn.first().map(|(at, _)| at.secs()) else {
         return (Vec::new(), rcvbuf_peak);
     };
-    let series = conn
-        .windows(2)
-        .map(|w| {
-            let ((ta, a), (tb, b)) = (&w[0], &w[1]);
+    let series = spaced_pairs(&conn, |(t, _)| t.secs())
+        .into_iter()
+        .map(|((ta, a), (tb, b))| {
             let dt = tb.secs() - ta.secs();
             let got = b
                 .bytes_received
@@ -745,4 +797,65 @@ pub fn run(
         series,
         receiver_series,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rates_are_never_taken_over_slivers() {
+        // Polls every 50 ms, then a destroy event 3 ms after the last poll.
+        let at = [0.0, 0.05, 0.10, 0.15, 0.153];
+        let pairs = spaced_pairs(&at, |t| *t);
+        assert_eq!(
+            pairs.iter().map(|(a, b)| (**a, **b)).collect::<Vec<_>>(),
+            [(0.0, 0.05), (0.05, 0.10), (0.10, 0.15)]
+        );
+        // Samples bunched together are merged into one interval that spans enough time.
+        let at = [0.0, 0.01, 0.02, 0.03, 0.08];
+        let pairs = spaced_pairs(&at, |t| *t);
+        assert_eq!(
+            pairs.iter().map(|(a, b)| (**a, **b)).collect::<Vec<_>>(),
+            [(0.0, 0.03), (0.03, 0.08)]
+        );
+        assert!(spaced_pairs::<f64>(&[], |t| *t).is_empty());
+    }
+
+    #[test]
+    fn the_delivery_rate_counts_segments_as_they_arrive() {
+        let at = |t: u64, delivered: u32, acked: u64| Sample {
+            at_s: Dur::from_millis(t),
+            info: tcptune_kernel::tcp_info::TcpInfo {
+                delivered: Some(delivered),
+                snd_mss: Some(1448),
+                bytes_acked: Some(acked),
+                ..Default::default()
+            },
+            skmem: None,
+        };
+        // 100 segments in 50 ms, though a recovery's cumulative ACK acknowledged 3× as much.
+        let (a, b) = (at(0, 1000, 1_000_000), at(50, 1100, 1_434_400));
+        let r = delivery_rate(&a, &b).unwrap();
+        assert!((r - 100.0 * 1448.0 * 8.0 / 0.05).abs() < 1e-6, "{r}");
+        // Without the field (kernels before 4.18) there is no delivery rate.
+        let mut old = b.clone();
+        old.info.delivered = None;
+        assert_eq!(delivery_rate(&a, &old), None);
+    }
+
+    #[test]
+    fn the_idle_tail_after_the_transfer_is_not_a_rate() {
+        let s = |g: f64| SeriesSample {
+            goodput_bps: Some(g),
+            ..Default::default()
+        };
+        let mut v = vec![s(1e6), s(90e6), s(2e6), s(95e6), s(1e5), s(0.0)];
+        trim_tail(&mut v);
+        // A dip inside the transfer stays; the tail after it goes.
+        assert_eq!(v.len(), 4);
+        let mut flat = vec![s(0.0), s(0.0)];
+        trim_tail(&mut flat);
+        assert_eq!(flat.len(), 2, "a series that never moved stays as it is");
+    }
 }

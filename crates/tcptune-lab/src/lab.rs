@@ -475,9 +475,6 @@ fn configure_host(
     let fresh = had.is_none();
     let def = HostSettings::default();
     let had = had.unwrap_or(&def);
-    if let Some(mtu) = want.mtu.filter(|_| want.mtu != had.mtu) {
-        os::ip(&["-n", &ns, "link", "set", DEV, "mtu", &mtu.to_string()])?;
-    }
     if let Some(q) = want
         .txqueuelen
         .filter(|_| want.txqueuelen != had.txqueuelen)
@@ -500,6 +497,11 @@ fn configure_host(
             DEV,
             "nodad",
         ])?;
+    }
+    // The MTU after the addresses: IPv6 refuses an address on a device below 1280 bytes, and
+    // a smaller MTU set later only turns IPv6 off on it (IPv4 keeps working, as on a real host).
+    if let Some(mtu) = want.mtu.filter(|_| want.mtu != had.mtu) {
+        os::ip(&["-n", &ns, "link", "set", DEV, "mtu", &mtu.to_string()])?;
     }
     for (k, v) in &want.sysctls {
         if had.sysctls.get(k) != Some(v) {
@@ -532,13 +534,16 @@ fn configure_host(
         ];
         a.extend(&m);
         os::ip(&a)?;
-        let p6_128 = format!("{p6}/128");
-        let mut a = vec![
-            "-n", &ns, "-6", "route", "replace", &p6_128, "dev", DEV, "proto", "kernel", "metric",
-            "256",
-        ];
-        a.extend(&m);
-        os::ip(&a)?;
+        // A device below IPv6's minimum MTU (1280) has no IPv6, so no IPv6 route either.
+        if want.mtu.is_none_or(|m| m >= 1280) {
+            let p6_128 = format!("{p6}/128");
+            let mut a = vec![
+                "-n", &ns, "-6", "route", "replace", &p6_128, "dev", DEV, "proto", "kernel",
+                "metric", "256",
+            ];
+            a.extend(&m);
+            os::ip(&a)?;
+        }
     }
     if want.line_rate_bps != had.line_rate_bps && !fresh {
         let side = if host == "client" {

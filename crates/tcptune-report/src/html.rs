@@ -19,6 +19,9 @@ pub enum Block {
     },
     /// An SVG document produced by [`crate::svg::Chart::render`] (trusted: our own output).
     Svg(String),
+    /// Small SVG charts side by side, wrapping (one row per sweep point, say), each with a
+    /// caption (escaped).
+    Grid(Vec<(String, String)>),
 }
 
 #[derive(Debug, Clone)]
@@ -39,7 +42,8 @@ const CSS: &str = "body{font-family:sans-serif;max-width:1000px;margin:2em auto;
 h1{font-size:1.6em}h2{font-size:1.25em;border-bottom:1px solid #ccc;padding-bottom:.2em;margin-top:2em}\
 table{border-collapse:collapse;margin:1em 0;font-size:.9em}th,td{border:1px solid #ccc;padding:.3em .6em;text-align:right}\
 th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}pre{background:#f7f7f7;padding:.8em;overflow-x:auto}\
-figure{margin:1em 0}svg{max-width:100%;height:auto}.summary{font-size:1.05em;background:#eef5fb;padding:.8em}";
+figure{margin:1em 0}svg{max-width:100%;height:auto}.grid{display:flex;flex-wrap:wrap;gap:.5em}\
+.grid figure{margin:0;flex:0 0 32%}.grid figcaption{font-size:.8em;color:#555}.summary{font-size:1.05em;background:#eef5fb;padding:.8em}";
 
 impl Page {
     pub fn new(title: impl Into<String>) -> Self {
@@ -95,6 +99,17 @@ impl Page {
                     }
                     Block::Svg(svg) => {
                         let _ = writeln!(h, "<figure>{svg}</figure>");
+                    }
+                    Block::Grid(figs) => {
+                        h.push_str("<div class=\"grid\">");
+                        for (caption, svg) in figs {
+                            let _ = write!(
+                                h,
+                                "<figure>{svg}<figcaption>{}</figcaption></figure>",
+                                esc(caption)
+                            );
+                        }
+                        h.push_str("</div>\n");
                     }
                 }
             }

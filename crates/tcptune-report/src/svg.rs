@@ -1,7 +1,12 @@
-//! A small chart type rendered as standalone SVG: lines, points, steps, error bars (confidence
-//! intervals), dashed theory curves and labelled horizontal reference lines, on linear or
-//! logarithmic axes with "nice" ticks. No scripts, fonts or external resources, so a chart
-//! opens anywhere and embeds in a self-contained HTML page.
+//! The workspace's one chart type, rendered as standalone SVG: lines, points, steps, grouped
+//! bars over categories, vertical segments and crosses (a Stevens time-sequence graph), error
+//! bars (confidence intervals), dashed theory curves and labelled horizontal reference lines,
+//! on linear or logarithmic axes with "nice" ticks. No scripts, fonts or external resources,
+//! so a chart opens anywhere and embeds in a self-contained HTML page. Experiment reports and
+//! `analyze`'s graphs both draw with it.
+//!
+//! Quantities that cannot be negative (rates, bytes, times) are never drawn below zero: a
+//! confidence interval reaching below zero is cut at zero, and so is the axis.
 //!
 //! Large series (a Stevens graph of millions of segments) are decimated per pixel column,
 //! keeping each column's extremes, so the file stays small and no spike disappears.
@@ -23,6 +28,14 @@ pub enum Style {
     Step,
     /// A dashed line: theory drawn beside measurements.
     Dashed,
+    /// Bars from zero (or the log axis' floor) to y, side by side with the chart's other bar
+    /// series at the same x: a categorical sweep.
+    Bars,
+    /// A vertical segment per point over its `err` interval (data segments of a Stevens
+    /// graph); no marker.
+    Segments,
+    /// A cross at each point (retransmissions).
+    Crosses,
 }
 
 /// One data point; `err` is an interval drawn as an error bar (e.g. the 95% CI).
@@ -94,7 +107,11 @@ pub struct Chart {
     pub series: Vec<Series>,
     pub refs: Vec<RefLine>,
     pub width: u32,
+    /// Height of the plot and its axes; the legend below adds to it.
     pub height: u32,
+    /// Values below zero are impossible (rates, bytes, times): error bars and the axis stop
+    /// at zero. On by default.
+    pub non_negative: bool,
 }
 
 impl Chart {
@@ -116,7 +133,17 @@ impl Chart {
             refs: Vec::new(),
             width: 720,
             height: 400,
+            non_negative: true,
         }
+    }
+    pub fn non_negative(mut self, on: bool) -> Self {
+        self.non_negative = on;
+        self
+    }
+    pub fn size(mut self, width: u32, height: u32) -> Self {
+        self.width = width;
+        self.height = height;
+        self
     }
     pub fn x_log(mut self, on: bool) -> Self {
         self.x_log = on;
@@ -156,11 +183,28 @@ impl Chart {
         const R: f64 = 20.0;
         const T: f64 = 36.0;
         const B: f64 = 50.0;
-        let (w, h) = (self.width as f64, self.height as f64);
-        let legend_rows = self.series.len() + self.refs.len();
-        let legend_h = 16.0 * legend_rows as f64 + if legend_rows > 0 { 8.0 } else { 0.0 };
+        let w = self.width as f64;
         let plot_w = w - L - R;
-        let plot_h = h - T - B - legend_h;
+        // The legend: entries in as many columns as their longest label allows (about 6.5
+        // pixels a character), below the plot; it adds to the height instead of eating the plot.
+        let legend: Vec<String> = self
+            .series
+            .iter()
+            .map(|s| s.name.clone())
+            .chain(
+                self.refs
+                    .iter()
+                    .map(|r| format!("{} ({})", r.name, tick_label(r.y))),
+            )
+            .collect();
+        let longest = legend.iter().map(|l| l.chars().count()).max().unwrap_or(0);
+        let col_w = 34.0 + 6.5 * longest as f64;
+        let cols = ((plot_w / col_w).floor() as usize).clamp(1, 4);
+        let legend_rows = legend.len().div_ceil(cols);
+        let legend_h = 16.0 * legend_rows as f64 + if legend_rows > 0 { 8.0 } else { 0.0 };
+        let plot_h = self.height as f64 - T - B;
+        let h = self.height as f64 + legend_h;
+        let clamp = |v: f64| if self.non_negative { v.max(0.0) } else { v };
 
         let usable = |v: f64, log: bool| v.is_finite() && (!log || v > 0.0);
         let xs = self
@@ -177,6 +221,7 @@ impl Chart {
                     .flat_map(|p| [Some(p.y), p.err.map(|e| e.0), p.err.map(|e| e.1)])
             })
             .flatten()
+            .map(clamp)
             .chain(self.refs.iter().map(|r| r.y))
             .filter(|&y| usable(y, self.y_log))
             .map(|y| self.y_max.map_or(y, |m| y.min(m)))
@@ -205,8 +250,36 @@ impl Chart {
             }
         }
         let y_axis = Axis::fit(ys.into_iter(), self.y_log);
+        // Grouped bars: each bar series takes its slot of 80% of the x step.
+        let bar_series: Vec<usize> = (0..self.series.len())
+            .filter(|i| self.series[*i].style == Style::Bars)
+            .collect();
+        let step_px = {
+            let mut xs: Vec<f64> = self
+                .series
+                .iter()
+                .flat_map(|s| s.points.iter().map(|p| p.x))
+                .filter(|x| x.is_finite())
+                .collect();
+            xs.sort_by(f64::total_cmp);
+            xs.dedup();
+            xs.windows(2)
+                .map(|w| (w[1] - w[0]).abs())
+                .fold(f64::INFINITY, f64::min)
+        };
         let px = |x: f64| L + x_axis.frac(x) * plot_w;
         let py = |y: f64| T + plot_h - y_axis.frac(y) * plot_h;
+        let slot = if step_px.is_finite() && !self.x_log {
+            (px(x_axis.lo + step_px) - px(x_axis.lo)) * 0.8
+        } else {
+            plot_w * 0.5
+        };
+        let bar_w = slot / bar_series.len().max(1) as f64;
+        let bar_floor = if self.y_log {
+            y_axis.lo
+        } else {
+            0.0f64.max(y_axis.lo)
+        };
 
         let mut s = String::new();
         let _ = write!(
@@ -218,7 +291,7 @@ impl Chart {
             s,
             r#"<text x="{}" y="22" text-anchor="middle" font-size="15" font-weight="bold">{}</text>"#,
             w / 2.0,
-            esc(&self.title)
+            esc(&fit(&self.title, w - 20.0, 8.5))
         );
         // Grid and ticks.
         for (t, label) in &x_labels {
@@ -288,8 +361,76 @@ impl Chart {
             let pts: Vec<Point> = decimate(&ser.points, plot_w as usize)
                 .into_iter()
                 .filter(|p| usable(p.x, self.x_log) && usable(p.y, self.y_log))
+                .map(|p| Point {
+                    err: p.err.map(|(lo, hi)| (clamp(lo), clamp(hi))),
+                    ..p
+                })
                 .collect();
             let _ = write!(s, r#"<g data-series="{}">"#, esc(&ser.name));
+            // Bars, segments and crosses draw only themselves (and a bar its error bar).
+            let offset = bar_series
+                .iter()
+                .position(|b| *b == i)
+                .map(|k| -slot / 2.0 + bar_w * (k as f64 + 0.5));
+            match ser.style {
+                Style::Bars => {
+                    for p in &pts {
+                        let x = px(p.x) + offset.unwrap_or(0.0);
+                        let (top, base) = (py(p.y), py(bar_floor));
+                        let _ = write!(
+                            s,
+                            r#"<rect x="{:.1}" y="{:.1}" width="{:.1}" height="{:.1}" fill="{color}" fill-opacity="0.85"/>"#,
+                            x - bar_w * 0.45,
+                            top.min(base),
+                            bar_w * 0.9,
+                            (base - top).abs()
+                        );
+                        if let Some((lo, hi)) = p
+                            .err
+                            .filter(|(lo, hi)| usable(*lo, self.y_log) && usable(*hi, self.y_log))
+                        {
+                            let (ylo, yhi) = (py(lo), py(hi));
+                            let _ = write!(
+                                s,
+                                r##"<path d="M{x:.1} {ylo:.1}V{yhi:.1}M{:.1} {ylo:.1}h6M{:.1} {yhi:.1}h6" stroke="#222" stroke-width="1.2"/>"##,
+                                x - 3.0,
+                                x - 3.0
+                            );
+                        }
+                    }
+                    s.push_str("</g>");
+                    continue;
+                }
+                Style::Segments => {
+                    let mut d = String::new();
+                    for p in &pts {
+                        let (lo, hi) = p.err.unwrap_or((p.y, p.y));
+                        let _ = write!(d, "M{:.1} {:.1}V{:.1}", px(p.x), py(lo), py(hi));
+                    }
+                    let _ = write!(
+                        s,
+                        r#"<path d="{d}" fill="none" stroke="{color}" stroke-width="1.5"/></g>"#
+                    );
+                    continue;
+                }
+                Style::Crosses => {
+                    let mut d = String::new();
+                    for p in &pts {
+                        let _ = write!(
+                            d,
+                            "M{:.1} {:.1}l6 6m0 -6l-6 6",
+                            px(p.x) - 3.0,
+                            py(p.y) - 3.0
+                        );
+                    }
+                    let _ = write!(
+                        s,
+                        r#"<path d="{d}" fill="none" stroke="{color}" stroke-width="1.5"/></g>"#
+                    );
+                    continue;
+                }
+                _ => {}
+            }
             if matches!(
                 ser.style,
                 Style::Line | Style::LinePoints | Style::Step | Style::Dashed
@@ -340,37 +481,43 @@ impl Chart {
             s.push_str("</g>");
         }
         s.push_str("</g>");
-        // Legend below the plot.
-        let mut ly = T + plot_h + 50.0;
-        for (ser, color) in self.series.iter().zip(&colors) {
-            let dash = if ser.style == Style::Dashed {
-                r#" stroke-dasharray="6 4""#
-            } else {
-                ""
+        // Legend below the plot, filled row by row.
+        let place = |k: usize| {
+            let (row, col) = (k / cols, k % cols);
+            (
+                L + col as f64 * (plot_w / cols as f64),
+                T + plot_h + 50.0 + 16.0 * row as f64,
+            )
+        };
+        for (k, (ser, color)) in self.series.iter().zip(&colors).enumerate() {
+            let (lx, ly) = place(k);
+            let dash = match ser.style {
+                Style::Dashed => r#" stroke-width="2" stroke-dasharray="6 4""#,
+                Style::Bars => r#" stroke-width="8""#,
+                _ => r#" stroke-width="2""#,
             };
             let _ = write!(
                 s,
-                r#"<line x1="{L}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="{color}" stroke-width="2"{dash}/><text x="{:.1}" y="{ly:.1}">{}</text>"#,
+                r#"<line x1="{lx:.1}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="{color}"{dash}/><text x="{:.1}" y="{ly:.1}">{}</text>"#,
                 ly - 4.0,
-                L + 24.0,
+                lx + 24.0,
                 ly - 4.0,
-                L + 30.0,
+                lx + 30.0,
                 esc(&ser.name)
             );
-            ly += 16.0;
         }
-        for r in &self.refs {
+        for (k, r) in self.refs.iter().enumerate() {
+            let (lx, ly) = place(self.series.len() + k);
             let _ = write!(
                 s,
-                r##"<line x1="{L}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="#777" stroke-dasharray="2 3"/><text x="{:.1}" y="{ly:.1}">{} ({})</text>"##,
+                r##"<line x1="{lx:.1}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="#777" stroke-dasharray="2 3"/><text x="{:.1}" y="{ly:.1}">{} ({})</text>"##,
                 ly - 4.0,
-                L + 24.0,
+                lx + 24.0,
                 ly - 4.0,
-                L + 30.0,
+                lx + 30.0,
                 esc(&r.name),
                 tick_label(r.y)
             );
-            ly += 16.0;
         }
         s.push_str("</svg>\n");
         s
@@ -398,6 +545,27 @@ impl Chart {
         eat(&(self.refs.len() as u64).to_le_bytes());
         format!("clip{h:016x}")
     }
+}
+
+/// Whether positive values span a decade or more (a ratio of 10 or more between the largest
+/// and the smallest) that a linear axis would flatten the small ones to zero.
+pub fn spans_decades(values: impl IntoIterator<Item = f64>) -> bool {
+    let (lo, hi) = values
+        .into_iter()
+        .filter(|v| v.is_finite() && *v > 0.0)
+        .fold((f64::INFINITY, 0.0f64), |(l, h), v| (l.min(v), h.max(v)));
+    lo.is_finite() && hi / lo >= 10.0
+}
+
+/// `text` cut with "…" to fit `width` pixels at about `per_char` pixels a character (SVG has
+/// no text measurement; a title wider than its chart would run off both sides).
+fn fit(text: &str, width: f64, per_char: f64) -> String {
+    let max = (width / per_char).floor().max(1.0) as usize;
+    if text.chars().count() <= max {
+        return text.to_string();
+    }
+    let cut: String = text.chars().take(max.saturating_sub(1)).collect();
+    format!("{}…", cut.trim_end())
 }
 
 /// Escapes text for SVG/HTML content and attributes.
@@ -495,11 +663,15 @@ impl Axis {
 }
 
 /// Keeps at most about four points per pixel column (first, min, max, last) when a series has
-/// far more points than the chart has columns; points must be sorted by x.
+/// far more points than the chart has columns; points must be sorted by x. Points with
+/// intervals (a Stevens graph's segments) merge per column into one interval spanning them.
 pub fn decimate(points: &[Point], columns: usize) -> Vec<Point> {
     let columns = columns.max(1);
-    if points.len() <= columns * 4 || points.iter().any(|p| p.err.is_some()) {
+    if points.len() <= columns * 4 {
         return points.to_vec();
+    }
+    if points.iter().any(|p| p.err.is_some()) {
+        return merge_intervals(points, columns);
     }
     let (x0, x1) = (points[0].x, points[points.len() - 1].x);
     let width = (x1 - x0) / columns as f64;
@@ -532,6 +704,35 @@ pub fn decimate(points: &[Point], columns: usize) -> Vec<Point> {
         start = end.max(start + 1);
     }
     out
+}
+
+/// One point per pixel column: the column's lowest low to its highest high.
+fn merge_intervals(points: &[Point], columns: usize) -> Vec<Point> {
+    let (x0, x1) = (points[0].x, points[points.len() - 1].x);
+    let width = (x1 - x0) / columns as f64;
+    if width.partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater) {
+        return points.to_vec();
+    }
+    let mut out: Vec<(f64, Point)> = Vec::with_capacity(columns + 1);
+    for p in points {
+        let col = ((p.x - x0) / width).floor();
+        let (lo, hi) = p.err.unwrap_or((p.y, p.y));
+        match out.last_mut() {
+            Some((c, q)) if *c == col => {
+                let (qlo, qhi) = q.err.unwrap_or((q.y, q.y));
+                q.err = Some((qlo.min(lo), qhi.max(hi)));
+                q.y = q.y.max(p.y);
+            }
+            _ => out.push((
+                col,
+                Point {
+                    err: Some((lo, hi)),
+                    ..*p
+                },
+            )),
+        }
+    }
+    out.into_iter().map(|(_, p)| p).collect()
 }
 
 #[cfg(test)]
@@ -652,5 +853,100 @@ mod tests {
         assert!(d.iter().any(|p| p.y == 1e9), "the spike survives");
         assert_eq!(d.first().unwrap().x, 0.0);
         assert_eq!(d.last().unwrap().x, 99_999.0);
+    }
+
+    #[test]
+    fn intervals_below_zero_are_cut_at_zero() {
+        // Three trials with a wide CI: the whisker would reach -60; the axis starts at 0.
+        let c = Chart::new("g", "x", "y").series(Series::new(
+            "m",
+            Style::LinePoints,
+            vec![
+                Point::with_err(1.0, 40.0, -60.0, 140.0),
+                Point::new(2.0, 50.0),
+            ],
+        ));
+        let svg = c.render();
+        let doc = roxmltree::Document::parse(&svg).unwrap();
+        let labels: Vec<&str> = doc
+            .descendants()
+            .filter(|n| n.attribute("text-anchor") == Some("end"))
+            .filter_map(|n| n.text())
+            .collect();
+        assert_eq!(labels.first(), Some(&"0"), "{labels:?}");
+        assert!(labels.iter().all(|l| !l.starts_with('-')), "{labels:?}");
+        // Allowed where a quantity can be negative.
+        let svg = c.clone().non_negative(false).render();
+        assert!(svg.contains(">-"), "a negative tick when asked");
+    }
+
+    #[test]
+    fn grouped_bars_side_by_side_and_legend_in_columns() {
+        let mut c = Chart::new("cats", "impairment", "goodput")
+            .x_ticks(vec![(0.0, "clean".into()), (1.0, "loss".into())]);
+        for k in 0..3 {
+            c = c.series(Series::new(
+                format!("buffer {k}"),
+                Style::Bars,
+                vec![Point::new(0.0, 10.0 + k as f64), Point::new(1.0, 5.0)],
+            ));
+        }
+        let svg = c.render();
+        let doc = roxmltree::Document::parse(&svg).unwrap();
+        let bars: Vec<f64> = doc
+            .descendants()
+            .filter(|n| n.tag_name().name() == "rect" && n.attribute("fill-opacity").is_some())
+            .map(|n| n.attribute("x").unwrap().parse().unwrap())
+            .collect();
+        assert_eq!(bars.len(), 6);
+        // The three bars of one category do not overlap.
+        let mut first: Vec<f64> = bars.iter().step_by(2).copied().collect();
+        first.sort_by(f64::total_cmp);
+        assert!(first.windows(2).all(|w| w[1] - w[0] > 10.0), "{first:?}");
+        // Short labels share rows: three entries fit on one row, so the legend adds 24 px.
+        let height: f64 = doc
+            .root_element()
+            .attribute("height")
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert_eq!(height, 400.0 + 24.0);
+    }
+
+    #[test]
+    fn long_titles_are_cut_to_the_chart() {
+        assert_eq!(fit("short", 300.0, 10.0), "short");
+        let t = fit(
+            "Time-sequence (Stevens): stream 0 198.18.0.2:5201 → 198.18.0.1:40000",
+            200.0,
+            10.0,
+        );
+        assert_eq!(t.chars().count(), 20);
+        assert!(t.ends_with('…'));
+    }
+
+    #[test]
+    fn decades_call_for_a_log_axis() {
+        assert!(spans_decades([6e4, 4e7]));
+        assert!(!spans_decades([3e7, 9e7, 0.0]));
+        assert!(!spans_decades([]));
+    }
+
+    #[test]
+    fn segments_merge_per_column_into_one_spanning_interval() {
+        let pts: Vec<Point> = (0..10_000)
+            .map(|i| {
+                let seq = i as f64 * 1448.0;
+                Point::with_err(i as f64 * 1e-3, seq + 1448.0, seq, seq + 1448.0)
+            })
+            .collect();
+        let d = decimate(&pts, 100);
+        assert!(d.len() <= 101, "{}", d.len());
+        assert_eq!(d[0].err.unwrap().0, 0.0);
+        assert_eq!(d.last().unwrap().err.unwrap().1, 10_000.0 * 1448.0);
+        // Together they still cover every byte: each starts where the previous ended.
+        for w in d.windows(2) {
+            assert_eq!(w[0].err.unwrap().1, w[1].err.unwrap().0);
+        }
     }
 }

@@ -841,12 +841,20 @@ pub enum LabCommand {
         /// Results directory (trials.jsonl, series/, summary.csv, report.html, plots/).
         #[arg(long)]
         out: std::path::PathBuf,
-        /// Name of the labs the trials use.
+        /// Stem of the labs' names: each trial runs on a lab of its own, NAME-0001, NAME-0002, …
         #[arg(long, default_value = "exp")]
         name: String,
         /// Only check the spec and print the plan; run nothing.
         #[arg(long)]
         check: bool,
+        /// Smoke mode: a quick check that the spec runs: at most 6 of its points (chosen
+        /// evenly), one trial each, no warm-up, workloads cut to 1 s.
+        #[arg(long)]
+        smoke: bool,
+        /// Run the trials that failed in an earlier run again (without it a resumed run keeps
+        /// the failures as they are).
+        #[arg(long)]
+        retry_failed: bool,
     },
     /// Remove a lab, or with --all the leftovers of every lab whose owner is gone.
     Down {

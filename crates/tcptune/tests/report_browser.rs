@@ -146,8 +146,8 @@ fn the_report_opens_in_chromium_and_shows_its_plots() {
     let html = String::from_utf8_lossy(&dom.stdout);
     assert_eq!(
         html.matches("<svg").count(),
-        4,
-        "four plots in the loaded DOM"
+        1 + 3 * 3,
+        "the goodput plot and three time plots per point in the loaded DOM"
     );
     assert!(html.contains("tcptune experiment: browser"));
     let log = String::from_utf8_lossy(&dom.stderr);

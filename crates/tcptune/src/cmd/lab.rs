@@ -30,7 +30,15 @@ pub fn run(cmd: LabCommand, json: bool) -> anyhow::Result<Outcome> {
             out,
             name,
             check,
-        } => return super::experiment::run(&spec, &out, &name, check, json),
+            smoke,
+            retry_failed,
+        } => {
+            let options = tcptune_experiment::run::RunOptions {
+                smoke: smoke.then_some(super::experiment::SMOKE_POINTS),
+                retry_failed,
+            };
+            return super::experiment::run(&spec, &out, &name, check, &options, json);
+        }
         LabCommand::Up {
             name,
             link,

@@ -52,6 +52,15 @@ impl std::fmt::Display for ReportResult {
                 p.verdict.as_deref().unwrap_or("—")
             )?;
         }
+        for p in self.points.iter().filter(|p| p.failures > 0) {
+            writeln!(
+                f,
+                "{}: {} trial(s) failed: {}",
+                p.label,
+                p.failures,
+                p.failure_causes.join("; ")
+            )?;
+        }
         writeln!(f, "\nreport: {}\nsummary: {}", self.html, self.summary_csv)
     }
 }

@@ -1,0 +1,59 @@
+//! The examples' "seed vs measured" tables: each `examples/*/seed.toml` with the committed
+//! results gives a table; `comparison.md` and the README's copy between the markers must be
+//! exactly that table. `TCPTUNE_BLESS=1` rewrites both from the results (after a rerun).
+
+use std::path::{Path, PathBuf};
+
+use tcptune_experiment::compare::{comparison, embed};
+
+fn seed_files() -> Vec<PathBuf> {
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
+    let mut out: Vec<PathBuf> = std::fs::read_dir(&examples)
+        .expect("the examples directory")
+        .filter_map(|e| Some(e.ok()?.path().join("seed.toml")))
+        .filter(|p| p.is_file())
+        .collect();
+    out.sort();
+    out
+}
+
+#[test]
+fn readme_tables_are_the_generated_comparison() {
+    let seeds = seed_files();
+    assert!(
+        seeds.len() >= 5,
+        "every seed reproduction has a seed.toml: {seeds:?}"
+    );
+    let bless = std::env::var_os("TCPTUNE_BLESS").is_some();
+    for seed in seeds {
+        let dir = seed.parent().unwrap();
+        let table = comparison(&seed).unwrap_or_else(|e| panic!("{e}"));
+        assert!(
+            !table.contains("no summary.csv"),
+            "{}: a claim names results that are not there:\n{table}",
+            seed.display()
+        );
+        let md = dir.join("comparison.md");
+        let readme_path = dir.join("README.md");
+        let readme = std::fs::read_to_string(&readme_path).unwrap();
+        let embedded = embed(&readme, &table)
+            .unwrap_or_else(|| panic!("{}: no comparison markers", readme_path.display()));
+        if bless {
+            std::fs::write(&md, &table).unwrap();
+            std::fs::write(&readme_path, &embedded).unwrap();
+            continue;
+        }
+        assert_eq!(
+            std::fs::read_to_string(&md).unwrap_or_default(),
+            table,
+            "{} is stale: TCPTUNE_BLESS=1 cargo test -p tcptune-experiment --test examples",
+            md.display()
+        );
+        assert_eq!(
+            readme,
+            embedded,
+            "{}'s table differs from the generated one: TCPTUNE_BLESS=1 cargo test -p tcptune-experiment --test examples",
+            readme_path.display()
+        );
+    }
+}
