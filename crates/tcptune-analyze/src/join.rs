@@ -74,14 +74,14 @@ struct Rec {
 }
 
 /// One capture's packets as the join keeps them, with flows numbered locally (so the two
-/// captures can be read on two threads and merged).
+/// captures can be read on two threads and merged): the analyzer's conversation index (its
+/// slot, times two, plus the direction).
 #[derive(Default)]
 pub struct CaptureSide {
     recs: Vec<Rec>,
-    flows: HashMap<DirKey, u32>,
-    keys: Vec<DirKey>,
-    /// The last flow looked up: consecutive packets often share it.
-    last: Option<(DirKey, u32)>,
+    index: crate::KeyIndex,
+    /// Each local directed flow's endpoints (None for a direction not seen).
+    keys: Vec<Option<DirKey>>,
 }
 
 impl CaptureSide {
@@ -91,19 +91,15 @@ impl CaptureSide {
 
     /// One TCP segment captured at `ts_ns` (ns since the epoch, this capture's clock).
     pub fn segment(&mut self, ts_ns: i64, seg: &TcpSegment) {
-        let key = (seg.src, seg.sport, seg.dst, seg.dport);
-        let flow = match self.last {
-            Some((k, f)) if k == key => f,
-            _ => {
-                let next = self.keys.len() as u32;
-                let f = *self.flows.entry(key).or_insert(next);
-                if f == next {
-                    self.keys.push(key);
-                }
-                self.last = Some((key, f));
-                f
-            }
-        };
+        let route = self.index.route_segment(seg);
+        let flow = route.slot * 2 + u32::from(!route.src_first);
+        let at = flow as usize;
+        if at >= self.keys.len() {
+            self.keys.resize(at + 1, None);
+        }
+        if self.keys[at].is_none() {
+            self.keys[at] = Some((seg.src, seg.sport, seg.dst, seg.dport));
+        }
         self.recs.push(Rec {
             ts: ts_ns,
             sig: signature(seg),
@@ -184,6 +180,9 @@ impl Joiner {
                 .keys
                 .iter()
                 .map(|k| {
+                    let Some(k) = k else {
+                        return u32::MAX; // a direction this capture never saw: no packets
+                    };
                     let next = self.keys.len() as u32;
                     let f = *self.flows.entry(*k).or_insert(next);
                     if f == next {
