@@ -18,7 +18,8 @@
 //! Which capture is upstream. For each conversation seen in both directions the two round
 //! trips decide it whatever the clocks say: with capture A nearer endpoint X, (t_B − t_A) is
 //! delay + offset for X→Y and −delay + offset for Y→X, so the first median exceeds the second.
-//! With one direction only it cannot be told from the times when the clocks may differ: the
+//! A connection seen one way only takes the orientation of other connections between the same
+//! two hosts; failing that, it cannot be told from the times when the clocks may differ: the
 //! first capture given is taken as the one nearer the sender, and the report says so.
 //!
 //! Clock offset. With packets both ways, the offset between the capture clocks is estimated
@@ -292,6 +293,20 @@ impl Joiner {
                     upstream[rev] = if first == Side::A { Side::B } else { Side::A };
                     assumed[f] = false;
                     assumed[rev] = false;
+                }
+            }
+        }
+        // A conversation seen one way only takes the orientation of others between the same
+        // two hosts: the capture nearer a host is nearer it for all its connections.
+        let mut by_hosts: HashMap<(Addr, Addr), Side> = HashMap::new();
+        for f in (0..nflows).filter(|&f| !assumed[f]) {
+            by_hosts.insert((self.keys[f].0, self.keys[f].2), upstream[f]);
+        }
+        for f in 0..nflows {
+            if assumed[f] {
+                if let Some(&side) = by_hosts.get(&(self.keys[f].0, self.keys[f].2)) {
+                    upstream[f] = side;
+                    assumed[f] = false;
                 }
             }
         }
@@ -1181,6 +1196,31 @@ mod tests {
         assert_eq!((d.min_s, d.max_s), (Dur::ZERO, Dur::from_micros(400)));
         assert!(est.flows[0].directions[0].upstream_assumed);
         assert!(!est.found_problem());
+    }
+
+    #[test]
+    fn a_connection_seen_one_way_takes_the_orientation_of_its_hosts_other_connections() {
+        let ms = 1_000_000i64;
+        let mut j = Joiner::new();
+        // Connection 1 both ways: B (given first) is nearer the sender 198.18.0.1.
+        let data = seg(true, 100, 1, th::ACK, 10, 1);
+        let ack = seg(false, 1, 110, th::ACK, 0, 2);
+        j.segment(Side::A, 5 * ms, &data);
+        j.segment(Side::B, 0, &data);
+        j.segment(Side::B, 9 * ms, &ack);
+        j.segment(Side::A, 4 * ms, &ack);
+        // Connection 2 from the same host, one way only (another source port).
+        let mut one_way = seg(true, 500, 1, th::ACK, 10, 3);
+        one_way.sport = 40001;
+        j.segment(Side::A, 7 * ms, &one_way);
+        j.segment(Side::B, 2 * ms, &one_way);
+        let r = j.finish(["near-receiver", "near-sender"], Clock::Estimate);
+        let second = &r.flows[1].directions[0];
+        assert_eq!(second.from, "198.18.0.1:40001");
+        assert_eq!(
+            (second.upstream.as_str(), second.upstream_assumed),
+            ("near-sender", false)
+        );
     }
 
     #[test]
