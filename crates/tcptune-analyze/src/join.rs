@@ -18,7 +18,8 @@
 //! Which capture is upstream. For each conversation seen in both directions the two round
 //! trips decide it whatever the clocks say: with capture A nearer endpoint X, (t_B − t_A) is
 //! delay + offset for X→Y and −delay + offset for Y→X, so the first median exceeds the second.
-//! With one direction only it cannot be told from the times when the clocks may differ: the
+//! A connection seen one way only takes the orientation of other connections between the same
+//! two hosts; failing that, it cannot be told from the times when the clocks may differ: the
 //! first capture given is taken as the one nearer the sender, and the report says so.
 //!
 //! Clock offset. With packets both ways, the offset between the capture clocks is estimated
@@ -74,14 +75,14 @@ struct Rec {
 }
 
 /// One capture's packets as the join keeps them, with flows numbered locally (so the two
-/// captures can be read on two threads and merged).
+/// captures can be read on two threads and merged): the analyzer's conversation index (its
+/// slot, times two, plus the direction).
 #[derive(Default)]
 pub struct CaptureSide {
     recs: Vec<Rec>,
-    flows: HashMap<DirKey, u32>,
-    keys: Vec<DirKey>,
-    /// The last flow looked up: consecutive packets often share it.
-    last: Option<(DirKey, u32)>,
+    index: crate::KeyIndex,
+    /// Each local directed flow's endpoints (None for a direction not seen).
+    keys: Vec<Option<DirKey>>,
 }
 
 impl CaptureSide {
@@ -91,19 +92,15 @@ impl CaptureSide {
 
     /// One TCP segment captured at `ts_ns` (ns since the epoch, this capture's clock).
     pub fn segment(&mut self, ts_ns: i64, seg: &TcpSegment) {
-        let key = (seg.src, seg.sport, seg.dst, seg.dport);
-        let flow = match self.last {
-            Some((k, f)) if k == key => f,
-            _ => {
-                let next = self.keys.len() as u32;
-                let f = *self.flows.entry(key).or_insert(next);
-                if f == next {
-                    self.keys.push(key);
-                }
-                self.last = Some((key, f));
-                f
-            }
-        };
+        let route = self.index.route_segment(seg);
+        let flow = route.slot * 2 + u32::from(!route.src_first);
+        let at = flow as usize;
+        if at >= self.keys.len() {
+            self.keys.resize(at + 1, None);
+        }
+        if self.keys[at].is_none() {
+            self.keys[at] = Some((seg.src, seg.sport, seg.dst, seg.dport));
+        }
         self.recs.push(Rec {
             ts: ts_ns,
             sig: signature(seg),
@@ -184,6 +181,9 @@ impl Joiner {
                 .keys
                 .iter()
                 .map(|k| {
+                    let Some(k) = k else {
+                        return u32::MAX; // a direction this capture never saw: no packets
+                    };
                     let next = self.keys.len() as u32;
                     let f = *self.flows.entry(*k).or_insert(next);
                     if f == next {
@@ -293,6 +293,20 @@ impl Joiner {
                     upstream[rev] = if first == Side::A { Side::B } else { Side::A };
                     assumed[f] = false;
                     assumed[rev] = false;
+                }
+            }
+        }
+        // A conversation seen one way only takes the orientation of others between the same
+        // two hosts: the capture nearer a host is nearer it for all its connections.
+        let mut by_hosts: HashMap<(Addr, Addr), Side> = HashMap::new();
+        for f in (0..nflows).filter(|&f| !assumed[f]) {
+            by_hosts.insert((self.keys[f].0, self.keys[f].2), upstream[f]);
+        }
+        for f in 0..nflows {
+            if assumed[f] {
+                if let Some(&side) = by_hosts.get(&(self.keys[f].0, self.keys[f].2)) {
+                    upstream[f] = side;
+                    assumed[f] = false;
                 }
             }
         }
@@ -1182,6 +1196,31 @@ mod tests {
         assert_eq!((d.min_s, d.max_s), (Dur::ZERO, Dur::from_micros(400)));
         assert!(est.flows[0].directions[0].upstream_assumed);
         assert!(!est.found_problem());
+    }
+
+    #[test]
+    fn a_connection_seen_one_way_takes_the_orientation_of_its_hosts_other_connections() {
+        let ms = 1_000_000i64;
+        let mut j = Joiner::new();
+        // Connection 1 both ways: B (given first) is nearer the sender 198.18.0.1.
+        let data = seg(true, 100, 1, th::ACK, 10, 1);
+        let ack = seg(false, 1, 110, th::ACK, 0, 2);
+        j.segment(Side::A, 5 * ms, &data);
+        j.segment(Side::B, 0, &data);
+        j.segment(Side::B, 9 * ms, &ack);
+        j.segment(Side::A, 4 * ms, &ack);
+        // Connection 2 from the same host, one way only (another source port).
+        let mut one_way = seg(true, 500, 1, th::ACK, 10, 3);
+        one_way.sport = 40001;
+        j.segment(Side::A, 7 * ms, &one_way);
+        j.segment(Side::B, 2 * ms, &one_way);
+        let r = j.finish(["near-receiver", "near-sender"], Clock::Estimate);
+        let second = &r.flows[1].directions[0];
+        assert_eq!(second.from, "198.18.0.1:40001");
+        assert_eq!(
+            (second.upstream.as_str(), second.upstream_assumed),
+            ("near-sender", false)
+        );
     }
 
     #[test]

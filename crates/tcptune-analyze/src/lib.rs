@@ -105,9 +105,9 @@ fn pack(a: &Addr, port: u16) -> [u64; 3] {
 
 /// See [`KeyIndex::route`].
 #[derive(Debug, Clone, Copy, Default)]
-struct Route {
-    slot: u32,
-    src_first: bool,
+pub(crate) struct Route {
+    pub(crate) slot: u32,
+    pub(crate) src_first: bool,
 }
 
 /// Gives each conversation key a dense slot number, in order of first appearance, so the
@@ -118,7 +118,7 @@ struct Route {
 /// with a one-word hash and the slot stored beside the key, a lookup is usually one cache
 /// line. Its size follows the number of conversations, never the number of packets.
 #[derive(Default)]
-struct KeyIndex {
+pub(crate) struct KeyIndex {
     /// Power-of-two sized; `None` marks an empty bucket.
     table: Vec<Option<(ConvKey, u32)>>,
     len: u32,
@@ -131,14 +131,17 @@ impl KeyIndex {
     /// key's first endpoint (anything for frames that are not TCP: they are only counted).
     fn route(&mut self, parsed: &Result<TcpSegment, SkipReason>) -> Route {
         match parsed {
-            Ok(seg) => {
-                let (key, src_first) = ConvKey::of(seg);
-                Route {
-                    slot: self.slot(key),
-                    src_first,
-                }
-            }
+            Ok(seg) => self.route_segment(seg),
             Err(_) => Route::default(),
+        }
+    }
+
+    /// [`KeyIndex::route`] of a TCP segment (the two-capture join numbers its flows here too).
+    pub(crate) fn route_segment(&mut self, seg: &TcpSegment) -> Route {
+        let (key, src_first) = ConvKey::of(seg);
+        Route {
+            slot: self.slot(key),
+            src_first,
         }
     }
 

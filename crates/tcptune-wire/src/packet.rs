@@ -249,6 +249,7 @@ pub fn parse_frame(frame: &Frame<'_>) -> Parsed {
 }
 
 /// An Ethernet frame (with any VLAN tags, or 802.3 with LLC/SNAP) at `d`.
+#[inline]
 fn ethernet(d: &[u8], reported: usize, depth: u8) -> Parsed {
     if d.len() < 14 {
         return Err(SkipReason::Malformed("Ethernet header cut short"));
@@ -467,6 +468,7 @@ fn geneve(d: &[u8], reported: usize, depth: u8) -> Parsed {
 }
 
 /// The network layer at `d` with `reported` bytes on the wire, by ethertype.
+#[inline]
 fn network(d: &[u8], reported: usize, etype: u16, depth: u8) -> Parsed {
     if depth > MAX_DEPTH {
         return Err(SkipReason::Malformed("tunnels nested too deep"));
@@ -479,10 +481,7 @@ fn network(d: &[u8], reported: usize, etype: u16, depth: u8) -> Parsed {
             Some(b) => b >> 4,
             None => return Err(SkipReason::Malformed("empty IP packet")),
         },
-        0x8847 | 0x8848 => return mpls(d, reported, depth),
-        0x8864 => return pppoe(d, reported, depth),
-        0x6558 => return ethernet(d, reported, depth),
-        _ => return Err(SkipReason::NotTcp),
+        _ => return encapsulated(d, reported, etype, depth),
     };
     match version {
         4 => parse_ipv4(d, reported, depth),
@@ -494,7 +493,21 @@ fn network(d: &[u8], reported: usize, etype: u16, depth: u8) -> Parsed {
     }
 }
 
+/// What a non-IP ethertype carries, when it is a tunnel or link we follow. Out of line: the
+/// common case (IP straight on the link) must not pay for the rare ones.
+#[cold]
+#[inline(never)]
+fn encapsulated(d: &[u8], reported: usize, etype: u16, depth: u8) -> Parsed {
+    match etype {
+        0x8847 | 0x8848 => mpls(d, reported, depth),
+        0x8864 => pppoe(d, reported, depth),
+        0x6558 => ethernet(d, reported, depth),
+        _ => Err(SkipReason::NotTcp),
+    }
+}
+
 /// What an IP packet carries, given its protocol number: TCP, or a tunnel to follow.
+#[inline]
 fn transport(
     proto: u8,
     (src, dst, ip_id): (Addr, Addr, u16),
@@ -504,6 +517,15 @@ fn transport(
 ) -> Parsed {
     match proto {
         6 => parse_tcp(src, dst, payload, reported, ip_id),
+        _ => tunnel(proto, payload, reported, depth),
+    }
+}
+
+/// An IP payload that is a tunnel (IP-in-IP, GRE, UDP tunnels, MPLS-in-IP), out of line.
+#[cold]
+#[inline(never)]
+fn tunnel(proto: u8, payload: &[u8], reported: usize, depth: u8) -> Parsed {
+    match proto {
         4 => network(payload, reported, ETH_IPV4, depth),
         41 => network(payload, reported, ETH_IPV6, depth),
         47 => gre(payload, reported, depth),
@@ -513,6 +535,7 @@ fn transport(
     }
 }
 
+#[inline]
 fn parse_ipv4(ip: &[u8], reported: usize, depth: u8) -> Parsed {
     if ip.len() < 20 {
         return Err(SkipReason::Malformed("IPv4 header cut short"));

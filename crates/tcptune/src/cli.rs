@@ -82,7 +82,8 @@ pub enum Command {
         lab: Box<LabCommand>,
     },
     /// Analyse a packet capture (pcap/pcapng): Wireshark's TCP flags, per-flow statistics,
-    /// a diagnosis, and graphs.
+    /// a diagnosis, and graphs; or join two captures of one path (one-way delay, where losses
+    /// happened).
     Analyze(AnalyzeArgs),
     /// Print the JSON Schema of a command's `--json` output (all of them without a name).
     Schema {

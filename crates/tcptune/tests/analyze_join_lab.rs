@@ -305,7 +305,7 @@ fn join_counts_equal_the_emulators_for_loss_and_reordering() {
     }
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     tcptune_testkit::steal::retry_when_starved("join_loss_reordering", || {
-        let name = format!("jl{}", std::process::id() % 100_000);
+        let name = format!("t-jl{}", std::process::id() % 100_000);
         let mut lab = Lab::up(
             &name,
             &[
@@ -365,7 +365,7 @@ fn join_counts_duplicates_as_the_emulator_does() {
     }
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     tcptune_testkit::steal::retry_when_starved("join_duplicates", || {
-        let name = format!("jd{}", std::process::id() % 100_000);
+        let name = format!("t-jd{}", std::process::id() % 100_000);
         let mut lab = Lab::up(
             &name,
             &[
@@ -401,7 +401,7 @@ fn join_measures_the_configured_delay_distribution() {
     }
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     tcptune_testkit::steal::retry_when_starved("join_delay", || {
-        let name = format!("jj{}", std::process::id() % 100_000);
+        let name = format!("t-jj{}", std::process::id() % 100_000);
         // 5 ms ± 1 ms uniform each way, each packet its own draw (jitter may reorder packets a
         // late sender bunched up: real reordering, which the emulator does not count as such).
         let mut lab = Lab::up(
