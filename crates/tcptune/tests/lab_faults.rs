@@ -259,7 +259,18 @@ fn kills_at_every_stage_leave_nothing_behind_and_resume_gives_the_same_results()
         return;
     }
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let _labs = Labs(&["t-fault", "t-fref", "t-frun"]);
+    // `lab run --name N` gives each trial its own lab, N-0001, N-0002, … (counted per run).
+    let _labs = Labs(&[
+        "t-fault",
+        "t-fref-0001",
+        "t-fref-0002",
+        "t-fref-0003",
+        "t-fref-0004",
+        "t-frun-0001",
+        "t-frun-0002",
+        "t-frun-0003",
+        "t-frun-0004",
+    ]);
     let cubic_before = allowed_ccs().split_whitespace().any(|c| c == "cubic");
     let mut kills = 0;
     let mut checks = 0;
@@ -347,11 +358,15 @@ fn kills_at_every_stage_leave_nothing_behind_and_resume_gives_the_same_results()
         "reference run: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert_gone("t-fref", cubic_before, "reference run");
+    for n in 1..=4 {
+        assert_gone(&format!("t-fref-{n:04}"), cubic_before, "reference run");
+    }
     let resumed = dir.join("resumed");
     let resumed_s = resumed.to_str().unwrap().to_string();
-    let lab = "t-frun";
-    let args = run_args(spec_s, &resumed_s, lab);
+    let run_lab = "t-frun";
+    let args = run_args(spec_s, &resumed_s, run_lab);
+    // The lab of the first trial a run makes (a resumed run counts from 1 again).
+    let lab = "t-frun-0001";
 
     // 4a. In the first trial's lab setup (stopped once the hosts are configured): the
     //     emulator sees the run end and removes the lab, global sysctl included.
@@ -400,7 +415,13 @@ fn kills_at_every_stage_leave_nothing_behind_and_resume_gives_the_same_results()
         "resume: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert_gone(lab, cubic_before, "lab run killed and resumed");
+    for n in 1..=4 {
+        assert_gone(
+            &format!("{run_lab}-{n:04}"),
+            cubic_before,
+            "lab run killed and resumed",
+        );
+    }
     checks += 1;
     let done = trials(&resumed);
     assert!(
