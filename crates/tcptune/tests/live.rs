@@ -360,11 +360,16 @@ fn small_send_buffer_makes_the_sender_send_buffer_limited() {
         c["tcp_info"]["snd_cwnd"],
         c["skmem"]
     );
-    assert!(
-        c["verdict"]["share"].as_f64().unwrap() > 0.5,
-        "{}",
-        c["verdict"]
-    );
+    // Either the kernel's clock gave the send buffer most of the time, or it booked the time
+    // as cwnd-limited and the verdict rests on the samples (the buffer full with cwnd to
+    // spare), says so, and claims no time share.
+    let by_clock = c["verdict"]["share"].as_f64().is_some_and(|s| s > 0.5);
+    let by_samples = c["verdict"]["share"].is_null()
+        && c["verdict"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("send buffer 8 KiB full in");
+    assert!(by_clock || by_samples, "{}", c["verdict"]);
     // The kernel doubles SO_SNDBUF; the path's RTT is the delay line's 2 × 10 ms.
     assert_eq!(c["skmem"]["sndbuf"], 8192);
     let min_rtt = c["snapshot"]["min_rtt_s"].as_f64().unwrap();
