@@ -1067,9 +1067,18 @@ fn decide_sender(e: &Evidence, ctx: &Context, chronographs_reported: bool) -> De
     d
 }
 
-/// Whether the receiver's window is below the BDP (its buffer, not its reading, limits).
+/// Whether the receiver's window is below the BDP (its buffer, not its reading, limits). The
+/// BDP here is at the flow's smoothed RTT: a window-limited flow builds no queue, so that is
+/// the path's RTT plus the hosts' own delay, which the window must cover too (over a veth the
+/// minimum RTT is a few µs and the hosts' delay is most of it).
 fn window_short(ctx: &Context, e: &Evidence) -> bool {
-    matches!((bdp_bytes(ctx, e), e.peer_window_bytes), (Some(b), Some(w)) if w < b)
+    let bdp = match (ctx.path_rate, e.rtt_s.or(e.min_rtt_s)) {
+        (Some(rate), Some(rtt)) => {
+            (rate.bytes_per_sec() / ctx.streams.max(1) as f64 * rtt.secs()).ceil() as u64
+        }
+        _ => return false,
+    };
+    e.peer_window_bytes.is_some_and(|w| w < bdp)
 }
 
 fn network(e: &Evidence, ctx: &Context, share: f64) -> Decision {

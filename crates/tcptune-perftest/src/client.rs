@@ -747,9 +747,7 @@ fn assemble(
             .is_some_and(|ip| ip.is_loopback()),
     );
     // CPU of both ends' processes over the test (iperf3's figures). A tcptune end runs a
-    // thread per stream plus its control and sampling work, so it can use up to that many
-    // cores (a 4 KiB-window receiver over veth measured 132% of a core with one stream); a
-    // stock iperf3 (3.12) one.
+    // thread per stream, so it can use up to that many cores; a stock iperf3 (3.12) one.
     let ncpu = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
     let nstreams = p.parallel.max(1) as f64;
     let ours = CpuUse {
@@ -760,7 +758,7 @@ fn assemble(
         },
         scope: CpuScope::Process,
         percent: cu + cs,
-        cores: (nstreams + 1.0).min(ncpu),
+        cores: nstreams.min(ncpu),
         softirq_percent: None,
     };
     let theirs_cpu = CpuUse {
@@ -772,7 +770,7 @@ fn assemble(
         scope: CpuScope::Process,
         percent: server.cpu_util_total,
         cores: if server_samples.is_some() {
-            (nstreams + 1.0).min(ncpu)
+            nstreams.min(ncpu)
         } else {
             1.0
         },
