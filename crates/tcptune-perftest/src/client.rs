@@ -54,6 +54,25 @@ fn kernel() -> (KernelVersion, KernelSource) {
     }
 }
 
+/// One data connection as iperf3's `start.connected[]` lists it (TCP and UDP alike).
+fn connected_entry(fd: i32, l: Option<SocketAddr>, r: Option<SocketAddr>) -> Connected {
+    Connected {
+        socket: fd,
+        local_host: l.map(|a| a.ip().to_string()).unwrap_or_default(),
+        local_port: l.map(|a| a.port()).unwrap_or(0),
+        remote_host: r.map(|a| a.ip().to_string()).unwrap_or_default(),
+        remote_port: r.map(|a| a.port()).unwrap_or(0),
+    }
+}
+
+/// A SOL_SOCKET option of the first data socket (what iperf3 reports as the buffer sizes).
+fn first_socket_option(fds: &[i32], opt: i32) -> u32 {
+    fds.first()
+        .and_then(|&fd| sock::get_int(fd, libc::SOL_SOCKET, opt).ok())
+        .map(|v| v.max(0) as u32)
+        .unwrap_or(0)
+}
+
 /// The test context the diagnosis needs, from the parameters. `sender_cc` is the sending
 /// socket's congestion control as that end reported it; `settings` this host's values, which
 /// are the peer's too when the peer is this host (a loopback test).
@@ -447,24 +466,15 @@ pub fn run_with(
     let connected: Vec<Connected> = socks
         .iter()
         .map(|st| {
-            let l = st.sock.local_addr().ok();
-            let r = st.sock.peer_addr().ok();
-            Connected {
-                socket: std::os::fd::AsRawFd::as_raw_fd(&st.sock),
-                local_host: l.map(|a| a.ip().to_string()).unwrap_or_default(),
-                local_port: l.map(|a| a.port()).unwrap_or(0),
-                remote_host: r.map(|a| a.ip().to_string()).unwrap_or_default(),
-                remote_port: r.map(|a| a.port()).unwrap_or(0),
-            }
+            connected_entry(
+                std::os::fd::AsRawFd::as_raw_fd(&st.sock),
+                st.sock.local_addr().ok(),
+                st.sock.peer_addr().ok(),
+            )
         })
         .collect();
     let fds: Vec<i32> = connected.iter().map(|c| c.socket).collect();
-    let buf = |opt: i32| {
-        fds.first()
-            .and_then(|&fd| sock::get_int(fd, libc::SOL_SOCKET, opt).ok())
-            .map(|v| v.max(0) as u32)
-            .unwrap_or(0)
-    };
+    let buf = |opt: i32| first_socket_option(&fds, opt);
     let start = Start {
         connected,
         version: format!("tcptune {}", env!("CARGO_PKG_VERSION")),
@@ -1032,24 +1042,15 @@ fn run_udp(
     let connected: Vec<Connected> = streams
         .iter()
         .map(|st| {
-            let l = st.sock.local_addr().ok();
-            let r = st.sock.peer_addr().ok();
-            Connected {
-                socket: std::os::fd::AsRawFd::as_raw_fd(&st.sock),
-                local_host: l.map(|a| a.ip().to_string()).unwrap_or_default(),
-                local_port: l.map(|a| a.port()).unwrap_or(0),
-                remote_host: r.map(|a| a.ip().to_string()).unwrap_or_default(),
-                remote_port: r.map(|a| a.port()).unwrap_or(0),
-            }
+            connected_entry(
+                std::os::fd::AsRawFd::as_raw_fd(&st.sock),
+                st.sock.local_addr().ok(),
+                st.sock.peer_addr().ok(),
+            )
         })
         .collect();
     let fds: Vec<i32> = connected.iter().map(|c| c.socket).collect();
-    let buf = |opt: i32| {
-        fds.first()
-            .and_then(|&fd| sock::get_int(fd, libc::SOL_SOCKET, opt).ok())
-            .map(|v| v.max(0) as u32)
-            .unwrap_or(0)
-    };
+    let buf = |opt: i32| first_socket_option(&fds, opt);
     // The caller's -b (tcptune test defaults UDP to iperf3's 1 Mbit/s); 0 or none: unpaced.
     let rate = p.bandwidth_bps.unwrap_or(0);
     let start = Start {
