@@ -653,7 +653,7 @@ pub fn run_with(
         }
         let wake = next.map(|b| b - now).unwrap_or(0.1).clamp(0.0, 0.1);
         // Anything on the control connection now is the server ending the test early.
-        let ready = sock::wait_readable(
+        let ready = tcptune_os::poll::wait_readable(
             std::os::fd::AsFd::as_fd(&ctl.sock),
             Duration::from_secs_f64(wake).max(Duration::from_millis(1)),
         )
@@ -1261,7 +1261,7 @@ fn run_udp(
         if let Some(t) = next_tick {
             wake = wake.min(t - now);
         }
-        let ready = sock::wait_readable(
+        let ready = tcptune_os::poll::wait_readable(
             std::os::fd::AsFd::as_fd(&ctl.sock),
             Duration::from_secs_f64(wake.max(0.0)).max(Duration::from_millis(1)),
         )

@@ -181,8 +181,11 @@ impl Server {
             let (conn, peer) = match self.listener.accept() {
                 Ok(c) => c,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    sock::wait_readable(self.listener.as_fd(), Duration::from_millis(200))
-                        .map_err(|e| TestError::io("waiting for connections", e))?;
+                    tcptune_os::poll::wait_readable(
+                        self.listener.as_fd(),
+                        Duration::from_millis(200),
+                    )
+                    .map_err(|e| TestError::io("waiting for connections", e))?;
                     continue;
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -439,7 +442,7 @@ fn serve_test(
         // A client that fails to open its streams (a congestion control its kernel lacks) or
         // quits sends CLIENT_TERMINATE or closes the control connection: end the test now, as
         // iperf3 does, instead of holding the server busy until the streams' deadline.
-        if sock::wait_readable(ctl.sock.as_fd(), Duration::ZERO)
+        if tcptune_os::poll::wait_readable(ctl.sock.as_fd(), Duration::ZERO)
             .map_err(|e| fail(TestError::io("waiting on the control connection", e)))?
         {
             step(&mut ctl, &mut s, &clock).map_err(fail)?;
@@ -607,13 +610,13 @@ fn serve_udp(
         while let Ok((mut c, _, _)) = rx.try_recv() {
             let _ = c.write_all(&DATA_DENIED_REPLY);
         }
-        if sock::wait_readable(ctl.sock.as_fd(), Duration::ZERO)
+        if tcptune_os::poll::wait_readable(ctl.sock.as_fd(), Duration::ZERO)
             .map_err(|e| TestError::io("waiting on the control connection", e))?
         {
             step(&mut ctl, &mut s, &clock)?;
             continue;
         }
-        let ready = sock::wait_readable(listener.as_fd(), Duration::from_millis(20))
+        let ready = tcptune_os::poll::wait_readable(listener.as_fd(), Duration::from_millis(20))
             .map_err(|e| TestError::io("waiting for UDP streams", e))?;
         if !ready {
             s.poll(clock.now()).map_err(TestError::Session)?;

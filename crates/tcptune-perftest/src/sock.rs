@@ -173,11 +173,6 @@ impl ZeroCopySource {
     }
 }
 
-/// Waits until `fd` is readable or `timeout` passes; true if readable.
-pub fn wait_readable(fd: BorrowedFd<'_>, timeout: Duration) -> io::Result<bool> {
-    tcptune_os::poll::wait_readable(fd, timeout)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -221,7 +216,7 @@ mod tests {
         let mut got = vec![0u8; n];
         s.read_exact(&mut got).unwrap();
         assert!(got.iter().all(|&b| b == 7));
-        assert!(wait_readable(s.as_fd(), Duration::ZERO).is_ok());
+        assert!(tcptune_os::poll::wait_readable(s.as_fd(), Duration::ZERO).is_ok());
         let a = random_cookie().unwrap();
         let b = random_cookie().unwrap();
         assert_ne!(a.as_bytes(), b.as_bytes());
