@@ -4,7 +4,7 @@
 //! send buffer does not limit a flow over veth's microsecond RTT (the kernel always lets one
 //! skb through), so that verdict is unit-tested on samples until the lab's delay emulation lands.
 
-use std::process::{Child, Stdio};
+use std::process::Stdio;
 use std::sync::atomic::Ordering;
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
@@ -18,16 +18,7 @@ use tcptune_perf::{Direction, Params};
 use tcptune_perftest::client::{self, ClientConfig};
 use tcptune_perftest::report::TestOutput;
 use tcptune_perftest::server::{Server, ServerConfig};
-use tcptune_testkit::{line_channel, privileged, veth_pair, wait_for_line, Netns};
-
-/// A child process killed on drop (a failed assertion must not leave iperf3 running).
-struct Kill(Child);
-impl Drop for Kill {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+use tcptune_testkit::{line_channel, privileged, veth_pair, wait_for_line, Kill, Netns};
 
 /// `iperf3 -s -1` in `ns`, returned once it prints that it listens (a pipe read with a deadline).
 fn iperf3_server(ns: &Netns, port: u16) -> Kill {

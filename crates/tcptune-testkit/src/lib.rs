@@ -68,6 +68,16 @@ pub fn wait_for(what: &str, deadline: Duration, mut cond: impl FnMut() -> bool) 
     }
 }
 
+/// A child process killed and reaped when dropped, so a failing test leaves no server behind.
+pub struct Kill(pub std::process::Child);
+
+impl Drop for Kill {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// Runs a command and returns its output, panicking with the command line and stderr on failure.
 pub fn run(cmd: &mut Command) -> Output {
     let out = cmd

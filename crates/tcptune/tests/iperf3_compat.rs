@@ -9,20 +9,12 @@
 //! interval…, end), each event's data against the reference's matching object.
 
 use std::collections::BTreeSet;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::sync::mpsc::Receiver;
 use std::time::Duration;
 
 use serde_json::Value;
-use tcptune_testkit::{line_channel, wait_for_line};
-
-struct Kill(Child);
-impl Drop for Kill {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+use tcptune_testkit::{line_channel, wait_for_line, Kill};
 
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")

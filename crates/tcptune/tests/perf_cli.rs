@@ -1,25 +1,17 @@
 //! `tcptune serve` and `tcptune test` as a user runs them, on loopback: the JSON shape
 //! (iperf3's fields plus ours), the exit codes, and one-sentence errors for bad input.
 
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 use serde_json::Value;
-use tcptune_testkit::{line_channel, signal, wait_for_line, Signal};
+use tcptune_testkit::{line_channel, signal, wait_for_line, Kill, Signal};
 
 fn tcptune(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_tcptune"))
         .args(args)
         .output()
         .unwrap()
-}
-
-struct Kill(Child);
-impl Drop for Kill {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 /// `tcptune serve -1` on a free loopback port, once it says it listens.

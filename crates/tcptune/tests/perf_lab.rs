@@ -4,7 +4,7 @@
 //! buffer (send-buffer limited), 1% loss (loss limited, near the Mathis bound), and seed 001's
 //! untuned receiver against the same receiver tuned (the factor between them).
 
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -12,7 +12,7 @@ use serde_json::Value;
 use tcptune_model::buffers::{buffers, BufferQuery, FlowSharing};
 use tcptune_model::kernel::{CongestionControl, KernelSource};
 use tcptune_model::{Dur, Rate};
-use tcptune_testkit::{line_channel, wait_for_line};
+use tcptune_testkit::{line_channel, wait_for_line, Kill};
 
 /// Held by each test for its whole run: both assert throughput against a model's bound, and
 /// on a 2-core machine two labs' emulators and flows at once take each other's CPU (the
@@ -94,14 +94,6 @@ impl Lab {
 impl Drop for Lab {
     fn drop(&mut self) {
         let _ = tcptune(&["lab", "down", "--name", self.0]);
-    }
-}
-
-struct Kill(Child);
-impl Drop for Kill {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
     }
 }
 

@@ -6,24 +6,16 @@
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use tcptune_testkit::{line_channel, wait_for_line};
+use tcptune_testkit::{line_channel, wait_for_line, Kill};
 
 /// The server's peak resident memory after every attack. A test's threads, buffers and
 /// samples take some MiB (13 MiB measured); a results message parsed whole (a 64 MiB claim once cost 1.17 GB)
 /// or any unbounded buffer would blow it.
 const MEMORY_BOUND_KIB: u64 = 32 * 1024;
 const MEMORY_BOUND: &str = "32 MiB";
-
-struct Kill(Child);
-impl Drop for Kill {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 fn serve() -> (Kill, SocketAddr) {
     for _ in 0..5 {
