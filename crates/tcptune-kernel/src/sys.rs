@@ -15,25 +15,34 @@ use crate::filter::Filter;
 use crate::tcp_info::{KernelVersion, TailLayout, TcpInfo};
 
 /// Why talking to the kernel failed. Messages are one sentence naming the object and the fix.
+///
+/// Each message holds its cause, so no variant chains it as a `source` as well (anyhow's `{:#}`
+/// would print it twice), and a library printing the error with `{}` still says why.
 #[derive(Debug, thiserror::Error)]
 pub enum KernelError {
     #[error("cannot open a NETLINK_SOCK_DIAG socket: {0}")]
     Socket(io::Error),
-    #[error("netlink {what} failed: {source}")]
+    #[error("netlink {what} failed: {cause}")]
     Io {
         what: &'static str,
-        source: io::Error,
+        cause: io::Error,
     },
     #[error("the kernel refused the sock_diag request: {0}")]
     Refused(io::Error),
     #[error("cannot decode the kernel's answer: {0}")]
-    Decode(#[from] diag::DecodeError),
+    Decode(diag::DecodeError),
     #[error("network namespace '{0}' does not exist; `ip netns list` shows the names")]
     NoSuchNetns(String),
     #[error("entering network namespace '{0}' needs root (CAP_SYS_ADMIN); run with sudo")]
     NetnsPermission(String),
-    #[error("cannot enter network namespace '{name}': {source}")]
-    Netns { name: String, source: io::Error },
+    #[error("cannot enter network namespace '{name}': {cause}")]
+    Netns { name: String, cause: io::Error },
+}
+
+impl From<diag::DecodeError> for KernelError {
+    fn from(e: diag::DecodeError) -> KernelError {
+        KernelError::Decode(e)
+    }
 }
 
 type Result<T> = std::result::Result<T, KernelError>;
@@ -166,7 +175,7 @@ fn recv_into(fd: i32, buf: &mut [u8]) -> Result<usize> {
             }
             return Err(KernelError::Io {
                 what: "receive",
-                source: e,
+                cause: e,
             });
         }
         return Ok(n as usize);
@@ -324,7 +333,7 @@ impl Diag {
         if rc < 0 {
             return Err(KernelError::Io {
                 what: "send",
-                source: io::Error::last_os_error(),
+                cause: io::Error::last_os_error(),
             });
         }
         Ok(())
@@ -571,7 +580,7 @@ pub fn in_netns<T: Send>(name: &str, f: impl FnOnce() -> T + Send) -> Result<T> 
                         }
                         _ => KernelError::Netns {
                             name: name.into(),
-                            source: e,
+                            cause: e,
                         },
                     });
                 }
@@ -585,7 +594,7 @@ pub fn in_netns<T: Send>(name: &str, f: impl FnOnce() -> T + Send) -> Result<T> 
                         Some(libc::EINVAL) => KernelError::NoSuchNetns(name.into()),
                         _ => KernelError::Netns {
                             name: name.into(),
-                            source: e,
+                            cause: e,
                         },
                     });
                 }
@@ -724,7 +733,7 @@ impl DestroyEvents {
             }
             return Err(KernelError::Io {
                 what: "poll",
-                source: e,
+                cause: e,
             });
         }
         let mut out = Vec::new();
@@ -749,7 +758,7 @@ impl DestroyEvents {
                     _ => {
                         return Err(KernelError::Io {
                             what: "receive",
-                            source: e,
+                            cause: e,
                         })
                     }
                 }
