@@ -7,8 +7,8 @@ use tcptune_model::kernel::{self, KernelSource, KernelVersion};
 use tcptune_model::{bdp, buffers, cubic, mathis, pftk, ramp};
 
 use crate::cli::{BuffersArgs, MathisArgs, ModelCommand, PathArgs, PftkArgs, RampArgs};
+use crate::outcome::Outcome;
 use crate::output::emit;
-use crate::Outcome;
 
 /// Where the running kernel's release string lives (`uname -r` reads the same).
 const OSRELEASE: &str = "/proc/sys/kernel/osrelease";

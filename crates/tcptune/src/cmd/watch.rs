@@ -22,7 +22,7 @@ use super::conns::{
     Target,
 };
 use crate::cli::WatchArgs;
-use crate::Outcome;
+use crate::outcome::Outcome;
 
 /// Where samples go besides the screen.
 struct Sink {
