@@ -180,16 +180,7 @@ fn us(v: u32) -> Dur {
 
 /// Sizes the way windows are talked about: "64 KiB", "1.5 MiB", "900 B".
 pub fn size(bytes: u64) -> String {
-    let b = bytes as f64;
-    if bytes < 1024 {
-        format!("{bytes} B")
-    } else if b < 1024.0 * 1024.0 {
-        format!("{} KiB", tcptune_model::units::fmt_sig(b / 1024.0, 3))
-    } else if b < 1024.0 * 1024.0 * 1024.0 {
-        format!("{} MiB", tcptune_model::units::fmt_sig(b / 1048576.0, 3))
-    } else {
-        format!("{} GiB", tcptune_model::units::fmt_sig(b / 1073741824.0, 3))
-    }
+    tcptune_model::Bytes::new(bytes).binary(3)
 }
 
 /// Figures from a single sample.
