@@ -19,6 +19,7 @@ pub mod conn;
 pub mod engine;
 pub mod json;
 pub mod throughput;
+pub mod watch;
 
 pub use engine::{Context, Limit, Verdict};
 

@@ -257,7 +257,7 @@ mod tests {
 
     #[test]
     fn reference_example_mss_1448_rtt_100ms_loss_1e4() {
-        // Reference D §4: MSS 1448, RTT 100 ms, p = 1e-4 → 14.2 Mb/s.
+        // Mathis et al. 1997 worked by hand: 1448 B × 8 / 100 ms × √(3/2) / √1e-4 = 14.2 Mb/s.
         let m = rate_for_loss(
             b("1448"),
             d("100ms"),

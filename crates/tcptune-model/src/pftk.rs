@@ -241,7 +241,8 @@ mod tests {
 
     #[test]
     fn reference_examples_rtt_50ms_b2_t0_200ms() {
-        // Reference D §4: p = 1e-3 → 6.3, 1e-2 → 1.8 (Mathis 2.0), 5e-2 → 0.6 Mb/s (Mathis 0.9).
+        // PFTK's full model (Padhye et al., SIGCOMM 1998) worked by hand: p = 1e-3 → 6.3,
+        // 1e-2 → 1.8 (Mathis 2.0), 5e-2 → 0.6 Mb/s (Mathis 0.9).
         for (p, want, mathis) in [
             ("1e-3", 6.3, None),
             ("1e-2", 1.8, Some(2.0)),
