@@ -67,16 +67,7 @@ pub struct Cubic {
 
 /// CUBIC's average throughput for an MSS, RTT and loss rate, with RFC 9438's C = 0.4, β = 0.7.
 pub fn cubic(mss: Bytes, rtt: Dur, loss: Probability) -> Result<Cubic, ModelError> {
-    if mss.get() == 0 {
-        return Err(ModelError::Invalid(
-            "the MSS must be at least 1 byte; give --mss 1448".into(),
-        ));
-    }
-    if rtt == Dur::ZERO {
-        return Err(ModelError::Invalid(
-            "the round-trip time must be above zero; give --rtt 20ms".into(),
-        ));
-    }
+    crate::check_mss_rtt(mss, rtt)?;
     let p = loss.get();
     if p <= 0.0 {
         return Err(ModelError::Invalid(

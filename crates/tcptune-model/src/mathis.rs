@@ -84,16 +84,7 @@ pub struct Mathis {
 }
 
 fn check(mss: Bytes, rtt: Dur, c: f64) -> Result<(), ModelError> {
-    if mss.get() == 0 {
-        return Err(ModelError::Invalid(
-            "the MSS must be at least 1 byte; give --mss 1448".into(),
-        ));
-    }
-    if rtt == Dur::ZERO {
-        return Err(ModelError::Invalid(
-            "the round-trip time must be above zero; give --rtt 20ms".into(),
-        ));
-    }
+    crate::check_mss_rtt(mss, rtt)?;
     if !(c.is_finite() && c > 0.0) {
         return Err(ModelError::Invalid(
             "the Mathis constant must be a positive number; give --constant 1.22".into(),

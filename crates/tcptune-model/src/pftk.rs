@@ -69,16 +69,7 @@ pub struct Pftk {
 
 /// The PFTK estimate for `q`.
 pub fn pftk(q: &PftkQuery) -> Result<Pftk, ModelError> {
-    if q.mss.get() == 0 {
-        return Err(ModelError::Invalid(
-            "the MSS must be at least 1 byte; give --mss 1448".into(),
-        ));
-    }
-    if q.rtt == Dur::ZERO {
-        return Err(ModelError::Invalid(
-            "the round-trip time must be above zero; give --rtt 20ms".into(),
-        ));
-    }
+    crate::check_mss_rtt(q.mss, q.rtt)?;
     if q.packets_per_ack == 0 {
         return Err(ModelError::Invalid(
             "packets per ACK (--b) must be at least 1; give --b 2 for delayed ACKs".into(),
