@@ -590,14 +590,7 @@ mod tests {
 
     /// Rows from the recorded loopback dump, varied so each line differs.
     fn recorded_rows(n: usize) -> Vec<Conn> {
-        let rec = include_bytes!("../../../fixtures/kernel/6.18/dump-loopback.nl");
-        let socks: Vec<DiagSocket> = tcptune_kernel::diag::messages(rec)
-            .filter_map(|m| m.ok())
-            .filter(|m| m.kind == tcptune_kernel::diag::SOCK_DIAG_BY_FAMILY)
-            .map(|m| DiagSocket::decode(m.payload, tcptune_kernel::TailLayout::Linux6_18))
-            .collect::<Result<_, _>>()
-            .unwrap();
-        assert!(!socks.is_empty());
+        let socks = crate::recorded_sockets();
         (0..n)
             .map(|i| {
                 let mut s = socks[i % socks.len()].clone();

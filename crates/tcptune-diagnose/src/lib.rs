@@ -313,3 +313,19 @@ pub fn judge(a: Option<&Sample>, b: &Sample, ctx: &Context, cpu: &[engine::CpuUs
     };
     engine::classify(&obs, ctx, &over).0
 }
+
+/// The sockets of the recorded loopback dump (fixtures/kernel/6.18), for unit tests.
+#[cfg(test)]
+pub(crate) fn recorded_sockets() -> Vec<tcptune_kernel::DiagSocket> {
+    let rec = include_bytes!("../../../fixtures/kernel/6.18/dump-loopback.nl");
+    let socks: Vec<tcptune_kernel::DiagSocket> = tcptune_kernel::diag::messages(rec)
+        .filter_map(|m| m.ok())
+        .filter(|m| m.kind == tcptune_kernel::diag::SOCK_DIAG_BY_FAMILY)
+        .map(|m| {
+            tcptune_kernel::DiagSocket::decode(m.payload, tcptune_kernel::TailLayout::Linux6_18)
+        })
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert!(!socks.is_empty());
+    socks
+}

@@ -298,16 +298,7 @@ pub fn closed_line(l: &RecordLine, ctx: &Context) -> String {
 mod tests {
     use super::*;
 
-    /// The sockets of the recorded loopback dump (fixtures/kernel/6.18).
-    fn recorded() -> Vec<DiagSocket> {
-        let rec = include_bytes!("../../../fixtures/kernel/6.18/dump-loopback.nl");
-        tcptune_kernel::diag::messages(rec)
-            .filter_map(|m| m.ok())
-            .filter(|m| m.kind == tcptune_kernel::diag::SOCK_DIAG_BY_FAMILY)
-            .map(|m| DiagSocket::decode(m.payload, tcptune_kernel::TailLayout::Linux6_18))
-            .collect::<Result<_, _>>()
-            .unwrap()
-    }
+    use crate::recorded_sockets as recorded;
 
     fn sample_at(ms: u64) -> Sample {
         let s = recorded().into_iter().find(|s| s.info.is_some()).unwrap();
