@@ -451,7 +451,7 @@ impl Joiner {
             .first()
             .map(|&i| self.recs[u][i as usize].seq)
             .unwrap_or(0);
-        let rel = |seq: u32| i64::from(seq.wrapping_sub(base) as i32);
+        let rel = |seq: u32| crate::seq::rel(base, seq);
         let open = |side: usize, partner: &[Vec<u32>; 2]| {
             let mut m: HashMap<i64, Vec<(i64, u32)>> = HashMap::new();
             for &i in &by_flow[side][flow] {
@@ -660,7 +660,7 @@ impl Joiner {
                 continue;
             }
             let b = *base.get_or_insert(r.seq);
-            let start = i64::from(r.seq.wrapping_sub(b) as i32);
+            let start = crate::seq::rel(b, r.seq);
             let end = start + i64::from(span);
             if start < highest {
                 dir.retransmissions += 1;

@@ -12,6 +12,7 @@
 pub mod diagnose;
 pub mod join;
 pub mod report;
+pub mod seq;
 pub mod series;
 pub mod stats;
 pub mod svg;

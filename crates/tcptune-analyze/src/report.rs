@@ -337,17 +337,7 @@ fn fmt_rate(r: Rate) -> String {
 
 /// Bytes in four significant digits with a decimal prefix ("41.45 kB"), for the text report.
 fn short(b: Bytes) -> String {
-    let n = b.get() as f64;
-    let (v, unit) = if n < 1e3 {
-        return format!("{} B", b.get());
-    } else if n < 1e6 {
-        (n / 1e3, "kB")
-    } else if n < 1e9 {
-        (n / 1e6, "MB")
-    } else {
-        (n / 1e9, "GB")
-    };
-    format!("{} {unit}", tcptune_model::units::fmt_sig(v, 4))
+    b.decimal(4)
 }
 
 impl fmt::Display for AnalyzeReport {

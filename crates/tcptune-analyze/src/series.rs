@@ -6,6 +6,8 @@
 //! memory and the points stay spread over the whole flow. Retransmissions are kept in their
 //! own series (also bounded) so thinning never hides them.
 
+use crate::seq::rel;
+
 /// Points kept per series.
 pub const MAX_POINTS: usize = 4000;
 
@@ -97,10 +99,6 @@ pub struct DirSeries {
 #[derive(Debug, Clone, Default)]
 pub struct FlowSeries {
     pub dirs: [DirSeries; 2],
-}
-
-fn rel(base: u32, seq: u32) -> i64 {
-    i64::from(seq.wrapping_sub(base) as i32)
 }
 
 impl FlowSeries {

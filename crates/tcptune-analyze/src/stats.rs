@@ -13,6 +13,7 @@ use tcptune_wire::packet::flags as th;
 use tcptune_wire::TcpSegment;
 
 use crate::report::{FlagCounts, SynOptions};
+use crate::seq;
 use crate::wireshark::Flags;
 
 /// At most this many outstanding segments are remembered per direction for RTT sampling;
@@ -141,7 +142,7 @@ impl DirAcc {
             let new = match self.snd_max {
                 None => u64::from(len),
                 Some(m) => {
-                    let ahead = end.wrapping_sub(m) as i32;
+                    let ahead = seq::diff(end, m);
                     if ahead <= 0 {
                         0
                     } else {
@@ -155,10 +156,7 @@ impl DirAcc {
                 self.rexmt_packets += 1;
                 self.rexmt_bytes += rexmt;
             }
-            if self
-                .snd_max
-                .is_none_or(|m| (end.wrapping_sub(m) as i32) > 0)
-            {
+            if self.snd_max.is_none_or(|m| seq::diff(end, m) > 0) {
                 self.snd_max = Some(end);
             }
         }
@@ -168,18 +166,15 @@ impl DirAcc {
             let end = seg.seq.wrapping_add(space);
             let newest = self.outstanding.back().map(|o| o.end);
             match newest {
-                Some(b)
-                    if (end.wrapping_sub(b) as i32) <= 0
-                        || (seg.seq.wrapping_sub(b) as i32) < 0 =>
-                {
+                Some(b) if seq::le(end, b) || seq::lt(seg.seq, b) => {
                     // A retransmission: Karn's rule forbids samples from what it covers.
                     for o in self.outstanding.iter_mut().rev() {
-                        if (o.end.wrapping_sub(seg.seq) as i32) <= 0 {
+                        if seq::le(o.end, seg.seq) {
                             break;
                         }
                         o.retransmitted = true;
                     }
-                    if (end.wrapping_sub(b) as i32) > 0 {
+                    if seq::diff(end, b) > 0 {
                         self.push_outstanding(end, now, true);
                     }
                 }
@@ -206,7 +201,7 @@ impl DirAcc {
         let mut sample = None;
         let mut ambiguous = false;
         while let Some(o) = self.outstanding.front() {
-            if (ack.wrapping_sub(o.end) as i32) < 0 {
+            if seq::lt(ack, o.end) {
                 break;
             }
             if o.end == ack && !o.retransmitted && !ambiguous && now >= o.sent_ns {
@@ -228,7 +223,7 @@ impl DirAcc {
     /// Bytes sent but not yet acknowledged by `peer_ack`.
     pub fn in_flight(&self, peer_ack: Option<u32>) -> u64 {
         match (self.snd_max, peer_ack) {
-            (Some(m), Some(a)) => (m.wrapping_sub(a) as i32).max(0) as u64,
+            (Some(m), Some(a)) => seq::diff(m, a).max(0) as u64,
             _ => 0,
         }
     }

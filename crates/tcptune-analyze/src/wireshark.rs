@@ -16,6 +16,8 @@
 use tcptune_wire::packet::flags as th;
 use tcptune_wire::TcpSegment;
 
+use crate::seq;
+
 /// Wireshark's `TCP_A_*` flag bits (same values, so debugging against Wireshark is easy).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
 pub struct Flags(pub u16);
@@ -79,17 +81,6 @@ impl Flags {
             set.then_some(name)
         })
     }
-}
-
-// Sequence comparisons as Wireshark defines them (signed 32-bit difference).
-fn gt_seq(x: u32, y: u32) -> bool {
-    (y.wrapping_sub(x) as i32) < 0
-}
-fn lt_seq(x: u32, y: u32) -> bool {
-    (x.wrapping_sub(y) as i32) < 0
-}
-fn le_seq(x: u32, y: u32) -> bool {
-    (x.wrapping_sub(y) as i32) <= 0
 }
 
 /// Wireshark's `tcp_flow_t` + `tcp_analyze_seq_flow_info_t`, reduced to what the flags use.
@@ -331,7 +322,7 @@ impl ConvState {
                 *f |= Flags::ZERO_WINDOW;
             }
             // LOST SEGMENT (previous segment not captured)
-            if fwd.nextseq != 0 && gt_seq(seq, fwd.nextseq) && fl & th::RST == 0 {
+            if fwd.nextseq != 0 && seq::gt(seq, fwd.nextseq) && fl & th::RST == 0 {
                 *f |= Flags::LOST_PACKET;
             }
             // KEEP-ALIVE: 0 or 1 byte starting one before the next expected byte.
@@ -398,8 +389,8 @@ impl ConvState {
         }
 
         // ACKED UNSEEN SEGMENT (4.0 rule, with the dupacknum = -1 trick)
-        if rev.maxseqtobeacked != 0 && gt_seq(ack, rev.maxseqtobeacked) && fl & th::ACK != 0 {
-            if lt_seq(rev.maxseqtobeacked, rev.nextseq) {
+        if rev.maxseqtobeacked != 0 && seq::gt(ack, rev.maxseqtobeacked) && fl & th::ACK != 0 {
+            if seq::lt(rev.maxseqtobeacked, rev.nextseq) {
                 rev.maxseqtobeacked = rev.nextseq;
                 *f |= Flags::ACK_LOST_PACKET;
             } else {
@@ -412,7 +403,7 @@ impl ConvState {
 
         // RETRANSMISSION / FAST / SPURIOUS / OUT-OF-ORDER
         if (seglen > 0 || fl & (th::SYN | th::FIN) != 0) && *f & Flags::KEEP_ALIVE == 0 {
-            let mut seq_not_advanced = fwd.nextseq != 0 && lt_seq(seq, fwd.nextseq);
+            let mut seq_not_advanced = fwd.nextseq != 0 && seq::lt(seq, fwd.nextseq);
             if seglen > 1 && fwd.nextseq.wrapping_sub(1) == seq {
                 // New data right after a zero-window probe byte.
                 seq_not_advanced = false;
@@ -420,7 +411,7 @@ impl ConvState {
             let t_fast = now.wrapping_sub(rev.lastack_time) as u64;
             let t_ooo = now.wrapping_sub(fwd.nextseq_time) as u64;
             let syn_fin = u32::from(fl & (th::SYN | th::FIN) != 0);
-            if seglen > 0 && rev.lastack != 0 && le_seq(seq.wrapping_add(seglen), rev.lastack) {
+            if seglen > 0 && rev.lastack != 0 && seq::le(seq.wrapping_add(seglen), rev.lastack) {
                 *f |= Flags::SPURIOUS_RETRANSMISSION;
             } else if seq_not_advanced
                 && rev.dupacknum >= 2
@@ -450,7 +441,7 @@ impl ConvState {
             }
             fwd.unacked.insert(nextseq);
         }
-        if (gt_seq(nextseq, fwd.nextseq) || fwd.nextseq == 0) && !is_zwp {
+        if (seq::gt(nextseq, fwd.nextseq) || fwd.nextseq == 0) && !is_zwp {
             fwd.nextseq = nextseq;
             fwd.nextseq_frame = frame;
             fwd.nextseq_time = now;
@@ -500,7 +491,7 @@ impl Unacked {
     fn ack(&mut self, ack: u32) {
         let Some(anchor) = self.anchor else { return };
         while let Some(&front) = self.ends.front() {
-            if le_seq(front.wrapping_add(anchor), ack) {
+            if seq::le(front.wrapping_add(anchor), ack) {
                 self.ends.pop_front();
             } else {
                 break;

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use tcptune_kernel::procs::Owner;
 use tcptune_kernel::tcp_info::state_name;
 use tcptune_kernel::{BbrInfo, CongName, DiagSocket, SkMemInfo, TcpInfo};
-use tcptune_model::{Dur, Rate};
+use tcptune_model::{Bytes, Dur, Rate};
 
 use crate::engine::CpuUse;
 use crate::{interval, judge, snapshot, Context, Interval, Sample, Snapshot, Verdict};
@@ -431,19 +431,18 @@ impl Row {
                 c.push('-');
                 return 1;
             };
-            if b < 1024 {
-                push_u64(c, b);
-                c.push_str(" B");
-            } else {
-                let (unit, name) = if b < 1 << 20 {
-                    (1u64 << 10, " KiB")
-                } else if b < 1 << 30 {
-                    (1 << 20, " MiB")
-                } else {
-                    (1 << 30, " GiB")
-                };
-                push_tenths(c, (b * 10 + unit / 2) / unit);
-                c.push_str(name);
+            // The unit is Bytes'; the figure is written in tenths by hand, without allocating.
+            match Bytes::new(b).binary_unit() {
+                (1, _) => {
+                    push_u64(c, b);
+                    c.push_str(" B");
+                }
+                (unit, prefix) => {
+                    push_tenths(c, (b * 10 + unit / 2) / unit);
+                    c.push(' ');
+                    c.push_str(prefix);
+                    c.push('B');
+                }
             }
             c.len()
         });
@@ -591,14 +590,7 @@ mod tests {
 
     /// Rows from the recorded loopback dump, varied so each line differs.
     fn recorded_rows(n: usize) -> Vec<Conn> {
-        let rec = include_bytes!("../../../fixtures/kernel/6.18/dump-loopback.nl");
-        let socks: Vec<DiagSocket> = tcptune_kernel::diag::messages(rec)
-            .filter_map(|m| m.ok())
-            .filter(|m| m.kind == tcptune_kernel::diag::SOCK_DIAG_BY_FAMILY)
-            .map(|m| DiagSocket::decode(m.payload, tcptune_kernel::TailLayout::Linux6_18))
-            .collect::<Result<_, _>>()
-            .unwrap();
-        assert!(!socks.is_empty());
+        let socks = crate::recorded_sockets();
         (0..n)
             .map(|i| {
                 let mut s = socks[i % socks.len()].clone();

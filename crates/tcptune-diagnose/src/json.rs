@@ -419,20 +419,8 @@ mod tests {
     use crate::conn::{ConnTable, History};
     use crate::Context;
     use tcptune_kernel::procs::Owner;
-    use tcptune_kernel::DiagSocket;
 
-    /// The sockets of the recorded loopback dump (fixtures/kernel/6.18).
-    fn recorded() -> Vec<DiagSocket> {
-        let rec = include_bytes!("../../../fixtures/kernel/6.18/dump-loopback.nl");
-        let socks: Vec<DiagSocket> = tcptune_kernel::diag::messages(rec)
-            .filter_map(|m| m.ok())
-            .filter(|m| m.kind == tcptune_kernel::diag::SOCK_DIAG_BY_FAMILY)
-            .map(|m| DiagSocket::decode(m.payload, tcptune_kernel::TailLayout::Linux6_18))
-            .collect::<Result<_, _>>()
-            .unwrap();
-        assert!(!socks.is_empty());
-        socks
-    }
+    use crate::recorded_sockets as recorded;
 
     /// Rows with every optional part somewhere: `--all`'s fields, namespaces (with characters
     /// JSON escapes), owners, intervals from a second sample, IPv6 addresses, a socket without

@@ -21,6 +21,7 @@ pub mod conn;
 pub mod engine;
 pub mod json;
 pub mod throughput;
+pub mod watch;
 
 pub use engine::{Context, Limit, Verdict};
 
@@ -182,16 +183,7 @@ fn us(v: u32) -> Dur {
 
 /// Sizes the way windows are talked about: "64 KiB", "1.5 MiB", "900 B".
 pub fn size(bytes: u64) -> String {
-    let b = bytes as f64;
-    if bytes < 1024 {
-        format!("{bytes} B")
-    } else if b < 1024.0 * 1024.0 {
-        format!("{} KiB", tcptune_model::units::fmt_sig(b / 1024.0, 3))
-    } else if b < 1024.0 * 1024.0 * 1024.0 {
-        format!("{} MiB", tcptune_model::units::fmt_sig(b / 1048576.0, 3))
-    } else {
-        format!("{} GiB", tcptune_model::units::fmt_sig(b / 1073741824.0, 3))
-    }
+    tcptune_model::Bytes::new(bytes).binary(3)
 }
 
 /// Figures from a single sample.
@@ -322,4 +314,20 @@ pub fn judge(a: Option<&Sample>, b: &Sample, ctx: &Context, cpu: &[engine::CpuUs
         ..engine::Observations::socket(series)
     };
     engine::classify(&obs, ctx, &over).0
+}
+
+/// The sockets of the recorded loopback dump (fixtures/kernel/6.18), for unit tests.
+#[cfg(test)]
+pub(crate) fn recorded_sockets() -> Vec<tcptune_kernel::DiagSocket> {
+    let rec = include_bytes!("../../../fixtures/kernel/6.18/dump-loopback.nl");
+    let socks: Vec<tcptune_kernel::DiagSocket> = tcptune_kernel::diag::messages(rec)
+        .filter_map(|m| m.ok())
+        .filter(|m| m.kind == tcptune_kernel::diag::SOCK_DIAG_BY_FAMILY)
+        .map(|m| {
+            tcptune_kernel::DiagSocket::decode(m.payload, tcptune_kernel::TailLayout::Linux6_18)
+        })
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert!(!socks.is_empty());
+    socks
 }

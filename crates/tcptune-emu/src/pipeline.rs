@@ -3,7 +3,7 @@
 //! the TUN edge (`sys`) and the tests drive it with their own time.
 //!
 //! The stages and their order are netem's `netem_enqueue()` (Linux 6.18, read from the
-//! source; see docs/reference B §1.1):
+//! source: <https://elixir.bootlin.com/linux/v6.18/source/net/sched/sch_netem.c>):
 //!
 //! 1. **duplicate**: one draw; a copy is made (never of a copy);
 //! 2. **loss**: one draw per packet (random, Gilbert–Elliott or every-Nth). A packet drawn

@@ -3,6 +3,7 @@
 //! measured trial, and the order (shuffled with the spec's seed, or sequential). Every trial
 //! gets its own seed derived from the spec's, so a rerun makes the same impairment decisions.
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use tcptune_model::Dur;
@@ -249,6 +250,96 @@ pub fn smoke(spec: &Spec, max_points: usize) -> (Vec<Point>, Vec<Trial>) {
     };
     let trials = trials(&quick, &picked);
     (picked, trials)
+}
+
+/// What `lab run --check` found: the plan of a valid spec, nothing run.
+#[derive(Serialize, JsonSchema)]
+pub struct CheckedPlan {
+    /// The experiment's name.
+    pub name: String,
+    pub points: Vec<PlannedPoint>,
+    /// Measured trials per point.
+    pub repetitions: u32,
+    /// Whether each point's first trial is an extra, unmeasured warm-up.
+    pub warmup: bool,
+    /// Trials in all, warm-ups included.
+    pub trials: usize,
+    /// "random" (shuffled with the spec's seed) or "sequential".
+    pub order: String,
+    /// The results directory a run writes.
+    pub out: String,
+    /// It holds an earlier run of this command, which a run resumes.
+    pub resumes: bool,
+    /// Name of the labs the trials use.
+    pub lab: String,
+}
+
+/// One sweep point of a plan.
+#[derive(Serialize, JsonSchema)]
+pub struct PlannedPoint {
+    pub index: usize,
+    /// The settings that vary, as "link.delay=5ms, client.mtu=9000" ("base" when none do).
+    pub label: String,
+}
+
+impl std::fmt::Display for CheckedPlan {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(
+            f,
+            "{}: {} point(s) × {} repetition(s){} = {} trials, order {}",
+            self.name,
+            self.points.len(),
+            self.repetitions,
+            if self.warmup { " + 1 warm-up" } else { "" },
+            self.trials,
+            self.order
+        )?;
+        for p in &self.points {
+            writeln!(f, "  p{:03}  {}", p.index, p.label)?;
+        }
+        writeln!(
+            f,
+            "results into {}{}, on labs named {}",
+            self.out,
+            if self.resumes {
+                " (holds an earlier run: a run resumes it)"
+            } else {
+                ""
+            },
+            self.lab
+        )
+    }
+}
+
+impl CheckedPlan {
+    /// The plan of `spec` over `points` (its whole plan, or the smoke run's), writing into
+    /// `out` (`resumes` when that holds an earlier run) on labs named `lab`.
+    pub fn new(
+        spec: &Spec,
+        points: &[Point],
+        trials: usize,
+        out: String,
+        resumes: bool,
+        lab: &str,
+    ) -> CheckedPlan {
+        CheckedPlan {
+            name: spec.name.clone(),
+            points: points
+                .iter()
+                .map(|p| PlannedPoint {
+                    index: p.index,
+                    label: p.label(),
+                })
+                .collect(),
+            repetitions: spec.repetitions,
+            warmup: spec.warmup,
+            trials,
+            order: format!("{:?}", spec.order).to_lowercase(),
+            out,
+            resumes,
+            lab: lab.to_string(),
+        }
+    }
 }
 
 #[cfg(test)]

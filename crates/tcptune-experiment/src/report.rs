@@ -875,6 +875,78 @@ pub struct ReportFiles {
     pub points: Vec<PointSummary>,
 }
 
+// What `tcptune report` (and the end of `lab run`) prints; its doc line is its JSON Schema's
+// description (schema/report.json).
+/// The files written and the statistics of each sweep point.
+#[derive(Serialize, JsonSchema)]
+pub struct ReportResult {
+    pub html: String,
+    pub summary_csv: String,
+    pub plots: Vec<String>,
+    pub points: Vec<PointSummary>,
+}
+
+impl std::fmt::Display for ReportResult {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(
+            f,
+            "{:<48} {:>4} {:>10} {:>21} {:>10}  verdict",
+            "point", "n", "mean Mb/s", "95% CI", "expected"
+        )?;
+        for p in &self.points {
+            let g = p.goodput_bps.as_ref();
+            let ci = g
+                .and_then(|g| {
+                    Some(format!(
+                        "{:.2} – {:.2}",
+                        g.ci95_low? / 1e6,
+                        g.ci95_high? / 1e6
+                    ))
+                })
+                .unwrap_or_default();
+            writeln!(
+                f,
+                "{:<48} {:>4} {:>10} {:>21} {:>10}  {}",
+                p.label,
+                g.map(|g| g.n).unwrap_or(0),
+                g.map(|g| format!("{:.2}", g.mean / 1e6))
+                    .unwrap_or_default(),
+                ci,
+                p.theory
+                    .expected_bps
+                    .map(|e| format!("{:.2}", e / 1e6))
+                    .unwrap_or_default(),
+                p.verdict.as_deref().unwrap_or("—")
+            )?;
+        }
+        for p in self.points.iter().filter(|p| p.failures > 0) {
+            writeln!(
+                f,
+                "{}: {} trial(s) failed: {}",
+                p.label,
+                p.failures,
+                p.failure_causes.join("; ")
+            )?;
+        }
+        writeln!(f, "\nreport: {}\nsummary: {}", self.html, self.summary_csv)
+    }
+}
+
+impl From<ReportFiles> for ReportResult {
+    fn from(files: ReportFiles) -> ReportResult {
+        ReportResult {
+            html: files.html.display().to_string(),
+            summary_csv: files.summary_csv.display().to_string(),
+            plots: files
+                .plots
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect(),
+            points: files.points,
+        }
+    }
+}
+
 fn mbit(v: f64) -> String {
     format!("{:.2}", v / 1e6)
 }

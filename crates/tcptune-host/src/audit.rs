@@ -2,8 +2,9 @@
 //!
 //! Each rule is a function of the [`HostState`] and the [`AuditInput`] that pushes
 //! [`Finding`]s: the current value, the recommended one, a verdict, why (one sentence with the
-//! numbers), and the source of the rule. Rule ids (R1…) refer to the rule table in
-//! `shared/reference/D-host-tuning.md` §7, where each rule's sources are listed in full.
+//! numbers), and the source of the rule (the kernel's ip-sysctl.rst and source, RFCs, ESnet's
+//! fasterdata host tuning) in the finding's `source`. Rule ids (R1…) name the rules in the
+//! README's list.
 
 use std::fmt;
 

@@ -14,14 +14,15 @@ use crate::state::{
 };
 use tcptune_kernel::sys::{in_netns, KernelError};
 
-/// Why the host could not be read.
+/// Why the host could not be read. A cause is chained as the `source`, not repeated in the
+/// message: the binary prints the chain (`{:#}`) once.
 #[derive(Debug, thiserror::Error)]
 pub enum ReadError {
     #[error(transparent)]
     Netns(#[from] KernelError),
     #[error("cannot run `{cmd}`: {why}")]
     Command { cmd: String, why: String },
-    #[error("cannot read {path}: {source}")]
+    #[error("cannot read {path}")]
     Io {
         path: String,
         source: std::io::Error,

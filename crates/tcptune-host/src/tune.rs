@@ -187,7 +187,8 @@ pub struct Snapshot {
     pub txqueuelen: Vec<(String, u32)>,
 }
 
-/// Why applying or rolling back failed.
+/// Why applying or rolling back failed. An I/O cause is chained as the `source`, not repeated
+/// in the message: the binary prints the chain (`{:#}`) once, after the message.
 #[derive(Debug, thiserror::Error)]
 pub enum ApplyError {
     #[error(
@@ -196,24 +197,22 @@ pub enum ApplyError {
     SnapshotExists(String),
     #[error("no snapshot at {0}: nothing to roll back")]
     NoSnapshot(String),
-    #[error("cannot read {what}: {source}")]
+    #[error("cannot read {what}")]
     Read { what: String, source: io::Error },
-    #[error(
-        "applying {what} failed ({source}); the {restored} value(s) already changed were restored"
-    )]
+    #[error("the {restored} value(s) already changed were restored after applying {what} failed")]
     Midway {
         what: String,
         source: io::Error,
         restored: usize,
     },
-    #[error("applying {what} failed ({source}) and restoring failed too: {restore}; the snapshot is kept at {snapshot}")]
+    #[error("the snapshot is kept at {snapshot}: restoring failed ({restore}) after applying {what} failed")]
     RestoreFailed {
         what: String,
         source: io::Error,
         restore: String,
         snapshot: String,
     },
-    #[error("rolling back {what} failed: {source}; the snapshot is kept")]
+    #[error("rolling back {what} failed (the snapshot is kept)")]
     Rollback { what: String, source: io::Error },
     #[error("snapshot file {path}: {why}")]
     SnapshotFile { path: String, why: String },

@@ -9,13 +9,15 @@ use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::Path;
 
 /// Why a file could not be read. Each message names what the file was for, its path and the fix.
+/// The I/O cause is part of the message, not chained as a `source` too (`{:#}` would print it
+/// twice).
 #[derive(Debug, thiserror::Error)]
 pub enum FileError {
-    #[error("cannot read the {what} {path}: {source}")]
+    #[error("cannot read the {what} {path}: {cause}")]
     Io {
         what: String,
         path: String,
-        source: io::Error,
+        cause: io::Error,
     },
     #[error("the {what} {path} is {kind}, not a regular file; give the path of a file")]
     NotRegular {
@@ -36,7 +38,7 @@ pub enum FileError {
 impl FileError {
     /// The file does not exist (callers that treat absence as a state of their own).
     pub fn is_not_found(&self) -> bool {
-        matches!(self, FileError::Io { source, .. } if source.kind() == io::ErrorKind::NotFound)
+        matches!(self, FileError::Io { cause, .. } if cause.kind() == io::ErrorKind::NotFound)
     }
 }
 
@@ -59,10 +61,10 @@ fn kind_of(ft: &std::fs::FileType) -> &'static str {
 /// Reads the regular file at `path`, refusing anything else and anything over `max_bytes`.
 /// `what` names the file's role in messages ("snapshot", "experiment spec").
 pub fn read_regular_limited(path: &Path, max_bytes: u64, what: &str) -> Result<Vec<u8>, FileError> {
-    let io_err = |source| FileError::Io {
+    let io_err = |cause| FileError::Io {
         what: what.into(),
         path: path.display().to_string(),
-        source,
+        cause,
     };
     // O_NONBLOCK: opening a FIFO without a writer returns at once instead of waiting; it has
     // no effect on reading a regular file. The type is checked on the open descriptor, so the

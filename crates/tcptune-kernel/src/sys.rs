@@ -14,25 +14,34 @@ use crate::filter::Filter;
 use crate::tcp_info::{KernelVersion, TailLayout, TcpInfo};
 
 /// Why talking to the kernel failed. Messages are one sentence naming the object and the fix.
+///
+/// Each message holds its cause, so no variant chains it as a `source` as well (anyhow's `{:#}`
+/// would print it twice), and a library printing the error with `{}` still says why.
 #[derive(Debug, thiserror::Error)]
 pub enum KernelError {
     #[error("cannot open a NETLINK_SOCK_DIAG socket: {0}")]
     Socket(io::Error),
-    #[error("netlink {what} failed: {source}")]
+    #[error("netlink {what} failed: {cause}")]
     Io {
         what: &'static str,
-        source: io::Error,
+        cause: io::Error,
     },
     #[error("the kernel refused the sock_diag request: {0}")]
     Refused(io::Error),
     #[error("cannot decode the kernel's answer: {0}")]
-    Decode(#[from] diag::DecodeError),
+    Decode(diag::DecodeError),
     #[error("network namespace '{0}' does not exist; `ip netns list` shows the names")]
     NoSuchNetns(String),
     #[error("entering network namespace '{0}' needs root (CAP_SYS_ADMIN); run with sudo")]
     NetnsPermission(String),
-    #[error("cannot enter network namespace '{name}': {source}")]
-    Netns { name: String, source: io::Error },
+    #[error("cannot enter network namespace '{name}': {cause}")]
+    Netns { name: String, cause: io::Error },
+}
+
+impl From<diag::DecodeError> for KernelError {
+    fn from(e: diag::DecodeError) -> KernelError {
+        KernelError::Decode(e)
+    }
 }
 
 type Result<T> = std::result::Result<T, KernelError>;
@@ -105,7 +114,7 @@ fn recv_into(fd: BorrowedFd<'_>, buf: &mut [u8]) -> Result<usize> {
             Err(e) => {
                 return Err(KernelError::Io {
                     what: "receive",
-                    source: e,
+                    cause: e,
                 })
             }
             Ok(n) => return Ok(n),
@@ -117,9 +126,9 @@ fn recv_into(fd: BorrowedFd<'_>, buf: &mut [u8]) -> Result<usize> {
 fn send_on(fd: BorrowedFd<'_>, msg: &[u8]) -> Result<()> {
     tcptune_os::netlink::send_to_kernel(fd, msg)
         .map(|_| ())
-        .map_err(|source| KernelError::Io {
+        .map_err(|cause| KernelError::Io {
             what: "send",
-            source,
+            cause,
         })
 }
 
@@ -127,7 +136,7 @@ fn send_on(fd: BorrowedFd<'_>, msg: &[u8]) -> Result<()> {
 fn no_socket(what: &'static str) -> KernelError {
     KernelError::Io {
         what,
-        source: io::Error::from_raw_os_error(libc::EBADF),
+        cause: io::Error::from_raw_os_error(libc::EBADF),
     }
 }
 
@@ -503,7 +512,7 @@ pub fn in_netns<T: Send>(name: &str, f: impl FnOnce() -> T + Send) -> Result<T> 
             Some(libc::EACCES) | Some(libc::EPERM) => KernelError::NetnsPermission(name.into()),
             _ => KernelError::Netns {
                 name: name.into(),
-                source: e,
+                cause: e,
             },
         }
     })
@@ -611,9 +620,9 @@ impl DestroyEvents {
         };
         let fd = fd.as_fd();
         let ready =
-            tcptune_os::poll::wait_readable(fd, timeout).map_err(|source| KernelError::Io {
+            tcptune_os::poll::wait_readable(fd, timeout).map_err(|cause| KernelError::Io {
                 what: "poll",
-                source,
+                cause,
             })?;
         let mut out = Vec::new();
         if !ready {
@@ -629,7 +638,7 @@ impl DestroyEvents {
                     _ => {
                         return Err(KernelError::Io {
                             what: "receive",
-                            source: e,
+                            cause: e,
                         })
                     }
                 },

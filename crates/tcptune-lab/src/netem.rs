@@ -3,7 +3,8 @@
 //! `sch_netem`, or to `tc qdisc … tbf` for a link that only limits the rate (which runs on
 //! kernels without sch_netem, this one included).
 //!
-//! Translation notes (netem semantics: docs/reference B §1.1):
+//! Translation notes (netem semantics from the source,
+//! <https://elixir.bootlin.com/linux/v6.18/source/net/sched/sch_netem.c>):
 //! - netem charges `qdisc_pkt_len`, which on a veth already includes the 14-byte Ethernet
 //!   header; our `overhead_bytes` counts from the IP packet, so netem's PACKETOVERHEAD is
 //!   `overhead_bytes − 14`.

@@ -546,7 +546,7 @@ mod tests {
 
     #[test]
     fn more_than_one_gib_of_window_needs_parallel_flows() {
-        // 100 Gbit/s × 100 ms = 1.25 GB > 1 GiB window (reference D §4).
+        // 100 Gbit/s × 100 ms = 1.25 GB > the 1 GiB largest window (65535 × 2^14, RFC 7323 §2.3).
         let b = buffers(&query("100gbit", "100ms", "6.18")).unwrap();
         assert!(b.exceeds_max_window);
         assert_eq!(b.min_flows, Some(2));

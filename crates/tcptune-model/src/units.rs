@@ -288,6 +288,41 @@ impl Bytes {
         let (v, p) = si(n as f64);
         format!("{} {p}B", fmt_sig(v, 3))
     }
+
+    /// The binary prefix a size is read in: the largest of GiB, MiB and KiB it reaches, as
+    /// (bytes per unit, prefix), or (1, "") below 1 KiB. Every binary size tcptune prints
+    /// chooses its unit here.
+    pub const fn binary_unit(self) -> (u64, &'static str) {
+        let n = self.0;
+        if n >= 1 << 30 {
+            (1 << 30, "Gi")
+        } else if n >= 1 << 20 {
+            (1 << 20, "Mi")
+        } else if n >= 1 << 10 {
+            (1 << 10, "Ki")
+        } else {
+            (1, "")
+        }
+    }
+
+    /// Binary prefixes with at most `sig` significant digits, the way windows and buffers are
+    /// talked about: "64 KiB", "1.5 MiB", "900 B".
+    pub fn binary(self, sig: usize) -> String {
+        match self.binary_unit() {
+            (1, _) => format!("{} B", self.0),
+            (unit, p) => format!("{} {p}B", fmt_sig(self.0 as f64 / unit as f64, sig)),
+        }
+    }
+
+    /// Decimal prefixes with at most `sig` significant digits, the way amounts of traffic are
+    /// counted: "41.45 kB", "900 B".
+    pub fn decimal(self, sig: usize) -> String {
+        if self.0 < 1000 {
+            return format!("{} B", self.0);
+        }
+        let (v, p) = si(self.0 as f64);
+        format!("{} {p}B", fmt_sig(v, sig))
+    }
 }
 
 impl FromStr for Bytes {
@@ -350,13 +385,12 @@ impl fmt::Display for Bytes {
             return write!(f, "{} B", self.0);
         }
         let (v, p) = si(n);
-        let (bv, bp) = if n >= 1073741824.0 {
-            (n / 1073741824.0, "Gi")
-        } else if n >= 1048576.0 {
-            (n / 1048576.0, "Mi")
-        } else {
-            (n / 1024.0, "Ki")
+        // 1000 to 1023 bytes are shown as a fraction of a KiB.
+        let (unit, bp) = match self.binary_unit() {
+            (1, _) => (1 << 10, "Ki"),
+            u => u,
         };
+        let bv = n / unit as f64;
         write!(
             f,
             "{} B ({} {p}B, {} {bp}B)",
@@ -642,6 +676,23 @@ mod tests {
         let e = "4k".parse::<Bytes>().unwrap_err().to_string();
         assert!(e.contains("4KB") && e.contains("4KiB"), "{e}");
         assert!("4kb".parse::<Bytes>().is_err());
+    }
+
+    #[test]
+    fn sizes_print_in_binary_or_decimal_prefixes() {
+        let b = Bytes::new;
+        assert_eq!(b(900).binary(3), "900 B");
+        assert_eq!(b(65536).binary(3), "64 KiB");
+        assert_eq!(b(1_572_864).binary(3), "1.5 MiB");
+        assert_eq!(b(14_438).binary(3), "14.1 KiB");
+        assert_eq!(b(3 << 30).binary(3), "3 GiB");
+        assert_eq!(b(1023).binary_unit(), (1, ""));
+        assert_eq!(b(1024).binary_unit(), (1024, "Ki"));
+        assert_eq!(b(999).decimal(4), "999 B");
+        assert_eq!(b(41_450).decimal(4), "41.45 kB");
+        assert_eq!(b(2_500_000_000).decimal(4), "2.5 GB");
+        assert_eq!(b(1000).to_string(), "1000 B (1 kB, 0.9766 KiB)");
+        assert_eq!(b(1_975_000).to_string(), "1975000 B (1.975 MB, 1.884 MiB)");
     }
 
     #[test]

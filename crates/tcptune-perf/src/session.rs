@@ -54,12 +54,14 @@ impl Default for Timeouts {
 /// Why a session ended badly.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum SessionError {
+    // Causes are in the messages, not chained as sources too (`{:#}` would print them twice);
+    // the server logs these errors with `{}`.
     #[error("malformed control data: {0}")]
-    Wire(#[from] WireError),
+    Wire(WireError),
     #[error("bad test parameters: {0}")]
-    Params(#[from] ParamError),
+    Params(ParamError),
     #[error("bad results: {0}")]
-    Results(#[from] ResultsError),
+    Results(ResultsError),
     #[error("unexpected control state {state:?} while {phase}")]
     Unexpected { state: State, phase: &'static str },
     #[error("the peer sent nothing in time while {phase}")]
@@ -76,6 +78,24 @@ pub enum SessionError {
     Ended,
     #[error("{0} is not possible while {1}")]
     Misuse(&'static str, &'static str),
+}
+
+impl From<WireError> for SessionError {
+    fn from(e: WireError) -> SessionError {
+        SessionError::Wire(e)
+    }
+}
+
+impl From<ParamError> for SessionError {
+    fn from(e: ParamError) -> SessionError {
+        SessionError::Params(e)
+    }
+}
+
+impl From<ResultsError> for SessionError {
+    fn from(e: ResultsError) -> SessionError {
+        SessionError::Results(e)
+    }
 }
 
 /// What the next bytes on the control connection must be.

@@ -131,8 +131,10 @@ pub struct Frame<'a> {
 /// Why reading stopped before the end of the data (or could not start).
 #[derive(Debug, thiserror::Error)]
 pub enum CaptureError {
+    // The cause is in the message, so it is not chained as a source too (`{:#}` would print
+    // it twice); analyses print this error with `{}`.
     #[error("cannot read: {0}")]
-    Io(#[from] io::Error),
+    Io(io::Error),
     #[error("empty input: no capture file header")]
     Empty,
     #[error("not a pcap or pcapng file (first bytes {0:02x?})")]
@@ -158,6 +160,12 @@ pub enum CaptureError {
         why: String,
         frames: u64,
     },
+}
+
+impl From<io::Error> for CaptureError {
+    fn from(e: io::Error) -> CaptureError {
+        CaptureError::Io(e)
+    }
 }
 
 impl CaptureError {

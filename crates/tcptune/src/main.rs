@@ -9,18 +9,11 @@ use clap::Parser;
 
 mod cli;
 mod cmd;
+mod outcome;
 mod output;
 mod schema;
 
-/// What a command found, when it ran to completion.
-pub enum Outcome {
-    /// Nothing to report beyond the result (exit 0).
-    Ok,
-    /// The command ran and found a problem worth acting on (exit 1), so scripts can branch.
-    Problem,
-    /// Pass on a command's exit code (`lab exec`).
-    Exit(u8),
-}
+use outcome::Outcome;
 
 fn main() -> ExitCode {
     // iperf3's command line (`tcptune iperf3 …`, or this binary named iperf3) becomes test or

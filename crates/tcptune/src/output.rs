@@ -75,3 +75,12 @@ pub fn emit<T: Serialize + Display>(command: &str, result: &T, json: bool) -> an
         _ => Ok(()),
     }
 }
+
+/// Refuses the global `--json` for a command that has no result document to print, in one
+/// sentence: `what` says why, and the fix (drop --json) is added.
+pub fn no_json(json: bool, what: &str) -> anyhow::Result<()> {
+    if json {
+        anyhow::bail!("--json does not apply: {what}; run it without --json");
+    }
+    Ok(())
+}

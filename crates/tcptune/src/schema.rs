@@ -1,4 +1,5 @@
-//! The registry of output schemas: one entry per command that prints `--json`.
+//! The registry of output schemas: one entry per command that prints `--json`. The result
+//! types live in the library crates that make them; this module only names them.
 //!
 //! The schemas are generated from the Rust types, written to `schema/<name>.json` in the
 //! repository, and compared by a test (`tests/schema.rs`), so the documented schema cannot drift
@@ -44,8 +45,8 @@ pub fn all() -> Vec<SchemaEntry> {
         entry::<cubic::Cubic>("model-cubic", "model cubic"),
         entry::<ramp::Ramp>("model-ramp", "model ramp"),
         entry::<tcptune_host::audit::Audit>("audit", "audit"),
-        entry::<crate::cmd::TuneReport>("tune", "tune"),
-        entry::<crate::cmd::ReportResult>("report", "report"),
+        entry::<tcptune_host::tune_report::TuneReport>("tune", "tune"),
+        entry::<tcptune_experiment::report::ReportResult>("report", "report"),
         entry::<tcptune_diagnose::conn::ConnTable>("conns", "conns"),
         line_entry::<tcptune_diagnose::conn::RecordLine>("watch-record", "watch"),
         entry::<tcptune_perftest::report::TestOutput>("test", "test"),
@@ -53,7 +54,7 @@ pub fn all() -> Vec<SchemaEntry> {
         entry::<tcptune_lab::LabList>("lab-status", "lab status"),
         entry::<tcptune_lab::LabStatus>("lab-set", "lab set"),
         entry::<tcptune_lab::Removed>("lab-down", "lab down"),
-        entry::<crate::cmd::CheckedPlan>("lab-run-check", "lab run --check"),
+        entry::<tcptune_experiment::plan::CheckedPlan>("lab-run-check", "lab run --check"),
         entry::<tcptune_analyze::AnalyzeReport>("analyze", "analyze"),
         entry::<tcptune_analyze::join::JoinReport>("analyze-join", "analyze A B"),
     ]

@@ -371,7 +371,7 @@ fn window_limited_throughput_is_window_over_rtt() {
                 "{got} bit/s vs window {wnd} B / RTT {rtt} s = {expect}"
             );
             // Never below the configured 20 ms (above it when the machine is busy: the model uses
-            // the measured RTT, as the reference notes advise).
+            // the measured RTT, since queueing adds to the configured delay).
             assert!(rtt >= 0.0195, "rtt {rtt}");
         },
     );

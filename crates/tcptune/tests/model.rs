@@ -167,7 +167,7 @@ fn mathis_and_its_inverse_on_seed_001() {
         "1",
     ]);
     assert!((num(&back["rate_bps"]) - 411e6).abs() < 1.0);
-    // Reference D §4: 1448 B, 100 ms, 1e-4 → 14.2 Mbit/s; delayed ACKs × √(1/2).
+    // Mathis et al. 1997: 1448 B × 8 / 100 ms × √(3/2) / √1e-4 = 14.2 Mbit/s; delayed ACKs × √(1/2).
     let t = text(&["model", "mathis", "--rtt", "100ms", "--loss", "1e-4"]);
     assert!(t.contains("max rate  14.19 Mbit/s"), "{t}");
     let d = json(&[

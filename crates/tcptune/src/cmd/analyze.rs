@@ -9,8 +9,8 @@ use tcptune_analyze::join::{join_readers, Clock};
 use tcptune_analyze::{analyze_reader, svg, Options};
 
 use crate::cli::AnalyzeArgs;
+use crate::outcome::Outcome;
 use crate::output::emit;
-use crate::Outcome;
 
 pub fn run(args: AnalyzeArgs, json: bool) -> anyhow::Result<Outcome> {
     if let Some(second) = &args.second {

@@ -2,19 +2,17 @@
 //! path, and print, write, apply or roll back the change.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use anyhow::{bail, Context};
-use schemars::JsonSchema;
-use serde::Serialize;
-use tcptune_host::audit::{self, Audit, AuditInput, Role};
-use tcptune_host::tune::{self, LiveHost, Plan, Snapshot};
+use tcptune_host::audit::{self, AuditInput, Role};
+use tcptune_host::tune::{self, LiveHost};
+use tcptune_host::tune_report::TuneReport;
 use tcptune_host::{read, HostState};
 use tcptune_model::{Dur, PathSpec};
 
 use crate::cli::{AuditArgs, RoleArg};
+use crate::outcome::Outcome;
 use crate::output::emit;
-use crate::Outcome;
 
 /// The largest `--state` file read (a recorded host state is tens of kilobytes).
 const STATE_FILE_LIMIT: u64 = 16 << 20;
@@ -45,31 +43,10 @@ fn measure_rtt(host: &str, netns: Option<&str>) -> anyhow::Result<Dur> {
     if host.starts_with('-') {
         bail!("--to {host}: give a host name or address");
     }
-    let mut cmd = match netns {
-        Some(n) => {
-            let mut c = Command::new("ip");
-            c.args(["netns", "exec", n, "ping"]);
-            c
-        }
-        None => Command::new("ping"),
-    };
-    let out = cmd
-        .args(["-c", "5", "-i", "0.2", "-W", "2", "-q", host])
-        .output()
-        .context("cannot run ping (install iputils-ping)")?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    // "rtt min/avg/max/mdev = 0.041/0.052/0.071/0.010 ms"
-    let min = text
-        .lines()
-        .find_map(|l| {
-            l.split_once(" = ")
-                .filter(|(k, _)| k.contains("min/avg"))
-                .map(|(_, v)| v)
-        })
-        .and_then(|v| v.split('/').next())
-        .and_then(|v| v.trim().parse::<f64>().ok());
-    match min {
-        Some(ms) => Ok(Dur::from_secs_f64(ms / 1e3)),
+    match tcptune_host::probe::ping_min_rtt(host, netns)
+        .context("cannot run ping (install iputils-ping)")?
+    {
+        Some(rtt) => Ok(rtt),
         None => bail!("--to {host}: no ping reply, so no RTT; give --rtt instead"),
     }
 }
@@ -119,53 +96,6 @@ pub fn audit(args: &AuditArgs, json: bool) -> anyhow::Result<Outcome> {
     } else {
         Outcome::Ok
     })
-}
-
-/// What `tune` did.
-#[derive(Serialize, JsonSchema)]
-pub struct TuneReport {
-    /// `dry-run`, `write`, `apply` or `rollback`.
-    pub mode: String,
-    /// The audit the plan comes from (absent for rollback).
-    pub audit: Option<Audit>,
-    pub plan: Option<Plan>,
-    /// The drop-in file written, for --write.
-    pub wrote: Option<String>,
-    /// The snapshot saved by --apply or restored by --rollback.
-    pub snapshot: Option<Snapshot>,
-    pub snapshot_path: Option<String>,
-}
-
-impl std::fmt::Display for TuneReport {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        if let Some(plan) = &self.plan {
-            write!(f, "{plan}")?;
-        }
-        if let Some(w) = &self.wrote {
-            writeln!(
-                f,
-                "\nwrote {w} (takes effect at boot, or now with `sysctl --system`)"
-            )?;
-        }
-        match (self.mode.as_str(), &self.snapshot, &self.snapshot_path) {
-            ("apply", Some(s), Some(p)) => writeln!(
-                f,
-                "\napplied {} value(s); the previous values are saved in {p}; undo with `tcptune tune --rollback`",
-                s.sysctls.len() + s.txqueuelen.len()
-            ),
-            ("rollback", Some(s), Some(p)) => {
-                writeln!(f, "restored from {p}:")?;
-                for (k, v) in &s.sysctls {
-                    writeln!(f, "  {k} = {}", v.trim_end().replace('\t', " "))?;
-                }
-                for (d, v) in &s.txqueuelen {
-                    writeln!(f, "  dev:{d} txqueuelen {v}")?;
-                }
-                Ok(())
-            }
-            _ => Ok(()),
-        }
-    }
 }
 
 fn default_snapshot(netns: Option<&str>) -> PathBuf {

@@ -14,8 +14,8 @@ use tcptune_kernel::{procs, sys, Diag, Filter, KernelError};
 use tcptune_model::Dur;
 
 use crate::cli::{ConnsArgs, SockArgs};
+use crate::outcome::Outcome;
 use crate::output;
-use crate::Outcome;
 
 /// A sock_diag socket and the namespace it looks into (`None`: ours).
 pub(super) struct Target {

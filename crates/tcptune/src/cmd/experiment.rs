@@ -5,72 +5,12 @@ use std::io::Write;
 use std::path::Path;
 
 use anyhow::{bail, Context};
-use schemars::JsonSchema;
-use serde::Serialize;
 use tcptune_experiment::lab_runner::{lab_spec, LabRunner};
+use tcptune_experiment::plan::CheckedPlan;
 use tcptune_experiment::settings::LiveCapabilities;
 use tcptune_experiment::{plan, report, run, spec};
 
-use crate::Outcome;
-
-/// What `lab run --check` found: the plan of a valid spec, nothing run.
-#[derive(Serialize, JsonSchema)]
-pub struct CheckedPlan {
-    /// The experiment's name.
-    pub name: String,
-    pub points: Vec<PlannedPoint>,
-    /// Measured trials per point.
-    pub repetitions: u32,
-    /// Whether each point's first trial is an extra, unmeasured warm-up.
-    pub warmup: bool,
-    /// Trials in all, warm-ups included.
-    pub trials: usize,
-    /// "random" (shuffled with the spec's seed) or "sequential".
-    pub order: String,
-    /// The results directory a run writes.
-    pub out: String,
-    /// It holds an earlier run of this command, which a run resumes.
-    pub resumes: bool,
-    /// Name of the labs the trials use.
-    pub lab: String,
-}
-
-/// One sweep point of a plan.
-#[derive(Serialize, JsonSchema)]
-pub struct PlannedPoint {
-    pub index: usize,
-    /// The settings that vary, as "link.delay=5ms, client.mtu=9000" ("base" when none do).
-    pub label: String,
-}
-
-impl std::fmt::Display for CheckedPlan {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        writeln!(
-            f,
-            "{}: {} point(s) × {} repetition(s){} = {} trials, order {}",
-            self.name,
-            self.points.len(),
-            self.repetitions,
-            if self.warmup { " + 1 warm-up" } else { "" },
-            self.trials,
-            self.order
-        )?;
-        for p in &self.points {
-            writeln!(f, "  p{:03}  {}", p.index, p.label)?;
-        }
-        writeln!(
-            f,
-            "results into {}{}, on labs named {}",
-            self.out,
-            if self.resumes {
-                " (holds an earlier run: a run resumes it)"
-            } else {
-                ""
-            },
-            self.lab
-        )
-    }
-}
+use crate::outcome::Outcome;
 
 fn fmt_eta(s: f64) -> String {
     let s = s.round() as u64;
@@ -167,23 +107,14 @@ pub fn run(
         );
     }
     if check {
-        let plan = CheckedPlan {
-            name: spec.name.clone(),
-            points: points
-                .iter()
-                .map(|p| PlannedPoint {
-                    index: p.index,
-                    label: p.label(),
-                })
-                .collect(),
-            repetitions: spec.repetitions,
-            warmup: spec.warmup,
-            trials: trials.len(),
-            order: format!("{:?}", spec.order).to_lowercase(),
-            out: out.display().to_string(),
-            resumes: out.join("plan.json").exists(),
-            lab: lab.to_string(),
-        };
+        let plan = CheckedPlan::new(
+            &spec,
+            &points,
+            trials.len(),
+            out.display().to_string(),
+            out.join("plan.json").exists(),
+            lab,
+        );
         crate::output::emit("lab run --check", &plan, json)?;
         return Ok(Outcome::Ok);
     }

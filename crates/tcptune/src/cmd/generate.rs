@@ -9,7 +9,7 @@ use clap::{Command, CommandFactory};
 use clap_complete::Shell;
 
 use crate::cli::{Cli, Generate};
-use crate::Outcome;
+use crate::outcome::Outcome;
 
 /// The shells whose completions are written: tcptune.bash, _tcptune (zsh), tcptune.fish.
 const SHELLS: [Shell; 3] = [Shell::Bash, Shell::Zsh, Shell::Fish];

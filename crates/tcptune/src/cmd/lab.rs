@@ -4,8 +4,8 @@ use anyhow::bail;
 use tcptune_lab::{lab, spec, Backend, LabSpec};
 
 use crate::cli::{LabCommand, LinkArgs};
+use crate::outcome::Outcome;
 use crate::output::emit;
-use crate::Outcome;
 
 fn apply(spec: &mut LabSpec, link: &LinkArgs, hosts: &[String]) -> anyhow::Result<()> {
     let only_direction = LinkArgs {
@@ -85,7 +85,7 @@ pub fn run(cmd: LabCommand, json: bool) -> anyhow::Result<Outcome> {
             host,
             command,
         } => {
-            super::no_json(
+            crate::output::no_json(
                 json,
                 "lab exec passes on the output of the command it runs, which is not tcptune's",
             )?;
@@ -112,14 +112,14 @@ pub fn run(cmd: LabCommand, json: bool) -> anyhow::Result<Outcome> {
             emit("lab down", &tcptune_lab::Removed { removed }, json)?;
         }
         LabCommand::Emulator { name } => {
-            super::no_json(
+            crate::output::no_json(
                 json,
                 "the lab's emulator process logs to its lab's directory",
             )?;
             lab::run_emulator(&name)?
         }
         LabCommand::Hog { name, cpu, .. } => {
-            super::no_json(json, "a lab's CPU hog prints nothing")?;
+            crate::output::no_json(json, "a lab's CPU hog prints nothing")?;
             lab::run_hog(&name, cpu)?
         }
     }

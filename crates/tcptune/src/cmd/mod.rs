@@ -1,7 +1,8 @@
 //! One module per verb; each turns parsed arguments into a library call and prints the result.
 
 use crate::cli::{Cli, Command};
-use crate::Outcome;
+use crate::outcome::Outcome;
+use crate::output::no_json;
 
 mod analyze;
 mod audit;
@@ -14,10 +15,6 @@ pub mod perf;
 mod report;
 mod schema;
 mod watch;
-
-pub use audit::TuneReport;
-pub use experiment::CheckedPlan;
-pub use report::ReportResult;
 
 pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
     match cli.command {
@@ -68,13 +65,4 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
             generate::run(what, &dir)
         }
     }
-}
-
-/// Refuses the global `--json` for a command that has no result document to print, in one
-/// sentence: `what` says why, and the fix (drop --json) is added.
-pub(super) fn no_json(json: bool, what: &str) -> anyhow::Result<()> {
-    if json {
-        anyhow::bail!("--json does not apply: {what}; run it without --json");
-    }
-    Ok(())
 }

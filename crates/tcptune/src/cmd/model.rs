@@ -5,8 +5,8 @@ use tcptune_model::kernel::{self, KernelSource, KernelVersion};
 use tcptune_model::{bdp, buffers, cubic, mathis, pftk, ramp};
 
 use crate::cli::{BuffersArgs, MathisArgs, ModelCommand, PathArgs, PftkArgs, RampArgs};
+use crate::outcome::Outcome;
 use crate::output::emit;
-use crate::Outcome;
 
 /// The kernel assumed when neither `--kernel` nor the running kernel is known: the first with
 /// the scaling-ratio rule, whose conservative 50 % equals the old rule's half.

@@ -18,8 +18,8 @@ use tcptune_perftest::server::{Server, ServerConfig};
 use tcptune_perftest::Cidr;
 
 use crate::cli::{ServeArgs, TestArgs};
+use crate::outcome::Outcome;
 use crate::output;
-use crate::Outcome;
 
 /// iperf3 options tcptune does not act on, each with the sentence that refuses it. Options
 /// tcptune implements are parsed by `test`/`serve` under iperf3's spellings.

@@ -1,7 +1,7 @@
 //! `tcptune schema [NAME]`: the JSON Schema of each command's `--json` output.
 
+use crate::outcome::Outcome;
 use crate::schema::{all, SchemaEntry};
-use crate::Outcome;
 
 pub fn run(name: Option<&str>, list: bool) -> anyhow::Result<Outcome> {
     let entries = all();
