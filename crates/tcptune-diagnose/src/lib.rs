@@ -18,6 +18,7 @@ pub mod advice;
 pub mod conn;
 pub mod engine;
 pub mod json;
+mod rows;
 pub mod throughput;
 
 pub use engine::{Context, Limit, Verdict};

@@ -5,8 +5,9 @@
 //! Prints, per socket: ss (process, spawn to exit, output to /dev/null); tcptune's library
 //! path end to end (dump + decode + derive, in process); the kernel's share of that (the same
 //! dump with nothing decoded); decode + derive alone (from the recorded answers in memory);
-//! rendering text and JSON (by hand, as `conns --json`, and through serde_json for comparison);
-//! and the `tcptune conns` process end to end (text and --json).
+//! rendering text and JSON (by hand, as `conns --json`, compact and indented, and through
+//! serde_json for comparison); and the `tcptune conns` process end to end (text, --json, which
+//! is compact into /dev/null as into any file or pipe, and --json --pretty).
 //!
 //! The sockets are held by a child process (this program run with `--hold`), as on a real
 //! host where the tools run from a shell: spawning a command from a process that holds 20,000
@@ -252,19 +253,38 @@ fn main() {
     let t = Instant::now();
     let text = table.to_string();
     let render_text = t.elapsed();
-    // JSON as `conns --json` renders it (by hand) and through serde_json, both into a sink as
-    // the process writes to /dev/null; then into memory, to check they make the same bytes.
+    // JSON as `conns --json` renders it (by hand; compact, as into a pipe or file, and
+    // indented, as on a terminal) and through serde_json, into a sink as the process writes to
+    // /dev/null; then into memory, to check they make the same bytes.
+    use tcptune_diagnose::json::{write_table, Layout};
+    let compact = Layout {
+        level: 1,
+        pretty: false,
+    };
+    let pretty = Layout {
+        level: 1,
+        pretty: true,
+    };
     let t = Instant::now();
-    tcptune_diagnose::json::write_table(&table.connections, 1, &mut std::io::sink()).unwrap();
+    write_table(&table.connections, compact, &mut std::io::sink()).unwrap();
     let render_json = t.elapsed();
+    let t = Instant::now();
+    write_table(&table.connections, pretty, &mut std::io::sink()).unwrap();
+    let render_pretty = t.elapsed();
     let t = Instant::now();
     serde_json::to_writer_pretty(std::io::BufWriter::new(std::io::sink()), &table).unwrap();
     let render_serde = t.elapsed();
     let mut json = Vec::new();
-    tcptune_diagnose::json::write_table(&table.connections, 1, &mut json).unwrap();
+    write_table(&table.connections, compact, &mut json).unwrap();
     assert!(
-        json == serde_json::to_vec_pretty(&table).unwrap(),
+        json == serde_json::to_vec(&table).unwrap(),
         "the JSON written by hand differs from serde_json's"
+    );
+    let mut json_pretty = Vec::new();
+    write_table(&table.connections, pretty, &mut json_pretty).unwrap();
+    assert!(
+        json_pretty == serde_json::to_vec_pretty(&table).unwrap(),
+        "the indented JSON written by hand differs from serde_json's"
     );
     std::hint::black_box((&text, &json));
 
@@ -273,18 +293,23 @@ fn main() {
 
     let mut cli_text = Vec::new();
     let mut cli_json = Vec::new();
+    let mut cli_pretty = Vec::new();
     for _ in 0..9 {
         ss.push(time_process(&ns.0, &["ss", "-tin"]));
 
         cli_text.push(time_process(&ns.0, &[&tcptune_bin, "conns"]));
         cli_json.push(time_process(&ns.0, &[&tcptune_bin, "conns", "--json"]));
+        cli_pretty.push(time_process(
+            &ns.0,
+            &[&tcptune_bin, "conns", "--json", "--pretty"],
+        ));
     }
     drop(holder.stdin.take()); // the holder closes its sockets and exits
     holder.wait().unwrap();
 
     let n = n_sockets;
     let (k, o, d, s) = (median(kernel), median(ours), median(decode), median(ss));
-    let (ct, cj) = (median(cli_text), median(cli_json));
+    let (ct, cj, cp) = (median(cli_text), median(cli_json), median(cli_pretty));
     let ss_us = per_socket(s, n);
     let ours_us = per_socket(o, n);
     println!("sockets dumped:                {n} ({conns} connections, both ends)");
@@ -307,11 +332,13 @@ fn main() {
         per_socket(d, n)
     );
     println!(
-        "  rendering text / JSON:       {:.3} / {:.3} µs/socket ({} / {} bytes; serde_json {:.3})",
+        "  rendering text / JSON / JSON indented: {:.3} / {:.3} / {:.3} µs/socket ({} / {} / {} bytes; serde_json indented {:.3})",
         per_socket(render_text, n),
         per_socket(render_json, n),
+        per_socket(render_pretty, n),
         text.len(),
         json.len(),
+        json_pretty.len(),
         per_socket(render_serde, n)
     );
     println!(
@@ -323,5 +350,10 @@ fn main() {
         "tcptune conns --json (process): {:.3} µs/socket, ratio {:.1}x",
         per_socket(cj, n),
         s.as_secs_f64() / cj.as_secs_f64()
+    );
+    println!(
+        "tcptune conns --json --pretty:  {:.3} µs/socket, ratio {:.1}x",
+        per_socket(cp, n),
+        s.as_secs_f64() / cp.as_secs_f64()
     );
 }

