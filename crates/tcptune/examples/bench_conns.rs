@@ -17,7 +17,6 @@
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
-use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -44,29 +43,32 @@ fn median(mut v: Vec<Duration>) -> Duration {
     v[v.len() / 2]
 }
 
-/// Runs `argv` inside the namespace (setns in the child before exec, so no `ip netns exec`
-/// overhead is timed), output to /dev/null; returns the wall time.
-fn time_process(ns: &str, argv: &[&str]) -> Duration {
+/// Moves this thread (the main one, which spawns the tools) into the namespace, so the tools
+/// start there without a `pre_exec` hook: with one, the standard library forks (copying this
+/// process's page tables, tens of MB of recorded answers and rendered rows, into every timed
+/// spawn) instead of using posix_spawn, which shares them until exec, as a shell's spawn costs.
+fn enter_netns(ns: &str) {
     let f = std::fs::File::open(format!("/run/netns/{ns}")).unwrap();
-    let fd = f.as_raw_fd();
+    // SAFETY: setns on our own thread with a namespace file we hold open.
+    let rc = unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) };
+    assert_eq!(
+        rc,
+        0,
+        "setns into {ns}: {}",
+        std::io::Error::last_os_error()
+    );
+}
+
+/// Runs `argv` (in this thread's namespace), output to /dev/null; returns the wall time.
+fn time_process(argv: &[&str]) -> Duration {
     let mut cmd = Command::new(argv[0]);
     cmd.args(&argv[1..])
         .stdout(Stdio::null())
         .stderr(Stdio::inherit());
-    // SAFETY: setns is async-signal-safe; fd stays open until the child has exec'd.
-    unsafe {
-        cmd.pre_exec(move || {
-            if libc::setns(fd, libc::CLONE_NEWNET) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
     let t = Instant::now();
     let st = cmd.status().unwrap();
     let d = t.elapsed();
     assert!(st.success(), "{argv:?} failed");
-    drop(f);
     d
 }
 
@@ -288,21 +290,22 @@ fn main() {
     );
     std::hint::black_box((&text, &json));
 
-    // 4. ss -tin, and the tcptune process, on the same sockets, interleaved.
+    // 4. ss -tin, and the tcptune process, on the same sockets, interleaved. What the
+    //    measurements above hold is freed first (spawning is then as from a small shell).
+    let (text_len, json_len, pretty_len) = (text.len(), json.len(), json_pretty.len());
+    drop((text, json, json_pretty, table, payloads));
+    enter_netns(&ns.0);
     let mut ss = Vec::new();
 
     let mut cli_text = Vec::new();
     let mut cli_json = Vec::new();
     let mut cli_pretty = Vec::new();
     for _ in 0..9 {
-        ss.push(time_process(&ns.0, &["ss", "-tin"]));
+        ss.push(time_process(&["ss", "-tin"]));
 
-        cli_text.push(time_process(&ns.0, &[&tcptune_bin, "conns"]));
-        cli_json.push(time_process(&ns.0, &[&tcptune_bin, "conns", "--json"]));
-        cli_pretty.push(time_process(
-            &ns.0,
-            &[&tcptune_bin, "conns", "--json", "--pretty"],
-        ));
+        cli_text.push(time_process(&[&tcptune_bin, "conns"]));
+        cli_json.push(time_process(&[&tcptune_bin, "conns", "--json"]));
+        cli_pretty.push(time_process(&[&tcptune_bin, "conns", "--json", "--pretty"]));
     }
     drop(holder.stdin.take()); // the holder closes its sockets and exits
     holder.wait().unwrap();
@@ -336,9 +339,9 @@ fn main() {
         per_socket(render_text, n),
         per_socket(render_json, n),
         per_socket(render_pretty, n),
-        text.len(),
-        json.len(),
-        json_pretty.len(),
+        text_len,
+        json_len,
+        pretty_len,
         per_socket(render_serde, n)
     );
     println!(
