@@ -60,10 +60,24 @@ pub fn pretty() -> bool {
 /// `println!` would.
 pub fn text(s: &str) -> anyhow::Result<()> {
     let mut out = io::stdout().lock();
-    match out.write_all(s.as_bytes()).and_then(|()| out.flush()) {
+    closed_pipe_is_ok(out.write_all(s.as_bytes()).and_then(|()| out.flush()))
+}
+
+/// A closed pipe (`| head`) ends the output quietly, as for every command.
+fn closed_pipe_is_ok(written: io::Result<()>) -> anyhow::Result<()> {
+    match written {
         Err(e) if e.kind() != io::ErrorKind::BrokenPipe => Err(e.into()),
         _ => Ok(()),
     }
+}
+
+/// Prints what `write` writes, unbuffered, for writers that hand over large pieces at a time
+/// (`conns`'s sorted rows go to the kernel in place with writev). Nothing may have been printed
+/// through `io::stdout()`'s buffer before.
+pub fn with_stdout(write: impl FnOnce(&mut std::fs::File) -> io::Result<()>) -> anyhow::Result<()> {
+    use std::os::fd::AsFd;
+    let mut out = std::fs::File::from(io::stdout().as_fd().try_clone_to_owned()?);
+    closed_pipe_is_ok(write(&mut out))
 }
 
 /// The `--json` document of a command that renders its result itself (`conns`, fast): the
@@ -99,8 +113,5 @@ pub fn emit<T: Serialize + Display>(command: &str, result: &T, json: bool) -> an
     } else {
         write!(out, "{result}")
     };
-    match written.and_then(|()| out.flush()) {
-        Err(e) if e.kind() != io::ErrorKind::BrokenPipe => Err(e.into()),
-        _ => Ok(()),
-    }
+    closed_pipe_is_ok(written.and_then(|()| out.flush()))
 }

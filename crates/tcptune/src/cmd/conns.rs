@@ -191,7 +191,7 @@ pub fn run(args: ConnsArgs, json: bool) -> anyhow::Result<Outcome> {
             table.push(&c)
         })?;
         let (before, after) = output::envelope_around("conns", output::pretty())?;
-        print_with(|out| table.write(before.as_bytes(), after.as_bytes(), out))?;
+        output::with_stdout(|out| table.write(before.as_bytes(), after.as_bytes(), out))?;
         return Ok(Outcome::Ok);
     }
     if args.over.is_none() && !json && !args.sock.processes {
@@ -201,7 +201,7 @@ pub fn run(args: ConnsArgs, json: bool) -> anyhow::Result<Outcome> {
         once(&mut targets, &filter, start, &ctx, args.all, |c| {
             table.push(&c)
         })?;
-        print_with(|out| table.write(out))?;
+        output::with_stdout(|out| table.write(out))?;
         return Ok(Outcome::Ok);
     }
     let mut rows = match args.over {
@@ -226,7 +226,7 @@ pub fn run(args: ConnsArgs, json: bool) -> anyhow::Result<Outcome> {
     }
     sort_by_rate(&mut rows);
     if json {
-        print_with(|out| write_json(&rows, json_layout(), out))?;
+        output::with_stdout(|out| write_json(&rows, json_layout(), out))?;
         // As below: the process ends next.
         std::mem::forget(rows);
         return Ok(Outcome::Ok);
@@ -262,18 +262,6 @@ fn write_json<'a>(
     out.write_all(before.as_bytes())?;
     tcptune_diagnose::json::write_table(rows, layout, out)?;
     out.write_all(after.as_bytes())
-}
-
-/// Writes the table or document with `write` to standard output.
-fn print_with(write: impl FnOnce(&mut std::fs::File) -> std::io::Result<()>) -> anyhow::Result<()> {
-    // Unbuffered: the writers hand over 64 KiB or more at a time. Nothing was printed before.
-    use std::os::fd::AsFd;
-    let mut out = std::fs::File::from(std::io::stdout().as_fd().try_clone_to_owned()?);
-    match write(&mut out) {
-        // A closed pipe (`| head`) ends the output quietly, as for every command.
-        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
-        _ => Ok(()),
-    }
 }
 
 #[cfg(test)]
