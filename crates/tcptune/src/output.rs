@@ -7,7 +7,7 @@
 //! The document is indented for a person (standard output is a terminal, or `--pretty`) and
 //! compact for a program (piped or redirected), as `ip -j` and `ip -j -p`: the same values,
 //! only the whitespace differs, and `jq` reads both. Compact is what makes `conns --json` as
-//! fast as its text (20,000 rows are 18.5 MB indented, 8 MB compact).
+//! fast as its text (20,000 rows are 18.5 MB indented, 11.8 MB compact).
 
 use std::fmt::Display;
 use std::io::{self, IsTerminal, Write};
