@@ -267,42 +267,54 @@ fn header() -> String {
 }
 
 /// The text of a [`ConnTable`], built row by row as the sockets are decoded: each row is
-/// rendered where it is made (`conns` does it on the thread that decodes while the kernel
-/// fills the next datagram) and only its line and sort key are kept, ~150 bytes instead of a
-/// ~440-byte row. The result is the same text as the table's.
+/// rendered where it is made and only its line and sort key are kept, ~150 bytes instead of a
+/// ~440-byte row (see [`crate::rows`]). The result is the same text as the table's.
 #[derive(Debug, Default)]
 pub struct TextRows {
-    rows: Vec<(std::cmp::Reverse<u64>, String)>,
+    rows: crate::rows::Rendered,
     all: bool,
+}
+
+/// Text written into a byte buffer (rows are rendered with `fmt::Write`).
+struct Utf8<'a>(&'a mut Vec<u8>);
+
+impl fmt::Write for Utf8<'_> {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        self.0.extend_from_slice(s.as_bytes());
+        Ok(())
+    }
 }
 
 impl TextRows {
     pub fn new(all: bool) -> TextRows {
         TextRows {
-            rows: Vec::new(),
+            rows: Default::default(),
             all,
         }
     }
 
     pub fn push(&mut self, c: &Conn) {
-        let mut text = String::with_capacity(160);
-        // Writing into a String cannot fail.
-        let _ = write_rows(&mut text, std::slice::from_ref(c), self.all);
-        self.rows.push((c.sort_key(), text));
+        let all = self.all;
+        // Writing into a buffer cannot fail.
+        self.rows.push(c.sort_key(), |buf| {
+            let _ = write_rows(&mut Utf8(buf), std::slice::from_ref(c), all);
+        });
     }
 
-    /// The table: the rows sorted as `ConnTable`'s (highest rate first, stable).
-    pub fn finish(mut self) -> String {
+    /// Writes the table: the rows sorted as `ConnTable`'s (highest rate first, stable).
+    pub fn write(self, w: &mut impl std::io::Write) -> std::io::Result<()> {
         if self.rows.is_empty() {
-            return NO_ROWS.to_string();
+            return w.write_all(NO_ROWS.as_bytes());
         }
-        self.rows.sort_by_key(|r| r.0);
-        let mut out = header();
-        out.reserve(self.rows.iter().map(|r| r.1.len()).sum());
-        for (_, line) in &self.rows {
-            out.push_str(line);
-        }
-        out
+        self.rows.write(header().as_bytes(), 0, b"", w)
+    }
+
+    /// The table as [`TextRows::write`] writes it.
+    pub fn finish(self) -> String {
+        let mut out = Vec::new();
+        // Writing into a Vec cannot fail, and every row is text.
+        let _ = self.write(&mut out);
+        String::from_utf8(out).unwrap_or_default()
     }
 }
 

@@ -1,5 +1,5 @@
-//! `conns --json` rendered fast: the same bytes serde_json's pretty printer makes of a
-//! [`ConnTable`](crate::conn::ConnTable), written by hand for the fields every row has.
+//! `conns --json` rendered fast: the same bytes serde_json's printers (pretty or compact) make
+//! of a [`ConnTable`](crate::conn::ConnTable), written by hand for the fields every row has.
 //!
 //! serde_json spent ~1 µs per row (bench/conns): a write per indentation level, Display round
 //! trips for addresses, a call per token. Here a member's separator, indentation and key take
@@ -17,6 +17,7 @@ use serde::Serialize;
 use tcptune_model::{Dur, Rate};
 
 use crate::conn::Conn;
+use crate::rows::Rendered;
 use crate::{Negotiated, Shares, Snapshot};
 
 /// Indentation: two spaces per level, as serde_json's pretty printer.
@@ -123,13 +124,15 @@ macro_rules! k {
 /// What separates members: a comma (after the first) and the line break with its indentation.
 const SEP: &[u8; 66] = b",\n                                                                ";
 
-/// Appends one JSON object's members to a buffer, pretty-printed at a depth.
+/// Appends one JSON object's members to a buffer, pretty-printed at a depth or compact.
 struct Obj<'a> {
     buf: &'a mut Vec<u8>,
     /// Depth of the members being written.
     level: usize,
     /// No member written yet at this depth.
     first: bool,
+    /// serde_json's pretty layout; else its compact one (no whitespace).
+    pretty: bool,
 }
 
 impl Obj<'_> {
@@ -140,7 +143,7 @@ impl Obj<'_> {
     }
     fn close(&mut self) {
         self.level -= 1;
-        if !self.first {
+        if !self.first && self.pretty {
             self.buf.push(b'\n');
             indent(self.buf, self.level);
         }
@@ -151,6 +154,13 @@ impl Obj<'_> {
     /// `key` as made by `k!`.
     fn key(&mut self, key: &str) {
         let from = usize::from(self.first);
+        if !self.pretty {
+            // `,"rtt_s":` (the key without the space after its colon).
+            self.buf.extend_from_slice(&SEP[from..1]);
+            self.buf.extend_from_slice(&key.as_bytes()[..key.len() - 1]);
+            self.first = false;
+            return;
+        }
         let to = 2 + 2 * self.level;
         if to <= SEP.len() {
             self.buf.extend_from_slice(&SEP[from..to]);
@@ -226,10 +236,15 @@ impl Obj<'_> {
     /// A member through serde (parts not every row has).
     fn serde(&mut self, k: &str, v: &impl Serialize) {
         self.key(k);
-        let mut ser =
-            serde_json::Serializer::with_formatter(&mut *self.buf, Pretty::at(self.level));
         // Writing into a Vec cannot fail, and these types serialize without errors.
-        let _ = v.serialize(&mut ser);
+        let _ = if self.pretty {
+            v.serialize(&mut serde_json::Serializer::with_formatter(
+                &mut *self.buf,
+                Pretty::at(self.level),
+            ))
+        } else {
+            v.serialize(&mut serde_json::Serializer::new(&mut *self.buf))
+        };
     }
 }
 
@@ -322,12 +337,13 @@ fn snapshot(o: &mut Obj, s: &Snapshot) {
     o.close();
 }
 
-/// Appends `c` as the object serde_json's pretty printer makes of it at depth `level`.
-fn conn(buf: &mut Vec<u8>, level: usize, c: &Conn) {
+/// Appends `c` as the object serde_json's printer makes of it at depth `level`.
+fn conn(buf: &mut Vec<u8>, level: usize, pretty: bool, c: &Conn) {
     let mut o = Obj {
         buf,
         level,
         first: true,
+        pretty,
     };
     o.open();
     if let Some(ns) = &c.netns {
@@ -376,41 +392,116 @@ fn conn(buf: &mut Vec<u8>, level: usize, c: &Conn) {
     o.close();
 }
 
-/// Writes what serde_json's pretty printer makes of a [`ConnTable`](crate::conn::ConnTable)
-/// of `rows` (in the order given) whose members are `level` deep: 1 for the table alone, 2 as
-/// the `result` of the `--json` envelope. Rows are rendered into one reused buffer that is
-/// written every 64 KiB, so the document is never held whole (18 MB for 20,000 rows, whose
-/// page faults alone cost more than rendering them).
+/// How the table is laid out: serde_json's pretty printer with the table's members `level`
+/// deep (1 for the table alone, 2 as the `result` of the `--json` envelope), or its compact one.
+#[derive(Clone, Copy, Debug)]
+pub struct Layout {
+    pub level: usize,
+    pub pretty: bool,
+}
+
+impl Layout {
+    /// The table's text up to its first row: `{"connections":[`, indented or not.
+    fn head(self, buf: &mut Vec<u8>) {
+        buf.push(b'{');
+        if self.pretty {
+            buf.push(b'\n');
+            indent(buf, self.level);
+            buf.extend_from_slice(b"\"connections\": [");
+        } else {
+            buf.extend_from_slice(b"\"connections\":[");
+        }
+    }
+
+    /// A row as an element of the `connections` array, after a comma: the comma, the line
+    /// break and indentation when pretty, and the object one level deeper than the array.
+    fn row(self, buf: &mut Vec<u8>, c: &Conn) {
+        buf.push(b',');
+        if self.pretty {
+            buf.push(b'\n');
+            indent(buf, self.level + 1);
+        }
+        conn(buf, self.level + 1, self.pretty, c);
+    }
+
+    /// The table's text after its last row (`any`: there were rows).
+    fn tail(self, buf: &mut Vec<u8>, any: bool) {
+        if self.pretty {
+            if any {
+                buf.push(b'\n');
+                indent(buf, self.level);
+            }
+            buf.extend_from_slice(b"]\n");
+            indent(buf, self.level - 1);
+        } else {
+            buf.push(b']');
+        }
+        buf.push(b'}');
+    }
+}
+
+/// Writes what serde_json makes of a [`ConnTable`](crate::conn::ConnTable) of `rows` (in the
+/// order given), laid out as `layout`. Rows are rendered into one reused buffer that is
+/// written every 64 KiB, so the document is never held whole (18 MB for 20,000 rows pretty,
+/// whose page faults alone cost more than rendering them).
 pub fn write_table<'a>(
     rows: impl IntoIterator<Item = &'a Conn>,
-    level: usize,
+    layout: Layout,
     w: &mut impl io::Write,
 ) -> io::Result<()> {
     const FLUSH_AT: usize = 1 << 16;
     let mut buf = Vec::with_capacity(2 * FLUSH_AT);
-    buf.extend_from_slice(b"{\n");
-    indent(&mut buf, level);
-    buf.extend_from_slice(b"\"connections\": [");
+    layout.head(&mut buf);
     let mut any = false;
-    for (i, c) in rows.into_iter().enumerate() {
-        any = true;
-        buf.extend_from_slice(if i == 0 { b"\n" } else { b",\n" });
-        // Rows are the elements of the `connections` array, one level deeper than it.
-        indent(&mut buf, level + 1);
-        conn(&mut buf, level + 1, c);
+    for c in rows {
+        let start = buf.len();
+        layout.row(&mut buf, c);
+        if !any {
+            // The first row has no comma before it.
+            buf.remove(start);
+            any = true;
+        }
         if buf.len() >= FLUSH_AT {
             w.write_all(&buf)?;
             buf.clear();
         }
     }
-    if any {
-        buf.push(b'\n');
-        indent(&mut buf, level);
-    }
-    buf.extend_from_slice(b"]\n");
-    indent(&mut buf, level - 1);
-    buf.push(b'}');
+    layout.tail(&mut buf, any);
     w.write_all(&buf)
+}
+
+/// The rows of a one-shot `conns --json`, rendered as they are decoded and written sorted
+/// (see [`crate::rows`]).
+pub struct JsonRows {
+    layout: Layout,
+    /// Each row with a comma before it.
+    rows: Rendered,
+}
+
+impl JsonRows {
+    pub fn new(layout: Layout) -> JsonRows {
+        JsonRows {
+            layout,
+            rows: Rendered::default(),
+        }
+    }
+
+    pub fn push(&mut self, c: &Conn) {
+        let layout = self.layout;
+        self.rows.push(c.sort_key(), |buf| layout.row(buf, c));
+    }
+
+    /// Writes the table, rows sorted as `ConnTable`'s (highest rate first, stable), between
+    /// `before` and `after`.
+    pub fn write(self, before: &[u8], after: &[u8], w: &mut impl io::Write) -> io::Result<()> {
+        let mut head = before.to_vec();
+        self.layout.head(&mut head);
+        let mut tail = Vec::new();
+        self.layout.tail(&mut tail, !self.rows.is_empty());
+        tail.extend_from_slice(after);
+        // The first row has no comma before it.
+        self.rows.write(&head, 1, &tail, w)
+    }
 }
 
 #[cfg(test)]
@@ -492,8 +583,80 @@ mod tests {
 
     fn by_hand(rows: &[Conn], level: usize) -> Vec<u8> {
         let mut out = Vec::new();
-        write_table(rows, level, &mut out).unwrap();
+        let pretty = true;
+        write_table(rows, Layout { level, pretty }, &mut out).unwrap();
         out
+    }
+
+    /// The table as [`JsonRows`] writes it from rows pushed unsorted.
+    fn pushed(rows: &[Conn], layout: Layout) -> Vec<u8> {
+        let mut table = JsonRows::new(layout);
+        for c in rows {
+            table.push(c);
+        }
+        let mut w = crate::rows::tests::Trickle(Vec::new());
+        table.write(b"<", b">", &mut w).unwrap();
+        let mut out = w.0;
+        assert_eq!(out.first(), Some(&b'<'));
+        assert_eq!(out.pop(), Some(b'>'));
+        out.remove(0);
+        out
+    }
+
+    #[test]
+    fn compact_rows_are_serde_jsons_bytes() {
+        let rows = varied_rows(400);
+        let mut sorted = rows.clone();
+        sorted.sort_by_cached_key(Conn::sort_key);
+        let compact = Layout {
+            level: 1,
+            pretty: false,
+        };
+        let mut fast = Vec::new();
+        write_table(&sorted, compact, &mut fast).unwrap();
+        let table = ConnTable {
+            connections: sorted,
+            all: false,
+        };
+        let serde = serde_json::to_vec(&table).unwrap();
+        assert_eq!(
+            String::from_utf8(fast).unwrap(),
+            String::from_utf8(serde.clone()).unwrap()
+        );
+        // Rendered as decoded (unsorted) and written sorted: the same bytes.
+        assert_eq!(pushed(&rows, compact), serde);
+        let empty = ConnTable {
+            connections: vec![],
+            all: false,
+        };
+        assert_eq!(pushed(&[], compact), serde_json::to_vec(&empty).unwrap());
+    }
+
+    #[test]
+    fn rows_pushed_unsorted_are_written_as_the_sorted_table() {
+        // More rows than one writev takes, several blocks, and rates that tie (stable order).
+        let rows = varied_rows(2500);
+        let mut sorted = rows.clone();
+        sorted.sort_by_cached_key(Conn::sort_key);
+        let pretty = Layout {
+            level: 1,
+            pretty: true,
+        };
+        let fast = pushed(&rows, pretty);
+        assert!(fast.len() > 2 * crate::rows::BLOCK);
+        let table = ConnTable {
+            connections: sorted,
+            all: false,
+        };
+        assert_eq!(fast, serde_json::to_vec_pretty(&table).unwrap());
+        let empty = ConnTable {
+            connections: vec![],
+            all: false,
+        };
+        assert_eq!(
+            pushed(&[], pretty),
+            serde_json::to_vec_pretty(&empty).unwrap()
+        );
     }
 
     #[test]

@@ -20,6 +20,7 @@ pub mod advice;
 pub mod conn;
 pub mod engine;
 pub mod json;
+mod rows;
 pub mod throughput;
 pub mod watch;
 

@@ -5,8 +5,9 @@
 //! Prints, per socket: ss (process, spawn to exit, output to /dev/null); tcptune's library
 //! path end to end (dump + decode + derive, in process); the kernel's share of that (the same
 //! dump with nothing decoded); decode + derive alone (from the recorded answers in memory);
-//! rendering text and JSON (by hand, as `conns --json`, and through serde_json for comparison);
-//! and the `tcptune conns` process end to end (text and --json).
+//! rendering text and JSON (by hand, as `conns --json`, compact and indented, and through
+//! serde_json for comparison); and the `tcptune conns` process end to end (text, --json, which
+//! is compact into /dev/null as into any file or pipe, and --json --pretty).
 //!
 //! The sockets are held by a child process (this program run with `--hold`), as on a real
 //! host where the tools run from a shell: spawning a command from a process that holds 20,000
@@ -43,16 +44,22 @@ fn median(mut v: Vec<Duration>) -> Duration {
     v[v.len() / 2]
 }
 
-/// Runs `argv` inside the namespace (setns in the child before exec, so no `ip netns exec`
-/// overhead is timed), output to /dev/null; returns the wall time.
-fn time_process(ns: &str, argv: &[&str]) -> Duration {
-    let f = tcptune_os::netns::open(Path::new(&format!("/run/netns/{ns}"))).unwrap();
+/// Moves this thread (the main one, which spawns the tools) into the namespace, so the tools
+/// start there without a `pre_exec` hook: with one, the standard library forks (copying this
+/// process's page tables, tens of MB of recorded answers and rendered rows, into every timed
+/// spawn) instead of using posix_spawn, which shares them until exec, as a shell's spawn costs.
+fn enter_netns(ns: &str) {
+    let f = tcptune_os::netns::open(Path::new(&format!("/run/netns/{ns}")))
+        .unwrap_or_else(|e| panic!("open namespace {ns}: {e}"));
+    tcptune_os::netns::setns(f.as_fd()).unwrap_or_else(|e| panic!("setns into {ns}: {e}"));
+}
+
+/// Runs `argv` (in this thread's namespace), output to /dev/null; returns the wall time.
+fn time_process(argv: &[&str]) -> Duration {
     let mut cmd = Command::new(argv[0]);
     cmd.args(&argv[1..])
         .stdout(Stdio::null())
         .stderr(Stdio::inherit());
-    // The command keeps the namespace's descriptor open until it is dropped.
-    tcptune_os::netns::enter_in_child(&mut cmd, f);
     let t = Instant::now();
     let st = cmd.status().unwrap();
     let d = t.elapsed();
@@ -231,39 +238,64 @@ fn main() {
     let t = Instant::now();
     let text = table.to_string();
     let render_text = t.elapsed();
-    // JSON as `conns --json` renders it (by hand) and through serde_json, both into a sink as
-    // the process writes to /dev/null; then into memory, to check they make the same bytes.
+    // JSON as `conns --json` renders it (by hand; compact, as into a pipe or file, and
+    // indented, as on a terminal) and through serde_json, into a sink as the process writes to
+    // /dev/null; then into memory, to check they make the same bytes.
+    use tcptune_diagnose::json::{write_table, Layout};
+    let compact = Layout {
+        level: 1,
+        pretty: false,
+    };
+    let pretty = Layout {
+        level: 1,
+        pretty: true,
+    };
     let t = Instant::now();
-    tcptune_diagnose::json::write_table(&table.connections, 1, &mut std::io::sink()).unwrap();
+    write_table(&table.connections, compact, &mut std::io::sink()).unwrap();
     let render_json = t.elapsed();
+    let t = Instant::now();
+    write_table(&table.connections, pretty, &mut std::io::sink()).unwrap();
+    let render_pretty = t.elapsed();
     let t = Instant::now();
     serde_json::to_writer_pretty(std::io::BufWriter::new(std::io::sink()), &table).unwrap();
     let render_serde = t.elapsed();
     let mut json = Vec::new();
-    tcptune_diagnose::json::write_table(&table.connections, 1, &mut json).unwrap();
+    write_table(&table.connections, compact, &mut json).unwrap();
     assert!(
-        json == serde_json::to_vec_pretty(&table).unwrap(),
+        json == serde_json::to_vec(&table).unwrap(),
         "the JSON written by hand differs from serde_json's"
+    );
+    let mut json_pretty = Vec::new();
+    write_table(&table.connections, pretty, &mut json_pretty).unwrap();
+    assert!(
+        json_pretty == serde_json::to_vec_pretty(&table).unwrap(),
+        "the indented JSON written by hand differs from serde_json's"
     );
     std::hint::black_box((&text, &json));
 
-    // 4. ss -tin, and the tcptune process, on the same sockets, interleaved.
+    // 4. ss -tin, and the tcptune process, on the same sockets, interleaved. What the
+    //    measurements above hold is freed first (spawning is then as from a small shell).
+    let (text_len, json_len, pretty_len) = (text.len(), json.len(), json_pretty.len());
+    drop((text, json, json_pretty, table, payloads));
+    enter_netns(&ns.0);
     let mut ss = Vec::new();
 
     let mut cli_text = Vec::new();
     let mut cli_json = Vec::new();
+    let mut cli_pretty = Vec::new();
     for _ in 0..9 {
-        ss.push(time_process(&ns.0, &["ss", "-tin"]));
+        ss.push(time_process(&["ss", "-tin"]));
 
-        cli_text.push(time_process(&ns.0, &[&tcptune_bin, "conns"]));
-        cli_json.push(time_process(&ns.0, &[&tcptune_bin, "conns", "--json"]));
+        cli_text.push(time_process(&[&tcptune_bin, "conns"]));
+        cli_json.push(time_process(&[&tcptune_bin, "conns", "--json"]));
+        cli_pretty.push(time_process(&[&tcptune_bin, "conns", "--json", "--pretty"]));
     }
     drop(holder.stdin.take()); // the holder closes its sockets and exits
     holder.wait().unwrap();
 
     let n = n_sockets;
     let (k, o, d, s) = (median(kernel), median(ours), median(decode), median(ss));
-    let (ct, cj) = (median(cli_text), median(cli_json));
+    let (ct, cj, cp) = (median(cli_text), median(cli_json), median(cli_pretty));
     let ss_us = per_socket(s, n);
     let ours_us = per_socket(o, n);
     println!("sockets dumped:                {n} ({conns} connections, both ends)");
@@ -286,11 +318,13 @@ fn main() {
         per_socket(d, n)
     );
     println!(
-        "  rendering text / JSON:       {:.3} / {:.3} µs/socket ({} / {} bytes; serde_json {:.3})",
+        "  rendering text / JSON / JSON indented: {:.3} / {:.3} / {:.3} µs/socket ({} / {} / {} bytes; serde_json indented {:.3})",
         per_socket(render_text, n),
         per_socket(render_json, n),
-        text.len(),
-        json.len(),
+        per_socket(render_pretty, n),
+        text_len,
+        json_len,
+        pretty_len,
         per_socket(render_serde, n)
     );
     println!(
@@ -302,5 +336,10 @@ fn main() {
         "tcptune conns --json (process): {:.3} µs/socket, ratio {:.1}x",
         per_socket(cj, n),
         s.as_secs_f64() / cj.as_secs_f64()
+    );
+    println!(
+        "tcptune conns --json --pretty:  {:.3} µs/socket, ratio {:.1}x",
+        per_socket(cp, n),
+        s.as_secs_f64() / cp.as_secs_f64()
     );
 }

@@ -20,6 +20,11 @@ pub struct Cli {
     #[arg(long, global = true)]
     pub json: bool,
 
+    /// Indent the --json document (the default when standard output is a terminal; piped or
+    /// redirected it is compact, one line, as `ip -j`).
+    #[arg(long, global = true, requires = "json")]
+    pub pretty: bool,
+
     #[command(subcommand)]
     pub command: Command,
 }

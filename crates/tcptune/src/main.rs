@@ -56,6 +56,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    output::choose_layout(cli.pretty);
     match cmd::run(cli) {
         Ok(Outcome::Ok) => ExitCode::SUCCESS,
         Ok(Outcome::Problem) => ExitCode::from(1),

@@ -123,3 +123,52 @@ fn watch_closed_replays_the_recorded_destroy_events() {
         assert!(ends.contains(&format!(":{port}")), "{ends}");
     }
 }
+
+#[test]
+fn json_is_compact_when_piped_and_indented_with_pretty() {
+    // The one-shot table (rendered as decoded), with --all's fields, and the table rendered
+    // from whole rows (--processes).
+    for extra in [&[][..], &["--all"], &["--processes"]] {
+        let run = |pretty: bool| {
+            let mut args = vec!["--json"];
+            if pretty {
+                args.push("--pretty");
+            }
+            args.extend_from_slice(extra);
+            let out = conns(&args);
+            assert!(
+                out.status.success(),
+                "{args:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            String::from_utf8(out.stdout).unwrap()
+        };
+        let (compact, pretty) = (run(false), run(true));
+        // Standard output is a pipe here: one line, as `ip -j`.
+        assert_eq!(compact.lines().count(), 1, "{extra:?}: {compact}");
+        assert!(compact.starts_with("{\"tcptune\":") && compact.ends_with("}\n"));
+        assert!(
+            pretty.starts_with("{\n  \"tcptune\": "),
+            "{extra:?}: {pretty}"
+        );
+        assert!(pretty.lines().count() > 40, "{extra:?}: {pretty}");
+        // Only the whitespace differs.
+        let a: Value = serde_json::from_str(&compact).unwrap();
+        let b: Value = serde_json::from_str(&pretty).unwrap();
+        assert_eq!(a, b, "{extra:?}");
+        assert_eq!(a["result"]["connections"].as_array().unwrap().len(), 2);
+    }
+    // --pretty without --json, and for watch's JSON lines, is refused in one sentence.
+    for args in [&["conns", "--pretty"][..], &["watch", "--json", "--pretty"]] {
+        let out = Command::new(env!("CARGO_BIN_EXE_tcptune"))
+            .args(args)
+            .env("TCPTUNE_REPLAY_SOCK_DIAG", format!("{DIR}dump-loopback.nl"))
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(out.stdout.is_empty(), "{args:?}");
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
+        assert!(err.contains("--json") || err.contains("--pretty"), "{err}");
+    }
+}

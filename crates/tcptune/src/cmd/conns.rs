@@ -7,6 +7,7 @@ use std::time::Instant;
 
 use anyhow::Context as _;
 use tcptune_diagnose::conn::{Conn, ConnTable, History, TextRows};
+use tcptune_diagnose::json::{JsonRows, Layout};
 use tcptune_diagnose::Context;
 use tcptune_kernel::diag::ext;
 use tcptune_kernel::tcp_info::{KernelVersion, TailLayout};
@@ -183,30 +184,14 @@ pub fn run(args: ConnsArgs, json: bool) -> anyhow::Result<Outcome> {
     let start = Instant::now();
     let mut history = History::default();
     if args.over.is_none() && json && !args.sock.processes {
-        // A one-shot JSON table: rows are kept in fixed chunks (a growing vector would copy
-        // 20,000 of them several times) and only references to them are sorted.
-        let mut chunks: Vec<Vec<Conn>> = Vec::new();
-        once(
-            &mut targets,
-            &filter,
-            start,
-            &ctx,
-            args.all,
-            |c| match chunks.last_mut() {
-                Some(chunk) if chunk.len() < chunk.capacity() => chunk.push(c),
-                _ => {
-                    let mut chunk = Vec::with_capacity(4096);
-                    chunk.push(c);
-                    chunks.push(chunk);
-                }
-            },
-        )?;
-        let mut rows: Vec<&Conn> = chunks.iter().flatten().collect();
-        // The order of sort_by_rate (stable, highest rate first).
-        rows.sort_by_cached_key(|c| c.sort_key());
-        print_json(rows)?;
-        // As below: the process ends next.
-        std::mem::forget(chunks);
+        // A one-shot JSON table: as the text below, rows are rendered as they are decoded,
+        // and only their bytes are kept.
+        let mut table = JsonRows::new(json_layout());
+        once(&mut targets, &filter, start, &ctx, args.all, |c| {
+            table.push(&c)
+        })?;
+        let (before, after) = output::envelope_around("conns", output::pretty())?;
+        output::with_stdout(|out| table.write(before.as_bytes(), after.as_bytes(), out))?;
         return Ok(Outcome::Ok);
     }
     if args.over.is_none() && !json && !args.sock.processes {
@@ -216,7 +201,7 @@ pub fn run(args: ConnsArgs, json: bool) -> anyhow::Result<Outcome> {
         once(&mut targets, &filter, start, &ctx, args.all, |c| {
             table.push(&c)
         })?;
-        output::text(&table.finish())?;
+        output::with_stdout(|out| table.write(out))?;
         return Ok(Outcome::Ok);
     }
     let mut rows = match args.over {
@@ -241,7 +226,7 @@ pub fn run(args: ConnsArgs, json: bool) -> anyhow::Result<Outcome> {
     }
     sort_by_rate(&mut rows);
     if json {
-        print_json(&rows)?;
+        output::with_stdout(|out| write_json(&rows, json_layout(), out))?;
         // As below: the process ends next.
         std::mem::forget(rows);
         return Ok(Outcome::Ok);
@@ -257,30 +242,26 @@ pub fn run(args: ConnsArgs, json: bool) -> anyhow::Result<Outcome> {
     Ok(Outcome::Ok)
 }
 
-/// Depth of the table's members inside the `--json` envelope (as its `result`).
-const JSON_LEVEL: usize = 2;
+/// The table's layout inside the `--json` envelope (as its `result`, members two deep).
+fn json_layout() -> Layout {
+    Layout {
+        level: 2,
+        pretty: output::pretty(),
+    }
+}
 
 /// `conns --json`: the envelope around the rows rendered by hand, the same document
 /// `output::emit` would print for a `ConnTable` of them (the test below compares the bytes).
 fn write_json<'a>(
     rows: impl IntoIterator<Item = &'a Conn>,
+    layout: Layout,
     out: &mut impl std::io::Write,
 ) -> std::io::Result<()> {
-    let (before, after) = output::envelope_around("conns").map_err(std::io::Error::other)?;
+    let (before, after) =
+        output::envelope_around("conns", layout.pretty).map_err(std::io::Error::other)?;
     out.write_all(before.as_bytes())?;
-    tcptune_diagnose::json::write_table(rows, JSON_LEVEL, out)?;
+    tcptune_diagnose::json::write_table(rows, layout, out)?;
     out.write_all(after.as_bytes())
-}
-
-fn print_json<'a>(rows: impl IntoIterator<Item = &'a Conn>) -> anyhow::Result<()> {
-    // Unbuffered: write_table hands over 64 KiB at a time already. Nothing was printed before.
-    use std::os::fd::AsFd;
-    let mut out = std::fs::File::from(std::io::stdout().as_fd().try_clone_to_owned()?);
-    match write_json(rows, &mut out) {
-        // A closed pipe (`| head`) ends the output quietly, as for every command.
-        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
-        _ => Ok(()),
-    }
 }
 
 #[cfg(test)]
@@ -300,19 +281,38 @@ mod tests {
             .collect();
         assert!(rows.len() >= 2);
         for rows in [rows.clone(), Vec::new()] {
-            let mut sorted = rows;
+            let mut sorted = rows.clone();
             sort_by_rate(&mut sorted);
-            let mut by_hand = Vec::new();
-            write_json(&sorted, &mut by_hand).unwrap();
             let table = ConnTable {
                 connections: sorted,
                 all: false,
             };
-            // What output::emit writes: the pretty envelope and a newline.
-            let serde = serde_json::to_string_pretty(&output::Envelope::new("conns", &table))
+            for pretty in [true, false] {
+                let layout = Layout { level: 2, pretty };
+                let mut by_hand = Vec::new();
+                write_json(&table.connections, layout, &mut by_hand).unwrap();
+                // Rendered as decoded (unsorted) and written sorted.
+                let mut pushed = JsonRows::new(layout);
+                for c in &rows {
+                    pushed.push(c);
+                }
+                let (before, after) = output::envelope_around("conns", pretty).unwrap();
+                let mut by_rows = Vec::new();
+                pushed
+                    .write(before.as_bytes(), after.as_bytes(), &mut by_rows)
+                    .unwrap();
+                // What output::emit writes: the envelope and a newline.
+                let envelope = output::Envelope::new("conns", &table);
+                let serde = if pretty {
+                    serde_json::to_string_pretty(&envelope)
+                } else {
+                    serde_json::to_string(&envelope)
+                }
                 .unwrap()
-                + "\n";
-            assert_eq!(String::from_utf8(by_hand).unwrap(), serde);
+                    + "\n";
+                assert_eq!(String::from_utf8(by_hand).unwrap(), serde);
+                assert_eq!(String::from_utf8(by_rows).unwrap(), serde);
+            }
         }
     }
 }

@@ -36,7 +36,14 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
         ),
         Command::Report { dir } => report::run(&dir, cli.json),
         Command::Conns(args) => conns::run(args, cli.json),
-        Command::Watch(args) => watch::run(args, cli.json),
+        Command::Watch(args) => {
+            if cli.pretty {
+                anyhow::bail!(
+                    "--pretty does not apply: watch --json writes one JSON object per line; run it without --pretty"
+                );
+            }
+            watch::run(args, cli.json)
+        }
         Command::Serve(args) => {
             no_json(
                 cli.json,
