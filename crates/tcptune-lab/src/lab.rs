@@ -26,9 +26,10 @@ use tcptune_emu::sys::{self, EmuStatus, Request, Side};
 use tcptune_emu::LinkSpec;
 
 use crate::netem;
-use crate::os::{self, SysctlScope};
+use crate::os;
 use crate::spec::{Backend, HostSettings, LabSpec, HOSTS};
 use crate::LabError;
+use tcptune_os::sysctl;
 
 /// Where lab state lives (tmpfs: gone after a reboot, like the namespaces).
 pub const RUN_DIR: &str = "/run/tcptune";
@@ -331,13 +332,10 @@ pub fn teardown(lab: &str) -> Vec<String> {
         }
     }
     if let Some(st) = &state {
-        for g in st.globals.iter().rev() {
-            // Restore only what still has our value: someone else may have changed it since.
-            if os::read_sysctl(None, &g.key).is_ok_and(|v| norm(&v) == norm(&g.value))
-                && os::write_sysctl(None, &g.key, &g.original).is_ok()
-            {
-                removed.push(format!("restored {}={}", g.key, g.original));
-            }
+        // Restore only what still has our value: someone else may have changed it since.
+        let globals = globals_snapshot(&st.globals);
+        for g in globals.restore(&mut os::Sysctls(None), sysctl::Restore::IfUnchanged) {
+            removed.push(format!("restored {}={}", g.key, g.original));
         }
     }
     let dir = lab_dir(lab);
@@ -347,8 +345,17 @@ pub fn teardown(lab: &str) -> Vec<String> {
     removed
 }
 
-fn norm(v: &str) -> String {
-    v.split_whitespace().collect::<Vec<_>>().join(" ")
+fn globals_snapshot(globals: &[GlobalChange]) -> sysctl::Snapshot {
+    sysctl::Snapshot {
+        changes: globals
+            .iter()
+            .map(|g| sysctl::Change {
+                key: g.key.clone(),
+                original: g.original.clone(),
+                value: g.value.clone(),
+            })
+            .collect(),
+    }
 }
 
 /// Removes the leftovers of every lab that is not alive, and the half-made state directories
@@ -413,23 +420,27 @@ fn check_cc(cc: &str) -> Result<(), LabError> {
     }
 }
 
-/// Changes a global sysctl, recording the original first.
+/// Changes a global sysctl, recording the original first (in the lab's state, so a kill
+/// between recording and changing restores a value equal to the current one: harmless).
 fn set_global(st: &mut State, key: &str, value: &str) -> Result<(), LabError> {
-    let original = os::read_sysctl(None, key).map_err(|e| {
-        LabError::Input(format!("sysctl {key} does not exist in this kernel ({e})"))
-    })?;
-    if norm(&original) == norm(value) {
+    let mut globals = globals_snapshot(&st.globals);
+    let changes = globals
+        .record(&mut os::Sysctls(None), key, value)
+        .map_err(|e| {
+            LabError::Input(format!("sysctl {key} does not exist in this kernel ({e})"))
+        })?;
+    if !changes {
         return Ok(());
     }
-    if !st.globals.iter().any(|g| g.key == key) {
-        st.globals.push(GlobalChange {
-            key: key.into(),
-            original,
-            value: value.into(),
-        });
-    } else if let Some(g) = st.globals.iter_mut().find(|g| g.key == key) {
-        g.value = value.into();
-    }
+    st.globals = globals
+        .changes
+        .into_iter()
+        .map(|c| GlobalChange {
+            key: c.key,
+            original: c.original,
+            value: c.value,
+        })
+        .collect();
     write_state(st)?;
     os::write_sysctl(None, key, value)
 }
@@ -453,9 +464,9 @@ fn apply_sysctl(st: &mut State, ns: &str, key: &str, value: &str) -> Result<(), 
     let scope = os::sysctl_scope(ns, key)
         .map_err(|e| LabError::Environment(format!("cannot enter namespace {ns}: {e}")))?;
     match scope {
-        SysctlScope::Namespace => os::write_sysctl(Some(ns), key, value),
-        SysctlScope::Global => set_global(st, key, value),
-        SysctlScope::Missing => Err(LabError::Input(format!(
+        sysctl::Scope::Writable => os::write_sysctl(Some(ns), key, value),
+        sysctl::Scope::ReadOnly => set_global(st, key, value),
+        sysctl::Scope::Missing => Err(LabError::Input(format!(
             "sysctl {key} does not exist in this kernel; check the name with `sysctl -a`"
         ))),
     }

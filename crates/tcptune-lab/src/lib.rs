@@ -14,6 +14,7 @@
 //! `/run/tcptune/<lab>/` (settings, emulator pid, global sysctl changes to restore, control
 //! socket), and processes whose command line is `tcptune lab _emulator|_hog --name <lab>`.
 
+pub mod keys;
 pub mod lab;
 pub mod linkcheck;
 pub mod netem;

@@ -132,20 +132,11 @@ pub struct LinkChanges {
 }
 
 fn parse_ge(s: &str) -> Result<Loss, LabError> {
-    let parts: Vec<&str> = s.split(',').map(str::trim).collect();
-    let bad = || {
+    let ps = crate::keys::parse_ge(s).ok_or_else(|| {
         LabError::Input(format!(
             "--loss-ge '{s}' must be p,r[,1-h[,1-k]] with probabilities, e.g. 1%,30%,100%,0%"
         ))
-    };
-    if parts.is_empty() || parts.len() > 4 {
-        return Err(bad());
-    }
-    let ps: Vec<Probability> = parts
-        .iter()
-        .map(|x| x.parse::<Probability>())
-        .collect::<Result<_, _>>()
-        .map_err(|_| bad())?;
+    })?;
     let p = ps[0];
     // tc's defaults: r = 1 − p, 1−h = 1, 1−k = 0.
     let r = ps
@@ -173,6 +164,7 @@ impl LinkChanges {
 
     /// Applies the changes to `spec` and validates the result.
     pub fn apply(&self, spec: &mut LinkSpec) -> Result<(), LabError> {
+        self.check_bounds().map_err(LabError::Input)?;
         if self.delay.is_some() && self.rtt.is_some() {
             return Err(LabError::Input(
                 "give either --delay (one way) or --rtt (both ways), not both".into(),
@@ -258,90 +250,15 @@ impl LinkChanges {
     }
 }
 
-fn parse_u32(key: &str, v: &str, range: std::ops::RangeInclusive<u32>) -> Result<u32, LabError> {
-    v.parse::<u32>()
-        .ok()
-        .filter(|n| range.contains(n))
-        .ok_or_else(|| {
-            LabError::Input(format!(
-                "{key}={v} is out of range; give a whole number from {} to {}",
-                range.start(),
-                range.end()
-            ))
-        })
-}
-
 /// Checks a sysctl name looks like one (the kernel decides whether it exists).
 pub fn check_sysctl_name(key: &str) -> Result<(), LabError> {
-    let ok = !key.is_empty()
-        && key.starts_with("net.")
-        && key
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
-        && !key.contains("..");
-    if ok {
-        Ok(())
-    } else {
-        Err(LabError::Input(format!(
-            "'{key}' is not a network sysctl name; the lab sets net.* sysctls such as \
-             net.ipv4.tcp_rmem"
-        )))
-    }
+    crate::keys::check_sysctl_name(key).map_err(LabError::Input)
 }
 
 impl HostSettings {
-    /// Applies one `KEY=VALUE` from `--host HOST.KEY=VALUE`.
+    /// Applies one `KEY=VALUE` from `--host HOST.KEY=VALUE` (the keys of [`crate::keys::HOST`]).
     pub fn set(&mut self, key: &str, value: &str) -> Result<(), LabError> {
-        let v = value.trim();
-        if v.contains('\n') {
-            return Err(LabError::Input(format!("{key}: a value must be one line")));
-        }
-        match key {
-            "mtu" => self.mtu = Some(parse_u32(key, v, 68..=65_535)?),
-            "txqueuelen" => self.txqueuelen = Some(parse_u32(key, v, 1..=1_000_000)?),
-            "line_rate" => {
-                let r: Rate = v
-                    .parse()
-                    .map_err(|e| LabError::Input(format!("line_rate: {e}")))?;
-                if !(1000.0..=400e9).contains(&r.bps()) {
-                    return Err(LabError::Input(format!(
-                        "line_rate {r} is out of range; give a rate between 1kbit and 400gbit"
-                    )));
-                }
-                self.line_rate_bps = Some(r);
-            }
-            "initcwnd" => self.route.initcwnd = Some(parse_u32(key, v, 1..=65_535)?),
-            "initrwnd" => self.route.initrwnd = Some(parse_u32(key, v, 1..=65_535)?),
-            "ssthresh" => self.route.ssthresh = Some(parse_u32(key, v, 2..=1_000_000_000)?),
-            "congctl" => self.route.congctl = Some(v.to_string()),
-            "cc" => {
-                self.sysctls
-                    .insert("net.ipv4.tcp_congestion_control".into(), v.to_string());
-            }
-            "cpu_hog" => {
-                self.cpu_hog = match v {
-                    "true" | "1" | "on" | "yes" => true,
-                    "false" | "0" | "off" | "no" => false,
-                    _ => {
-                        return Err(LabError::Input(format!(
-                            "cpu_hog={v} is not a switch; use true or false"
-                        )))
-                    }
-                }
-            }
-            "cpu" => self.cpu = Some(parse_u32(key, v, 0..=4095)?),
-            _ => {
-                let Some(name) = key.strip_prefix("sysctl.") else {
-                    return Err(LabError::Input(format!(
-                        "'{key}' is not a host setting; use mtu, txqueuelen, line_rate, cc, \
-                         initcwnd, initrwnd, ssthresh, congctl, cpu_hog, cpu or sysctl.NAME"
-                    )));
-                };
-                check_sysctl_name(name)?;
-                self.sysctls.insert(name.to_string(), v.to_string());
-            }
-        }
-        Ok(())
+        self.set_key(key, value).map_err(LabError::Input)
     }
 
     /// Congestion controls this host asks for (sysctl and route), to check they exist.
@@ -357,22 +274,7 @@ impl HostSettings {
     }
 
     pub fn validate(&self) -> Result<(), LabError> {
-        for (k, v) in &self.sysctls {
-            check_sysctl_name(k)?;
-            if v.contains('\n') {
-                return Err(LabError::Input(format!(
-                    "sysctl {k}: a value must be one line"
-                )));
-            }
-        }
-        for cc in self.congestion_controls() {
-            if cc.is_empty() || !cc.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
-                return Err(LabError::Input(format!(
-                    "'{cc}' is not a congestion control name"
-                )));
-            }
-        }
-        Ok(())
+        self.check_bounds().map_err(LabError::Input)
     }
 }
 
