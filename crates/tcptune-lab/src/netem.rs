@@ -266,7 +266,7 @@ pub fn netem_available() -> bool {
         if std::path::Path::new("/sys/module/sch_netem").exists() {
             return true;
         }
-        let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+        let release = tcptune_os::sysctl::read_value("kernel.osrelease").unwrap_or_default();
         let dir = std::path::Path::new("/lib/modules").join(release.trim());
         if ["modules.dep", "modules.builtin"]
             .iter()
