@@ -8,6 +8,8 @@
 //!
 //! - `sys`: the TUN I/O edge and the event loop (Linux only).
 
+#![forbid(unsafe_code)]
+
 pub mod config;
 pub mod pipeline;
 pub mod rng;

@@ -11,7 +11,7 @@
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::os::fd::{AsFd, AsRawFd, FromRawFd};
+use std::os::fd::{AsFd, AsRawFd};
 use std::time::{Duration, Instant};
 
 use tcptune_kernel::diag::{self, DumpRequest};
@@ -36,37 +36,12 @@ fn frame(kind: u16, payload: &[u8]) -> Vec<u8> {
 }
 
 fn connect_with_rcvbuf(addr: std::net::SocketAddr) -> TcpStream {
-    // SAFETY: plain socket calls on a descriptor owned by the returned TcpStream.
-    unsafe {
-        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
-        assert!(fd >= 0);
-        let v = CLIENT_RCVBUF;
-        libc::setsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            libc::SO_RCVBUF,
-            (&v as *const i32).cast(),
-            4,
-        );
-        let std::net::SocketAddr::V4(a) = addr else {
-            panic!("IPv4 only")
-        };
-        let sin = libc::sockaddr_in {
-            sin_family: libc::AF_INET as u16,
-            sin_port: a.port().to_be(),
-            sin_addr: libc::in_addr {
-                s_addr: u32::from_ne_bytes(a.ip().octets()),
-            },
-            sin_zero: [0; 8],
-        };
-        let rc = libc::connect(
-            fd,
-            (&sin as *const libc::sockaddr_in).cast(),
-            std::mem::size_of::<libc::sockaddr_in>() as u32,
-        );
-        assert_eq!(rc, 0, "connect: {}", std::io::Error::last_os_error());
-        TcpStream::from_raw_fd(fd)
-    }
+    use tcptune_os::socket;
+    let fd = socket::socket_for(&addr, socket::Kind::Stream).unwrap();
+    // Before connect, so the window scale is chosen for the small buffer.
+    socket::set_int(fd.as_fd(), libc::SOL_SOCKET, libc::SO_RCVBUF, CLIENT_RCVBUF).unwrap();
+    socket::connect(fd.as_fd(), &addr).unwrap_or_else(|e| panic!("connect: {e}"));
+    TcpStream::from(fd)
 }
 
 fn main() {
@@ -145,7 +120,7 @@ fn main() {
         }
     }
     std::fs::write(dir.join("destroy-events.nl"), &raw).unwrap();
-    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
+    let release = sys::kernel_release().unwrap();
     let facts = format!(
         "{{\n  \"kernel\": \"{}\",\n  \"server_port\": {port},\n  \"bytes_server_to_client\": {BYTES},\n  \"client_so_rcvbuf\": {CLIENT_RCVBUF},\n  \"destroy_events\": {seen},\n  \"closed_fds\": [{cfd}, {sfd}]\n}}\n",
         release.trim()

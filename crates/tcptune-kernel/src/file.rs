@@ -171,9 +171,7 @@ mod tests {
         let dir = TmpDir::new("fifo");
         let p = dir.file("fifo");
         let _ = std::fs::remove_file(&p);
-        let c = std::ffi::CString::new(p.to_str().unwrap()).unwrap();
-        // SAFETY: mkfifo with a valid C string.
-        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        tcptune_os::fs::mkfifo(&p, 0o600).unwrap();
         let e = read_regular_limited(&p, 1 << 20, "snapshot").unwrap_err();
         assert!(
             matches!(e, FileError::NotRegular { kind: "a FIFO", .. }),

@@ -7,6 +7,8 @@
 //! - [`procs`]: which process owns a socket (only when asked).
 //! - [`file`]: reading a user's file with a size limit, refusing FIFOs and devices.
 
+#![forbid(unsafe_code)]
+
 pub mod cpustat;
 pub mod diag;
 pub mod file;

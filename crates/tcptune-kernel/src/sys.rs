@@ -3,10 +3,9 @@
 //! the running kernel's version. This is the only netlink I/O in tcptune; everything it
 //! receives is decoded by the sans-IO code in `diag.rs` and `tcp_info.rs`.
 
-use std::ffi::CString;
 use std::io;
 use std::net::SocketAddr;
-use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::OnceLock;
 use std::time::Duration;
 
@@ -38,23 +37,18 @@ pub enum KernelError {
 
 type Result<T> = std::result::Result<T, KernelError>;
 
-/// The running kernel's `major.minor`, from uname(2).
+/// The running kernel's release as `uname -r` prints it (e.g. `6.18.0-1-amd64`), from
+/// uname(2); None when it cannot be read. The one source of the running kernel's version:
+/// [`kernel_version`] is parsed from it.
+pub fn kernel_release() -> Option<String> {
+    static R: OnceLock<Option<String>> = OnceLock::new();
+    R.get_or_init(|| tcptune_os::uname::uname().ok().map(|u| u.release))
+        .clone()
+}
+
+/// The running kernel's `major.minor`, from [`kernel_release`].
 pub fn kernel_version() -> Option<KernelVersion> {
-    static V: OnceLock<Option<KernelVersion>> = OnceLock::new();
-    *V.get_or_init(|| {
-        // SAFETY: utsname is plain bytes; uname fills it and NUL-terminates each field.
-        let mut u: libc::utsname = unsafe { std::mem::zeroed() };
-        if unsafe { libc::uname(&mut u) } != 0 {
-            return None;
-        }
-        let rel: Vec<u8> = u
-            .release
-            .iter()
-            .take_while(|&&c| c != 0)
-            .map(|&c| c as u8)
-            .collect();
-        String::from_utf8_lossy(&rel).parse::<KernelVersion>().ok()
-    })
+    kernel_release()?.parse::<KernelVersion>().ok()
 }
 
 /// The `tcp_info` tail layout of the running kernel (6.18 when the version is unknown).
@@ -73,21 +67,8 @@ pub fn tcp_info_of(fd: BorrowedFd<'_>) -> io::Result<TcpInfo> {
 /// The raw `tcp_info` bytes of one of our own sockets, as long as the kernel's struct.
 pub fn tcp_info_raw(fd: BorrowedFd<'_>) -> io::Result<Vec<u8>> {
     let mut buf = [0u8; 512];
-    let mut len = buf.len() as libc::socklen_t;
-    // SAFETY: buf is valid for len bytes; the kernel writes at most len and updates len.
-    let rc = unsafe {
-        libc::getsockopt(
-            fd.as_raw_fd(),
-            libc::IPPROTO_TCP,
-            libc::TCP_INFO,
-            buf.as_mut_ptr().cast(),
-            &mut len,
-        )
-    };
-    if rc != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(buf[..(len as usize).min(buf.len())].to_vec())
+    let n = tcptune_os::socket::get_bytes(fd, libc::IPPROTO_TCP, libc::TCP_INFO, &mut buf)?;
+    Ok(buf[..n].to_vec())
 }
 
 /// `getsockopt(fd, SOL_SOCKET, SO_MEMINFO)` (4.12+): the same socket memory figures as
@@ -96,58 +77,20 @@ pub fn skmem_of(fd: BorrowedFd<'_>) -> io::Result<SkMemInfo> {
     // SO_MEMINFO is 55 on the generic socket ABI (x86, arm, riscv …); not in every libc yet.
     const SO_MEMINFO: libc::c_int = 55;
     let mut buf = [0u8; 64];
-    let mut len = buf.len() as libc::socklen_t;
-    // SAFETY: buf is valid for len bytes; the kernel writes at most len and updates len.
-    let rc = unsafe {
-        libc::getsockopt(
-            fd.as_raw_fd(),
-            libc::SOL_SOCKET,
-            SO_MEMINFO,
-            buf.as_mut_ptr().cast(),
-            &mut len,
-        )
-    };
-    if rc != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    SkMemInfo::decode(&buf[..(len as usize).min(buf.len())])
+    let n = tcptune_os::socket::get_bytes(fd, libc::SOL_SOCKET, SO_MEMINFO, &mut buf)?;
+    SkMemInfo::decode(&buf[..n])
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "SO_MEMINFO answer too short"))
 }
 
 fn netlink_socket() -> io::Result<OwnedFd> {
-    // SAFETY: plain syscall; the returned fd is owned by us alone.
-    let fd = unsafe {
-        libc::socket(
-            libc::AF_NETLINK,
-            libc::SOCK_RAW | libc::SOCK_CLOEXEC,
-            libc::NETLINK_SOCK_DIAG,
-        )
-    };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: fd is a fresh descriptor nobody else owns.
-    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    let fd = tcptune_os::netlink::socket(libc::NETLINK_SOCK_DIAG)?;
     // A large receive buffer keeps destroy events from overflowing (ENOBUFS) in bursts.
     setsockopt_int(&fd, libc::SOL_SOCKET, libc::SO_RCVBUF, 4 << 20)?;
     Ok(fd)
 }
 
 fn setsockopt_int(fd: &OwnedFd, level: i32, name: i32, v: i32) -> io::Result<()> {
-    // SAFETY: v lives across the call and its size is passed.
-    let rc = unsafe {
-        libc::setsockopt(
-            fd.as_raw_fd(),
-            level,
-            name,
-            (&v as *const i32).cast(),
-            std::mem::size_of::<i32>() as libc::socklen_t,
-        )
-    };
-    if rc != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
+    tcptune_os::socket::set_int(fd.as_fd(), level, name, v)
 }
 
 /// The receive buffer: the kernel sizes dump datagrams up to 32 KiB (more with 64 KiB pages),
@@ -155,21 +98,36 @@ fn setsockopt_int(fd: &OwnedFd, level: i32, name: i32, v: i32) -> io::Result<()>
 const RECV_BUF: usize = 256 * 1024;
 
 /// Receives one datagram into `buf`, retrying on EINTR.
-fn recv_into(fd: i32, buf: &mut [u8]) -> Result<usize> {
+fn recv_into(fd: BorrowedFd<'_>, buf: &mut [u8]) -> Result<usize> {
     loop {
-        // SAFETY: buf is valid for its length.
-        let n = unsafe { libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), 0) };
-        if n < 0 {
-            let e = io::Error::last_os_error();
-            if e.kind() == io::ErrorKind::Interrupted {
-                continue;
+        match tcptune_os::socket::recv(fd, buf, false) {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => {
+                return Err(KernelError::Io {
+                    what: "receive",
+                    source: e,
+                })
             }
-            return Err(KernelError::Io {
-                what: "receive",
-                source: e,
-            });
+            Ok(n) => return Ok(n),
         }
-        return Ok(n as usize);
+    }
+}
+
+/// Sends one request to the kernel.
+fn send_on(fd: BorrowedFd<'_>, msg: &[u8]) -> Result<()> {
+    tcptune_os::netlink::send_to_kernel(fd, msg)
+        .map(|_| ())
+        .map_err(|source| KernelError::Io {
+            what: "send",
+            source,
+        })
+}
+
+/// The error of a live operation on a stand-in that has no socket (a replay answers before).
+fn no_socket(what: &'static str) -> KernelError {
+    KernelError::Io {
+        what,
+        source: io::Error::from_raw_os_error(libc::EBADF),
     }
 }
 
@@ -303,35 +261,14 @@ impl Diag {
         }
     }
 
-    fn raw_fd(&self) -> i32 {
-        self.fd.as_ref().map(|f| f.as_raw_fd()).unwrap_or(-1)
-    }
-
     fn send(&mut self, msg: &[u8]) -> Result<()> {
-        // SAFETY: a zeroed sockaddr_nl with nl_pid 0 addresses the kernel.
-        let mut to: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
-        to.nl_family = libc::AF_NETLINK as u16;
-        let rc = unsafe {
-            libc::sendto(
-                self.raw_fd(),
-                msg.as_ptr().cast(),
-                msg.len(),
-                0,
-                (&to as *const libc::sockaddr_nl).cast(),
-                std::mem::size_of::<libc::sockaddr_nl>() as libc::socklen_t,
-            )
-        };
-        if rc < 0 {
-            return Err(KernelError::Io {
-                what: "send",
-                source: io::Error::last_os_error(),
-            });
-        }
-        Ok(())
+        let fd = self.fd.as_ref().ok_or_else(|| no_socket("send"))?;
+        send_on(fd.as_fd(), msg)
     }
 
     fn recv(&mut self) -> Result<usize> {
-        recv_into(self.raw_fd(), &mut self.buf)
+        let fd = self.fd.as_ref().ok_or_else(|| no_socket("receive"))?;
+        recv_into(fd.as_fd(), &mut self.buf)
     }
 
     /// The dump requests a filter needs: one for both families when it wants both (the
@@ -438,7 +375,7 @@ impl Diag {
         if self.replay.is_some() {
             return self.dump_each(filter, ext, each);
         }
-        let fd = self.raw_fd();
+        let fd = self.fd.as_ref().ok_or_else(|| no_socket("send"))?.as_fd();
         let tail = self.tail;
         // Full datagrams go one way, emptied buffers come back: no allocation per datagram.
         let (full_tx, full_rx) =
@@ -470,7 +407,7 @@ impl Diag {
                 for req in Diag::requests(filter, ext) {
                     self.seq = self.seq.wrapping_add(1);
                     let seq = self.seq;
-                    self.send(&req.encode(seq))?;
+                    send_on(fd, &req.encode(seq))?;
                     loop {
                         // Only fails when the decoder has gone (it panicked): stop receiving.
                         let Ok(mut buf) = empty_rx.recv() else {
@@ -552,47 +489,23 @@ impl Diag {
 
 /// Runs `f` on a helper thread that has entered the network namespace `/run/netns/NAME`.
 pub fn in_netns<T: Send>(name: &str, f: impl FnOnce() -> T + Send) -> Result<T> {
-    if name.is_empty() || name.contains('/') || name == "." || name == ".." {
+    if name.is_empty() || name.contains('/') || name.contains('\0') || name == "." || name == ".." {
         return Err(KernelError::NoSuchNetns(name.into()));
     }
-    let path = format!("/run/netns/{name}");
-    let cpath = CString::new(path).map_err(|_| KernelError::NoSuchNetns(name.into()))?;
-    std::thread::scope(|scope| {
-        scope
-            .spawn(|| {
-                // SAFETY: cpath is a valid C string; the fd is owned below.
-                let fd = unsafe { libc::open(cpath.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
-                if fd < 0 {
-                    let e = io::Error::last_os_error();
-                    return Err(match e.raw_os_error() {
-                        Some(libc::ENOENT) => KernelError::NoSuchNetns(name.into()),
-                        Some(libc::EACCES) | Some(libc::EPERM) => {
-                            KernelError::NetnsPermission(name.into())
-                        }
-                        _ => KernelError::Netns {
-                            name: name.into(),
-                            source: e,
-                        },
-                    });
-                }
-                // SAFETY: fd is ours.
-                let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-                // SAFETY: setns affects only this thread, which ends after `f`.
-                if unsafe { libc::setns(fd.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
-                    let e = io::Error::last_os_error();
-                    return Err(match e.raw_os_error() {
-                        Some(libc::EPERM) => KernelError::NetnsPermission(name.into()),
-                        Some(libc::EINVAL) => KernelError::NoSuchNetns(name.into()),
-                        _ => KernelError::Netns {
-                            name: name.into(),
-                            source: e,
-                        },
-                    });
-                }
-                Ok(f())
-            })
-            .join()
-            .unwrap_or_else(|p| std::panic::resume_unwind(p))
+    let path = std::path::PathBuf::from(format!("/run/netns/{name}"));
+    tcptune_os::netns::in_netns(&path, f).map_err(|e| {
+        let (e, missing) = match e {
+            tcptune_os::netns::EnterError::Open(e) => (e, libc::ENOENT),
+            tcptune_os::netns::EnterError::Setns(e) => (e, libc::EINVAL),
+        };
+        match e.raw_os_error() {
+            Some(c) if c == missing => KernelError::NoSuchNetns(name.into()),
+            Some(libc::EACCES) | Some(libc::EPERM) => KernelError::NetnsPermission(name.into()),
+            _ => KernelError::Netns {
+                name: name.into(),
+                source: e,
+            },
+        }
     })
 }
 
@@ -631,19 +544,7 @@ impl DestroyEvents {
             let fd = netlink_socket()?;
             // Bind first (port id chosen by the kernel): multicast is delivered to bound
             // sockets only.
-            // SAFETY: a zeroed sockaddr_nl asks the kernel to pick the port id.
-            let mut local: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
-            local.nl_family = libc::AF_NETLINK as u16;
-            let rc = unsafe {
-                libc::bind(
-                    fd.as_raw_fd(),
-                    (&local as *const libc::sockaddr_nl).cast(),
-                    std::mem::size_of::<libc::sockaddr_nl>() as libc::socklen_t,
-                )
-            };
-            if rc != 0 {
-                return Err(io::Error::last_os_error());
-            }
+            tcptune_os::netlink::bind_any(fd.as_fd())?;
             for g in [SKNLGRP_INET_TCP_DESTROY, SKNLGRP_INET6_TCP_DESTROY] {
                 setsockopt_int(&fd, libc::SOL_NETLINK, libc::NETLINK_ADD_MEMBERSHIP, g)?;
             }
@@ -708,42 +609,21 @@ impl DestroyEvents {
         let Some(fd) = &self.fd else {
             return Ok(Vec::new());
         };
-        let fd = fd.as_raw_fd();
-        let mut pfd = libc::pollfd {
-            fd,
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
-        // SAFETY: one valid pollfd.
-        let rc = unsafe { libc::poll(&mut pfd, 1, ms) };
-        if rc < 0 {
-            let e = io::Error::last_os_error();
-            if e.kind() == io::ErrorKind::Interrupted {
-                return Ok(Vec::new());
-            }
-            return Err(KernelError::Io {
+        let fd = fd.as_fd();
+        let ready =
+            tcptune_os::poll::wait_readable(fd, timeout).map_err(|source| KernelError::Io {
                 what: "poll",
-                source: e,
-            });
-        }
+                source,
+            })?;
         let mut out = Vec::new();
-        if rc == 0 {
+        if !ready {
             return Ok(out);
         }
         loop {
-            // SAFETY: buf is valid for its length; non-blocking so we drain what is queued.
-            let n = unsafe {
-                libc::recv(
-                    fd,
-                    self.buf.as_mut_ptr().cast(),
-                    self.buf.len(),
-                    libc::MSG_DONTWAIT,
-                )
-            };
-            if n < 0 {
-                let e = io::Error::last_os_error();
-                match e.kind() {
+            // Non-blocking, so this drains what is queued.
+            match tcptune_os::socket::recv(fd, &mut self.buf, true) {
+                Ok(n) => out.push(self.buf[..n].to_vec()),
+                Err(e) => match e.kind() {
                     io::ErrorKind::WouldBlock => return Ok(out),
                     io::ErrorKind::Interrupted => continue,
                     _ => {
@@ -752,9 +632,8 @@ impl DestroyEvents {
                             source: e,
                         })
                     }
-                }
+                },
             }
-            out.push(self.buf[..n as usize].to_vec());
         }
     }
 }

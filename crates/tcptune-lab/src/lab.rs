@@ -14,8 +14,7 @@
 
 use std::fmt;
 use std::io::{BufRead, BufReader, Write};
-use std::os::fd::AsRawFd;
-use std::os::unix::process::CommandExt;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -610,13 +609,7 @@ fn exe() -> Result<PathBuf, LabError> {
 fn detached(args: &[&str]) -> Result<Command, LabError> {
     let mut c = Command::new(exe()?);
     c.args(args).stdin(Stdio::null());
-    // SAFETY: setsid is async-signal-safe and has no preconditions.
-    unsafe {
-        c.pre_exec(|| {
-            libc::setsid();
-            Ok(())
-        });
-    }
+    tcptune_os::process::new_session_for_child(&mut c);
     Ok(c)
 }
 
@@ -663,15 +656,9 @@ fn spawn_emulator(lab: &str) -> Result<u32, LabError> {
     let Some(out) = child.stdout.take() else {
         return Err(LabError::Environment("emulator has no stdout pipe".into()));
     };
-    let mut p = libc::pollfd {
-        fd: out.as_raw_fd(),
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    // SAFETY: one valid pollfd.
-    let rc = unsafe { libc::poll(&mut p, 1, 10_000) };
+    let ready = tcptune_os::poll::wait_readable(out.as_fd(), Duration::from_secs(10));
     let mut line = String::new();
-    if rc > 0 {
+    if ready.unwrap_or(false) {
         let _ = BufReader::new(out).read_line(&mut line);
     }
     if line.trim() == "ready" {
@@ -794,9 +781,8 @@ fn up_inner(
 /// emulator, hosts), so a test can `kill -9` it at exactly that point.
 fn stop_point(stage: &str) {
     if std::env::var_os("TCPTUNE_LAB_STOP_AT").is_some_and(|s| s == stage) {
-        // SAFETY: raise has no preconditions; SIGSTOP suspends this process until SIGCONT or
-        // SIGKILL.
-        unsafe { libc::raise(libc::SIGSTOP) };
+        // SIGSTOP suspends this process until SIGCONT or SIGKILL.
+        tcptune_os::process::raise(tcptune_os::process::Signal::Stop);
     }
 }
 
@@ -815,23 +801,8 @@ fn create_lab_dir(st: &State) -> Result<(), LabError> {
             &e,
         ));
     }
-    let c = |p: &Path| std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).ok();
-    let (Some(from), Some(to)) = (c(&tmp), c(&dir)) else {
-        let _ = std::fs::remove_dir_all(&tmp);
-        return Err(LabError::Environment(format!("bad path {}", dir.display())));
-    };
-    // SAFETY: renameat2 with two valid C strings; RENAME_NOREPLACE fails if `to` exists.
-    let rc = unsafe {
-        libc::renameat2(
-            libc::AT_FDCWD,
-            from.as_ptr(),
-            libc::AT_FDCWD,
-            to.as_ptr(),
-            libc::RENAME_NOREPLACE,
-        )
-    };
-    if rc != 0 {
-        let e = std::io::Error::last_os_error();
+    // Fails with EEXIST, never replacing, if `dir` exists.
+    if let Err(e) = tcptune_os::fs::rename_noreplace(&tmp, &dir) {
         let _ = std::fs::remove_dir_all(&tmp);
         return Err(if e.raw_os_error() == Some(libc::EEXIST) {
             // Another `lab up` of the same name got there first.
@@ -1095,10 +1066,9 @@ pub fn exec(lab: &str, host: &str, argv: &[String]) -> Result<i32, LabError> {
     let mut c = Command::new("ip");
     c.args(["netns", "exec", &netns_name(lab, host)]).args(argv);
     if let Some(cpu) = cpu {
-        // SAFETY: sched_setaffinity via pin_to_cpu only touches a local cpu_set_t.
-        unsafe {
-            c.pre_exec(move || os::pin_to_cpu(cpu));
-        }
+        // The CPU set is built here; the child between fork and exec only applies it.
+        tcptune_os::process::pin_child_to_cpu(&mut c, cpu)
+            .map_err(|e| LabError::Input(format!("cannot pin to CPU {cpu}: {e}")))?;
     }
     let status = c
         .status()
@@ -1119,14 +1089,7 @@ pub fn run_emulator(lab: &str) -> Result<(), LabError> {
     // sleeps in ppoll whenever nothing is due, and the kernel's RT throttling
     // (sched_rt_runtime_us) leaves other tasks 5% of a CPU even under a flood. Where
     // real-time priority is not allowed, nice −10.
-    let fifo = libc::sched_param { sched_priority: 10 };
-    // SAFETY: sched_setscheduler/setpriority on this process with a valid sched_param;
-    // failure only costs accuracy.
-    unsafe {
-        if libc::sched_setscheduler(0, libc::SCHED_FIFO | libc::SCHED_RESET_ON_FORK, &fifo) != 0 {
-            libc::setpriority(libc::PRIO_PROCESS, 0, -10);
-        }
-    }
+    tcptune_os::process::prefer_realtime(10);
     let st = read_state(lab).ok_or_else(|| LabError::NoSuchLab(lab.into()))?;
     let open = |h: &str| {
         sys::tun::Tun::create_in(&Path::new("/run/netns").join(netns_name(lab, h)), DEV)
@@ -1149,14 +1112,13 @@ pub fn run_emulator(lab: &str) -> Result<(), LabError> {
     }
     // Nobody reads stdout any more; point it at /dev/null so a stray write cannot fail.
     if let Ok(null) = std::fs::OpenOptions::new().write(true).open("/dev/null") {
-        // SAFETY: dup2 onto fd 1 with a valid fd.
-        unsafe { libc::dup2(null.as_raw_fd(), 1) };
+        let _ = tcptune_os::process::redirect_stdout(null.as_fd());
     }
     let started = Instant::now();
     // The loop stops when its stop descriptor is readable: an epoll set of the signals and
     // of the processes whose end ends the lab (the process it is tied to; the `lab up`
     // building it, until the lab is ready), so a `kill -9` of either removes the lab at once.
-    let mut stop = StopSet::new(signals.as_raw_fd())
+    let mut stop = StopSet::new(signals.as_fd())
         .map_err(|e| env("cannot watch for the end of the lab's owners", &e))?;
     let tied = st.tied_to.and_then(|p| stop.watch(p));
     let mut owner = (st.owner_start != 0)
@@ -1168,17 +1130,17 @@ pub fn run_emulator(lab: &str) -> Result<(), LabError> {
         })
         .flatten();
     let result = loop {
-        let r = emu.run(Some(&listener), stop.as_raw_fd());
-        if !matches!(r, Ok(sys::Exit::Signal)) || os::readable(signals.as_raw_fd()) {
+        let r = emu.run(Some(&listener), stop.epoll.as_fd());
+        if !matches!(r, Ok(sys::Exit::Signal)) || os::readable(signals.as_fd()) {
             break r;
         }
-        if tied.as_ref().is_some_and(|t| os::readable(t.as_raw_fd())) {
+        if tied.as_ref().is_some_and(|t| os::readable(t.as_fd())) {
             eprintln!("the process lab '{lab}' was tied to has ended");
             break r;
         }
         match owner.take() {
             // `lab up` ended: normally once the lab is ready, which leaves it running.
-            Some(o) if os::readable(o.as_raw_fd()) => {
+            Some(o) if os::readable(o.as_fd()) => {
                 if !read_state(lab).is_some_and(|s| s.ready) {
                     eprintln!("`lab up` of lab '{lab}' ended before the lab was ready");
                     break r;
@@ -1203,51 +1165,28 @@ pub fn run_emulator(lab: &str) -> Result<(), LabError> {
 /// An epoll set that is readable when a stop signal arrived or a watched process ended (it
 /// stands in for the emulator loop's signal descriptor).
 struct StopSet {
-    epoll: std::os::fd::OwnedFd,
+    epoll: tcptune_os::poll::Epoll,
 }
 
 impl StopSet {
-    fn new(signals: i32) -> std::io::Result<StopSet> {
-        use std::os::fd::FromRawFd;
-        // SAFETY: epoll_create1 returns a new descriptor or -1.
-        let fd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
-        if fd < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        // SAFETY: fd is a fresh descriptor we own.
+    fn new(signals: BorrowedFd<'_>) -> std::io::Result<StopSet> {
         let set = StopSet {
-            epoll: unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) },
+            epoll: tcptune_os::poll::Epoll::new()?,
         };
-        set.ctl(libc::EPOLL_CTL_ADD, signals)?;
+        set.epoll.add(signals)?;
         Ok(set)
-    }
-
-    fn ctl(&self, op: i32, fd: i32) -> std::io::Result<()> {
-        let mut ev = libc::epoll_event {
-            events: libc::EPOLLIN as u32,
-            u64: fd as u64,
-        };
-        // SAFETY: epoll_ctl on our epoll descriptor with a valid event.
-        if unsafe { libc::epoll_ctl(self.epoll.as_raw_fd(), op, fd, &mut ev) } != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        Ok(())
     }
 
     /// Watches `p`; None if it cannot be watched. A process already gone (or whose PID now
     /// belongs to another) is watched as a descriptor that is readable at once.
     fn watch(&mut self, p: os::ProcessRef) -> Option<std::os::fd::OwnedFd> {
         let fd = os::pidfd(p)?;
-        self.ctl(libc::EPOLL_CTL_ADD, fd.as_raw_fd()).ok()?;
+        self.epoll.add(fd.as_fd()).ok()?;
         Some(fd)
     }
 
     fn unwatch(&mut self, fd: &std::os::fd::OwnedFd) {
-        let _ = self.ctl(libc::EPOLL_CTL_DEL, fd.as_raw_fd());
-    }
-
-    fn as_raw_fd(&self) -> i32 {
-        self.epoll.as_raw_fd()
+        let _ = self.epoll.remove(fd.as_fd());
     }
 }
 

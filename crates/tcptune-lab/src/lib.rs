@@ -14,6 +14,8 @@
 //! `/run/tcptune/<lab>/` (settings, emulator pid, global sysctl changes to restore, control
 //! socket), and processes whose command line is `tcptune lab _emulator|_hog --name <lab>`.
 
+#![forbid(unsafe_code)]
+
 pub mod keys;
 pub mod lab;
 pub mod linkcheck;

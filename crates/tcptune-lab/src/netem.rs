@@ -266,8 +266,8 @@ pub fn netem_available() -> bool {
         if std::path::Path::new("/sys/module/sch_netem").exists() {
             return true;
         }
-        let release = tcptune_os::sysctl::read_value("kernel.osrelease").unwrap_or_default();
-        let dir = std::path::Path::new("/lib/modules").join(release.trim());
+        let release = tcptune_kernel::sys::kernel_release().unwrap_or_default();
+        let dir = std::path::Path::new("/lib/modules").join(release);
         if ["modules.dep", "modules.builtin"]
             .iter()
             .any(|f| std::fs::read_to_string(dir.join(f)).is_ok_and(|t| t.contains("sch_netem.ko")))

@@ -1,13 +1,13 @@
 //! The lab's OS edge: running `ip`, sysctls inside a namespace (through `tcptune_os::sysctl`), finding
 //! and stopping the lab's processes, and noticing SIGINT/SIGTERM during setup.
 
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::Path;
-
 use std::process::Command;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 use tcptune_os::sysctl;
+
+use tcptune_os::process::{self as sys_process, Signal};
 
 use crate::LabError;
 
@@ -91,8 +91,7 @@ pub fn write_sysctl(ns: Option<&str>, key: &str, value: &str) -> Result<(), LabE
 
 /// Whether process `pid` exists.
 pub fn alive(pid: u32) -> bool {
-    // SAFETY: kill with signal 0 only checks for existence and permission.
-    pid > 0 && unsafe { libc::kill(pid as libc::pid_t, 0) } == 0
+    sys_process::exists(pid)
 }
 
 /// When process `pid` started (field 22 of `/proc/PID/stat`, clock ticks since boot); with
@@ -119,10 +118,7 @@ fn stat_field(pid: u32, n: usize) -> Option<String> {
 
 /// A pidfd of `pid` (readable once it has exited); None if there is no such process.
 fn pidfd_open(pid: u32) -> Option<OwnedFd> {
-    // SAFETY: pidfd_open takes a pid and flags and returns a new fd or -1.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
-    // SAFETY: a fresh pidfd we own.
-    (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as i32) })
+    sys_process::pidfd_open(pid).ok()
 }
 
 /// A process named for good: its PID and its start time.
@@ -159,21 +155,12 @@ pub fn pidfd(p: ProcessRef) -> Option<OwnedFd> {
         }
     }
     // Gone: an eventfd with a count is always readable.
-    // SAFETY: eventfd returns a new fd or -1.
-    let fd = unsafe { libc::eventfd(1, libc::EFD_CLOEXEC) };
-    // SAFETY: a fresh descriptor we own.
-    (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd) })
+    sys_process::eventfd(1).ok()
 }
 
 /// Whether `fd` is readable now.
-pub fn readable(fd: i32) -> bool {
-    let mut p = libc::pollfd {
-        fd,
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    // SAFETY: one valid pollfd, no wait.
-    unsafe { libc::poll(&mut p, 1, 0) > 0 && p.revents != 0 }
+pub fn readable(fd: BorrowedFd<'_>) -> bool {
+    tcptune_os::poll::wait_readable(fd, Duration::ZERO).unwrap_or(false)
 }
 
 /// Whether this process may build labs: namespaces need CAP_SYS_ADMIN and links
@@ -250,72 +237,39 @@ pub fn stop_process(pid: u32, grace: Duration) {
         let deadline = Instant::now() + d;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
-            let mut p = libc::pollfd {
-                fd: fd.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            };
-            // SAFETY: one valid pollfd.
-            let rc = unsafe { libc::poll(&mut p, 1, left.as_millis() as i32) };
-            if rc > 0 {
-                return true;
-            }
-            if rc == 0 || left.is_zero() {
-                return false;
+            match tcptune_os::poll::poll(
+                &mut [tcptune_os::poll::PollFd::readable(fd.as_fd())],
+                Some(left),
+            ) {
+                Ok(n) if n > 0 => return true,
+                Ok(_) => return false,
+                Err(_) if left.is_zero() => return false,
+                Err(_) => {}
             }
         }
     };
-    // SAFETY: pidfd_send_signal on our pidfd (no pid reuse race).
-    let send = |sig: i32| unsafe {
-        libc::syscall(
-            libc::SYS_pidfd_send_signal,
-            fd.as_raw_fd(),
-            sig,
-            std::ptr::null::<libc::siginfo_t>(),
-            0,
-        )
-    };
-    send(libc::SIGTERM);
+    // On the pidfd: no PID-reuse race.
+    let send = |sig| sys_process::pidfd_send_signal(fd.as_fd(), sig);
+    let _ = send(Signal::Term);
     if !wait(grace) {
-        send(libc::SIGKILL);
+        let _ = send(Signal::Kill);
         wait(Duration::from_secs(5));
     }
-}
-
-static INTERRUPTED: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn on_signal(_: libc::c_int) {
-    INTERRUPTED.store(true, Ordering::SeqCst);
 }
 
 /// From now on SIGINT, SIGTERM and SIGHUP only set a flag that [`interrupted`] reports, so a
 /// setup in progress can undo itself instead of dying half-done.
 pub fn catch_stop_signals() {
-    for s in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
-        // SAFETY: installing an async-signal-safe handler (one atomic store).
-        unsafe { libc::signal(s, on_signal as *const () as libc::sighandler_t) };
-    }
+    tcptune_os::signal::catch(&[Signal::Int, Signal::Term, Signal::Hup]);
 }
 
 pub fn interrupted() -> bool {
-    INTERRUPTED.load(Ordering::SeqCst)
+    tcptune_os::signal::caught()
 }
 
 /// Pins the calling process to one CPU.
 pub fn pin_to_cpu(cpu: u32) -> std::io::Result<()> {
-    // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET indexes within its size
-    // (cpu < 4096 is checked by the spec, and CPU_SETSIZE is 1024: checked here).
-    unsafe {
-        if cpu as usize >= libc::CPU_SETSIZE as usize {
-            return Err(std::io::Error::other("cpu number too large"));
-        }
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu as usize, &mut set);
-        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-    }
-    Ok(())
+    sys_process::pin_to_cpu(cpu)
 }
 
 /// Number of CPUs this process may run on.
@@ -352,8 +306,7 @@ mod process_tests {
             .spawn()
             .unwrap();
         let pid = child.id();
-        // SAFETY: SIGSTOP to the child just started.
-        unsafe { libc::kill(pid as i32, libc::SIGSTOP) };
+        sys_process::kill(pid, Signal::Stop).unwrap();
         let deadline = Instant::now() + Duration::from_secs(10);
         while process_state(pid) != Some('T') {
             assert!(Instant::now() < deadline, "{:?}", process_state(pid));

@@ -2,7 +2,8 @@
 //! and writes it, and records the values a change replaces so they can be put back.
 //!
 //! `/proc/sys/net` follows the calling thread's network namespace: to work inside a named
-//! namespace, call these on a thread that has entered it (`tcptune_kernel::sys::in_netns`).
+//! namespace, call these on a thread that has entered it ([`crate::netns::in_netns`], or
+//! `tcptune_kernel::sys::in_netns` by name).
 
 use std::io;
 use std::path::{Path, PathBuf};

@@ -17,9 +17,11 @@ pub mod gro;
 pub mod tun;
 
 use std::io::{self, BufRead, BufReader, Read, Write};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+
 use std::os::unix::net::UnixListener;
 use std::time::Duration;
+use tcptune_os::poll::PollFd;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -39,13 +41,7 @@ const POOL_MAX: usize = 256;
 
 /// Monotonic time in ns.
 pub fn now_ns() -> Nanos {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes one timespec; CLOCK_MONOTONIC always exists on Linux.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    tcptune_os::process::monotonic_ns()
 }
 
 /// Which host a TUN belongs to.
@@ -208,23 +204,7 @@ pub struct Emulator {
 /// Blocks SIGINT, SIGTERM and SIGHUP in this thread (call before starting other threads so
 /// they inherit the mask) and returns a signalfd that becomes readable when one arrives.
 pub fn stop_signals() -> io::Result<OwnedFd> {
-    // SAFETY: sigset operations on a local, zero-initialised sigset_t; then
-    // pthread_sigmask and signalfd with valid pointers.
-    unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        for s in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
-            libc::sigaddset(&mut set, s);
-        }
-        if libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        let fd = libc::signalfd(-1, &set, libc::SFD_CLOEXEC | libc::SFD_NONBLOCK);
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(OwnedFd::from_raw_fd(fd))
-    }
+    tcptune_os::signal::stop_signalfd()
 }
 
 impl Emulator {
@@ -435,7 +415,11 @@ impl Emulator {
     }
 
     /// Runs until a stop signal arrives on `signals` or a control client asks to stop.
-    pub fn run(&mut self, control: Option<&UnixListener>, signals: RawFd) -> io::Result<Exit> {
+    pub fn run(
+        &mut self,
+        control: Option<&UnixListener>,
+        signals: BorrowedFd<'_>,
+    ) -> io::Result<Exit> {
         set_timer_slack_1ns();
         if let Some(l) = control {
             l.set_nonblocking(true)?;
@@ -486,57 +470,29 @@ impl Emulator {
                 if port.nic_free_at > now {
                     next = Some(next.map_or(port.nic_free_at, |n| n.min(port.nic_free_at)));
                 } else {
-                    fds.push(libc::pollfd {
-                        fd: port.tun.raw_fd(),
-                        events: libc::POLLIN,
-                        revents: 0,
-                    });
+                    fds.push(PollFd::readable(port.tun.fd()));
                 }
             }
             let sig_idx = fds.len();
-            fds.push(libc::pollfd {
-                fd: signals,
-                events: libc::POLLIN,
-                revents: 0,
-            });
+            fds.push(PollFd::readable(signals));
             if let Some(l) = control {
-                fds.push(libc::pollfd {
-                    fd: l.as_raw_fd(),
-                    events: libc::POLLIN,
-                    revents: 0,
-                });
+                fds.push(PollFd::readable(l.as_fd()));
             }
             let wait = if more_c || more_s {
                 Some(0)
             } else {
                 next.map(|t| t.saturating_sub(now_ns()))
             };
-            let ts = wait.map(|ns| libc::timespec {
-                tv_sec: (ns / 1_000_000_000) as libc::time_t,
-                tv_nsec: (ns % 1_000_000_000) as libc::c_long,
-            });
-            let tsp = ts.as_ref().map_or(std::ptr::null(), |t| t as *const _);
-            // SAFETY: fds is a valid array of fds.len() pollfds; tsp is null or points to ts.
-            let rc = unsafe {
-                libc::ppoll(
-                    fds.as_mut_ptr(),
-                    fds.len() as libc::nfds_t,
-                    tsp,
-                    std::ptr::null(),
-                )
-            };
-            if rc < 0 {
-                let e = io::Error::last_os_error();
-                if e.kind() == io::ErrorKind::Interrupted {
-                    continue;
-                }
-                return Err(e);
+            match tcptune_os::poll::poll(&mut fds, wait.map(Duration::from_nanos)) {
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+                Ok(_) => {}
             }
-            if fds[sig_idx].revents != 0 {
+            if fds[sig_idx].ready() {
                 return Ok(Exit::Signal);
             }
             if let Some(l) = control {
-                if fds[sig_idx + 1].revents != 0 && self.serve_control(l) {
+                if fds[sig_idx + 1].ready() && self.serve_control(l) {
                     return Ok(Exit::StopRequest);
                 }
             }
@@ -545,8 +501,7 @@ impl Emulator {
 }
 
 fn set_timer_slack_1ns() {
-    // SAFETY: PR_SET_TIMERSLACK takes an integer; failure only costs precision.
-    unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong) };
+    tcptune_os::process::set_timer_slack(1);
 }
 
 /// Sends one request to the control socket at `path` and returns the reply.

@@ -37,11 +37,8 @@ fn ping_crosses_the_emulator_with_the_configured_delay_and_status_counts_it() {
     let sock = dir.join("control.sock");
     let _ = std::fs::remove_file(&sock);
     let listener = UnixListener::bind(&sock).unwrap();
-    let mut pipe = [0; 2];
-    // SAFETY: pipe writes two fds into the array.
-    assert_eq!(unsafe { libc::pipe(pipe.as_mut_ptr()) }, 0);
-    let stopper = pipe[1];
-    let t = std::thread::spawn(move || emu.run(Some(&listener), pipe[0]));
+    let (stop_rx, stopper) = tcptune_os::fs::pipe().unwrap();
+    let t = std::thread::spawn(move || emu.run(Some(&listener), stop_rx.as_fd()));
 
     let out = c.exec(&["ping", "-c", "5", "-i", "0.05", "-q", "198.18.7.2"]);
     let text = String::from_utf8_lossy(&out.stdout);
@@ -91,8 +88,7 @@ fn ping_crosses_the_emulator_with_the_configured_delay_and_status_counts_it() {
     .unwrap();
     assert!(!r.ok && r.error.unwrap().contains("delay"));
 
-    // SAFETY: writing one byte to our own pipe.
-    assert_eq!(unsafe { libc::write(stopper, [1u8].as_ptr().cast(), 1) }, 1);
+    assert_eq!(tcptune_os::fs::write(stopper.as_fd(), &[1]).unwrap(), 1);
     assert_eq!(t.join().unwrap().unwrap(), Exit::Signal);
     let _ = std::fs::remove_dir_all(&dir);
 }

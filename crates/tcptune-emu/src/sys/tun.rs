@@ -7,22 +7,16 @@
 //! stack treats them as GRO'd packets). With offloads off the kernel segments and checksums
 //! in software before the packet reaches us, so every frame is one wire packet: the exact mode.
 
-use std::fs::File;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::Path;
+
+use tcptune_os::tun::{
+    TunError, IFF_NO_PI, IFF_TUN, IFF_VNET_HDR, TUN_F_CSUM, TUN_F_TSO4, TUN_F_TSO6,
+};
 
 use crate::pipeline::{corrupt_ip, Packet};
 use crate::rng::Rng;
-
-const TUNSETIFF: libc::c_ulong = 0x4004_54ca;
-const TUNSETOFFLOAD: libc::c_ulong = 0x4004_54d0;
-const IFF_TUN: libc::c_short = 0x0001;
-const IFF_NO_PI: libc::c_short = 0x1000;
-const IFF_VNET_HDR: libc::c_short = 0x4000;
-const TUN_F_CSUM: libc::c_uint = 0x01;
-const TUN_F_TSO4: libc::c_uint = 0x02;
-const TUN_F_TSO6: libc::c_uint = 0x04;
 
 /// Size of `struct virtio_net_hdr` (the TUN default without mergeable buffers).
 pub const VNET_HDR_LEN: usize = 10;
@@ -32,13 +26,6 @@ const VIRTIO_NET_HDR_GSO_NONE: u8 = 0;
 /// Largest frame a TUN read returns with TSO: 64 KB packet plus the header.
 pub const MAX_FRAME: usize = 65_536 + VNET_HDR_LEN;
 
-#[repr(C)]
-struct IfReq {
-    name: [u8; libc::IFNAMSIZ],
-    flags: libc::c_short,
-    _pad: [u8; 22],
-}
-
 /// An open TUN device; the device disappears when this closes (it is not persistent), which is
 /// why a killed emulator leaves no devices behind.
 pub struct Tun {
@@ -46,46 +33,23 @@ pub struct Tun {
     name: String,
 }
 
-fn check(rc: libc::c_int, what: &str) -> io::Result<libc::c_int> {
-    if rc < 0 {
-        let e = io::Error::last_os_error();
-        Err(io::Error::new(e.kind(), format!("{what}: {e}")))
-    } else {
-        Ok(rc)
-    }
+/// `e` with what was being done in front of it.
+fn context(e: io::Error, what: &str) -> io::Error {
+    io::Error::new(e.kind(), format!("{what}: {e}"))
 }
 
 impl Tun {
     /// Creates TUN device `name` in the calling thread's network namespace.
     pub fn create(name: &str) -> io::Result<Tun> {
-        if name.is_empty() || name.len() >= libc::IFNAMSIZ {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("interface name '{name}' must have 1 to 15 characters"),
-            ));
-        }
-        // SAFETY: a plain open(2) of a constant NUL-terminated path.
-        let fd = check(
-            unsafe {
-                libc::open(
-                    c"/dev/net/tun".as_ptr(),
-                    libc::O_RDWR | libc::O_NONBLOCK | libc::O_CLOEXEC,
-                )
+        let fd = tcptune_os::tun::create(name, IFF_TUN | IFF_NO_PI | IFF_VNET_HDR).map_err(
+            |e| match e {
+                TunError::BadName => io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!("interface name '{name}' must have 1 to 15 characters"),
+                ),
+                TunError::Open(e) => context(e, "opening /dev/net/tun"),
+                TunError::Create(e) => context(e, &format!("creating TUN device {name}")),
             },
-            "opening /dev/net/tun",
-        )?;
-        // SAFETY: fd was just returned by open and is owned by nobody else.
-        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-        let mut req = IfReq {
-            name: [0; libc::IFNAMSIZ],
-            flags: IFF_TUN | IFF_NO_PI | IFF_VNET_HDR,
-            _pad: [0; 22],
-        };
-        req.name[..name.len()].copy_from_slice(name.as_bytes());
-        // SAFETY: TUNSETIFF reads and writes a struct ifreq, which IfReq lays out (40 bytes).
-        check(
-            unsafe { libc::ioctl(fd.as_raw_fd(), TUNSETIFF, &mut req as *mut IfReq) },
-            &format!("creating TUN device {name}"),
         )?;
         let tun = Tun {
             fd,
@@ -99,28 +63,22 @@ impl Tun {
     /// `/run/netns/NAME`): a short-lived thread enters the namespace, since setns(2) changes
     /// only the calling thread, and the fd keeps working from any namespace afterwards.
     pub fn create_in(netns: &Path, name: &str) -> io::Result<Tun> {
-        let ns = File::open(netns)
-            .map_err(|e| io::Error::new(e.kind(), format!("opening {}: {e}", netns.display())))?;
-        std::thread::scope(|s| {
-            s.spawn(|| {
-                // SAFETY: setns on a valid namespace fd; affects only this helper thread.
-                check(
-                    unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) },
-                    &format!("entering {}", netns.display()),
-                )?;
-                Tun::create(name)
+        use tcptune_os::netns::EnterError;
+        tcptune_os::netns::in_netns(netns, || Tun::create(name))
+            .map_err(|e| match e {
+                EnterError::Open(e) => context(e, &format!("opening {}", netns.display())),
+                EnterError::Setns(e) => context(e, &format!("entering {}", netns.display())),
             })
-            .join()
-            .unwrap_or_else(|_| Err(io::Error::other("TUN helper thread panicked")))
-        })
+            .and_then(|r| r)
     }
 
     pub fn name(&self) -> &str {
         &self.name
     }
 
-    pub fn raw_fd(&self) -> RawFd {
-        self.fd.as_raw_fd()
+    /// The device's descriptor, to wait on.
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
     }
 
     /// Offloads on: the kernel may hand us TSO super-packets with partial checksums. Off: one
@@ -131,55 +89,36 @@ impl Tun {
         } else {
             0
         };
-        // SAFETY: TUNSETOFFLOAD takes the flags by value.
-        check(
-            unsafe { libc::ioctl(self.fd.as_raw_fd(), TUNSETOFFLOAD, flags as libc::c_ulong) },
-            &format!("setting offloads on {}", self.name),
-        )?;
-        Ok(())
+        tcptune_os::tun::set_offload(self.fd.as_fd(), flags)
+            .map_err(|e| context(e, &format!("setting offloads on {}", self.name)))
     }
 
     /// Reads one frame into `buf`; `Ok(None)` when nothing is waiting.
     pub fn read_frame(&self, buf: &mut [u8]) -> io::Result<Option<usize>> {
-        // SAFETY: buf is valid for buf.len() bytes of writes.
-        let n = unsafe { libc::read(self.fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
-        if n < 0 {
-            let e = io::Error::last_os_error();
-            return match e.kind() {
+        match tcptune_os::fs::read(self.fd.as_fd(), buf) {
+            Ok(n) => Ok(Some(n)),
+            Err(e) => match e.kind() {
                 io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(None),
                 _ => Err(e),
-            };
+            },
         }
-        Ok(Some(n as usize))
     }
 
     /// Reads one frame into `buf` (replacing its contents, up to its capacity) without
     /// zeroing or copying; `Ok(false)` when nothing is waiting.
     pub fn read_into(&self, buf: &mut Vec<u8>) -> io::Result<bool> {
-        buf.clear();
-        // SAFETY: read(2) writes at most capacity bytes into the vector's allocation; set_len
-        // then covers exactly the bytes the kernel wrote.
-        let n = unsafe { libc::read(self.fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.capacity()) };
-        if n < 0 {
-            let e = io::Error::last_os_error();
-            return match e.kind() {
+        match tcptune_os::fs::read_to_capacity(self.fd.as_fd(), buf) {
+            Ok(_) => Ok(true),
+            Err(e) => match e.kind() {
                 io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(false),
                 _ => Err(e),
-            };
+            },
         }
-        // SAFETY: the first n bytes were initialised by read(2), n <= capacity.
-        unsafe { buf.set_len(n as usize) };
-        Ok(true)
     }
 
     /// Writes one frame (virtio header + IP packet).
     pub fn write_frame(&self, frame: &[u8]) -> io::Result<()> {
-        // SAFETY: frame is valid for frame.len() bytes of reads.
-        let n = unsafe { libc::write(self.fd.as_raw_fd(), frame.as_ptr().cast(), frame.len()) };
-        if n < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(())
+        tcptune_os::fs::write(self.fd.as_fd(), frame).map(|_| ())
     }
 }
 

@@ -100,8 +100,8 @@ impl Tcpdump {
 
     /// Stops the capture; returns its packets and how many the kernel dropped.
     fn stop(mut self, mtu: u32) -> (Vec<Seen>, u64) {
-        // SAFETY: signalling our own child (ip netns exec replaced itself with tcpdump).
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGINT) };
+        // Our own child (ip netns exec replaced itself with tcpdump).
+        let _ = tcptune_os::process::kill(self.child.id(), tcptune_os::process::Signal::Int);
         let mut rest = String::new();
         let _ = self.stderr.read_to_string(&mut rest);
         let _ = self.child.wait();
