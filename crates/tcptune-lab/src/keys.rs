@@ -9,10 +9,7 @@
 //! the table checks the form and range of a value, the caller asks the kernel.
 
 use tcptune_emu::config::{MAX_DELAY, MAX_JITTER, MAX_RATE_BPS, MIN_RATE_BPS};
-use tcptune_emu::{Distribution, JitterOrder};
 use tcptune_model::{Bytes, Dur, Probability, Rate};
-
-use crate::spec::{HostSettings, LinkChanges};
 
 /// Which link backends carry a setting.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,13 +62,13 @@ pub enum Value {
 }
 
 impl Value {
-    fn count<T: TryFrom<u64>>(&self) -> Option<T> {
+    pub(crate) fn count<T: TryFrom<u64>>(&self) -> Option<T> {
         match self {
             Value::Count(n) => T::try_from(*n).ok(),
             _ => None,
         }
     }
-    fn word(&self) -> Option<String> {
+    pub(crate) fn word(&self) -> Option<String> {
         match self {
             Value::Word(w) => Some(w.clone()),
             _ => None,
@@ -457,193 +454,9 @@ pub fn parse_ge(s: &str) -> Option<Vec<Probability>> {
         .ok()
 }
 
-impl LinkChanges {
-    /// Sets the link key `key` (a name of [`LINK`]) from its text.
-    pub fn set(&mut self, key: &str, value: &str) -> Result<(), String> {
-        let k = link_key(key).ok_or_else(|| unknown_link_key(key))?;
-        let v = k.kind.parse(key, value)?;
-        let w = v.word();
-        match (k.name, v) {
-            ("rate", Value::Rate(r)) => self.rate = Some(r),
-            ("delay", Value::Duration(d)) => self.delay = Some(d),
-            ("rtt", Value::Duration(d)) => self.rtt = Some(d),
-            ("jitter", Value::Duration(d)) => self.jitter = Some(d),
-            ("distribution", _) => {
-                self.distribution = w.and_then(|w| w.parse::<Distribution>().ok())
-            }
-            ("jitter_order", _) => {
-                self.jitter_order = Some(if w.as_deref() == Some("fifo") {
-                    JitterOrder::Fifo
-                } else {
-                    JitterOrder::Reorder
-                })
-            }
-            ("loss", Value::Probability(p)) => self.loss = Some(p),
-            ("loss_ge", _) => self.loss_ge = w,
-            ("loss_every", v) => self.loss_every = v.count(),
-            ("duplicate", Value::Probability(p)) => self.duplicate = Some(p),
-            ("corrupt", Value::Probability(p)) => self.corrupt = Some(p),
-            ("reorder", Value::Probability(p)) => self.reorder = Some(p),
-            ("reorder_gap", v) => self.reorder_gap = v.count(),
-            ("queue", v) => self.queue_packets = v.count(),
-            ("queue_bytes", Value::Bytes(b)) => self.queue_bytes = Some(b),
-            ("limit", v) => self.limit_packets = v.count(),
-            ("overhead", v) => self.overhead_bytes = v.count(),
-            _ => return Err(unknown_link_key(key)),
-        }
-        Ok(())
-    }
-
-    /// Checks the whole-number options given (typed, from the command line) against the
-    /// table's bounds, as [`LinkChanges::set`] checks them from text.
-    pub fn check_bounds(&self) -> Result<(), String> {
-        let counts = [
-            ("loss_every", self.loss_every.map(i64::from)),
-            ("reorder_gap", self.reorder_gap.map(i64::from)),
-            ("queue", self.queue_packets.map(i64::from)),
-            ("limit", self.limit_packets.map(i64::from)),
-            ("overhead", self.overhead_bytes.map(i64::from)),
-        ];
-        for (name, n) in counts {
-            if let (Some(n), Some(k)) = (n, link_key(name)) {
-                k.kind.check_count(name, n)?;
-            }
-        }
-        Ok(())
-    }
-}
-
-impl HostSettings {
-    /// Checks the typed values (as a spec file gives them) against the table's bounds, as
-    /// [`HostSettings::set_key`] checks them from text.
-    pub fn check_bounds(&self) -> Result<(), String> {
-        let kind = |name: &str| host_key(name).map(|k| k.kind);
-        let counts = [
-            ("mtu", self.mtu),
-            ("txqueuelen", self.txqueuelen),
-            ("initcwnd", self.route.initcwnd),
-            ("initrwnd", self.route.initrwnd),
-            ("ssthresh", self.route.ssthresh),
-            ("cpu", self.cpu),
-        ];
-        for (name, n) in counts {
-            if let (Some(n), Some(k)) = (n, kind(name)) {
-                k.check_count(name, i64::from(n))?;
-            }
-        }
-        if let (Some(r), Some(k)) = (self.line_rate_bps, kind("line_rate")) {
-            k.check("line_rate", &Value::Rate(r))?;
-        }
-        for (name, v) in &self.sysctls {
-            if v.contains('\n') {
-                return Err(format!("sysctl {name}: a value must be one line"));
-            }
-            Kind::Sysctl.parse(&format!("sysctl.{name}"), v)?;
-        }
-        for cc in self.congestion_controls() {
-            Kind::CongestionControl.parse("cc", cc)?;
-        }
-        Ok(())
-    }
-
-    /// Applies one `KEY=VALUE` (a name of [`HOST`], or `sysctl.NAME`).
-    pub fn set_key(&mut self, key: &str, value: &str) -> Result<(), String> {
-        let k = host_key(key).ok_or_else(|| unknown_host_key(key))?;
-        let v = k.kind.parse(key, value)?;
-        let w = v.word();
-        match (k.name, v) {
-            ("mtu", v) => self.mtu = v.count(),
-            ("txqueuelen", v) => self.txqueuelen = v.count(),
-            ("line_rate", Value::Rate(r)) => self.line_rate_bps = Some(r),
-            ("cc", _) => {
-                if let Some(cc) = w {
-                    self.sysctls
-                        .insert("net.ipv4.tcp_congestion_control".into(), cc);
-                }
-            }
-            ("initcwnd", v) => self.route.initcwnd = v.count(),
-            ("initrwnd", v) => self.route.initrwnd = v.count(),
-            // inf: no route metric, the kernel's own (infinite) initial ssthresh.
-            ("ssthresh", v) => self.route.ssthresh = v.count(),
-            ("congctl", _) => self.route.congctl = w,
-            ("cpu_hog", Value::Switch(b)) => self.cpu_hog = b,
-            ("cpu", v) => self.cpu = v.count(),
-            ("sysctl.NAME", _) => {
-                let name = key.strip_prefix("sysctl.").unwrap_or(key);
-                self.sysctls
-                    .insert(name.to_string(), value.trim().to_string());
-            }
-            _ => return Err(unknown_host_key(key)),
-        }
-        Ok(())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn every_key_has_a_setter_and_a_description() {
-        // A sample value of each kind, so a key added to the table without a setter fails.
-        let sample = |k: &Kind| match k {
-            Kind::Count { min, .. } | Kind::CountOrInf { min, .. } => min.to_string(),
-            Kind::Rate { .. } => "10mbit".into(),
-            Kind::Duration { .. } => "10ms".into(),
-            Kind::Probability => "1%".into(),
-            Kind::Bytes => "64KiB".into(),
-            Kind::Switch => "true".into(),
-            Kind::OneOf(w) => w[0].into(),
-            Kind::LossModel => "1%,30%".into(),
-            Kind::CongestionControl => "cubic".into(),
-            Kind::Sysctl => "1".into(),
-        };
-        for k in LINK {
-            assert!(!k.what.is_empty() && !k.kind.describe().is_empty());
-            let mut c = LinkChanges::default();
-            c.set(k.name, &sample(&k.kind))
-                .unwrap_or_else(|e| panic!("{}: {e}", k.name));
-            assert!(!c.is_empty(), "link key {} changes nothing", k.name);
-        }
-        for k in HOST {
-            let mut h = HostSettings::default();
-            let name = k.name.replace("NAME", "net.ipv4.tcp_sack");
-            h.set_key(&name, &sample(&k.kind))
-                .unwrap_or_else(|e| panic!("{name}: {e}"));
-            assert_ne!(
-                h,
-                HostSettings::default(),
-                "host key {name} changes nothing"
-            );
-        }
-    }
-
-    #[test]
-    fn the_stricter_rules_hold() {
-        let mut h = HostSettings::default();
-        // ssthresh: inf is the kernel's default (no metric); numbers up to 10^9.
-        h.set_key("ssthresh", "45").unwrap();
-        h.set_key("ssthresh", "inf").unwrap();
-        assert_eq!(h.route.ssthresh, None);
-        assert!(h.set_key("ssthresh", "4000000000").is_err());
-        assert!(h.set_key("ssthresh", "1").is_err());
-        // cpu_hog is a switch: true or false, as a TOML boolean prints.
-        for bad in ["1", "on", "yes", "maybe"] {
-            let e = h.set_key("cpu_hog", bad).unwrap_err();
-            assert!(e.contains("true or false"), "{e}");
-        }
-        let mut c = LinkChanges::default();
-        assert!(c.set("overhead", "-1").is_err());
-        assert!(c.set("reorder_gap", "0").is_err());
-        let typed = LinkChanges {
-            overhead_bytes: Some(-100),
-            ..Default::default()
-        };
-        assert!(typed
-            .check_bounds()
-            .unwrap_err()
-            .contains("from 0 to 10000"));
-    }
 
     #[test]
     fn the_readme_names_every_key() {

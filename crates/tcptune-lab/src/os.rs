@@ -56,9 +56,9 @@ fn in_ns<T: Send>(
     }
 }
 
-/// Reads a sysctl in `ns` (None: the namespace this process is in), as the kernel prints it.
+/// Reads a sysctl in `ns` (None: the namespace this process is in), trimmed.
 pub fn read_sysctl(ns: Option<&str>, key: &str) -> std::io::Result<String> {
-    in_ns(ns, || sysctl::read(key))
+    in_ns(ns, || sysctl::read(key).map(|v| v.trim().to_string()))
 }
 
 /// Where a sysctl lives, as seen from inside `ns`: writable there (the namespace's own), or

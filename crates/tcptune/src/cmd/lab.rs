@@ -63,18 +63,7 @@ pub fn run(cmd: LabCommand, json: bool) -> anyhow::Result<Outcome> {
             s.backend = match backend {
                 "emu" => Backend::Emu,
                 "netem" => Backend::Netem,
-                // netem where the kernel has it and can express the link; else ours.
-                "auto" => {
-                    let fits = |c| tcptune_lab::netem::qdisc_commands(c, s.link.seed).is_ok();
-                    if tcptune_lab::netem::netem_available()
-                        && fits(&s.link.up)
-                        && fits(&s.link.down)
-                    {
-                        Backend::Netem
-                    } else {
-                        Backend::Emu
-                    }
-                }
+                "auto" => tcptune_lab::backend::auto(&s.link),
                 other => bail!("--backend '{other}' is unknown; use emu, netem or auto"),
             };
             let status = lab::up(&name, s)?;
