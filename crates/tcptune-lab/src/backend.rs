@@ -45,6 +45,24 @@ pub fn of(b: Backend) -> &'static dyn LinkBackend {
     }
 }
 
+/// The backend of `lab up`: `--backend WORD` (emu, netem or auto) if given, else the spec
+/// file's (`from_file`), else auto.
+pub fn choose(
+    word: Option<&str>,
+    from_file: Option<Backend>,
+    link: &LinkSpec,
+) -> Result<Backend, LabError> {
+    match (word, from_file) {
+        (Some("emu"), _) => Ok(Backend::Emu),
+        (Some("netem"), _) => Ok(Backend::Netem),
+        (Some("auto"), _) | (None, None) => Ok(auto(link)),
+        (None, Some(b)) => Ok(b),
+        (Some(other), _) => Err(LabError::Input(format!(
+            "--backend '{other}' is unknown; use emu, netem or auto"
+        ))),
+    }
+}
+
 /// `--backend auto`: netem where the kernel has it and tc can express the link; else the
 /// user-space emulator.
 pub fn auto(link: &LinkSpec) -> Backend {
@@ -263,6 +281,23 @@ mod tests {
         ] {
             assert_eq!(auto_with(&emu_only, true), Backend::Emu, "{emu_only:?}");
         }
+    }
+
+    #[test]
+    fn the_option_wins_over_the_spec_file_and_auto_is_the_default() {
+        let l = LinkSpec::default();
+        assert_eq!(
+            choose(Some("emu"), Some(Backend::Netem), &l).unwrap(),
+            Backend::Emu
+        );
+        assert_eq!(choose(Some("netem"), None, &l).unwrap(), Backend::Netem);
+        assert_eq!(
+            choose(None, Some(Backend::Netem), &l).unwrap(),
+            Backend::Netem
+        );
+        assert_eq!(choose(None, None, &l).unwrap(), auto(&l));
+        let e = choose(Some("tc"), None, &l).unwrap_err().to_string();
+        assert_eq!(e, "--backend 'tc' is unknown; use emu, netem or auto");
     }
 
     #[test]

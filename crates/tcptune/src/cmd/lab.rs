@@ -1,7 +1,7 @@
 //! `tcptune lab …`: glue between the command line and `tcptune-lab`.
 
 use anyhow::bail;
-use tcptune_lab::{lab, spec, Backend, LabSpec};
+use tcptune_lab::{lab, spec, LabSpec};
 
 use crate::cli::{LabCommand, LinkArgs};
 use crate::output::emit;
@@ -52,20 +52,11 @@ pub fn run(cmd: LabCommand, json: bool) -> anyhow::Result<Outcome> {
                 None => LabSpec::default(),
             };
             apply(&mut s, &link, &host)?;
-            let backend = match (&backend, &spec) {
-                (Some(b), _) => b.as_str(),
-                (None, Some(_)) => match s.backend {
-                    Backend::Emu => "emu",
-                    Backend::Netem => "netem",
-                },
-                (None, None) => "auto",
-            };
-            s.backend = match backend {
-                "emu" => Backend::Emu,
-                "netem" => Backend::Netem,
-                "auto" => tcptune_lab::backend::auto(&s.link),
-                other => bail!("--backend '{other}' is unknown; use emu, netem or auto"),
-            };
+            s.backend = tcptune_lab::backend::choose(
+                backend.as_deref(),
+                spec.is_some().then_some(s.backend),
+                &s.link,
+            )?;
             let status = lab::up(&name, s)?;
             emit("lab up", &status, json)?;
         }
