@@ -579,4 +579,43 @@ mod tests {
             .unwrap_err()
             .contains("from 0 to 10000"));
     }
+
+    /// The command line gives whole numbers typed (`--overhead -5`, `--queue 0`): they meet the
+    /// same bounds as the same numbers written in a spec.
+    #[test]
+    fn typed_and_written_numbers_meet_the_same_bounds() {
+        for n in [
+            i64::from(i32::MIN),
+            -1,
+            0,
+            1,
+            2,
+            10_000,
+            10_001,
+            1_000_000,
+            1_000_001,
+            10_000_000,
+            10_000_001,
+            i64::from(u32::MAX),
+        ] {
+            for key in ["loss_every", "reorder_gap", "queue", "limit", "overhead"] {
+                let written = LinkChanges::default().set(key, &n.to_string()).is_ok();
+                let mut typed = LinkChanges::default();
+                let fits_u32 = u32::try_from(n).ok();
+                match key {
+                    "loss_every" => typed.loss_every = fits_u32,
+                    "reorder_gap" => typed.reorder_gap = fits_u32,
+                    "queue" => typed.queue_packets = fits_u32,
+                    "limit" => typed.limit_packets = fits_u32,
+                    _ => typed.overhead_bytes = i32::try_from(n).ok(),
+                }
+                if typed.is_empty() {
+                    // Not representable on the command line (clap refuses it).
+                    assert!(!written || n > i64::from(i32::MAX), "{key}={n}");
+                    continue;
+                }
+                assert_eq!(typed.check_bounds().is_ok(), written, "{key}={n}");
+            }
+        }
+    }
 }
