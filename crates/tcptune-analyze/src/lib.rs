@@ -7,6 +7,8 @@
 //! segments for RTT, and a fixed number of graph points when graphs are asked for). Only
 //! `--packets` keeps something per flagged packet, because that is its output.
 
+#![forbid(unsafe_code)]
+
 pub mod diagnose;
 pub mod join;
 pub mod report;

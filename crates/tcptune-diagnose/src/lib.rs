@@ -14,6 +14,8 @@
 //! application's (nothing to send). The counters tick in jiffies (1–10 ms), so intervals much
 //! shorter than ~50 ms give coarse shares, which [`Interval::coarse`] flags.
 
+#![forbid(unsafe_code)]
+
 pub mod advice;
 pub mod conn;
 pub mod engine;

@@ -160,7 +160,7 @@ impl TrialRunner for LabRunner {
         let read = |key: &str| tcptune_os::sysctl::read_value(key).ok();
         serde_json::json!({
             "tcptune": env!("CARGO_PKG_VERSION"),
-            "kernel": read("kernel.osrelease"),
+            "kernel": tcptune_kernel::sys::kernel_release(),
             "backend": if tcptune_lab::netem::netem_available() { "emu (netem available)" } else { "emu (user-space link emulator over TUN; no sch_netem)" },
             "cpus": std::thread::available_parallelism().map(|n| n.get()).ok(),
             "congestion_controls": read("net.ipv4.tcp_available_congestion_control"),

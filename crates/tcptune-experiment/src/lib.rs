@@ -6,6 +6,8 @@
 //! How a trial runs is behind [`run::TrialRunner`]: the lab implements it with namespaces and
 //! the link emulator; tests implement it with a deterministic model.
 
+#![forbid(unsafe_code)]
+
 pub mod compare;
 pub mod lab_runner;
 pub mod plan;

@@ -40,8 +40,7 @@ impl Guard {
     fn stop(mut self) -> Option<std::process::Output> {
         let mut c = self.0.take()?;
         // SIGINT lets tcpdump flush and iperf3 print; then wait.
-        // SAFETY: kill(2) with a pid we own.
-        unsafe { libc::kill(c.id() as i32, libc::SIGINT) };
+        let _ = tcptune_os::process::kill(c.id(), tcptune_os::process::Signal::Int);
         let deadline = Instant::now() + Duration::from_secs(5);
         while c.try_wait().ok().flatten().is_none() && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(10));
@@ -410,8 +409,8 @@ fn run_to_end_allowing(
     let out = match rx.recv_timeout(limit) {
         Ok(r) => r.map_err(|e| format!("{line}: {e}"))?,
         Err(_) => {
-            // SAFETY: kill(2) on the pid of our own child, which has not been reaped.
-            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+            // Our own child, not reaped yet, so the PID is still its.
+            let _ = tcptune_os::process::kill(pid, tcptune_os::process::Signal::Kill);
             return Err(format!("{line} did not finish within {limit:?}"));
         }
     };

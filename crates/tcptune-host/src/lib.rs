@@ -5,6 +5,8 @@
 //! The audit is a pure function of a [`state::HostState`], so every rule is tested on recorded
 //! host states without root; only `read` and the live sysctl writer touch the system.
 
+#![forbid(unsafe_code)]
+
 pub mod audit;
 pub mod read;
 pub mod state;

@@ -10,8 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::state::{
-    key_from_proc_path, normalize_value, HostState, Interface, KernelVersion, LockedSocket, Route,
-    SysctlFileLine,
+    key_from_proc_path, normalize_value, HostState, Interface, LockedSocket, Route, SysctlFileLine,
 };
 use tcptune_kernel::sys::{in_netns, KernelError};
 
@@ -48,15 +47,13 @@ pub fn read_host(netns_name: Option<&str>) -> Result<HostState, ReadError> {
         Some(name) => in_netns(name, || read_sysctls(Path::new(tcptune_os::sysctl::ROOT)))??,
         None => read_sysctls(Path::new(tcptune_os::sysctl::ROOT))?,
     };
-    let kernel = tcptune_os::sysctl::read("kernel.osrelease")
-        .ok()
-        .and_then(|r| r.parse::<KernelVersion>().ok());
+    let kernel = tcptune_kernel::sys::kernel_version();
     Ok(HostState {
         netns: netns_name.map(str::to_string),
         kernel,
         interfaces: parse_links(&ip_json(netns_name, &["-d", "link", "show"])?),
         routes: parse_routes(&ip_json(netns_name, &["route", "show", "table", "all"])?),
-        page_size: page_size(),
+        page_size: tcptune_os::process::page_size(),
         mem_total_bytes: fs::read_to_string("/proc/meminfo")
             .ok()
             .and_then(|m| parse_meminfo(&m)),
@@ -128,16 +125,6 @@ fn locked_sockets(
             .map(|o| format!("{} (pid {})", o.comm, o.pid));
     }
     found.into_iter().map(|(_, s)| s).collect()
-}
-
-fn page_size() -> u64 {
-    // SAFETY: sysconf has no preconditions.
-    let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    if p > 0 {
-        p as u64
-    } else {
-        4096
-    }
 }
 
 fn read_sysctls(root: &Path) -> Result<std::collections::BTreeMap<String, String>, ReadError> {

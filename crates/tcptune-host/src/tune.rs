@@ -252,7 +252,7 @@ fn lock_path(snapshot_path: &Path) -> std::path::PathBuf {
 }
 
 fn lock(snapshot_path: &Path) -> Result<SnapshotLock, ApplyError> {
-    use std::os::fd::AsRawFd;
+    use std::os::fd::AsFd;
     let err = |why: String| ApplyError::SnapshotFile {
         path: snapshot_path.display().to_string(),
         why,
@@ -268,9 +268,7 @@ fn lock(snapshot_path: &Path) -> Result<SnapshotLock, ApplyError> {
         .write(true)
         .open(&lp)
         .map_err(|e| err(format!("cannot open the lock file {}: {e}", lp.display())))?;
-    // SAFETY: flock on a descriptor we own.
-    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-        let e = io::Error::last_os_error();
+    if let Err(e) = tcptune_os::fs::lock_exclusive_nonblocking(file.as_fd()) {
         return Err(if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
             ApplyError::Busy(snapshot_path.display().to_string())
         } else {
@@ -916,9 +914,7 @@ mod tests {
         let e = rollback(&mut h, Path::new("/dev/zero")).unwrap_err();
         assert!(e.to_string().contains("is a character device"), "{e}");
         let fifo = dir.join("fifo");
-        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
-        // SAFETY: mkfifo with a valid C string.
-        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        tcptune_os::fs::mkfifo(&fifo, 0o600).unwrap();
         let e = rollback(&mut h, &fifo).unwrap_err();
         assert!(e.to_string().contains("is a FIFO"), "{e}");
         let bad = dir.join("bad.json");

@@ -4,7 +4,7 @@
 //! that buffer cannot carry (R5); an autotuned connection beside it is not reported.
 
 use std::net::{TcpListener, TcpStream};
-use std::os::fd::AsRawFd;
+use std::os::fd::AsFd;
 
 use tcptune_host::audit::{audit, AuditInput, Role, Verdict};
 use tcptune_host::read::read_host;
@@ -12,17 +12,7 @@ use tcptune_kernel::sys::in_netns;
 use tcptune_testkit::{privileged, Netns};
 
 fn set_rcvbuf(s: &TcpStream, bytes: i32) {
-    // SAFETY: setsockopt on our own socket with a valid int.
-    let rc = unsafe {
-        libc::setsockopt(
-            s.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_RCVBUF,
-            (&bytes as *const i32).cast(),
-            std::mem::size_of::<i32>() as libc::socklen_t,
-        )
-    };
-    assert_eq!(rc, 0);
+    tcptune_os::socket::set_int(s.as_fd(), libc::SOL_SOCKET, libc::SO_RCVBUF, bytes).unwrap();
 }
 
 #[test]

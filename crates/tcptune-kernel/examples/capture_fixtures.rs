@@ -35,13 +35,16 @@ fn frame(kind: u16, payload: &[u8]) -> Vec<u8> {
     v
 }
 
+/// A connection with the client's small SO_RCVBUF set before the handshake, so the window
+/// scale is chosen for it.
 fn connect_with_rcvbuf(addr: std::net::SocketAddr) -> TcpStream {
-    use tcptune_os::socket;
-    let fd = socket::socket_for(&addr, socket::Kind::Stream).unwrap();
-    // Before connect, so the window scale is chosen for the small buffer.
-    socket::set_int(fd.as_fd(), libc::SOL_SOCKET, libc::SO_RCVBUF, CLIENT_RCVBUF).unwrap();
-    socket::connect(fd.as_fd(), &addr).unwrap_or_else(|e| panic!("connect: {e}"));
-    TcpStream::from(fd)
+    tcptune_testkit::sock::connect(
+        addr,
+        tcptune_testkit::sock::Before {
+            rcvbuf: Some(CLIENT_RCVBUF),
+            ..Default::default()
+        },
+    )
 }
 
 fn main() {

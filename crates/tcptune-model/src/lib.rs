@@ -5,6 +5,8 @@
 //! (`caveats`). The binary prints these; the diagnosis and the lab reuse the same functions to
 //! draw theory beside measurements, so there is one implementation of each formula.
 
+#![forbid(unsafe_code)]
+
 pub mod bdp;
 pub mod buffers;
 pub mod cubic;

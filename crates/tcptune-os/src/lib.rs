@@ -6,6 +6,8 @@
 //! [`OwnedFd`](std::os::fd::OwnedFd), so no wrapper can touch a descriptor its caller does not
 //! hold. Errors are `std::io::Error` straight from `errno`; callers add what they were doing.
 
+#![deny(clippy::undocumented_unsafe_blocks)]
+
 pub mod fs;
 pub mod netlink;
 pub mod netns;

@@ -208,13 +208,29 @@ pub fn redirect_stdout(fd: BorrowedFd<'_>) -> io::Result<()> {
 /// daemon(3) with nochdir = 0 and noclose = 0: forks, the parent exits, the child continues in
 /// a new session with `/` as its directory and standard streams on /dev/null.
 ///
-/// Only the calling thread survives the fork, so this is for a process that has not started
-/// other threads yet; a thread holding a lock (the allocator's) at the fork would leave it
-/// locked in the child.
+/// Only the calling thread survives the fork, so a process with other threads is refused
+/// (one of them could hold a lock, the allocator's, that would stay locked in the child).
 pub fn daemonize() -> io::Result<()> {
-    // SAFETY: daemon(3) has no memory preconditions; the single-threaded requirement above is
-    // the caller's (documented) and is about deadlock, not memory safety.
+    if threads() != Some(1) {
+        return Err(io::Error::other(
+            "cannot detach a process that runs more than one thread",
+        ));
+    }
+    // SAFETY: the process has one thread (checked above, and only this thread could start
+    // another), so the child the fork makes is a full copy with no lock held by a thread that
+    // did not survive; it continues as an ordinary process.
     check(unsafe { libc::daemon(0, 0) })
+}
+
+/// The number of threads of this process (`Threads:` of /proc/self/status).
+fn threads() -> Option<u32> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Threads:"))?
+        .trim()
+        .parse()
+        .ok()
 }
 
 /// Raises the soft limit of open files towards `want` (never above the hard limit); returns
@@ -274,6 +290,17 @@ mod tests {
         assert!(!exists(0));
         assert!(kill(0, Signal::Term).is_err());
         assert!(kill(u32::MAX, Signal::Term).is_err());
+    }
+
+    #[test]
+    fn a_process_with_threads_is_not_daemonized() {
+        // A second thread alive across the call, so this never forks.
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let other = std::thread::spawn(move || rx.recv());
+        assert!(threads().is_some_and(|n| n > 1));
+        assert!(daemonize().is_err());
+        drop(tx);
+        let _ = other.join();
     }
 
     #[test]

@@ -8,6 +8,8 @@
 //! every field is type-checked before use (CVE-2024-53580), unknown states are errors, and every
 //! phase has a deadline.
 
+#![forbid(unsafe_code)]
+
 #[doc(hidden)]
 pub mod fuzz;
 pub mod params;

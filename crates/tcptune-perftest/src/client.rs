@@ -66,9 +66,9 @@ fn connected_entry(fd: i32, l: Option<SocketAddr>, r: Option<SocketAddr>) -> Con
 }
 
 /// A SOL_SOCKET option of the first data socket (what iperf3 reports as the buffer sizes).
-fn first_socket_option(fds: &[i32], opt: i32) -> u32 {
-    fds.first()
-        .and_then(|&fd| sock::get_int(fd, libc::SOL_SOCKET, opt).ok())
+fn first_socket_option(first: Option<std::os::fd::BorrowedFd<'_>>, opt: i32) -> u32 {
+    first
+        .and_then(|fd| sock::get_int(fd, libc::SOL_SOCKET, opt).ok())
         .map(|v| v.max(0) as u32)
         .unwrap_or(0)
 }
@@ -372,7 +372,7 @@ pub fn run_with(
     let ctl_sock = sock::connect(&addr, &ctl_opts, cfg.connect_timeout)
         .map_err(|e| TestError::Connect { addr, error: e })?;
     let tcp_mss_default = sock::get_int(
-        std::os::fd::AsRawFd::as_raw_fd(&ctl_sock),
+        std::os::fd::AsFd::as_fd(&ctl_sock),
         libc::IPPROTO_TCP,
         libc::TCP_MAXSEG,
     )
@@ -474,7 +474,12 @@ pub fn run_with(
         })
         .collect();
     let fds: Vec<i32> = connected.iter().map(|c| c.socket).collect();
-    let buf = |opt: i32| first_socket_option(&fds, opt);
+    let buf = |opt: i32| {
+        first_socket_option(
+            socks.first().map(|s| std::os::fd::AsFd::as_fd(&s.sock)),
+            opt,
+        )
+    };
     let start = Start {
         connected,
         version: format!("tcptune {}", env!("CARGO_PKG_VERSION")),
@@ -648,8 +653,8 @@ pub fn run_with(
         }
         let wake = next.map(|b| b - now).unwrap_or(0.1).clamp(0.0, 0.1);
         // Anything on the control connection now is the server ending the test early.
-        let ready = sock::wait_readable(
-            std::os::fd::AsRawFd::as_raw_fd(&ctl.sock),
+        let ready = tcptune_os::poll::wait_readable(
+            std::os::fd::AsFd::as_fd(&ctl.sock),
             Duration::from_secs_f64(wake).max(Duration::from_millis(1)),
         )
         .map_err(|e| TestError::io("waiting on the control connection", e))?;
@@ -964,7 +969,7 @@ fn udp_stream(
     };
     let u = sock::bind_udp(&local)?;
     if let Some(w) = cfg.params.window {
-        sock::set_window(std::os::fd::AsRawFd::as_raw_fd(&u), w)?;
+        sock::set_window(std::os::fd::AsFd::as_fd(&u), w)?;
     }
     u.connect(addr)?;
     u.set_read_timeout(Some(cfg.connect_timeout))?;
@@ -1050,7 +1055,12 @@ fn run_udp(
         })
         .collect();
     let fds: Vec<i32> = connected.iter().map(|c| c.socket).collect();
-    let buf = |opt: i32| first_socket_option(&fds, opt);
+    let buf = |opt: i32| {
+        first_socket_option(
+            streams.first().map(|s| std::os::fd::AsFd::as_fd(&s.sock)),
+            opt,
+        )
+    };
     // The caller's -b (tcptune test defaults UDP to iperf3's 1 Mbit/s); 0 or none: unpaced.
     let rate = p.bandwidth_bps.unwrap_or(0);
     let start = Start {
@@ -1251,8 +1261,8 @@ fn run_udp(
         if let Some(t) = next_tick {
             wake = wake.min(t - now);
         }
-        let ready = sock::wait_readable(
-            std::os::fd::AsRawFd::as_raw_fd(&ctl.sock),
+        let ready = tcptune_os::poll::wait_readable(
+            std::os::fd::AsFd::as_fd(&ctl.sock),
             Duration::from_secs_f64(wake.max(0.0)).max(Duration::from_millis(1)),
         )
         .map_err(|e| TestError::io("waiting on the control connection", e))?;

@@ -110,7 +110,7 @@ fn sample(clock: Instant, sock: &TcpStream) -> Option<Sample> {
     Some(Sample {
         at_s: now(clock),
         info,
-        skmem: sock::meminfo(sock.as_raw_fd()),
+        skmem: sock::meminfo(sock.as_fd()),
     })
 }
 
@@ -192,7 +192,7 @@ impl DataPhase {
                 // effect by being slower). A quarter of the receive buffer at most, so the
                 // kernel never grows the buffer for it (tcp_set_rcvlowat), which would change
                 // the window a small-buffer test measures.
-                let fd = sock.as_raw_fd();
+                let fd = sock.as_fd();
                 if let Ok(rcvbuf) = sock::get_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUF) {
                     let lowat = (rcvbuf / 4).clamp(1, 64 * 1024);
                     let _ = sock::set_int(fd, libc::SOL_SOCKET, libc::SO_RCVLOWAT, lowat);
@@ -336,7 +336,7 @@ impl DataPhase {
                     samples,
                     local: s.local,
                     remote: s.remote,
-                    congestion: sock::congestion(s.sock.as_raw_fd()),
+                    congestion: sock::congestion(s.sock.as_fd()),
                     fd: s.sock.as_raw_fd(),
                 }
             })

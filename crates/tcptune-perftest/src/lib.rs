@@ -3,6 +3,8 @@
 //! tcp_info sampled on every data socket, interval and final reports in iperf3's JSON shape,
 //! and the end-of-test diagnosis (`tcptune_diagnose::throughput`).
 
+#![forbid(unsafe_code)]
+
 pub mod client;
 pub mod control;
 pub mod data;

@@ -13,7 +13,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
-use std::os::fd::AsRawFd;
+use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex};
@@ -181,8 +181,11 @@ impl Server {
             let (conn, peer) = match self.listener.accept() {
                 Ok(c) => c,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    sock::wait_readable(self.listener.as_raw_fd(), Duration::from_millis(200))
-                        .map_err(|e| TestError::io("waiting for connections", e))?;
+                    tcptune_os::poll::wait_readable(
+                        self.listener.as_fd(),
+                        Duration::from_millis(200),
+                    )
+                    .map_err(|e| TestError::io("waiting for connections", e))?;
                     continue;
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -439,8 +442,7 @@ fn serve_test(
         // A client that fails to open its streams (a congestion control its kernel lacks) or
         // quits sends CLIENT_TERMINATE or closes the control connection: end the test now, as
         // iperf3 does, instead of holding the server busy until the streams' deadline.
-        let ctl_fd = ctl.sock.as_raw_fd();
-        if sock::wait_readable(ctl_fd, Duration::ZERO)
+        if tcptune_os::poll::wait_readable(ctl.sock.as_fd(), Duration::ZERO)
             .map_err(|e| fail(TestError::io("waiting on the control connection", e)))?
         {
             step(&mut ctl, &mut s, &clock).map_err(fail)?;
@@ -476,7 +478,7 @@ fn serve_test(
             let (mut c, cookie, _) = entry.remove();
             match s.data_stream(&cookie, clock.now()) {
                 Some(ds) => {
-                    let _ = opts.apply_connected(c.as_raw_fd());
+                    let _ = opts.apply_connected(c.as_fd());
                     streams.push(StreamSocket {
                         id: ds.id,
                         sends: ds.server_sends,
@@ -608,13 +610,13 @@ fn serve_udp(
         while let Ok((mut c, _, _)) = rx.try_recv() {
             let _ = c.write_all(&DATA_DENIED_REPLY);
         }
-        if sock::wait_readable(ctl.sock.as_raw_fd(), Duration::ZERO)
+        if tcptune_os::poll::wait_readable(ctl.sock.as_fd(), Duration::ZERO)
             .map_err(|e| TestError::io("waiting on the control connection", e))?
         {
             step(&mut ctl, &mut s, &clock)?;
             continue;
         }
-        let ready = sock::wait_readable(listener.as_raw_fd(), Duration::from_millis(20))
+        let ready = tcptune_os::poll::wait_readable(listener.as_fd(), Duration::from_millis(20))
             .map_err(|e| TestError::io("waiting for UDP streams", e))?;
         if !ready {
             s.poll(clock.now()).map_err(TestError::Session)?;
@@ -639,7 +641,7 @@ fn serve_udp(
             .map_err(|e| TestError::io("binding the UDP port for the next stream", e))?;
         let sock = std::mem::replace(&mut listener, next);
         if let Some(w) = params.window {
-            let _ = sock::set_window(sock.as_raw_fd(), w);
+            let _ = sock::set_window(sock.as_fd(), w);
         }
         sock.send(&CONNECT_REPLY.to_ne_bytes())
             .map_err(|e| TestError::io("answering a UDP stream", e))?;

@@ -1,105 +1,46 @@
 //! Socket options and system calls the standard library does not offer: buffer sizes, congestion
 //! control, MSS before connect, socket memory, CPU time, random cookies and `sendfile` from a
-//! memory file (the zero-copy send). Every `unsafe` block is a single libc call on a descriptor
-//! we own, with the sizes passed.
+//! memory file (the zero-copy send). The system calls themselves are `tcptune-os`'s.
 
 use std::io::{self, Read};
 use std::net::{SocketAddr, TcpStream};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::time::Duration;
 
 use tcptune_kernel::SkMemInfo;
+use tcptune_os::socket::{self as os_socket, Kind};
 use tcptune_perf::{Cookie, COOKIE_LEN};
 
-fn check(rc: libc::c_int) -> io::Result<()> {
-    if rc != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
+pub fn set_int(fd: BorrowedFd<'_>, level: i32, name: i32, v: i32) -> io::Result<()> {
+    os_socket::set_int(fd, level, name, v)
 }
 
-pub fn set_int(fd: RawFd, level: i32, name: i32, v: i32) -> io::Result<()> {
-    // SAFETY: v lives across the call and its size is passed.
-    check(unsafe {
-        libc::setsockopt(
-            fd,
-            level,
-            name,
-            (&v as *const i32).cast(),
-            std::mem::size_of::<i32>() as libc::socklen_t,
-        )
-    })
-}
-
-pub fn get_int(fd: RawFd, level: i32, name: i32) -> io::Result<i32> {
-    let mut v: i32 = 0;
-    let mut len = std::mem::size_of::<i32>() as libc::socklen_t;
-    // SAFETY: v is valid for len bytes; the kernel writes at most len.
-    check(unsafe { libc::getsockopt(fd, level, name, (&mut v as *mut i32).cast(), &mut len) })?;
-    Ok(v)
+pub fn get_int(fd: BorrowedFd<'_>, level: i32, name: i32) -> io::Result<i32> {
+    os_socket::get_int(fd, level, name)
 }
 
 /// SO_SNDBUF and SO_RCVBUF both, as iperf3's `-w` does.
-pub fn set_window(fd: RawFd, bytes: u32) -> io::Result<()> {
+pub fn set_window(fd: BorrowedFd<'_>, bytes: u32) -> io::Result<()> {
     let v = bytes.min(i32::MAX as u32) as i32;
     set_int(fd, libc::SOL_SOCKET, libc::SO_SNDBUF, v)?;
     set_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUF, v)
 }
 
-pub fn set_congestion(fd: RawFd, name: &str) -> io::Result<()> {
-    // SAFETY: the pointer and length describe `name`'s bytes, which outlive the call.
-    check(unsafe {
-        libc::setsockopt(
-            fd,
-            libc::IPPROTO_TCP,
-            libc::TCP_CONGESTION,
-            name.as_ptr().cast(),
-            name.len() as libc::socklen_t,
-        )
-    })
+pub fn set_congestion(fd: BorrowedFd<'_>, name: &str) -> io::Result<()> {
+    os_socket::set_bytes(fd, libc::IPPROTO_TCP, libc::TCP_CONGESTION, name.as_bytes())
 }
 
-pub fn congestion(fd: RawFd) -> Option<String> {
+pub fn congestion(fd: BorrowedFd<'_>) -> Option<String> {
     let mut buf = [0u8; 32];
-    let mut len = buf.len() as libc::socklen_t;
-    // SAFETY: buf is valid for len bytes.
-    let rc = unsafe {
-        libc::getsockopt(
-            fd,
-            libc::IPPROTO_TCP,
-            libc::TCP_CONGESTION,
-            buf.as_mut_ptr().cast(),
-            &mut len,
-        )
-    };
-    if rc != 0 {
-        return None;
-    }
-    let b = &buf[..(len as usize).min(buf.len())];
+    let n = os_socket::get_bytes(fd, libc::IPPROTO_TCP, libc::TCP_CONGESTION, &mut buf).ok()?;
+    let b = &buf[..n];
     let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());
     Some(String::from_utf8_lossy(&b[..end]).into_owned())
 }
 
-/// `SO_MEMINFO`: the socket's memory (the send buffer and what is queued in it).
-pub fn meminfo(fd: RawFd) -> Option<SkMemInfo> {
-    const SO_MEMINFO: i32 = 55;
-    let mut v = [0u32; 9];
-    let mut len = std::mem::size_of_val(&v) as libc::socklen_t;
-    // SAFETY: v is valid for len bytes.
-    let rc = unsafe {
-        libc::getsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            SO_MEMINFO,
-            v.as_mut_ptr().cast(),
-            &mut len,
-        )
-    };
-    if rc != 0 {
-        return None;
-    }
-    let bytes: Vec<u8> = v.iter().flat_map(|w| w.to_ne_bytes()).collect();
-    SkMemInfo::decode(&bytes[..(len as usize).min(bytes.len())])
+/// The socket's memory figures (SO_MEMINFO), as sock_diag reports them.
+pub fn meminfo(fd: BorrowedFd<'_>) -> Option<SkMemInfo> {
+    tcptune_kernel::sys::skmem_of(fd).ok()
 }
 
 /// Options a data socket gets before it connects (the MSS must be set before the handshake).
@@ -118,7 +59,7 @@ pub struct DataOptions {
 
 impl DataOptions {
     /// Applies what can be applied to a connected (accepted) socket.
-    pub fn apply_connected(&self, fd: RawFd) -> io::Result<()> {
+    pub fn apply_connected(&self, fd: BorrowedFd<'_>) -> io::Result<()> {
         if let Some(w) = self.window {
             set_window(fd, w)?;
         }
@@ -129,7 +70,7 @@ impl DataOptions {
     }
 
     /// What both ends set alike whenever: TCP_NODELAY and the TOS byte.
-    fn apply_common(&self, fd: RawFd) -> io::Result<()> {
+    fn apply_common(&self, fd: BorrowedFd<'_>) -> io::Result<()> {
         if self.nodelay {
             set_int(fd, libc::IPPROTO_TCP, libc::TCP_NODELAY, 1)?;
         }
@@ -145,79 +86,16 @@ impl DataOptions {
 
 /// The host as `uname -a` names it, the way iperf3 fills `start.system_info`.
 pub fn system_info() -> String {
-    // SAFETY: utsname is plain bytes; uname fills it and NUL-terminates each field.
-    let mut u: libc::utsname = unsafe { std::mem::zeroed() };
-    // SAFETY: u is a valid out-pointer.
-    if unsafe { libc::uname(&mut u) } != 0 {
+    let Ok(u) = tcptune_os::uname::uname() else {
         return String::new();
-    }
-    let field = |f: &[libc::c_char]| {
-        let b: Vec<u8> = f
-            .iter()
-            .take_while(|&&c| c != 0)
-            .map(|&c| c as u8)
-            .collect();
-        String::from_utf8_lossy(&b).into_owned()
     };
-    [
-        field(&u.sysname),
-        field(&u.nodename),
-        field(&u.release),
-        field(&u.version),
-        field(&u.machine),
-    ]
-    .join(" ")
-}
-
-fn sockaddr(addr: &SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
-    // SAFETY: an all-zero sockaddr_storage is a valid value.
-    let mut ss: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
-    let len = match addr {
-        SocketAddr::V4(a) => {
-            let sin = libc::sockaddr_in {
-                sin_family: libc::AF_INET as libc::sa_family_t,
-                sin_port: a.port().to_be(),
-                sin_addr: libc::in_addr {
-                    s_addr: u32::from_ne_bytes(a.ip().octets()),
-                },
-                sin_zero: [0; 8],
-            };
-            // SAFETY: sockaddr_storage is larger than sockaddr_in and suitably aligned.
-            unsafe { std::ptr::write((&mut ss as *mut libc::sockaddr_storage).cast(), sin) };
-            std::mem::size_of::<libc::sockaddr_in>()
-        }
-        SocketAddr::V6(a) => {
-            let sin6 = libc::sockaddr_in6 {
-                sin6_family: libc::AF_INET6 as libc::sa_family_t,
-                sin6_port: a.port().to_be(),
-                sin6_flowinfo: a.flowinfo(),
-                sin6_addr: libc::in6_addr {
-                    s6_addr: a.ip().octets(),
-                },
-                sin6_scope_id: a.scope_id(),
-            };
-            // SAFETY: sockaddr_storage is larger than sockaddr_in6 and suitably aligned.
-            unsafe { std::ptr::write((&mut ss as *mut libc::sockaddr_storage).cast(), sin6) };
-            std::mem::size_of::<libc::sockaddr_in6>()
-        }
-    };
-    (ss, len as libc::socklen_t)
+    [u.sysname, u.nodename, u.release, u.version, u.machine].join(" ")
 }
 
 /// Connects a TCP socket with `opts` set before the handshake, waiting at most `timeout`.
 pub fn connect(addr: &SocketAddr, opts: &DataOptions, timeout: Duration) -> io::Result<TcpStream> {
-    let family = if addr.is_ipv4() {
-        libc::AF_INET
-    } else {
-        libc::AF_INET6
-    };
-    // SAFETY: plain syscall; the descriptor is owned by the OwnedFd right after.
-    let fd = unsafe { libc::socket(family, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: fd is fresh and nobody else owns it.
-    let owned = unsafe { OwnedFd::from_raw_fd(fd) };
+    let owned = os_socket::socket_for(addr, Kind::Stream)?;
+    let fd = owned.as_fd();
     if let Some(w) = opts.window {
         set_window(fd, w)?;
     }
@@ -233,30 +111,11 @@ pub fn connect(addr: &SocketAddr, opts: &DataOptions, timeout: Duration) -> io::
             // A --cport a test used a moment ago may still be in TIME_WAIT.
             set_int(fd, libc::SOL_SOCKET, libc::SO_REUSEADDR, 1)?;
         }
-        let (ss, len) = sockaddr(&local);
-        // SAFETY: ss holds a valid address of len bytes.
-        check(unsafe { libc::bind(fd, (&ss as *const libc::sockaddr_storage).cast(), len) })?;
+        os_socket::bind(fd, &local)?;
     }
     // Connect with a deadline: the send timeout bounds a blocking connect on Linux.
-    let tv = libc::timeval {
-        tv_sec: timeout.as_secs() as libc::time_t,
-        tv_usec: timeout.subsec_micros() as libc::suseconds_t,
-    };
-    // SAFETY: tv lives across the call and its size is passed.
-    check(unsafe {
-        libc::setsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            libc::SO_SNDTIMEO,
-            (&tv as *const libc::timeval).cast(),
-            std::mem::size_of::<libc::timeval>() as libc::socklen_t,
-        )
-    })?;
-    let (ss, len) = sockaddr(addr);
-    // SAFETY: ss holds a valid address of len bytes.
-    let rc = unsafe { libc::connect(fd, (&ss as *const libc::sockaddr_storage).cast(), len) };
-    if rc != 0 {
-        let e = io::Error::last_os_error();
+    os_socket::set_timeval(fd, libc::SOL_SOCKET, libc::SO_SNDTIMEO, timeout)?;
+    if let Err(e) = os_socket::connect(fd, addr) {
         return Err(if e.raw_os_error() == Some(libc::EINPROGRESS) {
             io::Error::new(io::ErrorKind::TimedOut, "connect timed out")
         } else {
@@ -271,22 +130,9 @@ pub fn connect(addr: &SocketAddr, opts: &DataOptions, timeout: Duration) -> io::
 /// A UDP socket bound to `addr` with SO_REUSEADDR, as iperf3's UDP "listener": each stream
 /// connects the current one to its client and a new one is bound to the same port.
 pub fn bind_udp(addr: &SocketAddr) -> io::Result<std::net::UdpSocket> {
-    let family = if addr.is_ipv4() {
-        libc::AF_INET
-    } else {
-        libc::AF_INET6
-    };
-    // SAFETY: plain syscall; the descriptor is owned by the OwnedFd right after.
-    let fd = unsafe { libc::socket(family, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: fd is fresh and nobody else owns it.
-    let owned = unsafe { OwnedFd::from_raw_fd(fd) };
-    set_int(fd, libc::SOL_SOCKET, libc::SO_REUSEADDR, 1)?;
-    let (ss, len) = sockaddr(addr);
-    // SAFETY: ss holds a valid address of len bytes.
-    check(unsafe { libc::bind(fd, (&ss as *const libc::sockaddr_storage).cast(), len) })?;
+    let owned = os_socket::socket_for(addr, Kind::Datagram)?;
+    set_int(owned.as_fd(), libc::SOL_SOCKET, libc::SO_REUSEADDR, 1)?;
+    os_socket::bind(owned.as_fd(), addr)?;
     Ok(std::net::UdpSocket::from(owned))
 }
 
@@ -299,12 +145,8 @@ pub fn random_cookie() -> io::Result<Cookie> {
 
 /// User and system CPU time of this process, seconds.
 pub fn cpu_times() -> (f64, f64) {
-    // SAFETY: an all-zero rusage is valid; getrusage fills it.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: ru is a valid out-pointer.
-    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
-    let t = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
-    (t(ru.ru_utime), t(ru.ru_stime))
+    let (user, system) = tcptune_os::process::cpu_times();
+    (user.as_secs_f64(), system.as_secs_f64())
 }
 
 /// A memory file holding one block of payload, for `sendfile` (iperf3's `-Z`): the kernel
@@ -316,13 +158,7 @@ pub struct ZeroCopySource {
 
 impl ZeroCopySource {
     pub fn new(block: &[u8]) -> io::Result<ZeroCopySource> {
-        // SAFETY: the name is a NUL-terminated literal.
-        let fd = unsafe { libc::memfd_create(c"tcptune-payload".as_ptr(), libc::MFD_CLOEXEC) };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: fd is fresh and nobody else owns it.
-        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        let fd = tcptune_os::fs::memfd(c"tcptune-payload")?;
         let mut f = std::fs::File::from(fd);
         std::io::Write::write_all(&mut f, block)?;
         Ok(ZeroCopySource {
@@ -333,35 +169,8 @@ impl ZeroCopySource {
 
     /// Sends up to one block on `sock`; returns the bytes sent.
     pub fn send(&self, sock: &TcpStream) -> io::Result<usize> {
-        let mut off: libc::off_t = 0;
-        // SAFETY: both descriptors are open; off is a valid in/out pointer.
-        let n =
-            unsafe { libc::sendfile(sock.as_raw_fd(), self.fd.as_raw_fd(), &mut off, self.len) };
-        if n < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(n as usize)
+        tcptune_os::fs::sendfile_from_start(sock.as_fd(), self.fd.as_fd(), self.len)
     }
-}
-
-/// Waits until `fd` is readable or `timeout` passes; true if readable.
-pub fn wait_readable(fd: RawFd, timeout: Duration) -> io::Result<bool> {
-    let mut p = libc::pollfd {
-        fd,
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
-    // SAFETY: p is one valid pollfd.
-    let n = unsafe { libc::poll(&mut p, 1, ms) };
-    if n < 0 {
-        let e = io::Error::last_os_error();
-        if e.kind() == io::ErrorKind::Interrupted {
-            return Ok(false);
-        }
-        return Err(e);
-    }
-    Ok(n > 0)
 }
 
 #[cfg(test)]
@@ -386,7 +195,7 @@ mod tests {
         };
         let c = connect(&l.local_addr().unwrap(), &opts, Duration::from_secs(5)).unwrap();
         let (mut s, _) = l.accept().unwrap();
-        let fd = c.as_raw_fd();
+        let fd = c.as_fd();
         // -N, -S and -B/--cport.
         assert_eq!(
             get_int(fd, libc::IPPROTO_TCP, libc::TCP_NODELAY).unwrap(),
@@ -407,7 +216,7 @@ mod tests {
         let mut got = vec![0u8; n];
         s.read_exact(&mut got).unwrap();
         assert!(got.iter().all(|&b| b == 7));
-        assert!(wait_readable(s.as_raw_fd(), Duration::ZERO).is_ok());
+        assert!(tcptune_os::poll::wait_readable(s.as_fd(), Duration::ZERO).is_ok());
         let a = random_cookie().unwrap();
         let b = random_cookie().unwrap();
         assert_ne!(a.as_bytes(), b.as_bytes());

@@ -6,6 +6,8 @@
 //!   standalone SVG with no scripts or external resources.
 //! - [`html`]: a self-contained HTML page (inline CSS and SVG) that opens without a network.
 
+#![forbid(unsafe_code)]
+
 pub mod html;
 pub mod stats;
 pub mod svg;

@@ -5,8 +5,8 @@
 //! The devices disappear when the line is dropped (their descriptors close).
 
 use std::collections::VecDeque;
-use std::ffi::CString;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -20,41 +20,15 @@ pub struct DelayLine {
     threads: Vec<JoinHandle<()>>,
 }
 
-/// `_IOW('T', 202, int)`.
-const TUNSETIFF: libc::c_ulong = 0x4004_54ca;
-
 /// Opens a TUN device named `name` inside `ns` (the device is created in the namespace of the
 /// thread that asks for it, so a helper thread enters the namespace first).
 fn tun_in(ns: &Netns, name: &str) -> OwnedFd {
-    let path = CString::new(format!("/run/netns/{}", ns.name())).unwrap();
-    let name = name.to_string();
-    std::thread::spawn(move || {
-        // SAFETY: plain syscalls on descriptors owned here; setns affects this thread only.
-        unsafe {
-            let nsfd = libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
-            assert!(nsfd >= 0, "open netns: {}", std::io::Error::last_os_error());
-            assert_eq!(libc::setns(nsfd, libc::CLONE_NEWNET), 0);
-            libc::close(nsfd);
-            let fd = libc::open(
-                c"/dev/net/tun".as_ptr(),
-                libc::O_RDWR | libc::O_CLOEXEC | libc::O_NONBLOCK,
-            );
-            assert!(
-                fd >= 0,
-                "open /dev/net/tun: {}",
-                std::io::Error::last_os_error()
-            );
-            let mut ifr = [0u8; 40];
-            ifr[..name.len()].copy_from_slice(name.as_bytes());
-            let flags = (libc::IFF_TUN | libc::IFF_NO_PI) as u16;
-            ifr[16..18].copy_from_slice(&flags.to_ne_bytes());
-            let rc = libc::ioctl(fd, TUNSETIFF as _, ifr.as_mut_ptr());
-            assert_eq!(rc, 0, "TUNSETIFF: {}", std::io::Error::last_os_error());
-            OwnedFd::from_raw_fd(fd)
-        }
+    let path = PathBuf::from(format!("/run/netns/{}", ns.name()));
+    tcptune_os::netns::in_netns(&path, || {
+        tcptune_os::tun::create(name, tcptune_os::tun::IFF_TUN | tcptune_os::tun::IFF_NO_PI)
     })
-    .join()
-    .unwrap()
+    .unwrap_or_else(|e| panic!("entering {}: {e:?}", path.display()))
+    .unwrap_or_else(|e| panic!("TUN device {name}: {e:?}"))
 }
 
 /// Moves packets from `from` to `to`, each `delay` after it was read, until `stop`.
@@ -65,8 +39,7 @@ fn pump(from: Arc<OwnedFd>, to: Arc<OwnedFd>, delay: Duration, stop: Arc<AtomicB
         let now = Instant::now();
         while queue.front().is_some_and(|(due, _)| *due <= now) {
             let (_, pkt) = queue.pop_front().unwrap();
-            // SAFETY: writing one whole packet from a valid buffer.
-            unsafe { libc::write(to.as_raw_fd(), pkt.as_ptr().cast(), pkt.len()) };
+            let _ = tcptune_os::fs::write(to.as_fd(), &pkt);
         }
         // Wait for a packet, or until the next one is due (at most 20 ms, to notice `stop`).
         let wait = queue
@@ -74,23 +47,15 @@ fn pump(from: Arc<OwnedFd>, to: Arc<OwnedFd>, delay: Duration, stop: Arc<AtomicB
             .map(|(due, _)| due.saturating_duration_since(now))
             .unwrap_or(Duration::from_millis(20))
             .min(Duration::from_millis(20));
-        let mut pfd = libc::pollfd {
-            fd: from.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        let ms = wait.as_micros().div_ceil(1000) as i32;
-        // SAFETY: one valid pollfd.
-        if unsafe { libc::poll(&mut pfd, 1, ms) } <= 0 {
+        let ms = wait.as_micros().div_ceil(1000) as u64;
+        if !tcptune_os::poll::wait_readable(from.as_fd(), Duration::from_millis(ms))
+            .unwrap_or(false)
+        {
             continue;
         }
-        loop {
-            // SAFETY: reading into a valid buffer; the fd is non-blocking.
-            let n = unsafe { libc::read(from.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
-            if n <= 0 {
-                break;
-            }
-            queue.push_back((Instant::now() + delay, buf[..n as usize].to_vec()));
+        // Non-blocking: until nothing is left.
+        while let Ok(n @ 1..) = tcptune_os::fs::read(from.as_fd(), &mut buf) {
+            queue.push_back((Instant::now() + delay, buf[..n].to_vec()));
         }
     }
 }

@@ -4,12 +4,18 @@
 //! Names start with `tt-` and carry the process id and a counter, so parallel tests and
 //! parallel test binaries never collide, and leftovers are recognisable.
 
+#![forbid(unsafe_code)]
+
 use std::process::{Command, Output};
 
 mod lines;
 pub use lines::{line_channel, wait_for_line, NoLine};
+pub mod sock;
 pub mod steal;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+pub use tcptune_os::process::Signal;
 
 pub(crate) static COUNTER: AtomicU32 = AtomicU32::new(0);
 
@@ -33,17 +39,33 @@ pub fn privileged(test: &str) -> bool {
 }
 
 fn privilege_problem() -> Option<String> {
-    // SAFETY: geteuid has no preconditions; declared here to avoid a libc dependency.
-    extern "C" {
-        fn geteuid() -> u32;
-    }
-    let root = unsafe { geteuid() } == 0;
-    if !root {
+    if !is_root() {
         return Some("needs root to create network namespaces (CI runs as root)".into());
     }
     Netns::try_new("probe")
         .err()
         .map(|e| format!("cannot create a network namespace: {e}"))
+}
+
+/// Whether the tests run as root (the effective user id is 0).
+pub fn is_root() -> bool {
+    tcptune_os::process::geteuid() == 0
+}
+
+/// Sends `sig` to process `pid` (a child or a process of something the test started); a
+/// process that has exited already is not an error.
+pub fn signal(pid: u32, sig: Signal) {
+    let _ = tcptune_os::process::kill(pid, sig);
+}
+
+/// Polls `cond` until true, for events without a notification; the deadline only bounds a
+/// failure (it panics naming `what`).
+pub fn wait_for(what: &str, deadline: Duration, mut cond: impl FnMut() -> bool) {
+    let end = Instant::now() + deadline;
+    while !cond() {
+        assert!(Instant::now() < end, "timed out waiting for {what}");
+        std::thread::yield_now();
+    }
 }
 
 /// Runs a command and returns its output, panicking with the command line and stderr on failure.

@@ -6,6 +6,8 @@
 //! original length (not the captured length), so captures cut by a snaplen still give true TCP
 //! segment lengths, as Wireshark computes them.
 
+#![forbid(unsafe_code)]
+
 pub mod capture;
 pub mod packet;
 pub mod write;

@@ -15,8 +15,8 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::os::fd::AsRawFd;
-use std::os::unix::process::CommandExt;
+use std::os::fd::AsFd;
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -46,26 +46,17 @@ fn median(mut v: Vec<Duration>) -> Duration {
 /// Runs `argv` inside the namespace (setns in the child before exec, so no `ip netns exec`
 /// overhead is timed), output to /dev/null; returns the wall time.
 fn time_process(ns: &str, argv: &[&str]) -> Duration {
-    let f = std::fs::File::open(format!("/run/netns/{ns}")).unwrap();
-    let fd = f.as_raw_fd();
+    let f = tcptune_os::netns::open(Path::new(&format!("/run/netns/{ns}"))).unwrap();
     let mut cmd = Command::new(argv[0]);
     cmd.args(&argv[1..])
         .stdout(Stdio::null())
         .stderr(Stdio::inherit());
-    // SAFETY: setns is async-signal-safe; fd stays open until the child has exec'd.
-    unsafe {
-        cmd.pre_exec(move || {
-            if libc::setns(fd, libc::CLONE_NEWNET) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
+    // The command keeps the namespace's descriptor open until it is dropped.
+    tcptune_os::netns::enter_in_child(&mut cmd, f);
     let t = Instant::now();
     let st = cmd.status().unwrap();
     let d = t.elapsed();
     assert!(st.success(), "{argv:?} failed");
-    drop(f);
     d
 }
 
@@ -79,8 +70,8 @@ fn hold(ns: &str, conns: usize) {
     raise_fd_limit(conns);
     let sockets = in_netns(ns, || {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
-        // SAFETY: listen() again on our listening socket only raises its backlog.
-        unsafe { libc::listen(l.as_raw_fd(), conns as i32 + 16) };
+        // listen() again on our listening socket only raises its backlog.
+        tcptune_os::socket::listen(l.as_fd(), conns as i32 + 16).unwrap();
         let addr: SocketAddr = l.local_addr().unwrap();
         let mut keep: Vec<TcpStream> = Vec::with_capacity(conns);
         for _ in 0..conns {
@@ -100,24 +91,12 @@ fn raise_fd_limit(conns: usize) {
     // One descriptor per connection: the server ends stay in the accept queue (established
     // sockets the dump sees like any other), which halves the descriptors needed.
     let want = (conns + 1000) as u64;
-    // SAFETY: plain rlimit calls on our own process.
-    unsafe {
-        let mut lim = libc::rlimit {
-            rlim_cur: 0,
-            rlim_max: 0,
-        };
-        libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim);
-        if lim.rlim_cur < want {
-            lim.rlim_cur = want.min(lim.rlim_max);
-            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
-        }
-        if lim.rlim_cur < want {
-            eprintln!(
-                "the open-file limit ({}) is below the {want} this needs; raise it with ulimit -n",
-                lim.rlim_cur
-            );
-            std::process::exit(2);
-        }
+    let now = tcptune_os::process::raise_open_file_limit(want).unwrap_or(0);
+    if now < want {
+        eprintln!(
+            "the open-file limit ({now}) is below the {want} this needs; raise it with ulimit -n"
+        );
+        std::process::exit(2);
     }
 }
 

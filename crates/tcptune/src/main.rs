@@ -1,6 +1,8 @@
 //! The `tcptune` binary: parse the command line, run one verb, map the outcome to an exit code.
 //! All logic lives in the library crates; this crate is glue and presentation.
 
+#![forbid(unsafe_code)]
+
 use std::process::ExitCode;
 
 use clap::Parser;

@@ -137,8 +137,8 @@ impl Lab {
     /// SIGINT to a tcpdump (it writes out and exits), and checks that it dropped nothing: a
     /// packet the capture missed would pass for one the link lost.
     fn stop(&mut self, i: usize) {
-        // SAFETY: signalling our own child (ip netns exec replaced itself with tcpdump).
-        unsafe { libc::kill(self.children[i].id() as i32, libc::SIGINT) };
+        // Our own child (ip netns exec replaced itself with tcpdump).
+        tcptune_testkit::signal(self.children[i].id(), tcptune_testkit::Signal::Int);
         let mut rest = String::new();
         if let Some(mut e) = self.stderr[i].take() {
             let _ = e.read_to_string(&mut rest);

@@ -268,9 +268,7 @@ fn files_that_are_devices_fifos_or_too_large_are_refused_at_once() {
     std::fs::create_dir_all(&dir).unwrap();
     let _cleanup = Cleanup(vec![dir.clone()]);
     let fifo = dir.join("fifo");
-    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
-    // SAFETY: mkfifo with a valid C string.
-    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    tcptune_os::fs::mkfifo(&fifo, 0o600).unwrap();
     let big = dir.join("big.json");
     std::fs::write(&big, vec![b' '; (16 << 20) + 1]).unwrap();
     let fifo_s = fifo.to_str().unwrap();
@@ -321,8 +319,7 @@ fn files_that_are_devices_fifos_or_too_large_are_refused_at_once() {
         ),
     ];
     // `lab up` refuses non-root users before it reads anything.
-    // SAFETY: geteuid has no preconditions.
-    let root = unsafe { libc::geteuid() } == 0;
+    let root = tcptune_testkit::is_root();
     let mut cases = cases;
     if root {
         cases.push((

@@ -343,8 +343,7 @@ fn an_interrupted_run_leaves_no_lab_and_resumes() {
         );
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
-    // SAFETY: kill(2) on our own child.
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    tcptune_testkit::signal(child.id(), tcptune_testkit::Signal::Int);
     let o = child.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{stderr}");

@@ -6,13 +6,14 @@
 
 use std::collections::HashMap;
 use std::net::UdpSocket;
+use std::os::fd::AsFd;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::sync::RwLock;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use tcptune_testkit::privileged;
+use tcptune_testkit::{privileged, signal, wait_for, Signal};
 
 static GLOBAL: RwLock<()> = RwLock::new(());
 
@@ -84,15 +85,6 @@ fn assert_gone(lab: &str) {
         .filter(|p| p.lab == lab)
         .collect();
     assert!(procs.is_empty(), "processes left: {procs:?}");
-}
-
-/// Polls `cond` until true or `deadline` passes (for events without a notification).
-fn wait_for(what: &str, deadline: Duration, mut cond: impl FnMut() -> bool) {
-    let end = Instant::now() + deadline;
-    while !cond() {
-        assert!(Instant::now() < end, "timed out waiting for {what}");
-        std::thread::yield_now();
-    }
 }
 
 fn ping_min_ms(lab: &Lab) -> f64 {
@@ -191,8 +183,7 @@ fn kill_9_of_the_emulator_leaves_nothing_after_down_or_the_next_up() {
     let _g = GLOBAL.write().unwrap_or_else(|e| e.into_inner());
     let lab = Lab::up("t-kill", &["--delay", "1ms"]);
     let pid = lab.status()["emulator_pid"].as_u64().unwrap() as i32;
-    // SAFETY: SIGKILL to the emulator we just started.
-    unsafe { libc::kill(pid, libc::SIGKILL) };
+    signal(pid as u32, Signal::Kill);
     wait_for("the emulator to die", Duration::from_secs(5), || {
         !tcptune_lab::os::alive(pid as u32)
     });
@@ -395,44 +386,14 @@ fn realtime_ns() -> u64 {
 
 /// Receives one datagram with the kernel's arrival time (SO_TIMESTAMPNS, CLOCK_REALTIME), so
 /// the delay measured does not include this test thread's scheduling latency.
-fn recv_stamped(fd: i32, buf: &mut [u8]) -> Option<(usize, u64)> {
-    let mut iov = libc::iovec {
-        iov_base: buf.as_mut_ptr().cast(),
-        iov_len: buf.len(),
-    };
-    let mut cbuf = [0u64; 16];
-    // SAFETY: msghdr is plain data; all pointers set below point to live local buffers.
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_iov = &mut iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = cbuf.as_mut_ptr().cast();
-    msg.msg_controllen = std::mem::size_of_val(&cbuf);
-    // SAFETY: recvmsg on a valid socket with a valid msghdr.
-    let n = unsafe { libc::recvmsg(fd, &mut msg, 0) };
-    if n < 0 {
-        return None;
-    }
-    // SAFETY: walking the control messages the kernel wrote into cbuf.
-    unsafe {
-        let mut c = libc::CMSG_FIRSTHDR(&msg);
-        while !c.is_null() {
-            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_TIMESTAMPNS {
-                let ts = std::ptr::read_unaligned(libc::CMSG_DATA(c) as *const libc::timespec);
-                return Some((
-                    n as usize,
-                    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64,
-                ));
-            }
-            c = libc::CMSG_NXTHDR(&msg, c);
-        }
-    }
-    Some((n as usize, realtime_ns()))
+fn recv_stamped(s: &UdpSocket, buf: &mut [u8]) -> Option<(usize, u64)> {
+    let (n, stamp) = tcptune_os::socket::recv_timestamped(s.as_fd(), buf).ok()?;
+    Some((n, stamp.unwrap_or_else(realtime_ns)))
 }
 
 /// Sends `n` numbered, time-stamped UDP datagrams from client to server every `gap`, and
 /// returns (sequence, one-way delay ns) of everything received, in order of arrival.
 fn udp_probe(lab: &Lab, n: u32, size: usize, gap: Duration) -> Vec<(u32, u64)> {
-    use std::os::fd::AsRawFd;
     let rx = tcptune_lab::os::in_netns(&lab.ns("server"), || UdpSocket::bind("198.18.0.2:9999"))
         .unwrap();
     let tx = tcptune_lab::os::in_netns(&lab.ns("client"), || {
@@ -443,22 +404,11 @@ fn udp_probe(lab: &Lab, n: u32, size: usize, gap: Duration) -> Vec<(u32, u64)> {
     .unwrap();
     rx.set_read_timeout(Some(Duration::from_millis(500)))
         .unwrap();
-    let one: libc::c_int = 1;
-    // SAFETY: setsockopt with a pointer to a live int.
-    let rc = unsafe {
-        libc::setsockopt(
-            rx.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_TIMESTAMPNS,
-            (&one as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    assert_eq!(rc, 0);
+    tcptune_os::socket::set_int(rx.as_fd(), libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, 1).unwrap();
     let receiver = std::thread::spawn(move || {
         let mut got = Vec::new();
         let mut buf = vec![0u8; 65536];
-        while let Some((len, at)) = recv_stamped(rx.as_raw_fd(), &mut buf) {
+        while let Some((len, at)) = recv_stamped(&rx, &mut buf) {
             if len >= 12 {
                 let seq = u32::from_le_bytes(buf[0..4].try_into().unwrap());
                 let sent = u64::from_le_bytes(buf[4..12].try_into().unwrap());
@@ -866,8 +816,7 @@ fn sigint_to_lab_up_removes_what_it_made() {
         .unwrap();
     let ns = Path::new("/run/netns/tcptune-t-int-client");
     wait_for("the namespace", Duration::from_secs(10), || ns.exists());
-    // SAFETY: SIGINT to the child we started.
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    signal(child.id(), Signal::Int);
     let out = child.wait_with_output().unwrap();
     if !out.status.success() {
         // Interrupted in time: it must say so and have removed everything itself.

@@ -13,10 +13,10 @@
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value;
-use tcptune_testkit::privileged;
+use tcptune_testkit::{is_root, privileged, signal, wait_for, Signal};
 
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
@@ -35,15 +35,6 @@ fn ok(args: &[&str]) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// Polls `cond` until true; the deadline only bounds a failure.
-fn wait_for(what: &str, deadline: Duration, mut cond: impl FnMut() -> bool) {
-    let end = Instant::now() + deadline;
-    while !cond() {
-        assert!(Instant::now() < end, "timed out waiting for {what}");
-        std::thread::yield_now();
-    }
 }
 
 fn processes(lab: &str, role: &str) -> Vec<u32> {
@@ -111,9 +102,9 @@ fn gone(pid: u32) -> bool {
     matches!(tcptune_lab::os::process_state(pid), None | Some('Z' | 'X'))
 }
 
+/// SIGKILL to a process this test started (or one of its lab's processes).
 fn kill9(pid: u32) {
-    // SAFETY: SIGKILL to a process this test started (or one of its lab's processes).
-    unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+    signal(pid, Signal::Kill);
 }
 
 /// Starts `args` with `TCPTUNE_LAB_STOP_AT=stage` and waits until it has stopped there.
@@ -535,8 +526,7 @@ fn down_all_removes_leftovers_only_and_force_needs_all() {
 
 #[test]
 fn lab_commands_tell_non_root_users_they_need_root() {
-    // SAFETY: geteuid has no preconditions.
-    let root = unsafe { libc::geteuid() } == 0;
+    let root = is_root();
     let dir = TempDir::new("nonroot");
     let spec = dir.join("spec.toml");
     std::fs::write(&spec, SPEC).unwrap();

@@ -6,7 +6,6 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::os::fd::FromRawFd;
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -14,6 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
+use tcptune_testkit::sock::{self, listen};
 use tcptune_testkit::{privileged, veth_pair, Netns};
 
 /// The tests that judge timing (limit shares, verdicts) take turns: on a two-core machine,
@@ -34,83 +34,18 @@ fn in_ns<T: Send>(ns: &Netns, f: impl FnOnce() -> T + Send) -> T {
     tcptune_kernel::sys::in_netns(ns.name(), f).unwrap()
 }
 
-fn set_buf(fd: i32, opt: i32, bytes: i32) {
-    // SAFETY: setsockopt on a descriptor we own, with a valid int.
-    let rc =
-        unsafe { libc::setsockopt(fd, libc::SOL_SOCKET, opt, (&bytes as *const i32).cast(), 4) };
-    assert_eq!(rc, 0, "{}", std::io::Error::last_os_error());
-}
-
-fn v4(addr: SocketAddr) -> libc::sockaddr_in {
-    let SocketAddr::V4(a) = addr else {
-        panic!("IPv4 only")
-    };
-    libc::sockaddr_in {
-        sin_family: libc::AF_INET as u16,
-        sin_port: a.port().to_be(),
-        sin_addr: libc::in_addr {
-            s_addr: u32::from_ne_bytes(a.ip().octets()),
-        },
-        sin_zero: [0; 8],
-    }
-}
-
-/// A listener whose accepted sockets inherit `SO_RCVBUF` = `rcvbuf` (set before listen, so the
-/// window scale is chosen for it).
-fn listen(addr: &str, rcvbuf: Option<i32>) -> TcpListener {
-    let addr: SocketAddr = addr.parse().unwrap();
-    // SAFETY: plain socket calls; the fd is owned by the returned listener.
-    unsafe {
-        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
-        assert!(fd >= 0);
-        if let Some(b) = rcvbuf {
-            set_buf(fd, libc::SO_RCVBUF, b);
-        }
-        let sin = v4(addr);
-        assert_eq!(
-            libc::bind(fd, (&sin as *const libc::sockaddr_in).cast(), 16),
-            0,
-            "bind {addr}: {}",
-            std::io::Error::last_os_error()
-        );
-        assert_eq!(libc::listen(fd, 16), 0);
-        TcpListener::from_raw_fd(fd)
-    }
-}
-
+/// A connection to `addr` (from the calling thread's namespace) with SO_SNDBUF = `sndbuf` when
+/// given. Reno (built into every kernel) does not pace: with BBR, the time spent pacing counts
+/// as the network's share and blurs the limit these tests provoke.
 fn connect(addr: SocketAddr, sndbuf: Option<i32>) -> TcpStream {
-    // SAFETY: as in `listen`.
-    unsafe {
-        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
-        assert!(fd >= 0);
-        if let Some(b) = sndbuf {
-            set_buf(fd, libc::SO_SNDBUF, b);
-        }
-        // Reno (built into every kernel) does not pace: with BBR, the time spent pacing counts
-        // as the network's share and blurs the limit these tests provoke.
-        let cc = b"reno";
-        let rc = libc::setsockopt(
-            fd,
-            libc::IPPROTO_TCP,
-            libc::TCP_CONGESTION,
-            cc.as_ptr().cast(),
-            cc.len() as u32,
-        );
-        assert_eq!(
-            rc,
-            0,
-            "TCP_CONGESTION reno: {}",
-            std::io::Error::last_os_error()
-        );
-        let sin = v4(addr);
-        assert_eq!(
-            libc::connect(fd, (&sin as *const libc::sockaddr_in).cast(), 16),
-            0,
-            "connect {addr}: {}",
-            std::io::Error::last_os_error()
-        );
-        TcpStream::from_raw_fd(fd)
-    }
+    sock::connect(
+        addr,
+        sock::Before {
+            sndbuf,
+            congestion: Some("reno"),
+            ..sock::Before::default()
+        },
+    )
 }
 
 /// Two namespaces joined by a veth pair: the sender in `a` (198.18.N.1), the receiver in `b`.

@@ -5,7 +5,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
 use serde_json::Value;
-use tcptune_testkit::{line_channel, wait_for_line};
+use tcptune_testkit::{line_channel, signal, wait_for_line, Signal};
 
 fn tcptune(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_tcptune"))
@@ -234,8 +234,7 @@ fn ctrl_c_ends_the_test_on_both_ends() {
     let rx = line_channel(client.0.stdout.take().unwrap());
     wait_for_line(&rx, Duration::from_secs(10), |l| l.starts_with("[  1]"))
         .expect("interval lines");
-    // SAFETY: kill(2) on our own child's pid.
-    unsafe { libc::kill(client.0.id() as i32, libc::SIGINT) };
+    signal(client.0.id(), Signal::Int);
     let status = client.0.wait().unwrap();
     assert_eq!(status.code(), Some(2));
     let mut err = String::new();
@@ -311,7 +310,7 @@ fn serve_detaches_with_a_pid_file_and_a_log_and_ends_on_sigterm() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     // The daemon writes its pid file, then its log's first line; wait for both (bounded).
     let t = std::time::Instant::now();
-    let pid: i32 = loop {
+    let pid: u32 = loop {
         let log = std::fs::read_to_string(&logfile).unwrap_or_default();
         if let (Ok(p), true) = (
             std::fs::read_to_string(&pidfile),
@@ -323,11 +322,11 @@ fn serve_detaches_with_a_pid_file_and_a_log_and_ends_on_sigterm() {
         std::thread::sleep(Duration::from_millis(20));
     };
     /// Ends the daemon even if an assertion fails first.
-    struct Term(i32);
+    struct Term(u32);
     impl Drop for Term {
         fn drop(&mut self) {
-            // SAFETY: kill(2) on the daemon this test started (the pid from its own pid file).
-            unsafe { libc::kill(self.0, libc::SIGTERM) };
+            // The daemon this test started (the pid from its own pid file).
+            signal(self.0, Signal::Term);
         }
     }
     let daemon = Term(pid);

@@ -92,7 +92,7 @@ fn watch_closed_replays_the_recorded_destroy_events() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let pid = child.id() as i32;
+    let pid = child.id();
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || tx.send(child.wait_with_output().unwrap()));
     // A replay ends by itself; listening to the live kernel instead would never end. The
@@ -100,8 +100,8 @@ fn watch_closed_replays_the_recorded_destroy_events() {
     let out = match rx.recv_timeout(std::time::Duration::from_secs(20)) {
         Ok(out) => out,
         Err(_) => {
-            // SAFETY: SIGKILL to the child this test started.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
+            // The child this test started.
+            tcptune_testkit::signal(pid, tcptune_testkit::Signal::Kill);
             panic!("watch --closed did not end on a replay (it listens to the live kernel)");
         }
     };

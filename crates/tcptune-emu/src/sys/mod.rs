@@ -18,14 +18,13 @@ pub mod tun;
 
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-
 use std::os::unix::net::UnixListener;
 use std::time::Duration;
-use tcptune_os::poll::PollFd;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tcptune_model::{Dur, Rate};
+use tcptune_os::poll::PollFd;
 
 use crate::config::{ConfigError, LinkSpec};
 use crate::pipeline::{Counters, Direction, Nanos, Packet};

@@ -1,7 +1,5 @@
 //! `tcptune model …`: the closed-form models of `tcptune-model`, printed.
 
-use std::path::Path;
-
 use anyhow::Context;
 use tcptune_model::kernel::{self, KernelSource, KernelVersion};
 use tcptune_model::{bdp, buffers, cubic, mathis, pftk, ramp};
@@ -9,9 +7,6 @@ use tcptune_model::{bdp, buffers, cubic, mathis, pftk, ramp};
 use crate::cli::{BuffersArgs, MathisArgs, ModelCommand, PathArgs, PftkArgs, RampArgs};
 use crate::output::emit;
 use crate::Outcome;
-
-/// Where the running kernel's release string lives (`uname -r` reads the same).
-const OSRELEASE: &str = "/proc/sys/kernel/osrelease";
 
 /// The kernel assumed when neither `--kernel` nor the running kernel is known: the first with
 /// the scaling-ratio rule, whose conservative 50 % equals the old rule's half.
@@ -88,17 +83,11 @@ pub fn run(cmd: ModelCommand, json: bool) -> anyhow::Result<Outcome> {
     Ok(Outcome::Ok)
 }
 
-/// The kernel version in an osrelease file, if it can be read and parsed. Kept apart from the
-/// model so tests (and `--kernel`) never depend on the machine they run on.
-fn kernel_from(path: &Path) -> Option<KernelVersion> {
-    std::fs::read_to_string(path).ok()?.parse().ok()
-}
-
 fn run_buffers(a: &BuffersArgs) -> anyhow::Result<buffers::Buffers> {
     refuse_unused("buffers", &a.path, RATE)?;
     let (kernel, kernel_source) = match a.kernel {
         Some(k) => (k, KernelSource::Given),
-        None => match kernel_from(Path::new(OSRELEASE)) {
+        None => match tcptune_kernel::sys::kernel_version() {
             Some(k) => (k, KernelSource::Detected),
             None => (ASSUMED_KERNEL, KernelSource::Assumed),
         },
@@ -199,20 +188,4 @@ fn run_ramp(a: &RampArgs) -> anyhow::Result<ramp::Ramp> {
         },
         &a.ssthresh,
     )?)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn kernel_is_read_from_an_osrelease_file() {
-        let dir = std::env::temp_dir().join(format!("tcptune-osrelease-{}", std::process::id()));
-        std::fs::write(&dir, "6.18.0-1-amd64\n").unwrap();
-        assert_eq!(kernel_from(&dir), Some(KernelVersion::new(6, 18)));
-        std::fs::write(&dir, "garbage\n").unwrap();
-        assert_eq!(kernel_from(&dir), None);
-        std::fs::remove_file(&dir).unwrap();
-        assert_eq!(kernel_from(&dir), None);
-    }
 }

@@ -321,26 +321,11 @@ fn sink(logfile: Option<&std::path::Path>) -> anyhow::Result<Box<dyn Write + Sen
     })
 }
 
-static INTERRUPTED: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn on_interrupt(_: libc::c_int) {
-    // Only an atomic store: async-signal-safe.
-    INTERRUPTED.store(true, Ordering::Relaxed);
-}
-
 /// Ctrl-C (SIGINT) and SIGTERM end the test (or the server) cleanly instead of killing the
 /// process.
 fn catch_interrupt() -> &'static AtomicBool {
-    for sig in [libc::SIGINT, libc::SIGTERM] {
-        // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
-        unsafe {
-            libc::signal(
-                sig,
-                on_interrupt as extern "C" fn(libc::c_int) as libc::sighandler_t,
-            );
-        }
-    }
-    &INTERRUPTED
+    use tcptune_os::process::Signal;
+    tcptune_os::signal::catch(&[Signal::Int, Signal::Term])
 }
 
 pub fn serve(args: &ServeArgs) -> anyhow::Result<Outcome> {
@@ -402,10 +387,8 @@ pub fn serve(args: &ServeArgs) -> anyhow::Result<Outcome> {
         .as_ref()
         .map(|p| std::path::absolute(p).unwrap_or_else(|_| p.clone()));
     if args.daemon {
-        // SAFETY: no other thread exists yet; daemon(3) forks, and the child continues here.
-        if unsafe { libc::daemon(0, 0) } != 0 {
-            return Err(std::io::Error::last_os_error()).context("-D: detaching from the terminal");
-        }
+        // No other thread exists yet; daemon(3) forks, and the child continues here.
+        tcptune_os::process::daemonize().context("-D: detaching from the terminal")?;
     }
     if let Some(p) = &pidfile {
         std::fs::write(p, format!("{}\n", std::process::id())).with_context(|| {
