@@ -10,9 +10,7 @@ use std::net::IpAddr;
 use std::path::Path;
 use std::process::Command;
 
-use tcptune_emu::Distribution;
 use tcptune_lab::{LabSpec, LinkChanges, Which};
-use tcptune_model::{Bytes, Dur, Probability, Rate};
 
 use crate::plan::{Point, Trial};
 use crate::run::{Measurement, TrialRunner};
@@ -38,37 +36,8 @@ pub fn lab_spec(s: &Settings, seed: u64) -> Result<LabSpec, String> {
             if k.contains('.') {
                 continue; // link.up.* when reading link.*
             }
-            let err = |e: &dyn std::fmt::Display| format!("{prefix}{k} = {v}: {e}");
-            let p = |v: &str| v.parse::<Probability>().map_err(|e| err(&e));
-            let d = |v: &str| v.parse::<Dur>().map_err(|e| err(&e));
-            let n = |v: &str| v.trim().parse::<u32>().map_err(|e| err(&e));
-            match k {
-                "rate" => ch.rate = Some(v.parse::<Rate>().map_err(|e| err(&e))?),
-                "delay" => ch.delay = Some(d(v)?),
-                "rtt" => ch.rtt = Some(d(v)?),
-                "jitter" => ch.jitter = Some(d(v)?),
-                "distribution" => {
-                    ch.distribution = Some(v.parse::<Distribution>().map_err(|e| err(&e))?)
-                }
-                "jitter_order" => {
-                    ch.jitter_order = Some(
-                        serde_json::from_value(serde_json::Value::String(v.clone()))
-                            .map_err(|e| err(&e))?,
-                    )
-                }
-                "loss" => ch.loss = Some(p(v)?),
-                "loss_ge" => ch.loss_ge = Some(v.clone()),
-                "loss_every" => ch.loss_every = Some(n(v)?),
-                "duplicate" => ch.duplicate = Some(p(v)?),
-                "corrupt" => ch.corrupt = Some(p(v)?),
-                "reorder" => ch.reorder = Some(p(v)?),
-                "reorder_gap" => ch.reorder_gap = Some(n(v)?),
-                "queue" => ch.queue_packets = Some(n(v)?),
-                "queue_bytes" => ch.queue_bytes = Some(v.parse::<Bytes>().map_err(|e| err(&e))?),
-                "limit" => ch.limit_packets = Some(n(v)?),
-                "overhead" => ch.overhead_bytes = Some(v.trim().parse().map_err(|e| err(&e))?),
-                _ => return Err(format!("{prefix}{k} is not a link setting")),
-            }
+            ch.set(k, v)
+                .map_err(|e| format!("{prefix}{k} = {v}: {e}"))?;
         }
         if !ch.is_empty() {
             ch.apply(&mut spec.link).map_err(|e| e.to_string())?;
@@ -86,10 +55,6 @@ pub fn lab_spec(s: &Settings, seed: u64) -> Result<LabSpec, String> {
             .iter()
             .filter_map(|(k, v)| Some((k.strip_prefix(&prefix)?, v)))
         {
-            // An "infinite" ssthresh is the kernel's own default: no route metric.
-            if k == "ssthresh" && v == "inf" {
-                continue;
-            }
             settings
                 .set(k, v)
                 .map_err(|e| format!("{host}.{k} = {v}: {e}"))?;
@@ -192,22 +157,18 @@ impl LabRunner {
 
 impl TrialRunner for LabRunner {
     fn environment(&mut self) -> serde_json::Value {
-        let read = |p: &str| {
-            std::fs::read_to_string(p)
-                .map(|s| s.split_whitespace().collect::<Vec<_>>().join(" "))
-                .ok()
-        };
+        let read = |key: &str| tcptune_os::sysctl::read_value(key).ok();
         serde_json::json!({
             "tcptune": env!("CARGO_PKG_VERSION"),
             "kernel": tcptune_kernel::sys::kernel_release(),
             "backend": if tcptune_lab::netem::netem_available() { "emu (netem available)" } else { "emu (user-space link emulator over TUN; no sch_netem)" },
             "cpus": std::thread::available_parallelism().map(|n| n.get()).ok(),
-            "congestion_controls": read("/proc/sys/net/ipv4/tcp_available_congestion_control"),
-            "net.core.rmem_max": read("/proc/sys/net/core/rmem_max"),
-            "net.core.wmem_max": read("/proc/sys/net/core/wmem_max"),
-            "net.ipv4.tcp_rmem (host)": read("/proc/sys/net/ipv4/tcp_rmem"),
-            "net.ipv4.tcp_wmem (host)": read("/proc/sys/net/ipv4/tcp_wmem"),
-            "net.ipv4.tcp_mem": read("/proc/sys/net/ipv4/tcp_mem"),
+            "congestion_controls": read("net.ipv4.tcp_available_congestion_control"),
+            "net.core.rmem_max": read("net.core.rmem_max"),
+            "net.core.wmem_max": read("net.core.wmem_max"),
+            "net.ipv4.tcp_rmem (host)": read("net.ipv4.tcp_rmem"),
+            "net.ipv4.tcp_wmem (host)": read("net.ipv4.tcp_wmem"),
+            "net.ipv4.tcp_mem": read("net.ipv4.tcp_mem"),
         })
     }
 
@@ -305,7 +266,7 @@ mod tests {
         .unwrap();
         assert_eq!(spec.link.seed, 42);
         assert_eq!(spec.link.up.rate_bps.unwrap().bps(), 100e6);
-        assert_eq!(spec.link.down.delay_s, Dur::from_millis(10));
+        assert_eq!(spec.link.down.delay_s, tcptune_model::Dur::from_millis(10));
         assert_eq!(spec.link.up.loss, tcptune_emu::Loss::None);
         assert!(matches!(
             spec.link.down.loss,

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use tcptune_model::{Bytes, Dur, Probability, Rate};
+use tcptune_model::{Bytes, Dur};
 
 /// Settings of one sweep point: path → value as written (numbers and booleans as text).
 pub type Settings = BTreeMap<String, String>;
@@ -25,57 +25,20 @@ pub struct LiveCapabilities;
 
 impl Capabilities for LiveCapabilities {
     fn congestion_controls(&self) -> Vec<String> {
-        std::fs::read_to_string("/proc/sys/net/ipv4/tcp_available_congestion_control")
+        tcptune_os::sysctl::read("net.ipv4.tcp_available_congestion_control")
             .map(|s| s.split_whitespace().map(str::to_string).collect())
             .unwrap_or_default()
     }
     fn sysctl_exists(&self, key: &str) -> bool {
-        !key.contains("..")
-            && std::path::Path::new("/proc/sys")
-                .join(key.replace('.', "/"))
-                .is_file()
+        tcptune_os::sysctl::exists(key)
     }
     fn cpus(&self) -> u32 {
         std::thread::available_parallelism().map_or(1, |n| n.get() as u32)
     }
 }
 
-/// Link settings (per direction under `link.up.` / `link.down.`, both under `link.`), named as
-/// `tcptune lab up`'s options.
-pub const LINK_KEYS: [&str; 17] = [
-    "rate",
-    "delay",
-    "rtt",
-    "jitter",
-    "distribution",
-    "jitter_order",
-    "loss",
-    "loss_ge",
-    "loss_every",
-    "duplicate",
-    "corrupt",
-    "reorder",
-    "reorder_gap",
-    "queue",
-    "queue_bytes",
-    "limit",
-    "overhead",
-];
-
-/// Host settings under `client.` / `server.` (plus `sysctl.<name>`), as `lab up --host`.
-pub const HOST_KEYS: [&str; 11] = [
-    "mtu",
-    "txqueuelen",
-    "line_rate",
-    "cc",
-    "initcwnd",
-    "initrwnd",
-    "ssthresh",
-    "congctl",
-    "cpu_hog",
-    "cpu",
-    "sysctl.<name>",
-];
+// Link settings (per direction under `link.up.` / `link.down.`, both under `link.`) and host
+// settings under `client.` / `server.` are the lab's: `tcptune_lab::keys::{LINK, HOST}`.
 
 /// Workload settings under `workload.`.
 pub const WORKLOAD_KEYS: [&str; 11] = [
@@ -128,6 +91,10 @@ fn unknown(section: &str, key: &str, known: &[&str]) -> String {
     )
 }
 
+fn names(keys: &[tcptune_lab::keys::Key]) -> Vec<&'static str> {
+    keys.iter().map(|k| k.name).collect()
+}
+
 fn uint(value: &str, min: u64, max: u64) -> Result<u64, String> {
     match value.trim().parse::<u64>() {
         Ok(v) if (min..=max).contains(&v) => Ok(v),
@@ -137,37 +104,12 @@ fn uint(value: &str, min: u64, max: u64) -> Result<u64, String> {
     }
 }
 
+/// A link value, by the lab's table (the one `lab up` and `lab set` use).
 fn check_link(key: &str, value: &str) -> Result<(), String> {
-    let e = |r: Result<(), tcptune_model::UnitError>| r.map_err(|e| e.to_string());
-    match key {
-        "rate" => e(value.parse::<Rate>().map(drop)),
-        "delay" | "jitter" | "rtt" => e(value.parse::<Dur>().map(drop)),
-        "jitter_order" => match value {
-            "reorder" | "fifo" => Ok(()),
-            _ => Err(format!("'{value}' is not a jitter order; use reorder (netem's) or fifo")),
-        },
-        "loss" | "duplicate" | "corrupt" | "reorder" => e(value.parse::<Probability>().map(drop)),
-        "distribution" => match value {
-            "uniform" | "normal" | "pareto" | "paretonormal" => Ok(()),
-            _ => Err(format!("'{value}' is not a jitter distribution; use uniform, normal, pareto or paretonormal")),
-        },
-        "loss_every" => uint(value, 1, u32::MAX as u64).map(drop),
-        "loss_ge" => {
-            let ps: Vec<_> = value.split(',').map(str::trim).collect();
-            if (1..=4).contains(&ps.len()) && ps.iter().all(|p| p.parse::<Probability>().is_ok()) {
-                Ok(())
-            } else {
-                Err(format!("'{value}' is not a Gilbert-Elliott model; write \"p,r,1-h,1-k\" as `lab up --loss-ge` takes it, e.g. \"1%,10%,100%,0%\""))
-            }
-        }
-        "reorder_gap" => uint(value, 1, 1_000_000).map(drop),
-        "queue" | "limit" => uint(value, 1, 10_000_000).map(drop),
-        "queue_bytes" => e(value.parse::<Bytes>().map(drop)),
-        // Not negative: the emulator charges IP packets, so there is no header to take away,
-        // and a negative overhead would carry more than the configured rate.
-        "overhead" => uint(value, 0, 10_000).map(drop),
-        _ => Err(unknown("link", key, &LINK_KEYS)),
+    if tcptune_lab::keys::link_key(key).is_none() {
+        return Err(unknown("link", key, &names(tcptune_lab::keys::LINK)));
     }
+    tcptune_lab::LinkChanges::default().set(key, value)
 }
 
 fn check_cc(name: &str, caps: &dyn Capabilities) -> Result<(), String> {
@@ -182,13 +124,15 @@ fn check_cc(name: &str, caps: &dyn Capabilities) -> Result<(), String> {
     }
 }
 
+/// A host value, by the lab's table (the one `lab up --host` and `lab set` use), then against
+/// what this kernel has: the sysctl, the congestion control, the CPU.
 fn check_host(rest: &str, value: &str, caps: &dyn Capabilities) -> Result<(), String> {
+    if tcptune_lab::keys::host_key(rest).is_none() {
+        return Err(unknown("host", rest, &names(tcptune_lab::keys::HOST))
+            .replace("'host.", "'client./server."));
+    }
+    tcptune_lab::HostSettings::default().set_key(rest, value)?;
     if let Some(key) = rest.strip_prefix("sysctl.") {
-        if !key.starts_with("net.") {
-            return Err(format!(
-                "sysctl '{key}' is not a network setting; lab hosts take net.* sysctls"
-            ));
-        }
         if !caps.sysctl_exists(key) {
             return Err(format!("sysctl '{key}' does not exist in this kernel"));
         }
@@ -198,35 +142,18 @@ fn check_host(rest: &str, value: &str, caps: &dyn Capabilities) -> Result<(), St
         return Ok(());
     }
     match rest {
-        "mtu" => uint(value, 68, 65535).map(drop),
-        "txqueuelen" => uint(value, 1, 1_000_000).map(drop),
-        "line_rate" => value.parse::<Rate>().map(drop).map_err(|e| e.to_string()),
-        "cc" => check_cc(value, caps),
+        "cc" | "congctl" => check_cc(value, caps),
         "cpu" => {
-            let n = caps.cpus();
-            uint(value, 0, u64::from(n.max(1) - 1))
-                .map(drop)
-                .map_err(|_| {
-                    format!(
-                        "cpu '{value}' does not exist; this machine has CPUs 0 to {}",
-                        n.max(1) - 1
-                    )
-                })
-        }
-        "initcwnd" | "initrwnd" => uint(value, 1, 65535).map(drop),
-        "ssthresh" => {
-            if value == "inf" {
-                Ok(())
-            } else {
-                uint(value, 2, u32::MAX as u64).map(drop)
+            let n = caps.cpus().max(1);
+            match value.trim().parse::<u32>() {
+                Ok(c) if c < n => Ok(()),
+                _ => Err(format!(
+                    "cpu '{value}' does not exist; this machine has CPUs 0 to {}",
+                    n - 1
+                )),
             }
         }
-        "congctl" => check_cc(value, caps),
-        "cpu_hog" => match value {
-            "true" | "false" => Ok(()),
-            _ => Err(format!("'{value}' must be true or false")),
-        },
-        _ => Err(unknown("host", rest, &HOST_KEYS).replace("'host.", "'client./server.")),
+        _ => Ok(()),
     }
 }
 
@@ -349,7 +276,7 @@ pub(crate) mod tests {
                 "not available",
             ),
             ("server.sysctl.net.ipv4.tcp_nonsense", "1", "does not exist"),
-            ("server.sysctl.kernel.pid_max", "1", "not a network setting"),
+            ("server.sysctl.kernel.pid_max", "1", "not a network sysctl"),
             ("router.mtu", "1500", "not a setting"),
             ("workload.window", "big", "or none"),
             // Values that used to pass and then failed or lied in every trial.
@@ -391,5 +318,98 @@ pub(crate) mod tests {
             "{e}"
         );
         check_point(&s(&[("workload.kind", "bulk")])).unwrap();
+    }
+
+    /// What `lab up --host` / `lab set --host` (then the spec's validation) accepts, the
+    /// experiment's check accepts, and the other way round: one table decides both.
+    fn both_entry_points_agree(key: &str, value: &str) {
+        let caps = LiveCapabilities;
+        let experiment = check(&format!("client.{key}"), value, &caps);
+        let mut spec = tcptune_lab::LabSpec::default();
+        let lab =
+            tcptune_lab::spec::apply_host_setting(&mut spec, &format!("client.{key}={value}"))
+                .and_then(|()| spec.validate())
+                .map_err(|e| e.to_string())
+                // What the lab asks the kernel only at `up` (and the experiment before any trial).
+                .and_then(|()| {
+                    let ccs = caps.congestion_controls();
+                    match spec
+                        .client
+                        .congestion_controls()
+                        .into_iter()
+                        .find(|c| !ccs.iter().any(|a| a == c))
+                    {
+                        Some(cc) => Err(format!("{cc} not available")),
+                        None => Ok(()),
+                    }
+                });
+        assert_eq!(
+            experiment.is_ok(),
+            lab.is_ok(),
+            "client.{key}={value:?}: experiment {experiment:?}, lab {lab:?}"
+        );
+    }
+
+    #[test]
+    fn lab_and_experiment_accept_the_same_host_values() {
+        use proptest::prelude::*;
+        let keys: Vec<&str> = tcptune_lab::keys::HOST
+            .iter()
+            .map(|k| {
+                if k.name == "sysctl.NAME" {
+                    "sysctl.net.ipv4.tcp_sack"
+                } else {
+                    k.name
+                }
+            })
+            .collect();
+        let words = [
+            "0",
+            "1",
+            "2",
+            "45",
+            "68",
+            "1500",
+            "65535",
+            "65536",
+            "1000000000",
+            "4000000000",
+            "-1",
+            "inf",
+            "true",
+            "false",
+            "on",
+            "yes",
+            "cubic",
+            "reno",
+            "no_such_cc",
+            "bad name",
+            "100mbit",
+            "10m",
+            "400gbit",
+            "500gbit",
+            "1kbit",
+            "999bit",
+            "",
+            "1.5",
+        ];
+        for k in &keys {
+            for w in words {
+                both_entry_points_agree(k, w);
+            }
+        }
+        let mut runner = proptest::test_runner::TestRunner::default();
+        runner
+            .run(
+                &(
+                    0..keys.len(),
+                    prop_oneof![any::<i64>().prop_map(|n| n.to_string()), "[a-z0-9.%-]{0,8}"],
+                ),
+                |(k, v)| {
+                    both_entry_points_agree(keys[k], &v);
+                    Ok(())
+                },
+            )
+            .unwrap();
     }
 }

@@ -584,17 +584,18 @@ duration = "5s"
 
     #[test]
     fn sweeps_are_counted_before_they_are_expanded() {
-        let values = |n: usize| {
+        // Within each key's bounds (jitter at most 2.147 s), so only the count is refused.
+        let values = |n: usize, unit: &str| {
             (0..n)
-                .map(|i| format!("\"{}ms\"", i + 1))
+                .map(|i| format!("\"{}{unit}\"", i + 1))
                 .collect::<Vec<_>>()
                 .join(",")
         };
         // 10^4 × 10^4 = 10^8 points: refused at once, with the count.
         let text = format!(
             "name = \"big\"\n[sweep]\n\"link.delay\" = [{}]\n\"link.up.jitter\" = [{}]\n",
-            values(10_000),
-            values(10_000)
+            values(10_000, "ms"),
+            values(10_000, "us")
         );
         let t = std::time::Instant::now();
         let e = parse(&text, &FakeCaps).unwrap_err();
@@ -607,7 +608,7 @@ duration = "5s"
         // Within the point limit but over the trial limit.
         let text = format!(
             "name = \"reps\"\nrepetitions = 20\n[sweep]\n\"link.delay\" = [{}]\n",
-            values(10_000)
+            values(10_000, "ms")
         );
         let e = parse(&text, &FakeCaps).unwrap_err();
         assert!(
@@ -618,7 +619,7 @@ duration = "5s"
         // At the limit: accepted.
         let text = format!(
             "name = \"ok\"\nrepetitions = 9\n[sweep]\n\"link.delay\" = [{}]\n",
-            values(10_000)
+            values(10_000, "ms")
         );
         let spec = parse(&text, &FakeCaps).unwrap();
         assert_eq!(crate::plan::points(&spec).len(), 10_000);

@@ -45,8 +45,8 @@ pub const SYSCTL_CONF_DIRS: [&str; 5] = [
 /// Reads the state of the host, or of the named network namespace.
 pub fn read_host(netns_name: Option<&str>) -> Result<HostState, ReadError> {
     let sysctls = match netns_name {
-        Some(name) => in_netns(name, || read_sysctls(Path::new("/proc/sys")))??,
-        None => read_sysctls(Path::new("/proc/sys"))?,
+        Some(name) => in_netns(name, || read_sysctls(Path::new(tcptune_os::sysctl::ROOT)))??,
+        None => read_sysctls(Path::new(tcptune_os::sysctl::ROOT))?,
     };
     let kernel = tcptune_kernel::sys::kernel_version();
     Ok(HostState {

@@ -121,12 +121,12 @@ impl HostState {
 
 /// Turns `/proc/sys` relative paths into dotted keys: `net/ipv4/tcp_rmem` → `net.ipv4.tcp_rmem`.
 pub fn key_from_proc_path(rel: &str) -> String {
-    rel.trim_matches('/').replace('/', ".")
+    tcptune_os::sysctl::key_of(rel)
 }
 
 /// Collapses the tabs /proc/sys prints between vector fields into single spaces.
 pub fn normalize_value(raw: &str) -> String {
-    raw.split_whitespace().collect::<Vec<_>>().join(" ")
+    tcptune_os::sysctl::normalize(raw)
 }
 
 #[cfg(test)]

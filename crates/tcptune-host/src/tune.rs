@@ -481,7 +481,7 @@ pub fn parse_snapshot(text: &str) -> Result<Snapshot, String> {
     let snap: Snapshot =
         serde_json::from_str(text).map_err(|e| format!("not a tcptune snapshot ({e})"))?;
     for (key, value) in &snap.sysctls {
-        LiveHost::proc_path(key).map_err(|e| format!("not a tcptune snapshot ({e})"))?;
+        tcptune_os::sysctl::check_key(key).map_err(|e| format!("not a tcptune snapshot ({e})"))?;
         if value.len() > 4096 || value.contains('\0') {
             return Err(format!(
                 "not a tcptune snapshot (the value of {key} is not a sysctl value)"
@@ -536,16 +536,6 @@ pub struct LiveHost {
 }
 
 impl LiveHost {
-    fn proc_path(key: &str) -> io::Result<std::path::PathBuf> {
-        if key.is_empty() || key.contains("..") || key.contains('/') {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("bad sysctl key {key:?}"),
-            ));
-        }
-        Ok(Path::new("/proc/sys").join(key.replace('.', "/")))
-    }
-
     fn in_ns<T: Send>(&self, f: impl FnOnce() -> io::Result<T> + Send) -> io::Result<T> {
         match &self.netns {
             Some(n) => tcptune_kernel::sys::in_netns(n, f).map_err(io::Error::other)?,
@@ -577,14 +567,13 @@ impl HostIo for LiveHost {
     }
 
     fn read_sysctl(&mut self, key: &str) -> io::Result<String> {
-        let p = Self::proc_path(key)?;
-        self.in_ns(|| std::fs::read_to_string(p))
+        tcptune_os::sysctl::check_key(key)?;
+        self.in_ns(|| tcptune_os::sysctl::read(key))
     }
 
     fn write_sysctl(&mut self, key: &str, value: &str) -> io::Result<()> {
-        let p = Self::proc_path(key)?;
-        // One write(2) of the whole value: /proc/sys parses each write separately.
-        self.in_ns(|| std::fs::write(p, value.as_bytes()))
+        tcptune_os::sysctl::check_key(key)?;
+        self.in_ns(|| tcptune_os::sysctl::write(key, value))
     }
 
     fn read_txqueuelen(&mut self, dev: &str) -> io::Result<u32> {

@@ -13,10 +13,10 @@
 //! lab's CPU hogs exit when it is no longer alive.
 
 use std::fmt;
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::os::fd::{AsFd, BorrowedFd};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::path::Path;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use schemars::JsonSchema;
@@ -24,43 +24,15 @@ use serde::{Deserialize, Serialize};
 use tcptune_emu::sys::{self, EmuStatus, Request, Side};
 use tcptune_emu::LinkSpec;
 
-use crate::netem;
-use crate::os::{self, SysctlScope};
-use crate::spec::{Backend, HostSettings, LabSpec, HOSTS};
+use crate::backend;
+pub use crate::backend::QdiscStatus;
+use crate::effects::{Effects, Globals, Live};
+pub use crate::names::{addresses, check_name, netns_name, DEV, NS_PREFIX, RUN_DIR};
+use crate::names::{hosts_file, lab_dir, peer, HOSTS};
+use crate::os;
+use crate::spec::{Backend, HostSettings, LabSpec};
 use crate::LabError;
-
-/// Where lab state lives (tmpfs: gone after a reboot, like the namespaces).
-pub const RUN_DIR: &str = "/run/tcptune";
-/// Prefix of every namespace the lab makes.
-pub const NS_PREFIX: &str = "tcptune-";
-/// The host's interface (a TUN device the emulator holds).
-pub const DEV: &str = "eth0";
-
-/// Host addresses: the benchmarking ranges (RFC 2544, RFC 5180); namespaces isolate labs, so
-/// every lab uses the same ones.
-pub fn addresses(host: &str) -> (&'static str, &'static str) {
-    if host == "client" {
-        ("198.18.0.1", "2001:2::1")
-    } else {
-        ("198.18.0.2", "2001:2::2")
-    }
-}
-
-fn peer(host: &str) -> &'static str {
-    if host == "client" {
-        "server"
-    } else {
-        "client"
-    }
-}
-
-pub fn netns_name(lab: &str, host: &str) -> String {
-    format!("{NS_PREFIX}{lab}-{host}")
-}
-
-fn lab_dir(lab: &str) -> PathBuf {
-    Path::new(RUN_DIR).join(lab)
-}
+use tcptune_os::sysctl;
 
 /// A global sysctl the lab changed, to restore at `down`.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
@@ -91,17 +63,12 @@ struct State {
     globals: Vec<GlobalChange>,
 }
 
-/// The largest state file read (a state is a few kilobytes).
-const STATE_LIMIT: u64 = 1 << 20;
-
 fn read_state(lab: &str) -> Option<State> {
-    let text = tcptune_kernel::file::read_text_limited(
-        &lab_dir(lab).join("state.json"),
-        STATE_LIMIT,
-        "lab state",
-    )
-    .ok()?;
-    serde_json::from_str(&text).ok()
+    read_state_in(&mut Live, lab)
+}
+
+fn read_state_in(fx: &mut dyn Effects, lab: &str) -> Option<State> {
+    serde_json::from_str(&fx.read_state(lab)?).ok()
 }
 
 impl State {
@@ -124,34 +91,10 @@ impl State {
     }
 }
 
-fn write_state(st: &State) -> Result<(), LabError> {
-    let dir = lab_dir(&st.name);
-    let tmp = dir.join("state.json.tmp");
+fn write_state(fx: &mut dyn Effects, st: &State) -> Result<(), LabError> {
     let text =
         serde_json::to_string_pretty(st).map_err(|e| LabError::Environment(e.to_string()))?;
-    std::fs::write(&tmp, text)
-        .and_then(|()| std::fs::rename(&tmp, dir.join("state.json")))
-        .map_err(|e| {
-            LabError::Environment(format!("cannot write lab state in {}: {e}", dir.display()))
-        })
-}
-
-/// Lab names: short, lower-case, safe in namespace, file and interface names.
-pub fn check_name(name: &str) -> Result<(), LabError> {
-    let ok = !name.is_empty()
-        && name.len() <= 24
-        && name.starts_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
-        && name
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
-    if ok {
-        Ok(())
-    } else {
-        Err(LabError::Input(format!(
-            "lab name '{name}' must be 1 to 24 lower-case letters, digits or '-', starting with \
-             a letter or digit"
-        )))
-    }
+    fx.write_state(&st.name, &text)
 }
 
 /// Every lab name that has something on this machine: state, namespaces or processes.
@@ -198,108 +141,25 @@ fn is_alive(lab: &str) -> bool {
 /// Whether a set-up lab's link still works: its emulator runs (emu), or both namespaces still
 /// hold their end of the veth (netem).
 fn link_up(lab: &str, st: &State) -> bool {
-    match st.spec.backend {
-        Backend::Emu => emulator_pid(lab).is_some(),
-        Backend::Netem => HOSTS
-            .iter()
-            .all(|h| os::ip(&["-n", &netns_name(lab, h), "link", "show", DEV]).is_ok()),
-    }
-}
-
-/// The netem backend's link: one veth pair, an end in each host's namespace.
-fn create_veth(lab: &str) -> Result<(), LabError> {
-    let (c, s) = (netns_name(lab, "client"), netns_name(lab, "server"));
-    os::ip(&[
-        "link", "add", DEV, "netns", &c, "type", "veth", "peer", "name", DEV, "netns", &s,
-    ])?;
-    Ok(())
-}
-
-/// Puts each direction of `link` on the egress of the veth end that sends it: up on the
-/// client's, down on the server's (`tc qdisc replace`, so a running lab changes in place).
-fn apply_qdiscs(lab: &str, link: &LinkSpec) -> Result<(), LabError> {
-    for (h, cfg) in [("client", &link.up), ("server", &link.down)] {
-        let ns = netns_name(lab, h);
-        let cmds = netem::qdisc_commands(cfg, link.seed)?;
-        if cmds.is_empty() {
-            // No limits: back to the veth's own noqueue (fails harmlessly if already there).
-            let _ =
-                os::run(Command::new("tc").args(["-n", &ns, "qdisc", "del", "dev", DEV, "root"]));
-        }
-        for cmd in cmds {
-            let mut c = if cmd.first().is_some_and(|a| a == "-K") {
-                let mut c = Command::new("ip");
-                c.args(["netns", "exec", &ns, "ethtool"]);
-                c
-            } else {
-                let mut c = Command::new("tc");
-                c.args(["-n", &ns]);
-                c
-            };
-            os::run(c.args(&cmd))?;
-        }
-    }
-    Ok(())
-}
-
-/// One direction's qdisc on the netem backend, from `tc -s -j qdisc show`.
-#[derive(Debug, Clone, Default, Serialize, JsonSchema)]
-pub struct QdiscStatus {
-    /// The host whose egress it shapes (client: the up direction).
-    pub host: String,
-    /// netem, tbf, or noqueue (no limits).
-    pub kind: String,
-    pub packets: u64,
-    pub bytes: u64,
-    pub drops: u64,
-    pub overlimits: u64,
-    /// Queued now.
-    pub backlog_bytes: u64,
-    pub backlog_packets: u64,
-}
-
-fn qdisc_status(lab: &str) -> Vec<QdiscStatus> {
-    HOSTS
-        .iter()
-        .filter_map(|&h| {
-            let ns = netns_name(lab, h);
-            let out = os::run(
-                Command::new("tc").args(["-n", &ns, "-s", "-j", "qdisc", "show", "dev", DEV]),
-            )
-            .ok()?;
-            let v: serde_json::Value = serde_json::from_str(&out).ok()?;
-            let q = v
-                .as_array()?
-                .iter()
-                .find(|q| q["root"].as_bool() == Some(true))
-                .or(v.get(0))?;
-            let n = |k: &str| q[k].as_u64().unwrap_or(0);
-            Some(QdiscStatus {
-                host: h.into(),
-                kind: q["kind"].as_str().unwrap_or("").into(),
-                packets: n("packets"),
-                bytes: n("bytes"),
-                drops: n("drops"),
-                overlimits: n("overlimits"),
-                backlog_bytes: n("backlog"),
-                backlog_packets: n("qlen"),
-            })
-        })
-        .collect()
+    backend::of(st.spec.backend).link_up(&mut Live, lab)
 }
 
 /// Removes everything named after `lab`: its processes (except this one), processes left in
 /// its namespaces, the namespaces, their /etc/netns directories, global sysctl changes and the
 /// state directory. Idempotent; returns what it removed.
 pub fn teardown(lab: &str) -> Vec<String> {
+    teardown_with(&mut Live, lab)
+}
+
+fn teardown_with(fx: &mut dyn Effects, lab: &str) -> Vec<String> {
     let mut removed = Vec::new();
     let me = std::process::id();
-    let state = read_state(lab);
+    let state = read_state_in(fx, lab);
     // The emulator first: it holds the TUN devices (and with them the namespaces).
-    let mut procs = os::lab_processes();
+    let mut procs = fx.lab_processes();
     procs.sort_by_key(|p| p.role != "_emulator");
     for p in procs.into_iter().filter(|p| p.lab == lab && p.pid != me) {
-        os::stop_process(p.pid, Duration::from_secs(5));
+        fx.stop_process(p.pid, Duration::from_secs(5));
         removed.push(format!(
             "process {} ({})",
             p.pid,
@@ -308,46 +168,52 @@ pub fn teardown(lab: &str) -> Vec<String> {
     }
     for h in HOSTS {
         let ns = netns_name(lab, h);
-        if Path::new("/run/netns").join(&ns).exists() {
+        if fx.exists(&Path::new("/run/netns").join(&ns)) {
             // Commands started with `lab exec` would keep the namespace alive unseen.
-            if let Ok(pids) = os::ip(&["netns", "pids", &ns]) {
+            if let Ok(pids) = fx.ip(&["netns", "pids", &ns]) {
                 for pid in pids
                     .split_whitespace()
                     .filter_map(|p| p.parse::<u32>().ok())
                 {
                     if pid != me {
-                        os::stop_process(pid, Duration::from_secs(2));
+                        fx.stop_process(pid, Duration::from_secs(2));
                     }
                 }
             }
-            if os::ip(&["netns", "del", &ns]).is_ok() {
+            if fx.ip(&["netns", "del", &ns]).is_ok() {
                 removed.push(format!("namespace {ns}"));
             }
         }
         let etc = Path::new("/etc/netns").join(&ns);
-        if etc.exists() && std::fs::remove_dir_all(&etc).is_ok() {
+        if fx.remove_dir(&etc) {
             removed.push(etc.display().to_string());
         }
     }
     if let Some(st) = &state {
-        for g in st.globals.iter().rev() {
-            // Restore only what still has our value: someone else may have changed it since.
-            if os::read_sysctl(None, &g.key).is_ok_and(|v| norm(&v) == norm(&g.value))
-                && os::write_sysctl(None, &g.key, &g.original).is_ok()
-            {
-                removed.push(format!("restored {}={}", g.key, g.original));
-            }
+        // Restore only what still has our value: someone else may have changed it since.
+        let globals = globals_snapshot(&st.globals);
+        for g in globals.restore(&mut Globals(fx), sysctl::Restore::IfUnchanged) {
+            removed.push(format!("restored {}={}", g.key, g.original));
         }
     }
     let dir = lab_dir(lab);
-    if dir.exists() && std::fs::remove_dir_all(&dir).is_ok() {
+    if fx.remove_dir(&dir) {
         removed.push(dir.display().to_string());
     }
     removed
 }
 
-fn norm(v: &str) -> String {
-    v.split_whitespace().collect::<Vec<_>>().join(" ")
+fn globals_snapshot(globals: &[GlobalChange]) -> sysctl::Snapshot {
+    sysctl::Snapshot {
+        changes: globals
+            .iter()
+            .map(|g| sysctl::Change {
+                key: g.key.clone(),
+                original: g.original.clone(),
+                value: g.value.clone(),
+            })
+            .collect(),
+    }
 }
 
 /// Removes the leftovers of every lab that is not alive, and the half-made state directories
@@ -395,13 +261,11 @@ fn check_interrupt() -> Result<(), LabError> {
     }
 }
 
-fn available_ccs() -> String {
-    os::read_sysctl(None, "net.ipv4.tcp_available_congestion_control").unwrap_or_default()
-}
-
 /// Refuses a congestion control the kernel lacks.
-fn check_cc(cc: &str) -> Result<(), LabError> {
-    let available = available_ccs();
+fn check_cc(fx: &mut dyn Effects, cc: &str) -> Result<(), LabError> {
+    let available = fx
+        .read_sysctl(None, "net.ipv4.tcp_available_congestion_control")
+        .unwrap_or_default();
     if available.split_whitespace().any(|a| a == cc) {
         Ok(())
     } else {
@@ -412,49 +276,60 @@ fn check_cc(cc: &str) -> Result<(), LabError> {
     }
 }
 
-/// Changes a global sysctl, recording the original first.
-fn set_global(st: &mut State, key: &str, value: &str) -> Result<(), LabError> {
-    let original = os::read_sysctl(None, key).map_err(|e| {
+/// Changes a global sysctl, recording the original first (in the lab's state, so a kill
+/// between recording and changing restores a value equal to the current one: harmless).
+fn set_global(
+    fx: &mut dyn Effects,
+    st: &mut State,
+    key: &str,
+    value: &str,
+) -> Result<(), LabError> {
+    let mut globals = globals_snapshot(&st.globals);
+    let changes = globals.record(&mut Globals(fx), key, value).map_err(|e| {
         LabError::Input(format!("sysctl {key} does not exist in this kernel ({e})"))
     })?;
-    if norm(&original) == norm(value) {
+    if !changes {
         return Ok(());
     }
-    if !st.globals.iter().any(|g| g.key == key) {
-        st.globals.push(GlobalChange {
-            key: key.into(),
-            original,
-            value: value.into(),
-        });
-    } else if let Some(g) = st.globals.iter_mut().find(|g| g.key == key) {
-        g.value = value.into();
-    }
-    write_state(st)?;
-    os::write_sysctl(None, key, value)
+    st.globals = globals
+        .changes
+        .into_iter()
+        .map(|c| GlobalChange {
+            key: c.key,
+            original: c.original,
+            value: c.value,
+        })
+        .collect();
+    write_state(fx, st)?;
+    fx.write_sysctl(None, key, value)
 }
 
 /// Inside a namespace only congestion controls in the global allowed list can be chosen; add
 /// `cc` there (restored at down).
-fn allow_cc(st: &mut State, cc: &str) -> Result<(), LabError> {
-    check_cc(cc)?;
+fn allow_cc(fx: &mut dyn Effects, st: &mut State, cc: &str) -> Result<(), LabError> {
+    check_cc(fx, cc)?;
     let key = "net.ipv4.tcp_allowed_congestion_control";
-    let allowed = os::read_sysctl(None, key).unwrap_or_default();
+    let allowed = fx.read_sysctl(None, key).unwrap_or_default();
     if allowed.split_whitespace().any(|a| a == cc) {
         return Ok(());
     }
-    set_global(st, key, &format!("{allowed} {cc}"))
+    set_global(fx, st, key, &format!("{allowed} {cc}"))
 }
 
-fn apply_sysctl(st: &mut State, ns: &str, key: &str, value: &str) -> Result<(), LabError> {
+fn apply_sysctl(
+    fx: &mut dyn Effects,
+    st: &mut State,
+    ns: &str,
+    key: &str,
+    value: &str,
+) -> Result<(), LabError> {
     if key == "net.ipv4.tcp_congestion_control" {
-        allow_cc(st, value)?;
+        allow_cc(fx, st, value)?;
     }
-    let scope = os::sysctl_scope(ns, key)
-        .map_err(|e| LabError::Environment(format!("cannot enter namespace {ns}: {e}")))?;
-    match scope {
-        SysctlScope::Namespace => os::write_sysctl(Some(ns), key, value),
-        SysctlScope::Global => set_global(st, key, value),
-        SysctlScope::Missing => Err(LabError::Input(format!(
+    match fx.sysctl_scope(ns, key)? {
+        sysctl::Scope::Writable => fx.write_sysctl(Some(ns), key, value),
+        sysctl::Scope::ReadOnly => set_global(fx, st, key, value),
+        sysctl::Scope::Missing => Err(LabError::Input(format!(
             "sysctl {key} does not exist in this kernel; check the name with `sysctl -a`"
         ))),
     }
@@ -462,6 +337,7 @@ fn apply_sysctl(st: &mut State, ns: &str, key: &str, value: &str) -> Result<(), 
 
 /// Applies `want` to `host`, changing only what differs from `had` (everything on `up`).
 fn configure_host(
+    fx: &mut dyn Effects,
     st: &mut State,
     lab: &str,
     host: &str,
@@ -478,14 +354,14 @@ fn configure_host(
         .txqueuelen
         .filter(|_| want.txqueuelen != had.txqueuelen)
     {
-        os::ip(&["-n", &ns, "link", "set", DEV, "txqueuelen", &q.to_string()])?;
+        fx.ip(&["-n", &ns, "link", "set", DEV, "txqueuelen", &q.to_string()])?;
     }
     if fresh {
         // Up first: bringing a device up after its IPv6 addresses were added can drop the
         // peer route. IPv6 gets a /64 (a NOARP device needs no neighbour discovery).
-        os::ip(&["-n", &ns, "link", "set", DEV, "up"])?;
-        os::ip(&["-n", &ns, "addr", "add", v4, "peer", p4, "dev", DEV])?;
-        os::ip(&[
+        fx.ip(&["-n", &ns, "link", "set", DEV, "up"])?;
+        fx.ip(&["-n", &ns, "addr", "add", v4, "peer", p4, "dev", DEV])?;
+        fx.ip(&[
             "-n",
             &ns,
             "-6",
@@ -500,17 +376,17 @@ fn configure_host(
     // The MTU after the addresses: IPv6 refuses an address on a device below 1280 bytes, and
     // a smaller MTU set later only turns IPv6 off on it (IPv4 keeps working, as on a real host).
     if let Some(mtu) = want.mtu.filter(|_| want.mtu != had.mtu) {
-        os::ip(&["-n", &ns, "link", "set", DEV, "mtu", &mtu.to_string()])?;
+        fx.ip(&["-n", &ns, "link", "set", DEV, "mtu", &mtu.to_string()])?;
     }
     for (k, v) in &want.sysctls {
         if had.sysctls.get(k) != Some(v) {
             check_interrupt()?;
-            apply_sysctl(st, &ns, k, v)?;
+            apply_sysctl(fx, st, &ns, k, v)?;
         }
     }
     if want.route != had.route && !want.route.is_empty() {
         if let Some(cc) = &want.route.congctl {
-            allow_cc(st, cc)?;
+            allow_cc(fx, st, cc)?;
         }
         let mut metrics: Vec<String> = Vec::new();
         let r = &want.route;
@@ -532,7 +408,7 @@ fn configure_host(
             "src", v4,
         ];
         a.extend(&m);
-        os::ip(&a)?;
+        fx.ip(&a)?;
         // A device below IPv6's minimum MTU (1280) has no IPv6, so no IPv6 route either.
         if want.mtu.is_none_or(|m| m >= 1280) {
             let p6_128 = format!("{p6}/128");
@@ -541,7 +417,7 @@ fn configure_host(
                 "metric", "256",
             ];
             a.extend(&m);
-            os::ip(&a)?;
+            fx.ip(&a)?;
         }
     }
     if want.line_rate_bps != had.line_rate_bps && !fresh {
@@ -550,7 +426,7 @@ fn configure_host(
         } else {
             Side::Server
         };
-        control(
+        fx.control(
             lab,
             &Request::SetLineRate {
                 side,
@@ -559,14 +435,8 @@ fn configure_host(
         )?;
     }
     if want.cpu_hog != had.cpu_hog || (want.cpu_hog && want.cpu != had.cpu) {
-        for p in os::lab_processes() {
-            if p.lab == lab && p.role == "_hog" && hog_host(p.pid).as_deref() == Some(host) {
-                os::stop_process(p.pid, Duration::from_secs(2));
-            }
-        }
-        if want.cpu_hog {
-            spawn_hog(lab, host, host_cpu(host, want).unwrap_or(0))?;
-        }
+        let cpu = want.cpu_hog.then(|| host_cpu(host, want).unwrap_or(0));
+        fx.restart_hog(lab, host, cpu)?;
     }
     Ok(())
 }
@@ -577,39 +447,6 @@ fn host_cpu(host: &str, s: &HostSettings) -> Option<u32> {
         s.cpu_hog
             .then(|| if host == "client" { 0 } else { 1 % os::cpus() })
     })
-}
-
-fn hog_host(pid: u32) -> Option<String> {
-    let raw = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
-    let args: Vec<String> = raw
-        .split(|&b| b == 0)
-        .map(|a| String::from_utf8_lossy(a).into_owned())
-        .collect();
-    let i = args.iter().position(|a| a == "--host")?;
-    args.get(i + 1).cloned()
-}
-
-fn exe() -> Result<PathBuf, LabError> {
-    std::env::current_exe()
-        .map_err(|e| LabError::Environment(format!("cannot find the tcptune binary: {e}")))
-}
-
-/// Starts a detached process (own session, so the terminal's Ctrl-C does not reach it).
-fn detached(args: &[&str]) -> Result<Command, LabError> {
-    let mut c = Command::new(exe()?);
-    c.args(args).stdin(Stdio::null());
-    tcptune_os::process::new_session_for_child(&mut c);
-    Ok(c)
-}
-
-fn spawn_hog(lab: &str, host: &str, cpu: u32) -> Result<(), LabError> {
-    let cpu = cpu.to_string();
-    detached(&["lab", "_hog", "--name", lab, "--host", host, "--cpu", &cpu])?
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| LabError::Environment(format!("cannot start the CPU hog: {e}")))?;
-    Ok(())
 }
 
 /// The CPU hog process: spins on one CPU until killed, or until its lab is no longer alive
@@ -630,40 +467,6 @@ pub fn run_hog(lab: &str, cpu: u32) -> Result<(), LabError> {
             next_check = Instant::now() + Duration::from_millis(200);
         }
     }
-}
-
-/// Starts the emulator and waits for its "ready" line (or its error) for up to 10 s.
-fn spawn_emulator(lab: &str) -> Result<u32, LabError> {
-    let log = std::fs::File::create(lab_dir(lab).join("emulator.log"))
-        .map_err(|e| LabError::Environment(format!("cannot create the emulator log: {e}")))?;
-    let mut child = detached(&["lab", "_emulator", "--name", lab])?
-        .stdout(Stdio::piped())
-        .stderr(log)
-        .spawn()
-        .map_err(|e| LabError::Environment(format!("cannot start the emulator: {e}")))?;
-    let pid = child.id();
-    let Some(out) = child.stdout.take() else {
-        return Err(LabError::Environment("emulator has no stdout pipe".into()));
-    };
-    let ready = tcptune_os::poll::wait_readable(out.as_fd(), Duration::from_secs(10));
-    let mut line = String::new();
-    if ready.unwrap_or(false) {
-        let _ = BufReader::new(out).read_line(&mut line);
-    }
-    if line.trim() == "ready" {
-        // Reap it later is impossible once we exit; the init process adopts it.
-        std::mem::forget(child);
-        return Ok(pid);
-    }
-    let log = std::fs::read_to_string(lab_dir(lab).join("emulator.log")).unwrap_or_default();
-    let _ = child.kill();
-    let _ = child.wait();
-    Err(LabError::Environment(format!(
-        "the link emulator did not start: {}",
-        log.lines()
-            .last()
-            .unwrap_or("no message (timed out after 10 s)")
-    )))
 }
 
 /// `tcptune lab up`: a lab that stays after this process exits.
@@ -694,9 +497,11 @@ fn up_inner(
     require_admin("lab up")?;
     check_name(lab)?;
     spec.validate()?;
+    let link = backend::of(spec.backend);
+    link.check(&spec)?;
     for h in [&spec.client, &spec.server] {
         for cc in h.congestion_controls() {
-            check_cc(cc)?;
+            check_cc(&mut Live, cc)?;
         }
     }
     if !Path::new("/dev/net/tun").exists() {
@@ -728,41 +533,60 @@ fn up_inner(
     create_lab_dir(&st)?;
     let mut guard = UndoGuard { lab, armed: true };
     stop_point("state");
+    let built = build(&mut Live, &mut st, link);
+    // A failed build has removed what it made; the guard stays for a panic.
+    guard.armed = false;
+    drop(guard);
+    built?;
+    status_of(lab)
+}
+
+/// Builds the lab of `st` (whose state directory exists): the namespaces, the link, the hosts'
+/// settings, then marks it ready. On failure, or on a stop signal between steps, everything
+/// made is removed again ([`teardown`]) before the error is returned.
+fn build(
+    fx: &mut dyn Effects,
+    st: &mut State,
+    link: &dyn backend::LinkBackend,
+) -> Result<(), LabError> {
+    let r = build_steps(fx, st, link);
+    if r.is_err() {
+        teardown_with(fx, &st.name);
+    }
+    r
+}
+
+fn build_steps(
+    fx: &mut dyn Effects,
+    st: &mut State,
+    link: &dyn backend::LinkBackend,
+) -> Result<(), LabError> {
+    let lab = st.name.clone();
+    let lab = lab.as_str();
     for h in HOSTS {
         check_interrupt()?;
         let ns = netns_name(lab, h);
-        os::ip(&["netns", "add", &ns])?;
-        os::ip(&["-n", &ns, "link", "set", "lo", "up"])?;
-        let etc = Path::new("/etc/netns").join(&ns);
-        std::fs::create_dir_all(&etc)
-            .and_then(|()| std::fs::write(etc.join("hosts"), hosts_file()))
-            .map_err(|e| LabError::Environment(format!("cannot write {}: {e}", etc.display())))?;
+        fx.ip(&["netns", "add", &ns])?;
+        fx.ip(&["-n", &ns, "link", "set", "lo", "up"])?;
+        fx.write_hosts_file(&ns, &hosts_file())?;
     }
     stop_point("namespaces");
     check_interrupt()?;
-    match spec.backend {
-        Backend::Emu => {
-            st.emulator_pid = Some(spawn_emulator(lab)?);
-            write_state(&st)?;
-        }
-        Backend::Netem => create_veth(lab)?,
+    if let Some(pid) = link.create(fx, lab)? {
+        st.emulator_pid = Some(pid);
+        write_state(fx, st)?;
     }
     stop_point("emulator");
+    let spec = st.spec.clone();
     for h in HOSTS {
         check_interrupt()?;
-        let want = spec.host(h)?.clone();
-        configure_host(&mut st, lab, h, &want, None)?;
+        configure_host(fx, st, lab, h, spec.host(h)?, None)?;
     }
-    if spec.backend == Backend::Netem {
-        apply_qdiscs(lab, &spec.link)?;
-    }
+    link.finish(fx, lab, &spec.link)?;
     stop_point("hosts");
     check_interrupt()?;
     st.ready = true;
-    write_state(&st)?;
-    guard.armed = false;
-    drop(guard);
-    status_of(lab)
+    write_state(fx, st)
 }
 
 /// Fault injection for the tests: with `TCPTUNE_LAB_STOP_AT=STAGE` in its environment, `lab up`
@@ -809,15 +633,6 @@ fn lab_name_of(dir: &Path) -> String {
         .unwrap_or_default()
 }
 
-fn hosts_file() -> String {
-    let mut s = String::from("127.0.0.1\tlocalhost\n::1\tlocalhost\n");
-    for h in HOSTS {
-        let (v4, v6) = addresses(h);
-        s.push_str(&format!("{v4}\t{h}\n{v6}\t{h}\n"));
-    }
-    s
-}
-
 /// `tcptune lab down --name LAB`.
 pub fn down(lab: &str) -> Result<Vec<String>, LabError> {
     require_admin("lab down")?;
@@ -839,23 +654,6 @@ pub fn down_all(force: bool) -> Result<Vec<String>, LabError> {
         .into_iter()
         .flat_map(|l| teardown(&l))
         .collect())
-}
-
-fn control(lab: &str, req: &Request) -> Result<Option<EmuStatus>, LabError> {
-    let sock = lab_dir(lab).join("control.sock");
-    let reply = sys::request(&sock, req).map_err(|e| {
-        LabError::Environment(format!(
-            "the emulator of lab '{lab}' does not answer ({e}); remove the lab with \
-             `tcptune lab down --name {lab}`"
-        ))
-    })?;
-    if reply.ok {
-        Ok(reply.status)
-    } else {
-        Err(LabError::Input(
-            reply.error.unwrap_or_else(|| "the emulator refused".into()),
-        ))
-    }
 }
 
 /// One host of a lab, as `lab status` shows it.
@@ -911,15 +709,10 @@ fn status_of(lab: &str) -> Result<LabStatus, LabError> {
         Some(s) if !s.ready && s.owner_alive() && s.tie_holds() => "starting",
         _ => "broken",
     };
-    let emulator = if state == "running" && spec.backend == Backend::Emu {
-        control(lab, &Request::Status)?
+    let (emulator, qdiscs) = if state == "running" {
+        backend::of(spec.backend).counters(&mut Live, lab)?
     } else {
-        None
-    };
-    let qdiscs = if state == "running" && spec.backend == Backend::Netem {
-        qdisc_status(lab)
-    } else {
-        Vec::new()
+        (None, Vec::new())
     };
     let hosts = HOSTS
         .iter()
@@ -992,31 +785,32 @@ pub fn set(lab: &str, new: LabSpec) -> Result<LabStatus, LabError> {
         )));
     }
     new.validate()?;
+    set_with(&mut Live, &mut st, new)?;
+    status_of(lab)
+}
+
+/// Gives the running lab of `st` the settings of `new` (same backend), changing only what
+/// differs, and records each change in its state as it is made.
+fn set_with(fx: &mut dyn Effects, st: &mut State, new: LabSpec) -> Result<(), LabError> {
+    let link = backend::of(st.spec.backend);
+    link.check(&new)?;
     for h in [&new.client, &new.server] {
         for cc in h.congestion_controls() {
-            check_cc(cc)?;
+            check_cc(fx, cc)?;
         }
     }
+    let lab = st.name.clone();
+    let lab = lab.as_str();
     if new.link != st.spec.link {
-        match st.spec.backend {
-            Backend::Emu => {
-                control(
-                    lab,
-                    &Request::SetLink {
-                        link: Box::new(new.link.clone()),
-                    },
-                )?;
-            }
-            Backend::Netem => apply_qdiscs(lab, &new.link)?,
-        }
+        link.set_link(fx, lab, &new.link)?;
         st.spec.link = new.link.clone();
-        write_state(&st)?;
+        write_state(fx, st)?;
     }
     for h in HOSTS {
         let had = st.spec.host(h)?.clone();
         let want = new.host(h)?.clone();
         if want != had {
-            let r = configure_host(&mut st, lab, h, &want, Some(&had));
+            let r = configure_host(fx, st, lab, h, &want, Some(&had));
             // Record what was applied even if a later setting failed.
             if r.is_ok() {
                 match h {
@@ -1024,11 +818,11 @@ pub fn set(lab: &str, new: LabSpec) -> Result<LabStatus, LabError> {
                     _ => st.spec.server = want,
                 }
             }
-            write_state(&st)?;
+            write_state(fx, st)?;
             r?;
         }
     }
-    status_of(lab)
+    Ok(())
 }
 
 /// The current spec of a running lab (for `lab set` to start from).
@@ -1041,7 +835,7 @@ pub fn current_spec(lab: &str) -> Result<LabSpec, LabError> {
 pub fn exec(lab: &str, host: &str, argv: &[String]) -> Result<i32, LabError> {
     require_admin("lab exec")?;
     check_name(lab)?;
-    if !crate::spec::HOSTS.contains(&host) {
+    if !HOSTS.contains(&host) {
         return Err(LabError::UnknownHost(host.into()));
     }
     let st = read_state(lab).ok_or_else(|| LabError::NoSuchLab(lab.into()))?;
@@ -1181,10 +975,7 @@ impl StopSet {
 
 impl fmt::Display for LabStatus {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let backend = match self.backend {
-            Backend::Emu => "user-space emulator",
-            Backend::Netem => "veth + tc qdiscs",
-        };
+        let backend = backend::of(self.backend).describe();
         writeln!(f, "lab {} ({}, {backend})", self.name, self.state)?;
         for h in &self.hosts {
             writeln!(
@@ -1317,5 +1108,236 @@ impl fmt::Display for Removed {
             writeln!(f, "removed {r}")?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::effects::Fake;
+
+    fn state(lab: &str, spec: LabSpec) -> State {
+        State {
+            name: lab.into(),
+            owner_pid: std::process::id(),
+            owner_start: 0,
+            tied_to: None,
+            ready: false,
+            emulator_pid: None,
+            spec,
+            globals: Vec::new(),
+        }
+    }
+
+    /// A kernel with the sysctls the tests touch; net.core.rmem_max is global.
+    fn fake() -> Fake {
+        let mut fx = Fake::default();
+        for (ns, k, v) in [
+            (
+                "",
+                "net.ipv4.tcp_available_congestion_control",
+                "reno cubic bbr",
+            ),
+            ("", "net.ipv4.tcp_allowed_congestion_control", "reno cubic"),
+            ("", "net.core.rmem_max", "212992"),
+            (
+                "tcptune-t-server",
+                "net.ipv4.tcp_rmem",
+                "4096 131072 6291456",
+            ),
+            (
+                "tcptune-t-server",
+                "net.ipv4.tcp_congestion_control",
+                "cubic",
+            ),
+        ] {
+            fx.sysctls.insert((ns.into(), k.into()), v.into());
+        }
+        fx.globals.push("net.core.rmem_max".into());
+        fx.paths.insert(lab_dir("t"));
+        fx
+    }
+
+    fn spec(backend: Backend, host: &[&str]) -> LabSpec {
+        let mut s = LabSpec {
+            backend,
+            ..LabSpec::default()
+        };
+        for h in host {
+            crate::spec::apply_host_setting(&mut s, h).unwrap();
+        }
+        s
+    }
+
+    /// The position of the first log line containing `needle`.
+    fn at(fx: &Fake, needle: &str) -> usize {
+        fx.log
+            .iter()
+            .position(|l| l.contains(needle))
+            .unwrap_or_else(|| panic!("no {needle:?} in {:#?}", fx.log))
+    }
+
+    #[test]
+    fn up_then_down_on_the_emulator_makes_and_removes_everything_in_order() {
+        let mut fx = fake();
+        let mut st = state("t", spec(Backend::Emu, &["server.mtu=9000"]));
+        build(&mut fx, &mut st, backend::of(Backend::Emu)).unwrap();
+        assert!(st.ready && st.emulator_pid.is_some());
+        // Namespaces, then the emulator (it makes the devices), then each host's device.
+        let order = [
+            "ip netns add tcptune-t-client",
+            "ip -n tcptune-t-client link set lo up",
+            "write /etc/netns/tcptune-t-client/hosts",
+            "ip netns add tcptune-t-server",
+            "spawn emulator t",
+            "ip -n tcptune-t-client link set eth0 up",
+            "ip -n tcptune-t-client addr add 198.18.0.1 peer 198.18.0.2 dev eth0",
+            "ip -n tcptune-t-server addr add 198.18.0.2 peer 198.18.0.1 dev eth0",
+            "ip -n tcptune-t-server link set eth0 mtu 9000",
+        ];
+        let pos: Vec<usize> = order.iter().map(|n| at(&fx, n)).collect();
+        assert!(pos.windows(2).all(|w| w[0] < w[1]), "{:#?}", fx.log);
+        assert!(
+            fx.lines("tc ").is_empty(),
+            "no qdiscs on the emulator backend"
+        );
+        let saved: State = serde_json::from_str(&fx.states["t"]).unwrap();
+        assert!(saved.ready);
+
+        fx.log.clear();
+        let removed = teardown_with(&mut fx, "t");
+        // The emulator first (it holds the devices), then the namespaces and files.
+        assert!(fx.log[0].starts_with("stop "), "{:#?}", fx.log);
+        at(&fx, "ip netns del tcptune-t-client");
+        at(&fx, "ip netns del tcptune-t-server");
+        assert!(removed.contains(&"namespace tcptune-t-server".to_string()));
+        assert!(
+            removed.contains(&"/run/tcptune/t".to_string()),
+            "{removed:?}"
+        );
+        assert!(fx.processes.is_empty() && fx.paths.is_empty());
+    }
+
+    #[test]
+    fn a_failed_step_removes_what_was_made() {
+        let mut fx = fake();
+        fx.fail_on = Some("addr add 198.18.0.2".into());
+        let mut st = state("t", spec(Backend::Emu, &[]));
+        let e = build(&mut fx, &mut st, backend::of(Backend::Emu)).unwrap_err();
+        assert!(e.to_string().contains("injected"), "{e}");
+        let failed = at(&fx, "addr add 198.18.0.2");
+        assert!(failed > at(&fx, "spawn emulator"));
+        // After the failure: the emulator stopped, both namespaces and their files removed.
+        let after = &fx.log[failed + 1..];
+        for want in [
+            "stop ",
+            "ip netns del tcptune-t-client",
+            "ip netns del tcptune-t-server",
+            "rm /etc/netns/tcptune-t-client",
+        ] {
+            assert!(after.iter().any(|l| l.contains(want)), "{want}: {after:#?}");
+        }
+        assert!(
+            fx.processes.is_empty() && fx.paths.is_empty(),
+            "{:?}",
+            fx.paths
+        );
+        assert!(!st.ready);
+    }
+
+    #[test]
+    fn the_netem_backend_joins_the_hosts_with_a_veth_and_qdiscs_after_the_hosts() {
+        let mut fx = fake();
+        let mut s = spec(Backend::Netem, &[]);
+        let mut rate = crate::spec::LinkChanges::default();
+        rate.set("rate", "10mbit").unwrap();
+        rate.apply(&mut s.link).unwrap();
+        let mut st = state("t", s);
+        build(&mut fx, &mut st, backend::of(Backend::Netem)).unwrap();
+        assert_eq!(st.emulator_pid, None);
+        assert!(fx.lines("spawn emulator").is_empty());
+        let veth = at(&fx, "ip link add eth0 netns tcptune-t-client type veth");
+        assert!(veth > at(&fx, "ip netns add tcptune-t-server"));
+        assert!(at(&fx, "tc tcptune-t-client qdisc replace") > at(&fx, "addr add 198.18.0.2"));
+    }
+
+    #[test]
+    fn set_changes_only_what_differs_on_each_backend() {
+        for b in [Backend::Emu, Backend::Netem] {
+            let mut fx = fake();
+            let mut st = state("t", spec(b, &[]));
+            st.ready = true;
+            let mut new = spec(b, &["client.mtu=1400"]);
+            // A rate alone: tbf on the netem backend, which every kernel has.
+            let mut rate = crate::spec::LinkChanges::default();
+            rate.set("rate", "50mbit").unwrap();
+            rate.apply(&mut new.link).unwrap();
+            set_with(&mut fx, &mut st, new.clone()).unwrap();
+            match b {
+                Backend::Emu => assert_eq!(fx.lines("control t set-link").len(), 1),
+                Backend::Netem => assert_eq!(fx.lines("qdisc replace").len(), 2, "{:?}", fx.log),
+            }
+            assert_eq!(fx.lines("mtu 1400").len(), 1);
+            assert!(
+                fx.lines("addr add").is_empty(),
+                "a running host keeps its addresses"
+            );
+            assert!(
+                fx.lines("ip -n tcptune-t-server").is_empty(),
+                "the server's settings did not change"
+            );
+            assert_eq!(st.spec, new);
+            // The same settings again change nothing.
+            fx.log.clear();
+            set_with(&mut fx, &mut st, new).unwrap();
+            assert!(fx.log.is_empty(), "{:?}", fx.log);
+        }
+    }
+
+    #[test]
+    fn globals_and_allowed_ccs_are_recorded_and_restored_unless_changed_since() {
+        let mut fx = fake();
+        let mut st = state(
+            "t",
+            spec(
+                Backend::Emu,
+                &["server.sysctl.net.core.rmem_max=4194304", "server.cc=bbr"],
+            ),
+        );
+        build(&mut fx, &mut st, backend::of(Backend::Emu)).unwrap();
+        let keys: Vec<&str> = st.globals.iter().map(|g| g.key.as_str()).collect();
+        assert_eq!(
+            keys,
+            [
+                "net.core.rmem_max",
+                "net.ipv4.tcp_allowed_congestion_control"
+            ]
+        );
+        assert_eq!(st.globals[1].value, "reno cubic bbr");
+        at(
+            &fx,
+            "sysctl tcptune-t-server net.ipv4.tcp_congestion_control=bbr",
+        );
+        // Someone else changes rmem_max after us: theirs is kept at down.
+        fx.sysctls
+            .insert(("".into(), "net.core.rmem_max".into()), "1".into());
+        let removed = teardown_with(&mut fx, "t");
+        assert!(removed
+            .contains(&"restored net.ipv4.tcp_allowed_congestion_control=reno cubic".to_string()));
+        assert!(
+            !removed.iter().any(|r| r.contains("rmem_max")),
+            "{removed:?}"
+        );
+        assert_eq!(fx.sysctls[&("".into(), "net.core.rmem_max".into())], "1");
+    }
+
+    #[test]
+    fn a_congestion_control_the_kernel_lacks_is_refused_before_anything_changes() {
+        let mut fx = fake();
+        let mut st = state("t", spec(Backend::Emu, &[]));
+        st.ready = true;
+        let e = set_with(&mut fx, &mut st, spec(Backend::Emu, &["client.cc=vegas"])).unwrap_err();
+        assert!(matches!(e, LabError::NoSuchCongestionControl { .. }), "{e}");
+        assert!(fx.log.is_empty(), "{:?}", fx.log);
     }
 }

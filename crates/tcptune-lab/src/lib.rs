@@ -1,11 +1,19 @@
 //! The lab: a client and a server host, each in its own network namespace, joined through the
-//! user-space link emulator (`tcptune-emu`) running as a background process the lab owns.
+//! user-space link emulator (`tcptune-emu`) running as a background process the lab owns, or
+//! through a veth pair with kernel qdiscs.
 //!
-//! - [`spec`]: what a lab is (link + host settings), from options or a JSON file, validated
-//!   before anything is created;
+//! Layers, each using only those above it (no module cycles):
+//! - [`names`]: what everything a lab makes is called (namespaces, device, addresses, state
+//!   directory); pure;
+//! - [`keys`]: the one table of link and host setting keys, their types, bounds and backends;
+//! - [`spec`]: what a lab is (link + host settings), from options, a JSON file or an
+//!   experiment's settings, validated by [`keys`] before anything is created;
+//! - [`os`]: the OS edge: `ip`, sysctls inside a namespace, processes, signals;
+//! - [`netem`]: a link as `tc` commands (netem, tbf), and whether this kernel has sch_netem;
+//! - [`effects`]: the lab's effects on the machine behind a trait, live or recorded by a fake;
+//! - [`backend`]: the emulator and netem backends behind one trait, and `--backend auto`;
 //! - [`lab`]: the lifecycle (`up`, `exec`, `status`, `set`, `down`), the emulator process, and
 //!   the search for leftovers of killed labs;
-//! - [`os`]: the OS edge: `ip`, sysctls inside a namespace, processes, signals.
 //! - [`linkcheck`]: the delay error of a link against an ideal one, from captures at both ends
 //!   (the benchmark's and the accuracy tests' oracle).
 //!
@@ -16,8 +24,12 @@
 
 #![forbid(unsafe_code)]
 
+pub mod backend;
+pub mod effects;
+pub mod keys;
 pub mod lab;
 pub mod linkcheck;
+pub mod names;
 pub mod netem;
 pub mod os;
 pub mod spec;

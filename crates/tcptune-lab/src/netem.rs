@@ -243,7 +243,7 @@ pub fn tbf_command(dev: &str, c: &LinkConfig) -> Option<Vec<String>> {
 /// limits the rate, netem for anything more (refused, in one sentence, where this kernel lacks
 /// sch_netem), and nothing at all for a link without limits (the veth's own noqueue).
 pub fn qdisc_commands(c: &LinkConfig, seed: u64) -> Result<Vec<Vec<String>>, LabError> {
-    let dev = crate::lab::DEV;
+    let dev = crate::names::DEV;
     if !needs_netem(c) {
         c.validate().map_err(|e| LabError::Input(e.to_string()))?;
         return Ok(tbf_command(dev, c).into_iter().collect());
@@ -276,7 +276,7 @@ pub fn netem_available() -> bool {
             return true;
         }
         // Named like a lab's host, so a probe killed midway is found and removed as a leftover.
-        let ns = crate::lab::netns_name(&format!("netem-probe-{}", std::process::id()), "client");
+        let ns = crate::names::netns_name(&format!("netem-probe-{}", std::process::id()), "client");
         if crate::os::ip(&["netns", "add", &ns]).is_err() {
             return false;
         }

@@ -1,10 +1,11 @@
-//! The lab's OS edge: running `ip`, reading and writing sysctls inside a namespace, finding
+//! The lab's OS edge: running `ip`, sysctls inside a namespace (through `tcptune_os::sysctl`), finding
 //! and stopping the lab's processes, and noticing SIGINT/SIGTERM during setup.
 
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
+use tcptune_os::sysctl;
 
 use tcptune_os::process::{self as sys_process, Signal};
 
@@ -44,50 +45,44 @@ pub fn in_netns<T: Send>(
     tcptune_kernel::sys::in_netns(ns, f).map_err(std::io::Error::other)?
 }
 
-/// `/proc/sys/…` path of a dotted sysctl name.
-pub fn sysctl_path(key: &str) -> PathBuf {
-    Path::new("/proc/sys").join(key.replace('.', "/"))
-}
-
-/// Reads a sysctl in `ns` (None: the namespace this process is in).
-pub fn read_sysctl(ns: Option<&str>, key: &str) -> std::io::Result<String> {
-    let path = sysctl_path(key);
-    let read = move || std::fs::read_to_string(&path).map(|s| s.trim().to_string());
+/// Runs `f` in `ns` (None: on this thread, in the namespace this process is in).
+fn in_ns<T: Send>(
+    ns: Option<&str>,
+    f: impl FnOnce() -> std::io::Result<T> + Send,
+) -> std::io::Result<T> {
     match ns {
-        Some(ns) => in_netns(ns, read),
-        None => read(),
+        Some(ns) => in_netns(ns, f),
+        None => f(),
     }
 }
 
-/// Where a sysctl lives, as seen from inside a namespace.
-pub enum SysctlScope {
-    /// Writable inside the namespace.
-    Namespace,
-    /// Read-only inside the namespace (a global such as net.core.rmem_max).
-    Global,
-    Missing,
+/// Reads a sysctl in `ns` (None: the namespace this process is in), trimmed.
+pub fn read_sysctl(ns: Option<&str>, key: &str) -> std::io::Result<String> {
+    in_ns(ns, || sysctl::read(key).map(|v| v.trim().to_string()))
 }
 
-pub fn sysctl_scope(ns: &str, key: &str) -> std::io::Result<SysctlScope> {
-    use std::os::unix::fs::PermissionsExt;
-    let path = sysctl_path(key);
-    in_netns(ns, move || match std::fs::metadata(&path) {
-        Ok(m) if m.is_file() && m.permissions().mode() & 0o200 != 0 => Ok(SysctlScope::Namespace),
-        Ok(m) if m.is_file() => Ok(SysctlScope::Global),
-        _ => Ok(SysctlScope::Missing),
-    })
+/// Where a sysctl lives, as seen from inside `ns`: writable there (the namespace's own), or
+/// read-only (a global such as net.core.rmem_max), or missing.
+pub fn sysctl_scope(ns: &str, key: &str) -> std::io::Result<sysctl::Scope> {
+    in_netns(ns, || Ok(sysctl::scope(key)))
+}
+
+/// The sysctls of `ns` (None: this process's namespace), for [`sysctl::Snapshot`].
+pub struct Sysctls<'a>(pub Option<&'a str>);
+
+impl sysctl::Access for Sysctls<'_> {
+    fn read(&mut self, key: &str) -> std::io::Result<String> {
+        read_sysctl(self.0, key)
+    }
+    fn write(&mut self, key: &str, value: &str) -> std::io::Result<()> {
+        in_ns(self.0, || sysctl::write(key, value))
+    }
 }
 
 /// Writes a sysctl in `ns` (None: this process's namespace).
 pub fn write_sysctl(ns: Option<&str>, key: &str, value: &str) -> Result<(), LabError> {
-    let path = sysctl_path(key);
-    let v = value.to_string();
-    let write = move || std::fs::write(&path, v.as_bytes());
-    let r = match ns {
-        Some(ns) => in_netns(ns, write),
-        None => write(),
-    };
-    r.map_err(|e| {
+    use sysctl::Access;
+    Sysctls(ns).write(key, value).map_err(|e| {
         LabError::Input(format!(
             "the kernel refused {key}={value} ({e}); check the value's format with `sysctl {key}`"
         ))

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use tcptune_emu::{ConfigError, Distribution, JitterOrder, LinkConfig, LinkSpec, Loss};
 use tcptune_model::{Bytes, Dur, Probability, Rate};
 
+use crate::keys;
 use crate::LabError;
 
 /// The largest `--spec` file read (a lab spec is a few hundred bytes).
@@ -56,8 +57,7 @@ pub struct HostSettings {
     pub cpu: Option<u32>,
 }
 
-/// The hosts of a lab.
-pub const HOSTS: [&str; 2] = ["client", "server"];
+pub use crate::names::HOSTS;
 
 /// How the link between the hosts is made.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -132,20 +132,11 @@ pub struct LinkChanges {
 }
 
 fn parse_ge(s: &str) -> Result<Loss, LabError> {
-    let parts: Vec<&str> = s.split(',').map(str::trim).collect();
-    let bad = || {
+    let ps = keys::parse_ge(s).ok_or_else(|| {
         LabError::Input(format!(
             "--loss-ge '{s}' must be p,r[,1-h[,1-k]] with probabilities, e.g. 1%,30%,100%,0%"
         ))
-    };
-    if parts.is_empty() || parts.len() > 4 {
-        return Err(bad());
-    }
-    let ps: Vec<Probability> = parts
-        .iter()
-        .map(|x| x.parse::<Probability>())
-        .collect::<Result<_, _>>()
-        .map_err(|_| bad())?;
+    })?;
     let p = ps[0];
     // tc's defaults: r = 1 − p, 1−h = 1, 1−k = 0.
     let r = ps
@@ -173,6 +164,7 @@ impl LinkChanges {
 
     /// Applies the changes to `spec` and validates the result.
     pub fn apply(&self, spec: &mut LinkSpec) -> Result<(), LabError> {
+        self.check_bounds().map_err(LabError::Input)?;
         if self.delay.is_some() && self.rtt.is_some() {
             return Err(LabError::Input(
                 "give either --delay (one way) or --rtt (both ways), not both".into(),
@@ -258,90 +250,15 @@ impl LinkChanges {
     }
 }
 
-fn parse_u32(key: &str, v: &str, range: std::ops::RangeInclusive<u32>) -> Result<u32, LabError> {
-    v.parse::<u32>()
-        .ok()
-        .filter(|n| range.contains(n))
-        .ok_or_else(|| {
-            LabError::Input(format!(
-                "{key}={v} is out of range; give a whole number from {} to {}",
-                range.start(),
-                range.end()
-            ))
-        })
-}
-
 /// Checks a sysctl name looks like one (the kernel decides whether it exists).
 pub fn check_sysctl_name(key: &str) -> Result<(), LabError> {
-    let ok = !key.is_empty()
-        && key.starts_with("net.")
-        && key
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
-        && !key.contains("..");
-    if ok {
-        Ok(())
-    } else {
-        Err(LabError::Input(format!(
-            "'{key}' is not a network sysctl name; the lab sets net.* sysctls such as \
-             net.ipv4.tcp_rmem"
-        )))
-    }
+    keys::check_sysctl_name(key).map_err(LabError::Input)
 }
 
 impl HostSettings {
-    /// Applies one `KEY=VALUE` from `--host HOST.KEY=VALUE`.
+    /// Applies one `KEY=VALUE` from `--host HOST.KEY=VALUE` (the keys of [`keys::HOST`]).
     pub fn set(&mut self, key: &str, value: &str) -> Result<(), LabError> {
-        let v = value.trim();
-        if v.contains('\n') {
-            return Err(LabError::Input(format!("{key}: a value must be one line")));
-        }
-        match key {
-            "mtu" => self.mtu = Some(parse_u32(key, v, 68..=65_535)?),
-            "txqueuelen" => self.txqueuelen = Some(parse_u32(key, v, 1..=1_000_000)?),
-            "line_rate" => {
-                let r: Rate = v
-                    .parse()
-                    .map_err(|e| LabError::Input(format!("line_rate: {e}")))?;
-                if !(1000.0..=400e9).contains(&r.bps()) {
-                    return Err(LabError::Input(format!(
-                        "line_rate {r} is out of range; give a rate between 1kbit and 400gbit"
-                    )));
-                }
-                self.line_rate_bps = Some(r);
-            }
-            "initcwnd" => self.route.initcwnd = Some(parse_u32(key, v, 1..=65_535)?),
-            "initrwnd" => self.route.initrwnd = Some(parse_u32(key, v, 1..=65_535)?),
-            "ssthresh" => self.route.ssthresh = Some(parse_u32(key, v, 2..=1_000_000_000)?),
-            "congctl" => self.route.congctl = Some(v.to_string()),
-            "cc" => {
-                self.sysctls
-                    .insert("net.ipv4.tcp_congestion_control".into(), v.to_string());
-            }
-            "cpu_hog" => {
-                self.cpu_hog = match v {
-                    "true" | "1" | "on" | "yes" => true,
-                    "false" | "0" | "off" | "no" => false,
-                    _ => {
-                        return Err(LabError::Input(format!(
-                            "cpu_hog={v} is not a switch; use true or false"
-                        )))
-                    }
-                }
-            }
-            "cpu" => self.cpu = Some(parse_u32(key, v, 0..=4095)?),
-            _ => {
-                let Some(name) = key.strip_prefix("sysctl.") else {
-                    return Err(LabError::Input(format!(
-                        "'{key}' is not a host setting; use mtu, txqueuelen, line_rate, cc, \
-                         initcwnd, initrwnd, ssthresh, congctl, cpu_hog, cpu or sysctl.NAME"
-                    )));
-                };
-                check_sysctl_name(name)?;
-                self.sysctls.insert(name.to_string(), v.to_string());
-            }
-        }
-        Ok(())
+        self.set_key(key, value).map_err(LabError::Input)
     }
 
     /// Congestion controls this host asks for (sysctl and route), to check they exist.
@@ -357,22 +274,7 @@ impl HostSettings {
     }
 
     pub fn validate(&self) -> Result<(), LabError> {
-        for (k, v) in &self.sysctls {
-            check_sysctl_name(k)?;
-            if v.contains('\n') {
-                return Err(LabError::Input(format!(
-                    "sysctl {k}: a value must be one line"
-                )));
-            }
-        }
-        for cc in self.congestion_controls() {
-            if cc.is_empty() || !cc.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
-                return Err(LabError::Input(format!(
-                    "'{cc}' is not a congestion control name"
-                )));
-            }
-        }
-        Ok(())
+        self.check_bounds().map_err(LabError::Input)
     }
 }
 
@@ -422,19 +324,8 @@ impl LabSpec {
                 )));
             }
         }
-        if self.backend == Backend::Netem {
-            for (h, s) in [("client", &self.client), ("server", &self.server)] {
-                if s.line_rate_bps.is_some() {
-                    return Err(LabError::Input(format!(
-                        "{h}.line_rate needs the user-space emulator (--backend emu): on the \
-                         netem backend the host's device is a veth"
-                    )));
-                }
-            }
-            // Refuses what tc cannot express, and netem where this kernel lacks it.
-            crate::netem::qdisc_commands(&self.link.up, self.link.seed)?;
-            crate::netem::qdisc_commands(&self.link.down, self.link.seed)?;
-        }
+        // What the backend cannot do is refused by `backend::LinkBackend::check` at `lab up`
+        // and `lab set`.
         Ok(())
     }
 
@@ -451,6 +342,128 @@ impl LabSpec {
         })?;
         spec.validate()?;
         Ok(spec)
+    }
+}
+
+impl LinkChanges {
+    /// Sets the link key `key` (a name of [`keys::LINK`]) from its text.
+    pub fn set(&mut self, key: &str, value: &str) -> Result<(), String> {
+        let k = keys::link_key(key).ok_or_else(|| keys::unknown_link_key(key))?;
+        let v = k.kind.parse(key, value)?;
+        let w = v.word();
+        match (k.name, v) {
+            ("rate", keys::Value::Rate(r)) => self.rate = Some(r),
+            ("delay", keys::Value::Duration(d)) => self.delay = Some(d),
+            ("rtt", keys::Value::Duration(d)) => self.rtt = Some(d),
+            ("jitter", keys::Value::Duration(d)) => self.jitter = Some(d),
+            ("distribution", _) => {
+                self.distribution = w.and_then(|w| w.parse::<Distribution>().ok())
+            }
+            ("jitter_order", _) => {
+                self.jitter_order = Some(if w.as_deref() == Some("fifo") {
+                    JitterOrder::Fifo
+                } else {
+                    JitterOrder::Reorder
+                })
+            }
+            ("loss", keys::Value::Probability(p)) => self.loss = Some(p),
+            ("loss_ge", _) => self.loss_ge = w,
+            ("loss_every", v) => self.loss_every = v.count(),
+            ("duplicate", keys::Value::Probability(p)) => self.duplicate = Some(p),
+            ("corrupt", keys::Value::Probability(p)) => self.corrupt = Some(p),
+            ("reorder", keys::Value::Probability(p)) => self.reorder = Some(p),
+            ("reorder_gap", v) => self.reorder_gap = v.count(),
+            ("queue", v) => self.queue_packets = v.count(),
+            ("queue_bytes", keys::Value::Bytes(b)) => self.queue_bytes = Some(b),
+            ("limit", v) => self.limit_packets = v.count(),
+            ("overhead", v) => self.overhead_bytes = v.count(),
+            _ => return Err(keys::unknown_link_key(key)),
+        }
+        Ok(())
+    }
+
+    /// Checks the whole-number options given (typed, from the command line) against the
+    /// table's bounds, as [`LinkChanges::set`] checks them from text.
+    pub fn check_bounds(&self) -> Result<(), String> {
+        let counts = [
+            ("loss_every", self.loss_every.map(i64::from)),
+            ("reorder_gap", self.reorder_gap.map(i64::from)),
+            ("queue", self.queue_packets.map(i64::from)),
+            ("limit", self.limit_packets.map(i64::from)),
+            ("overhead", self.overhead_bytes.map(i64::from)),
+        ];
+        for (name, n) in counts {
+            if let (Some(n), Some(k)) = (n, keys::link_key(name)) {
+                k.kind.check_count(name, n)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl HostSettings {
+    /// Checks the typed values (as a spec file gives them) against the table's bounds, as
+    /// [`HostSettings::set_key`] checks them from text.
+    pub fn check_bounds(&self) -> Result<(), String> {
+        let kind = |name: &str| keys::host_key(name).map(|k| k.kind);
+        let counts = [
+            ("mtu", self.mtu),
+            ("txqueuelen", self.txqueuelen),
+            ("initcwnd", self.route.initcwnd),
+            ("initrwnd", self.route.initrwnd),
+            ("ssthresh", self.route.ssthresh),
+            ("cpu", self.cpu),
+        ];
+        for (name, n) in counts {
+            if let (Some(n), Some(k)) = (n, kind(name)) {
+                k.check_count(name, i64::from(n))?;
+            }
+        }
+        if let (Some(r), Some(k)) = (self.line_rate_bps, kind("line_rate")) {
+            k.check("line_rate", &keys::Value::Rate(r))?;
+        }
+        for (name, v) in &self.sysctls {
+            if v.contains('\n') {
+                return Err(format!("sysctl {name}: a value must be one line"));
+            }
+            keys::Kind::Sysctl.parse(&format!("sysctl.{name}"), v)?;
+        }
+        for cc in self.congestion_controls() {
+            keys::Kind::CongestionControl.parse("cc", cc)?;
+        }
+        Ok(())
+    }
+
+    /// Applies one `KEY=VALUE` (a name of [`keys::HOST`], or `sysctl.NAME`).
+    pub fn set_key(&mut self, key: &str, value: &str) -> Result<(), String> {
+        let k = keys::host_key(key).ok_or_else(|| keys::unknown_host_key(key))?;
+        let v = k.kind.parse(key, value)?;
+        let w = v.word();
+        match (k.name, v) {
+            ("mtu", v) => self.mtu = v.count(),
+            ("txqueuelen", v) => self.txqueuelen = v.count(),
+            ("line_rate", keys::Value::Rate(r)) => self.line_rate_bps = Some(r),
+            ("cc", _) => {
+                if let Some(cc) = w {
+                    self.sysctls
+                        .insert("net.ipv4.tcp_congestion_control".into(), cc);
+                }
+            }
+            ("initcwnd", v) => self.route.initcwnd = v.count(),
+            ("initrwnd", v) => self.route.initrwnd = v.count(),
+            // inf: no route metric, the kernel's own (infinite) initial ssthresh.
+            ("ssthresh", v) => self.route.ssthresh = v.count(),
+            ("congctl", _) => self.route.congctl = w,
+            ("cpu_hog", keys::Value::Switch(b)) => self.cpu_hog = b,
+            ("cpu", v) => self.cpu = v.count(),
+            ("sysctl.NAME", _) => {
+                let name = key.strip_prefix("sysctl.").unwrap_or(key);
+                self.sysctls
+                    .insert(name.to_string(), value.trim().to_string());
+            }
+            _ => return Err(keys::unknown_host_key(key)),
+        }
+        Ok(())
     }
 }
 
@@ -504,5 +517,105 @@ mod tests {
         assert!(apply_host_setting(&mut spec, "client.mtu=10").is_err());
         assert!(apply_host_setting(&mut spec, "client.sysctl.kernel.panic=1").is_err());
         assert!(apply_host_setting(&mut spec, "client.color=red").is_err());
+    }
+    #[test]
+    fn every_key_has_a_setter_and_a_description() {
+        // A sample value of each kind, so a key added to the table without a setter fails.
+        let sample = |k: &keys::Kind| match k {
+            keys::Kind::Count { min, .. } | keys::Kind::CountOrInf { min, .. } => min.to_string(),
+            keys::Kind::Rate { .. } => "10mbit".into(),
+            keys::Kind::Duration { .. } => "10ms".into(),
+            keys::Kind::Probability => "1%".into(),
+            keys::Kind::Bytes => "64KiB".into(),
+            keys::Kind::Switch => "true".into(),
+            keys::Kind::OneOf(w) => w[0].into(),
+            keys::Kind::LossModel => "1%,30%".into(),
+            keys::Kind::CongestionControl => "cubic".into(),
+            keys::Kind::Sysctl => "1".into(),
+        };
+        for k in keys::LINK {
+            assert!(!k.what.is_empty() && !k.kind.describe().is_empty());
+            let mut c = LinkChanges::default();
+            c.set(k.name, &sample(&k.kind))
+                .unwrap_or_else(|e| panic!("{}: {e}", k.name));
+            assert!(!c.is_empty(), "link key {} changes nothing", k.name);
+        }
+        for k in keys::HOST {
+            let mut h = HostSettings::default();
+            let name = k.name.replace("NAME", "net.ipv4.tcp_sack");
+            h.set_key(&name, &sample(&k.kind))
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert_ne!(
+                h,
+                HostSettings::default(),
+                "host key {name} changes nothing"
+            );
+        }
+    }
+
+    #[test]
+    fn the_stricter_rules_hold() {
+        let mut h = HostSettings::default();
+        // ssthresh: inf is the kernel's default (no metric); numbers up to 10^9.
+        h.set_key("ssthresh", "45").unwrap();
+        h.set_key("ssthresh", "inf").unwrap();
+        assert_eq!(h.route.ssthresh, None);
+        assert!(h.set_key("ssthresh", "4000000000").is_err());
+        assert!(h.set_key("ssthresh", "1").is_err());
+        // cpu_hog is a switch: true or false, as a TOML boolean prints.
+        for bad in ["1", "on", "yes", "maybe"] {
+            let e = h.set_key("cpu_hog", bad).unwrap_err();
+            assert!(e.contains("true or false"), "{e}");
+        }
+        let mut c = LinkChanges::default();
+        assert!(c.set("overhead", "-1").is_err());
+        assert!(c.set("reorder_gap", "0").is_err());
+        let typed = LinkChanges {
+            overhead_bytes: Some(-100),
+            ..Default::default()
+        };
+        assert!(typed
+            .check_bounds()
+            .unwrap_err()
+            .contains("from 0 to 10000"));
+    }
+
+    /// The command line gives whole numbers typed (`--overhead -5`, `--queue 0`): they meet the
+    /// same bounds as the same numbers written in a spec.
+    #[test]
+    fn typed_and_written_numbers_meet_the_same_bounds() {
+        for n in [
+            i64::from(i32::MIN),
+            -1,
+            0,
+            1,
+            2,
+            10_000,
+            10_001,
+            1_000_000,
+            1_000_001,
+            10_000_000,
+            10_000_001,
+            i64::from(u32::MAX),
+        ] {
+            for key in ["loss_every", "reorder_gap", "queue", "limit", "overhead"] {
+                let written = LinkChanges::default().set(key, &n.to_string()).is_ok();
+                let mut typed = LinkChanges::default();
+                let fits_u32 = u32::try_from(n).ok();
+                match key {
+                    "loss_every" => typed.loss_every = fits_u32,
+                    "reorder_gap" => typed.reorder_gap = fits_u32,
+                    "queue" => typed.queue_packets = fits_u32,
+                    "limit" => typed.limit_packets = fits_u32,
+                    _ => typed.overhead_bytes = i32::try_from(n).ok(),
+                }
+                if typed.is_empty() {
+                    // Not representable on the command line (clap refuses it).
+                    assert!(!written || n > i64::from(i32::MAX), "{key}={n}");
+                    continue;
+                }
+                assert_eq!(typed.check_bounds().is_ok(), written, "{key}={n}");
+            }
+        }
     }
 }

@@ -15,6 +15,7 @@ pub mod poll;
 pub mod process;
 pub mod signal;
 pub mod socket;
+pub mod sysctl;
 pub mod tun;
 pub mod uname;
 

@@ -707,6 +707,33 @@ fn parse_tos(s: &str) -> Result<u8, String> {
         .ok_or_else(|| format!("'{s}' is not a TOS byte; give 0..255, e.g. 0x10 or 184"))
 }
 
+/// `--host`'s short help, from the lab's table of host keys.
+fn host_help() -> String {
+    format!(
+        "Host setting HOST.KEY=VALUE (HOST: client, server, both; KEY: {})",
+        tcptune_lab::keys::names(tcptune_lab::keys::HOST)
+    )
+}
+
+/// `--host`'s long help: every host key with its bounds and meaning, from the lab's table.
+fn host_long_help() -> String {
+    let mut s = host_help();
+    s.push_str(".\n");
+    for k in tcptune_lab::keys::HOST {
+        let emu = match k.backends {
+            tcptune_lab::keys::Backends::EmuOnly => " (emu backend only)",
+            tcptune_lab::keys::Backends::Both => "",
+        };
+        s.push_str(&format!(
+            "\n  {}: {}{emu} [{}]",
+            k.name,
+            k.what,
+            k.kind.describe()
+        ));
+    }
+    s
+}
+
 /// Link options of `lab up` and `lab set`; they apply to both directions unless --direction.
 #[derive(Args, Debug, Clone, Default, PartialEq)]
 pub struct LinkArgs {
@@ -804,9 +831,7 @@ pub enum LabCommand {
         name: String,
         #[command(flatten)]
         link: LinkArgs,
-        /// Host setting HOST.KEY=VALUE (HOST: client, server, both; KEY: mtu, txqueuelen,
-        /// line_rate, cc, initcwnd, initrwnd, ssthresh, congctl, cpu_hog, cpu, sysctl.NAME).
-        #[arg(long, value_name = "HOST.KEY=VALUE")]
+        #[arg(long, value_name = "HOST.KEY=VALUE", help = host_help(), long_help = host_long_help())]
         host: Vec<String>,
         /// A JSON lab spec (link and hosts); options given as well override it.
         #[arg(long, value_name = "FILE")]
@@ -836,7 +861,7 @@ pub enum LabCommand {
         name: String,
         #[command(flatten)]
         link: LinkArgs,
-        #[arg(long, value_name = "HOST.KEY=VALUE")]
+        #[arg(long, value_name = "HOST.KEY=VALUE", help = host_help(), long_help = host_long_help())]
         host: Vec<String>,
     },
     /// Run an experiment: every trial of a TOML spec on fresh labs, then the report.

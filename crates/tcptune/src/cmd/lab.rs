@@ -1,7 +1,7 @@
 //! `tcptune lab …`: glue between the command line and `tcptune-lab`.
 
 use anyhow::bail;
-use tcptune_lab::{lab, spec, Backend, LabSpec};
+use tcptune_lab::{lab, spec, LabSpec};
 
 use crate::cli::{LabCommand, LinkArgs};
 use crate::outcome::Outcome;
@@ -52,31 +52,11 @@ pub fn run(cmd: LabCommand, json: bool) -> anyhow::Result<Outcome> {
                 None => LabSpec::default(),
             };
             apply(&mut s, &link, &host)?;
-            let backend = match (&backend, &spec) {
-                (Some(b), _) => b.as_str(),
-                (None, Some(_)) => match s.backend {
-                    Backend::Emu => "emu",
-                    Backend::Netem => "netem",
-                },
-                (None, None) => "auto",
-            };
-            s.backend = match backend {
-                "emu" => Backend::Emu,
-                "netem" => Backend::Netem,
-                // netem where the kernel has it and can express the link; else ours.
-                "auto" => {
-                    let fits = |c| tcptune_lab::netem::qdisc_commands(c, s.link.seed).is_ok();
-                    if tcptune_lab::netem::netem_available()
-                        && fits(&s.link.up)
-                        && fits(&s.link.down)
-                    {
-                        Backend::Netem
-                    } else {
-                        Backend::Emu
-                    }
-                }
-                other => bail!("--backend '{other}' is unknown; use emu, netem or auto"),
-            };
+            s.backend = tcptune_lab::backend::choose(
+                backend.as_deref(),
+                spec.is_some().then_some(s.backend),
+                &s.link,
+            )?;
             let status = lab::up(&name, s)?;
             emit("lab up", &status, json)?;
         }
