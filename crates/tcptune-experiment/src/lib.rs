@@ -7,6 +7,7 @@
 //! the link emulator; tests implement it with a deterministic model.
 
 pub mod compare;
+pub mod join;
 pub mod lab_runner;
 pub mod plan;
 pub mod report;

@@ -93,7 +93,7 @@ pub const WORKLOAD_KEYS: [&str; 11] = [
 ];
 
 /// Capture settings under `capture.`.
-pub const CAPTURE_KEYS: [&str; 2] = ["snaplen", "hosts"];
+pub const CAPTURE_KEYS: [&str; 3] = ["snaplen", "hosts", "at"];
 
 /// Checks one setting; the error is the reason (the caller adds the line).
 pub fn check(path: &str, value: &str, caps: &dyn Capabilities) -> Result<(), String> {
@@ -113,6 +113,14 @@ pub fn check(path: &str, value: &str, caps: &dyn Capabilities) -> Result<(), Str
         "capture" => match rest {
             "snaplen" => uint(value, 0, 262_144).map(drop),
             "hosts" => Ok(()),
+            // Where the trial captures: the client only, or both ends of the link (then each
+            // trial's two captures are joined: `crate::join`).
+            "at" => match value {
+                "client" | "both" => Ok(()),
+                _ => Err(format!(
+                    "capture at '{value}' is unknown; use client (one capture) or both (a capture at each end, joined)"
+                )),
+            },
             _ => Err(unknown("capture", rest, &CAPTURE_KEYS)),
         },
         _ => Err(format!(
@@ -243,6 +251,12 @@ pub fn check_point(s: &Settings) -> Result<(), String> {
                 .into(),
         );
     }
+    if s.get("capture.at").is_some_and(|a| a == "both") && !s.contains_key("capture.snaplen") {
+        return Err(
+            "capture.at = \"both\" needs capture.snaplen (the bytes of each packet to keep, e.g. 128)"
+                .into(),
+        );
+    }
     if kind != "command" {
         if let Some(k) = ["workload.client_command", "workload.server_command"]
             .into_iter()
@@ -362,6 +376,7 @@ pub(crate) mod tests {
             ("link.rate", "1e300tbit", "out of range"),
             ("link.delay", "1e-12s", "out of range"),
             ("workload.cc", "vegas", "not available in this kernel"),
+            ("capture.at", "server", "use client (one capture) or both"),
         ];
         for (k, v, want) in bad {
             let e = check(k, v, &FakeCaps)
@@ -380,6 +395,9 @@ pub(crate) mod tests {
         };
         let e = check_point(&s(&[("workload.kind", "command")])).unwrap_err();
         assert!(e.contains("needs workload.client_command"), "{e}");
+        let e = check_point(&s(&[("capture.at", "both")])).unwrap_err();
+        assert!(e.contains("needs capture.snaplen"), "{e}");
+        check_point(&s(&[("capture.at", "both"), ("capture.snaplen", "128")])).unwrap();
         check_point(&s(&[
             ("workload.kind", "command"),
             ("workload.client_command", "true"),

@@ -562,6 +562,13 @@ duration = "5s"
             "{e}"
         );
 
+        let e = err("name = \"x\"\n[capture]\nsnaplen = 128\nat = \"everywhere\"\n");
+        assert_eq!(e.line, Some(4), "{e}");
+        assert!(
+            e.message.contains("capture at 'everywhere' is unknown"),
+            "{e}"
+        );
+
         let e = err("name = \"x\"\n[link\n");
         assert_eq!(e.line, Some(2), "{e}");
         assert!(e.message.starts_with("not valid TOML"), "{e}");
