@@ -188,10 +188,10 @@ pub fn table(
             continue;
         }
         let n = trials.len() as f64;
-        // The emulator's counters `keys` summed over the trial's captures, less the copies
-        // it duplicated and then dropped (the far side got one packet, as if neither had
-        // happened), mean per trial. An absent counter counts 0.
-        let emu = |keys: &[&str]| {
+        // The emulator's counters `keys` summed over the trial's captures, mean per trial; with
+        // `less_copies`, less the copies it duplicated and then dropped (the far side got one
+        // packet, as if neither had happened). An absent counter counts 0.
+        let emu = |keys: &[&str], less_copies: bool| {
             let dir = if download { "down" } else { "up" };
             let v: Vec<f64> = trials
                 .iter()
@@ -199,23 +199,18 @@ pub fn table(
                     let c = m.link.as_ref()?.get(dir)?;
                     c.get(keys[0])?;
                     let before = j.link_before.as_ref().and_then(|b| b.get(dir));
-                    let n = |c: Option<&serde_json::Value>, k: &str| {
-                        c.and_then(|c| c.get(k)?.as_f64()).unwrap_or(0.0)
+                    let n = |k: &str| {
+                        let at = |c: Option<&serde_json::Value>| {
+                            c.and_then(|c| c.get(k)?.as_f64()).unwrap_or(0.0)
+                        };
+                        at(Some(c)) - at(before)
                     };
-                    Some(
-                        keys.iter()
-                            .chain(&["copies_dropped"])
-                            .enumerate()
-                            .map(|(i, k)| {
-                                let v = n(Some(c), k) - n(before, k);
-                                if i < keys.len() {
-                                    v
-                                } else {
-                                    -v
-                                }
-                            })
-                            .sum::<f64>(),
-                    )
+                    let copies = if less_copies {
+                        n("copies_dropped")
+                    } else {
+                        0.0
+                    };
+                    Some(keys.iter().map(|k| n(k)).sum::<f64>() - copies)
                 })
                 .collect();
             if v.len() == trials.len() {
@@ -256,19 +251,19 @@ pub fn table(
             (
                 "lost (loss model and queue drops)",
                 loss,
-                emu(&["dropped_loss", "dropped_queue", "dropped_limit"]),
+                emu(&["dropped_loss", "dropped_queue", "dropped_limit"], true),
                 join(|d| d.lost_between),
             ),
             (
                 "duplicated",
                 dup,
-                emu(&["duplicated"]),
+                emu(&["duplicated"], true),
                 join(|d| d.duplicated),
             ),
             (
                 "reordered",
                 reorder,
-                emu(&["reordered"]),
+                emu(&["reordered"], false),
                 join(|d| d.reordered),
             ),
             (
@@ -343,5 +338,77 @@ mod tests {
             Some("2001:2::1".parse().unwrap())
         );
         assert_eq!(host_of("nonsense"), None);
+    }
+
+    #[test]
+    fn the_table_compares_the_join_with_the_emulators_counts_over_the_captures() {
+        let point = Point {
+            index: 0,
+            settings: [("link.loss", "1%"), ("workload.kind", "http")]
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            varied: Vec::new(),
+            labelled_keys: Vec::new(),
+        };
+        let plan = StoredPlan {
+            name: "t".into(),
+            spec_hash: String::new(),
+            points: vec![point],
+            trials: Vec::new(),
+        };
+        let counters = |loss: u64, dup: u64, copies: u64, reordered: u64| {
+            serde_json::json!({"down": {
+                "dropped_loss": loss,
+                "dropped_queue": 0,
+                "duplicated": dup,
+                "copies_dropped": copies,
+                "reordered": reordered,
+            }})
+        };
+        let record = |join: Option<JoinSummary>| TrialRecord {
+            id: "p000-r00".into(),
+            point: 0,
+            rep: Some(0),
+            warmup: false,
+            seed: 1,
+            started_unix_s: 0,
+            wall_s: 1.0,
+            result: Some(crate::run::Measurement {
+                // 12 drops and 5 copies in all: 1 drop before the captures, 2 drops that were
+                // copies (the far side saw 9 losses and 3 extra copies).
+                link: Some(counters(12, 5, 2, 3)),
+                join,
+                ..Default::default()
+            }),
+            error: None,
+        };
+        let join = JoinSummary {
+            down: JoinDirectionSummary {
+                lost_between: 9,
+                duplicated: 3,
+                reordered: 3,
+                delay_mean_s: Some(0.0051),
+                ..Default::default()
+            },
+            link_before: Some(counters(1, 0, 0, 0)),
+            ..Default::default()
+        };
+        assert!(table(&plan, &[record(None)], |_| (true, Default::default())).is_none());
+        let Some(Block::Table { rows, .. }) = table(&plan, &[record(Some(join))], |_| {
+            (true, ["1%".into(), "0".into(), "0".into(), "5ms".into()])
+        }) else {
+            panic!("no table");
+        };
+        let row = |what: &str| {
+            rows.iter()
+                .find(|r| r[2].starts_with(what))
+                .unwrap()
+                .clone()
+        };
+        assert_eq!(row("lost")[3..], ["1%", "9.0", "9.0"]);
+        assert_eq!(row("duplicated")[3..], ["0", "3.0", "3.0"]);
+        assert_eq!(row("reordered")[4..], ["3.0", "3.0"]);
+        assert!(row("one-way delay")[5].starts_with("5.100 / "));
     }
 }
