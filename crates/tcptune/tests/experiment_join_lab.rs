@@ -3,10 +3,10 @@
 //! and reordered counts equal the emulator's own counters in both directions, and the report
 //! sets them side by side.
 //!
-//! The workload is an HTTP download over a rate-limited link, so packets are in flight both
-//! ways for the whole transfer: the emulator counts a reordering decision, the join a packet
-//! that arrived ahead of one sent before it, and the two agree while every packet picked for
-//! reordering has one to overtake. Packets sent on an empty link (the handshake, the last ACK)
+//! The spec is `examples/two-point-join/spec.toml`. The workload is an HTTP download over a
+//! rate-limited link, so packets are in flight both ways for the whole transfer: the emulator
+//! counts a reordering decision, the join a packet that arrived ahead of one sent before it,
+//! and the two agree while every packet picked for reordering has one to overtake. Packets sent on an empty link (the handshake, the last ACK)
 //! could break that: the handshake's reorder draws are fixed by the seed, and the last ACK's
 //! chance is the reorder probability.
 
@@ -31,32 +31,8 @@ impl Drop for TempDir {
     }
 }
 
-const SPEC: &str = r#"
-name = "join"
-seed = 5
-repetitions = 1
-warmup = false
-[link]
-rate = "20mbit"
-delay = "5ms"
-jitter = "1ms"
-jitter_order = "fifo"
-queue = 10000
-loss = "1%"
-duplicate = "1%"
-reorder = "1%"
-[client]
-sysctl."net.ipv6.conf.all.disable_ipv6" = 1
-[server]
-sysctl."net.ipv6.conf.all.disable_ipv6" = 1
-[workload]
-kind = "http"
-file_size = "3MB"
-duration = "20s"
-[capture]
-snaplen = 128
-at = "both"
-"#;
+/// The example spec (`examples/two-point-join`), whose README quotes this test.
+const SPEC: &str = include_str!("../../../examples/two-point-join/spec.toml");
 
 #[test]
 fn a_trial_captured_at_both_ends_reports_the_join_beside_the_emulators_counts() {
