@@ -12,7 +12,7 @@ use std::path::Path;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use tcptune_analyze::join::{Clock, JoinDirection, JoinReport};
+use tcptune_analyze::join::{Clock, JoinDirection, JoinReport, JoinTotals};
 use tcptune_report::html::Block;
 
 use crate::plan::Point;
@@ -23,22 +23,11 @@ use crate::run::{StoredPlan, TrialRecord};
 pub struct JoinDirectionSummary {
     /// TCP packets of this direction seen at the upstream end.
     pub packets: u64,
-    /// Seen at both ends.
-    pub matched: u64,
-    /// Seen upstream and never downstream: lost on the link.
-    pub lost_between: u64,
-    /// Holes in the sequence space at the upstream end: data lost before the link (events).
-    pub lost_before_first: u64,
-    /// Extra copies downstream: duplicated on the link.
-    pub duplicated: u64,
-    /// Packets that arrived ahead of one that entered the link before them.
-    pub reordered: u64,
-    /// Packets downstream that the upstream capture never saw.
-    pub not_seen_upstream: u64,
-    /// Data segments repeating bytes already sent, and of those the ones whose bytes no
-    /// earlier transmission had delivered (needed).
-    pub retransmissions: u64,
-    pub retransmissions_needed: u64,
+    /// The join's counts (as `tcptune analyze A B --json` names them): packets lost between
+    /// the ends, data lost before the first, extra copies, packets that arrived ahead of one
+    /// that entered the link before them, retransmissions needed or not.
+    #[serde(flatten)]
+    pub counts: JoinTotals,
     /// One-way delay through the link of the direction with the most matched packets (the
     /// data connection's), seconds; samples is that direction's matched packets.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -106,14 +95,7 @@ pub fn summarize(report: &JoinReport, client: IpAddr) -> JoinSummary {
         let up = host_of(&d.from) == Some(client);
         let s = if up { &mut out.up } else { &mut out.down };
         s.packets += d.upstream_packets;
-        s.matched += d.matched;
-        s.lost_between += d.lost_between;
-        s.lost_before_first += d.lost_before_first;
-        s.duplicated += d.duplicated;
-        s.reordered += d.reordered;
-        s.not_seen_upstream += d.not_seen_upstream;
-        s.retransmissions += d.retransmissions;
-        s.retransmissions_needed += d.retransmissions_needed;
+        s.counts.add(d);
         let b = &mut busiest[usize::from(!up)];
         if d.delay.is_some() && b.is_none_or(|b| d.matched > b.matched) {
             *b = Some(d);
@@ -252,19 +234,19 @@ pub fn table(
                 "lost (loss model and queue drops)",
                 loss,
                 emu(&["dropped_loss", "dropped_queue", "dropped_limit"], true),
-                join(|d| d.lost_between),
+                join(|d| d.counts.lost_between),
             ),
             (
                 "duplicated",
                 dup,
                 emu(&["duplicated"], true),
-                join(|d| d.duplicated),
+                join(|d| d.counts.duplicated),
             ),
             (
                 "reordered",
                 reorder,
                 emu(&["reordered"], false),
-                join(|d| d.reordered),
+                join(|d| d.counts.reordered),
             ),
             (
                 "one-way delay mean / p50 / p99 (ms)",
@@ -277,7 +259,27 @@ pub fn table(
                     ms(|d| d.delay_p99_s)
                 ),
             ),
+            (
+                "lost before the link / needed retransmissions / not seen upstream",
+                "-".into(),
+                "-".into(),
+                format!(
+                    "{} / {} / {}",
+                    join(|d| d.counts.lost_before_first),
+                    join(|d| d.counts.retransmissions_needed),
+                    join(|d| d.counts.not_seen_upstream)
+                ),
+            ),
+            (
+                "capture problems",
+                "-".into(),
+                "-".into(),
+                problems.join("; ").chars().take(400).collect(),
+            ),
         ] {
+            if what == "capture problems" && problems.is_empty() {
+                continue;
+            }
             rows.push(vec![
                 p.label(),
                 trials.len().to_string(),
@@ -285,29 +287,6 @@ pub fn table(
                 configured,
                 emulator,
                 found,
-            ]);
-        }
-        rows.push(vec![
-            p.label(),
-            trials.len().to_string(),
-            "lost before the link / needed retransmissions / not seen upstream".into(),
-            "-".into(),
-            "-".into(),
-            format!(
-                "{} / {} / {}",
-                join(|d| d.lost_before_first),
-                join(|d| d.retransmissions_needed),
-                join(|d| d.not_seen_upstream)
-            ),
-        ]);
-        if !problems.is_empty() {
-            rows.push(vec![
-                p.label(),
-                trials.len().to_string(),
-                "capture problems".into(),
-                "-".into(),
-                "-".into(),
-                problems.join("; ").chars().take(400).collect(),
             ]);
         }
     }
@@ -385,9 +364,12 @@ mod tests {
         };
         let join = JoinSummary {
             down: JoinDirectionSummary {
-                lost_between: 9,
-                duplicated: 3,
-                reordered: 3,
+                counts: JoinTotals {
+                    lost_between: 9,
+                    duplicated: 3,
+                    reordered: 3,
+                    ..Default::default()
+                },
                 delay_mean_s: Some(0.0051),
                 ..Default::default()
             },

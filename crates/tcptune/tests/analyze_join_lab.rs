@@ -165,7 +165,19 @@ fn line(r: &mut BufReader<ChildStdout>) -> String {
     l.trim().to_string()
 }
 
-const SERVER: &str = r#"
+/// A server that takes one connection and reads it to the end; with `echo`, it sends back what
+/// it receives at once (one segment per segment received).
+fn server(echo: bool) -> String {
+    let (nodelay, send) = if echo {
+        (
+            "c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)",
+            "c.sendall(d)",
+        )
+    } else {
+        ("", "pass")
+    };
+    format!(
+        r#"
 import socket
 s = socket.socket()
 s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -173,28 +185,16 @@ s.bind(("198.18.0.2", 5001))
 s.listen(1)
 print("ready")
 c, _ = s.accept()
-while c.recv(65536):
-    pass
-c.close()
-"#;
-
-/// A server that sends back what it receives at once (one segment per segment received).
-const ECHO_SERVER: &str = r#"
-import socket
-s = socket.socket()
-s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind(("198.18.0.2", 5001))
-s.listen(1)
-print("ready")
-c, _ = s.accept()
-c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+{nodelay}
 while True:
     d = c.recv(65536)
     if not d:
         break
-    c.sendall(d)
+    {send}
 c.close()
-"#;
+"#
+    )
+}
 
 /// Streams `n` writes of 100 bytes, one every `gap` seconds (TCP_NODELAY: one segment each),
 /// saying "on" after the first tenth and "off" before the last tenth, then closes and reads
@@ -340,7 +340,7 @@ fn join_counts_equal_the_emulators_for_loss_and_reordering() {
                 &["--loss", "1%", "--reorder", "2%"],
                 &["--loss", "0", "--reorder", "0"],
             ),
-            SERVER,
+            &server(false),
             true,
         );
         let up = up_direction(&join);
@@ -397,7 +397,7 @@ fn join_counts_duplicates_as_the_emulator_does() {
             &mut lab,
             (3000, 0.001),
             (&["--duplicate", "3%"], &["--duplicate", "0"]),
-            SERVER,
+            &server(false),
             false,
         );
         let up = up_direction(&join);
@@ -464,7 +464,7 @@ fn join_measures_the_configured_delay_distribution() {
         // One host's clock stamps both captures: no offset estimate between the measured and
         // the drawn delays (with jitter one way only the path is asymmetric, which the
         // NTP-style estimate assumes it is not).
-        let (join, _) = run_stream(&mut lab, (2000, 0.003), (&[], &[]), ECHO_SERVER, true);
+        let (join, _) = run_stream(&mut lab, (2000, 0.003), (&[], &[]), &server(true), true);
         let up = up_direction(&join);
         let down = join["flows"][0]["directions"]
             .as_array()
