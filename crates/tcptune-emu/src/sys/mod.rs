@@ -324,6 +324,10 @@ impl Emulator {
                 pool.push(buf);
                 continue;
             }
+            // The frame's arrival is now, not when the loop's turn began: reading the batch
+            // before it (and the other TUN's) takes microseconds, tens when preempted, and a
+            // frame stamped before it existed would leave that much early.
+            let now = now_ns();
             // A small frame gets an exact-size copy, so a long delay line of small packets
             // does not hold 64 KiB per packet; big (offloaded) frames keep their buffer.
             let frame = if buf.len() < MAX_FRAME / 8 {
