@@ -887,8 +887,7 @@ pub struct ClockReport {
     pub note: String,
 }
 
-/// Sums over every direction of every flow (or over any set of directions: the experiment
-/// runner sums each link direction's).
+/// Sums over every direction of every flow.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, serde::Deserialize, JsonSchema)]
 pub struct JoinTotals {
     pub matched: u64,
