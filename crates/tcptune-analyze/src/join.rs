@@ -888,7 +888,7 @@ pub struct ClockReport {
 }
 
 /// Sums over every direction of every flow.
-#[derive(Debug, Clone, Default, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, serde::Deserialize, JsonSchema)]
 pub struct JoinTotals {
     pub matched: u64,
     pub lost_between: u64,
@@ -902,7 +902,7 @@ pub struct JoinTotals {
 }
 
 impl JoinTotals {
-    fn add(&mut self, d: &JoinDirection) {
+    pub fn add(&mut self, d: &JoinDirection) {
         self.matched += d.matched;
         self.lost_between += d.lost_between;
         self.lost_before_first += d.lost_before_first;

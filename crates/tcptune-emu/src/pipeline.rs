@@ -108,6 +108,11 @@ pub struct Counters {
     /// Dropped by netem's `limit` (or the emulator's memory cap).
     pub dropped_limit: u64,
     pub duplicated: u64,
+    /// Of the drops above (loss, queue, limit), copies made by duplication: their original
+    /// went on, so the far side got one packet, as if neither had happened (what a capture at
+    /// each end sees: `duplicated − copies_dropped` extra copies, drops − this many losses).
+    #[serde(default)]
+    pub copies_dropped: u64,
     pub corrupted: u64,
     pub reordered: u64,
     /// Packets in the bottleneck queue now (waiting for or in serialisation).
@@ -324,6 +329,7 @@ impl<P: Packet> Direction<P> {
         }
         if count == 0 {
             self.counters.dropped_loss += 1;
+            self.counters.copies_dropped += u64::from(depth > 0);
             return;
         }
         if count > 1 {
@@ -340,6 +346,7 @@ impl<P: Packet> Direction<P> {
             || self.held_bytes + bytes > MEMORY_CAP_BYTES
         {
             self.counters.dropped_limit += 1;
+            self.counters.copies_dropped += u64::from(depth > 0);
             return;
         }
         // netem: "gap == 0 || counter < gap - 1 || reorder < random" means delayed.
@@ -377,6 +384,7 @@ impl<P: Packet> Direction<P> {
                     .is_some_and(|l| q_bytes + bytes > l.get());
                 if full_pkts || full_bytes {
                     self.counters.dropped_queue += 1;
+                    self.counters.copies_dropped += u64::from(depth > 0);
                     return;
                 }
                 self.counters.max_queue_packets = self.counters.max_queue_packets.max(q_pkts + n);

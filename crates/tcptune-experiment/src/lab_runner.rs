@@ -96,6 +96,46 @@ impl Hosts for LabHosts<'_> {
             .parse()
             .unwrap_or(IpAddr::from([127, 0, 0, 1]))
     }
+    fn link_empty(&self) -> bool {
+        let held = |e: &serde_json::Value, dir: &str| e[dir]["held_packets"].as_u64();
+        emulator_status(self.lab)
+            .is_none_or(|e| held(&e, "up") == Some(0) && held(&e, "down") == Some(0))
+    }
+}
+
+/// The lab's emulator as `lab status` reports it: each direction's counters, its lateness.
+fn emulator_status(lab: &str) -> Option<serde_json::Value> {
+    tcptune_lab::lab::status(Some(lab))
+        .ok()
+        .and_then(|l| serde_json::to_value(l).ok())
+        .and_then(|v| {
+            v.get("labs")
+                .and_then(|l| l.get(0))
+                .and_then(|l| l.get("emulator"))
+                .cloned()
+        })
+}
+
+/// Makes each host hand the link one wire packet at a time (`gso_max_segs 1` on its device),
+/// so that the capture at the sender sees the packets the emulator decides on, not the TSO
+/// super-packets the emulator splits after it: then a packet the link lost, duplicated or
+/// reordered is one packet at both capture points.
+fn wire_packets_only(hosts: &LabHosts) -> Result<(), String> {
+    for host in ["client", "server"] {
+        let mut c = hosts.command(host, "ip");
+        c.args(["link", "set", tcptune_lab::lab::DEV, "gso_max_segs", "1"]);
+        let out = c
+            .output()
+            .map_err(|e| format!("ip link set on the {host}: {e}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "ip link set {} gso_max_segs 1 on the {host}: {}",
+                tcptune_lab::lab::DEV,
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Takes the lab down when the trial ends, however it ends.
@@ -187,22 +227,40 @@ impl TrialRunner for LabRunner {
             lab: &lab,
             spec: &spec,
         };
+        let both = point
+            .settings
+            .get("capture.at")
+            .is_some_and(|a| a == "both");
         let capture = match point.settings.get("capture.snaplen") {
             Some(snaplen) => {
                 std::fs::create_dir_all(dir.join("captures")).map_err(|e| e.to_string())?;
                 Some((
                     format!("captures/{}.pcap", trial.id),
+                    both.then(|| format!("captures/{}-server.pcap", trial.id)),
                     snaplen.parse::<u32>().map_err(|e| e.to_string())?,
                 ))
             }
             None => None,
         };
-        let cap_path = capture.as_ref().map(|(rel, snap)| (dir.join(rel), *snap));
+        if capture.as_ref().is_some_and(|c| c.1.is_some()) {
+            wire_packets_only(&hosts)?;
+        }
+        let link_before = both.then(|| emulator_status(&lab)).flatten();
+        let paths = capture
+            .as_ref()
+            .map(|(c, s, _)| (dir.join(c), s.as_ref().map(|s| dir.join(s))));
         let result = workload::run(
             &hosts,
             &point.settings,
             5201,
-            cap_path.as_ref().map(|(p, s)| (p.as_path(), *s)),
+            capture
+                .as_ref()
+                .zip(paths.as_ref())
+                .map(|((_, _, snaplen), (c, s))| workload::Captures {
+                    snaplen: *snaplen,
+                    client: c,
+                    server: s.as_deref(),
+                }),
         )
         .map_err(|e| format!("{e}{}", lab_gone(&lab)))?;
         let mut m = result.measurement;
@@ -224,16 +282,20 @@ impl TrialRunner for LabRunner {
             .collect();
         std::fs::write(dir.join(&receiver_rel), lines).map_err(|e| e.to_string())?;
         m.receiver_series = Some(receiver_rel);
-        m.capture = capture.map(|(rel, _)| rel);
-        m.link = tcptune_lab::lab::status(Some(&lab))
-            .ok()
-            .and_then(|l| serde_json::to_value(l).ok())
-            .and_then(|v| {
-                v.get("labs")
-                    .and_then(|l| l.get(0))
-                    .and_then(|l| l.get("emulator"))
-                    .cloned()
-            });
+        m.link = emulator_status(&lab);
+        if let Some((client_rel, Some(server_rel), _)) = &capture {
+            m.join = Some(crate::join::join_trial(
+                dir,
+                [client_rel, server_rel],
+                hosts.address("client"),
+                link_before,
+                result.capture_problems,
+            ));
+        }
+        if let Some((client_rel, server_rel, _)) = capture {
+            m.capture = Some(client_rel);
+            m.capture_server = server_rel;
+        }
         Ok(m)
     }
 }

@@ -9,6 +9,7 @@
 #![forbid(unsafe_code)]
 
 pub mod compare;
+pub mod join;
 pub mod lab_runner;
 pub mod plan;
 pub mod report;

@@ -612,6 +612,35 @@ fn realised_table(plan: &StoredPlan, records: &[TrialRecord]) -> Option<Block> {
     })
 }
 
+/// The two-point join's table (trials captured at both ends): the data direction's
+/// impairments as configured, as the emulator counted them and as the join found them.
+fn join_table(plan: &StoredPlan, records: &[TrialRecord]) -> Option<Block> {
+    crate::join::table(plan, records, |p| {
+        let s = &p.settings;
+        let down = direction(s) == "download";
+        let dir = if down { "down" } else { "up" };
+        let set = |k: &str| get(s, &[&format!("link.{dir}.{k}"), &format!("link.{k}")]);
+        let delay = match (set("delay"), set("jitter")) {
+            (Some(d), Some(j)) => format!(
+                "{d} ± {j} ({}, {})",
+                set("distribution").unwrap_or("uniform"),
+                set("jitter_order").unwrap_or("reorder")
+            ),
+            (Some(d), None) => d.to_string(),
+            (None, _) => set("rtt").map_or("0".into(), |r| format!("rtt {r} / 2")),
+        };
+        (
+            down,
+            [
+                set("loss").unwrap_or("0").to_string(),
+                set("duplicate").unwrap_or("0").to_string(),
+                set("reorder").unwrap_or("0").to_string(),
+                delay,
+            ],
+        )
+    })
+}
+
 /// One row per failed trial: which, where, after how long, and why.
 fn failures_table(plan: &StoredPlan, records: &[TrialRecord]) -> Option<Block> {
     let rows: Vec<Vec<String>> = records
@@ -1130,6 +1159,15 @@ pub fn write_report(dir: &Path) -> Result<ReportFiles, RunError> {
             "What the link did (data direction, mean per trial)",
             vec![
                 Block::Text("The emulator's counters beside the configured values: the share of the packets entering the link that it dropped for loss, duplicated, corrupted or reordered, its queue's drops, and the bytes that left it over the transfer's duration.".into()),
+                t,
+            ],
+        );
+    }
+    if let Some(t) = join_table(&plan, &records) {
+        page.section(
+            "Both ends captured: the captures joined (data direction, mean per trial)",
+            vec![
+                Block::Text(format!("Each trial captured at both ends of the link was joined (tcptune analyze A B): packets seen at the client matched with those seen at the server. Beside each impairment as configured: what the emulator counted (packets it dropped for loss, duplicated, reordered; it counts every packet on the link, the captures only the workload's TCP) and what the join found (packets lost between the ends, extra copies, packets that arrived ahead of one sent before them). The one-way delay is the data connection's, the time in the rate's queue included ({}). Below: data lost before the link (holes at the sender's capture), the retransmissions the join found needed, and packets the sender's capture never saw.", records.iter().find_map(|r| Some(r.result.as_ref()?.join.as_ref()?.clock.clone())).unwrap_or_default())),
                 t,
             ],
         );

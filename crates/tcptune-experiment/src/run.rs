@@ -7,6 +7,7 @@
 //! - `spec.toml`: the spec as given; `plan.json`: points, trial order, the spec's hash;
 //! - `environment.json`: kernel, settings, backend, tool version (from the runner);
 //! - `trials.jsonl`: one [`TrialRecord`] per line; `series/<trial>.jsonl`: [`SeriesSample`]s;
+//! - `captures/<trial>.pcap` (and `<trial>-server.pcap` when both ends are captured);
 //! - `summary.csv`, `report.html`, `plots/*.svg`: written by [`crate::report`].
 
 use std::collections::BTreeSet;
@@ -57,6 +58,12 @@ pub struct Measurement {
     pub receiver_series: Option<String>,
     /// Packet capture file, relative to the results directory.
     pub capture: Option<String>,
+    /// With `capture.at = "both"`: the capture at the server's end of the link.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capture_server: Option<String>,
+    /// With `capture.at = "both"`: what joining the two captures found ([`crate::join`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub join: Option<crate::join::JoinSummary>,
     /// The largest send buffer the sender's connection had (`sk_sndbuf` from its socket
     /// memory samples): the memory autotuning granted it, whatever the configured maximum.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -466,6 +473,8 @@ pub(crate) mod tests {
                 series: Some(series),
                 receiver_series: None,
                 capture: None,
+                capture_server: None,
+                join: None,
                 sndbuf_peak_bytes: None,
                 rcvbuf_peak_bytes: Some((window * 2.0) as u64),
             })

@@ -56,7 +56,7 @@ pub const WORKLOAD_KEYS: [&str; 11] = [
 ];
 
 /// Capture settings under `capture.`.
-pub const CAPTURE_KEYS: [&str; 2] = ["snaplen", "hosts"];
+pub const CAPTURE_KEYS: [&str; 3] = ["snaplen", "hosts", "at"];
 
 /// Checks one setting; the error is the reason (the caller adds the line).
 pub fn check(path: &str, value: &str, caps: &dyn Capabilities) -> Result<(), String> {
@@ -76,6 +76,14 @@ pub fn check(path: &str, value: &str, caps: &dyn Capabilities) -> Result<(), Str
         "capture" => match rest {
             "snaplen" => uint(value, 0, 262_144).map(drop),
             "hosts" => Ok(()),
+            // Where the trial captures: the client only, or both ends of the link (then each
+            // trial's two captures are joined: `crate::join`).
+            "at" => match value {
+                "client" | "both" => Ok(()),
+                _ => Err(format!(
+                    "capture at '{value}' is unknown; use client (one capture) or both (a capture at each end, joined)"
+                )),
+            },
             _ => Err(unknown("capture", rest, &CAPTURE_KEYS)),
         },
         _ => Err(format!(
@@ -167,6 +175,12 @@ pub fn check_point(s: &Settings) -> Result<(), String> {
     if kind == "command" && !s.contains_key("workload.client_command") {
         return Err(
             "workload kind command needs workload.client_command (the command the client runs)"
+                .into(),
+        );
+    }
+    if s.get("capture.at").is_some_and(|a| a == "both") && !s.contains_key("capture.snaplen") {
+        return Err(
+            "capture.at = \"both\" needs capture.snaplen (the bytes of each packet to keep, e.g. 128)"
                 .into(),
         );
     }
@@ -289,6 +303,7 @@ pub(crate) mod tests {
             ("link.rate", "1e300tbit", "out of range"),
             ("link.delay", "1e-12s", "out of range"),
             ("workload.cc", "vegas", "not available in this kernel"),
+            ("capture.at", "server", "use client (one capture) or both"),
         ];
         for (k, v, want) in bad {
             let e = check(k, v, &FakeCaps)
@@ -307,6 +322,9 @@ pub(crate) mod tests {
         };
         let e = check_point(&s(&[("workload.kind", "command")])).unwrap_err();
         assert!(e.contains("needs workload.client_command"), "{e}");
+        let e = check_point(&s(&[("capture.at", "both")])).unwrap_err();
+        assert!(e.contains("needs capture.snaplen"), "{e}");
+        check_point(&s(&[("capture.at", "both"), ("capture.snaplen", "128")])).unwrap();
         check_point(&s(&[
             ("workload.kind", "command"),
             ("workload.client_command", "true"),

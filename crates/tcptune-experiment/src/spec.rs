@@ -434,7 +434,10 @@ impl Capabilities for FuzzCaps {
         vec!["reno".into(), "cubic".into(), "bbr".into()]
     }
     fn sysctl_exists(&self, key: &str) -> bool {
-        key.starts_with("net.ipv4.tcp_") || key.starts_with("net.core.")
+        // (and the per-interface IPv6 switches the two-point-join example turns off)
+        key.starts_with("net.ipv4.tcp_")
+            || key.starts_with("net.core.")
+            || key.starts_with("net.ipv6.conf.")
     }
     fn cpus(&self) -> u32 {
         2
@@ -559,6 +562,13 @@ duration = "5s"
         assert!(
             e.message
                 .contains("seeds 'same' is unknown; use per-trial or common"),
+            "{e}"
+        );
+
+        let e = err("name = \"x\"\n[capture]\nsnaplen = 128\nat = \"everywhere\"\n");
+        assert_eq!(e.line, Some(4), "{e}");
+        assert!(
+            e.message.contains("capture at 'everywhere' is unknown"),
             "{e}"
         );
 

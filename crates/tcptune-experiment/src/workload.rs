@@ -31,6 +31,24 @@ pub trait Hosts {
     fn netns(&self, host: &str) -> String;
     /// The address the other host reaches `host` at.
     fn address(&self, host: &str) -> IpAddr;
+    /// Whether the link between the hosts holds no packet now (so captures stopped now miss
+    /// nothing still in flight). Hosts joined by no emulated link hold none.
+    fn link_empty(&self) -> bool {
+        true
+    }
+}
+
+/// Where a trial records packets (`capture.*`).
+#[derive(Debug, Clone, Copy)]
+pub struct Captures<'a> {
+    /// Bytes of each packet kept.
+    pub snaplen: u32,
+    /// The client's capture.
+    pub client: &'a std::path::Path,
+    /// With `capture.at = "both"`, the server's capture too. Both are then stamped in
+    /// nanoseconds, running before the workload's first packet, and stopped only once the
+    /// link holds no packet, so that a packet missing at one end is one the link lost.
+    pub server: Option<&'a std::path::Path>,
 }
 
 /// A child process that is killed when dropped (a workload's server, a capture).
@@ -51,6 +69,41 @@ impl Guard {
 }
 
 impl Guard {
+    /// Reads the process's standard error until a line containing `what` (tcpdump's
+    /// "listening on"), then leaves the rest for [`Guard::stop`]. Reads byte by byte, so
+    /// nothing after that line is taken; ends with the process's last words if it exits first.
+    fn wait_for_line(&mut self, what: &str) -> Result<(), String> {
+        use std::io::Read;
+        let Some(child) = self.0.as_mut() else {
+            return Err("the process is gone".into());
+        };
+        let Some(mut err) = child.stderr.take() else {
+            return Err("its standard error is not piped".into());
+        };
+        let (mut line, mut all, mut byte) = (Vec::new(), String::new(), [0u8]);
+        let found = loop {
+            match err.read(&mut byte) {
+                Ok(1) if byte[0] != b'\n' => line.push(byte[0]),
+                Ok(1) => {
+                    let l = String::from_utf8_lossy(&line).into_owned();
+                    line.clear();
+                    if l.contains(what) {
+                        break true;
+                    }
+                    all.push_str(&l);
+                    all.push(' ');
+                }
+                _ => break false,
+            }
+        };
+        child.stderr = Some(err);
+        if found {
+            Ok(())
+        } else {
+            Err(format!("it ended before saying '{what}': {}", all.trim()))
+        }
+    }
+
     /// Waits up to `limit` for the process to exit by itself (no signal), then kills it.
     fn wait(mut self, limit: Duration) {
         let Some(mut c) = self.0.take() else { return };
@@ -452,6 +505,28 @@ pub struct WorkloadResult {
     pub series: Vec<SeriesSample>,
     /// The receiver's connection: bytes received, the window it advertises, its receive space.
     pub receiver_series: Vec<SeriesSample>,
+    /// Captures at both ends: what makes them incomplete (packets tcpdump dropped).
+    pub capture_problems: Vec<String>,
+}
+
+/// What tcpdump's closing words say it missed ("N packets dropped by kernel"), if anything.
+fn capture_drops(host: &str, out: Option<&std::process::Output>) -> Option<String> {
+    let Some(out) = out else {
+        return Some(format!("the {host}'s capture did not stop cleanly"));
+    };
+    let text = String::from_utf8_lossy(&out.stderr);
+    let dropped = text
+        .lines()
+        .find_map(|l| l.trim().strip_suffix(" packets dropped by kernel"))
+        .and_then(|n| n.trim().parse::<u64>().ok());
+    match dropped {
+        Some(0) => None,
+        Some(n) => Some(format!("the {host}'s capture dropped {n} packets")),
+        None => Some(format!(
+            "the {host}'s capture said nothing of its drops: {}",
+            text.trim().lines().last().unwrap_or("")
+        )),
+    }
 }
 
 /// The receiver's view, from the samples of its busiest connection: its series and the
@@ -501,8 +576,6 @@ fn receiver_view(samples: Vec<(Dur, DiagSocket)>) -> (Vec<SeriesSample>, Option<
     (series, rcvbuf_peak)
 }
 
-/// Runs the point's workload once and measures it. `port` should differ between trials that
-/// might overlap; `capture` is a pcap path to record on the client, with its snaplen.
 /// The programs a trial with these settings runs (so a missing one is reported before the first
 /// trial, not by every trial).
 pub fn programs(s: &Settings) -> Vec<&'static str> {
@@ -525,11 +598,13 @@ pub fn programs(s: &Settings) -> Vec<&'static str> {
     p
 }
 
+/// Runs the point's workload once and measures it. `port` should differ between trials that
+/// might overlap; `capture` says where to record packets.
 pub fn run(
     hosts: &dyn Hosts,
     s: &Settings,
     port: u16,
-    capture: Option<(&std::path::Path, u32)>,
+    capture: Option<Captures>,
 ) -> Result<WorkloadResult, String> {
     let kind = s
         .get("workload.kind")
@@ -545,17 +620,33 @@ pub fn run(
     let (send_host, _recv_host) = sender(s);
     let server_addr = hosts.address("server");
 
-    let cap = match capture {
-        Some((path, snaplen)) => {
-            let mut c = hosts.command("client", "tcpdump");
-            c.args(["-i", "any", "-s", &snaplen.to_string(), "-U", "-w"])
-                .arg(path);
-            c.args(["tcp", "port", &port.to_string()]);
-            let g = spawn(c)?;
-            Some(g)
+    let joined = capture.is_some_and(|c| c.server.is_some());
+    let mut caps = Vec::new();
+    if let Some(c) = capture {
+        for (host, path) in [("client", Some(c.client)), ("server", c.server)] {
+            let Some(path) = path else { continue };
+            let mut cmd = hosts.command(host, "tcpdump");
+            cmd.args(["-i", "any", "-s", &c.snaplen.to_string(), "-U"]);
+            if joined {
+                // Stamps as fine as the kernel takes them, each packet handed over at once, and
+                // an 8 MB buffer: a packet the capture dropped would pass for one the link lost.
+                cmd.args([
+                    "--time-stamp-precision=nano",
+                    "--immediate-mode",
+                    "-B",
+                    "8192",
+                ]);
+            }
+            cmd.arg("-w").arg(path);
+            cmd.args(["tcp", "port", &port.to_string()]);
+            let mut g = spawn(cmd)?;
+            if joined {
+                g.wait_for_line("listening on")
+                    .map_err(|e| format!("tcpdump on the {host}: {e}"))?;
+            }
+            caps.push((host, g));
         }
-        None => None,
-    };
+    }
 
     let (filter, recv_filter): (String, String) = match send_host {
         "client" => (format!("dport {port}"), format!("sport {port}")),
@@ -764,8 +855,19 @@ pub fn run(
         }
         other => return Err(format!("workload kind '{other}' is unknown")),
     };
-    if let Some(g) = cap {
-        g.stop();
+    if joined {
+        // The last packets (FIN, the final ACKs) may still be on the link.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !hosts.link_empty() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    let mut capture_problems = Vec::new();
+    for (host, g) in caps {
+        let out = g.stop();
+        if joined {
+            capture_problems.extend(capture_drops(host, out.as_ref()));
+        }
     }
     let (receiver_series, rcvbuf_peak) = match receiver {
         Some(r) => receiver_view(r.finish()?),
@@ -795,6 +897,7 @@ pub fn run(
         measurement: m,
         series,
         receiver_series,
+        capture_problems,
     })
 }
 

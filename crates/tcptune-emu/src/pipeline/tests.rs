@@ -214,6 +214,25 @@ fn a_packet_both_duplicated_and_lost_still_delivers_one_copy() {
 }
 
 #[test]
+fn copies_dropped_make_the_far_sides_count_of_duplicates_and_losses() {
+    let cfg = LinkConfig {
+        duplicate: p(0.1),
+        loss: Loss::Random { p: p(0.1) },
+        ..Default::default()
+    };
+    let n = 20_000;
+    let (got, c) = run(cfg, 12, n, 100, 1000);
+    // What the far side saw: each original once or not at all, plus extra copies.
+    let mut ids: Vec<u64> = got.iter().map(|g| g.1.id).collect();
+    let delivered = ids.len() as u64;
+    ids.dedup();
+    let (originals, extra) = (ids.len() as u64, delivered - ids.len() as u64);
+    assert!(c.copies_dropped > 0, "{c:?}");
+    assert_eq!(extra, c.duplicated - c.copies_dropped);
+    assert_eq!(n - originals, c.dropped_loss - c.copies_dropped);
+}
+
+#[test]
 fn corruption_share_is_inside_the_binomial_interval() {
     let cfg = LinkConfig {
         corrupt: p(0.01),

@@ -284,7 +284,7 @@ impl Emulator {
         port: &mut Port,
         dir: &mut Direction<Frame>,
         pool: &mut Vec<Vec<u8>>,
-        now: Nanos,
+        mut now: Nanos,
     ) -> bool {
         for _ in 0..BATCH {
             if port.nic_free_at > now {
@@ -303,6 +303,10 @@ impl Emulator {
                 pool.push(buf);
                 continue;
             }
+            // The frame's arrival is now, not when the loop's turn began: reading the batch
+            // before it (and the other TUN's) takes microseconds, tens when preempted, and a
+            // frame stamped before it existed would leave that much early.
+            now = now_ns();
             // A small frame gets an exact-size copy, so a long delay line of small packets
             // does not hold 64 KiB per packet; big (offloaded) frames keep their buffer.
             let frame = if buf.len() < MAX_FRAME / 8 {
