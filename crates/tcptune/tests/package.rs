@@ -91,6 +91,37 @@ fn man_pages_exist_per_command_and_render() {
 }
 
 #[test]
+fn every_man_page_renders_without_warnings_on_an_ascii_terminal() {
+    // A minimal system (the package's chroot) renders in the C locale: a UTF-8 character in
+    // the help text (…, ×, √, ≤) must reach groff as a glyph it can draw there.
+    let dir = TempDir::new("man-ascii");
+    let pages = generate("man", &dir.0);
+    for name in &pages {
+        let out = Command::new("man")
+            .arg("-l")
+            .arg(dir.0.join(name))
+            .env("LANG", "C")
+            .env("LC_ALL", "C")
+            .env("MANWIDTH", "100")
+            .env("MANPAGER", "cat")
+            .output()
+            .expect("man(1) is needed (scripts/deps installs man-db)");
+        assert!(out.status.success(), "man -l {name} failed");
+        let warnings = String::from_utf8_lossy(&out.stderr);
+        assert!(warnings.trim().is_empty(), "{name}: {warnings}");
+    }
+    let mathis = Command::new("man")
+        .arg("-l")
+        .arg(dir.0.join("tcptune-model-mathis.1"))
+        .env("LC_ALL", "C")
+        .env("MANPAGER", "cat")
+        .output()
+        .unwrap();
+    let page = String::from_utf8_lossy(&mathis.stdout);
+    assert!(page.contains("rate <= MSS/RTT"), "{page}");
+}
+
+#[test]
 fn completions_load_in_each_shell() {
     let dir = TempDir::new("completions");
     let files = generate("completions", &dir.0);

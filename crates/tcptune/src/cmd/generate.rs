@@ -22,7 +22,17 @@ pub fn run(what: Generate, dir: &Path) -> anyhow::Result<Outcome> {
     };
     match what {
         // One page per visible command and subcommand: tcptune.1, tcptune-lab-up.1, …
-        Generate::Man => clap_mangen::generate_to(Cli::command(), dir).map_err(written)?,
+        Generate::Man => {
+            clap_mangen::generate_to(Cli::command(), dir).map_err(written)?;
+            for entry in std::fs::read_dir(dir).map_err(written)? {
+                let path = entry.map_err(written)?.path();
+                let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+                if name.starts_with("tcptune") && name.ends_with(".1") {
+                    let page = std::fs::read_to_string(&path).map_err(written)?;
+                    std::fs::write(&path, roff_glyphs(&page)).map_err(written)?;
+                }
+            }
+        }
         Generate::Completions => {
             let mut cmd = visible(&Cli::command());
             for shell in SHELLS {
@@ -31,6 +41,33 @@ pub fn run(what: Generate, dir: &Path) -> anyhow::Result<Outcome> {
         }
     }
     Ok(Outcome::Ok)
+}
+
+/// The help text's non-ASCII characters as groff's named glyphs, which every output device
+/// can draw (an ASCII terminal draws `\(<=` as `<=`); left as UTF-8, groff in the C locale
+/// warns "can't find special character" and drops them.
+fn roff_glyphs(page: &str) -> String {
+    let mut out = String::with_capacity(page.len());
+    for c in page.chars() {
+        match c {
+            '…' => out.push_str("..."),
+            '×' => out.push_str("\\(mu"),
+            '√' => out.push_str("\\(sr"),
+            '≤' => out.push_str("\\(<="),
+            '≥' => out.push_str("\\(>="),
+            '·' => out.push_str("\\(pc"),
+            'σ' => out.push_str("\\(*s"),
+            '—' => out.push_str("\\(em"),
+            '–' => out.push_str("\\(en"),
+            '→' => out.push_str("\\(->"),
+            'µ' => out.push_str("\\(mc"),
+            c if c.is_ascii() => out.push(c),
+            // Any other character as groff's Unicode escape, which at worst is dropped with
+            // a warning, as before.
+            c => out.push_str(&format!("\\[u{:04X}]", c as u32)),
+        }
+    }
+    out
 }
 
 /// `cmd` without its hidden subcommands (internal ones such as `lab _emulator`), which
