@@ -443,10 +443,9 @@ fn goodput_chart(points: &[PointSummary], title: &str) -> Chart {
         .iter()
         .flat_map(|(_, v)| v.iter().map(|(x, _)| *x))
         .collect();
-    let (lo, hi) = xs
-        .iter()
-        .fold((f64::INFINITY, 0.0f64), |(l, h), x| (l.min(*x), h.max(*x)));
-    let log = numeric_x && lo > 0.0 && hi / lo >= 50.0;
+    // A numeric sweep over a decade or more (txqueuelen 1000 … 16000, buffers 64 KiB … 16 MiB)
+    // goes on a log axis, by the same rule as goodput, or its small values crowd one corner.
+    let log = numeric_x && xs.iter().all(|x| *x > 0.0) && spans_decades(xs.iter().copied());
     // Goodput spanning decades (a 4 KiB buffer beside a free path) goes on a log axis, or the
     // small values sit on the zero line.
     let y_log = spans_decades(
@@ -795,15 +794,17 @@ fn time_charts(dir: &Path, plan: &StoredPlan, records: &[TrialRecord]) -> Vec<Na
             windows = windows
                 .series(
                     Series::new(
-                        format!("{name} cwnd"),
+                        name.clone(),
                         Style::Step,
                         pts(&|s| s.snd_cwnd_bytes.map(|v| v as f64)),
                     )
                     .color(color),
                 )
                 .series(
+                    // Unnamed: the trial's colour and the title ("rwnd dashed") say whose it is,
+                    // and a legend of two entries per trial would dwarf the chart.
                     Series::new(
-                        format!("{name} rwnd"),
+                        String::new(),
                         Style::Dashed,
                         pts(&|s| s.rwnd_bytes.map(|v| v as f64)),
                     )

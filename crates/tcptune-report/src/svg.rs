@@ -188,9 +188,12 @@ impl Chart {
         let plot_w = w - L - R;
         // The legend: entries in as many columns as their longest label allows (about 6.5
         // pixels a character), below the plot; it adds to the height instead of eating the plot.
+        // A series without a name has no entry (a trial's second line in the same colour, which
+        // the title explains).
         let legend: Vec<String> = self
             .series
             .iter()
+            .filter(|s| !s.name.is_empty())
             .map(|s| s.name.clone())
             .chain(
                 self.refs
@@ -199,8 +202,8 @@ impl Chart {
             )
             .collect();
         let longest = legend.iter().map(|l| l.chars().count()).max().unwrap_or(0);
-        let col_w = 34.0 + 6.5 * longest as f64;
-        let cols = ((plot_w / col_w).floor() as usize).clamp(1, 4);
+        let col_w = 26.0 + 6.5 * longest as f64;
+        let cols = ((plot_w / col_w).floor() as usize).clamp(1, 6);
         let legend_rows = legend.len().div_ceil(cols);
         let legend_h = 16.0 * legend_rows as f64 + if legend_rows > 0 { 8.0 } else { 0.0 };
         let plot_h = self.height as f64 - T - B;
@@ -490,7 +493,12 @@ impl Chart {
                 T + plot_h + 50.0 + 16.0 * row as f64,
             )
         };
-        for (k, (ser, color)) in self.series.iter().zip(&colors).enumerate() {
+        let named = self
+            .series
+            .iter()
+            .zip(&colors)
+            .filter(|(s, _)| !s.name.is_empty());
+        for (k, (ser, color)) in named.enumerate() {
             let (lx, ly) = place(k);
             let dash = match ser.style {
                 Style::Dashed => r#" stroke-width="2" stroke-dasharray="6 4""#,
@@ -501,21 +509,22 @@ impl Chart {
                 s,
                 r#"<line x1="{lx:.1}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="{color}"{dash}/><text x="{:.1}" y="{ly:.1}">{}</text>"#,
                 ly - 4.0,
-                lx + 24.0,
+                lx + 18.0,
                 ly - 4.0,
-                lx + 30.0,
+                lx + 22.0,
                 esc(&ser.name)
             );
         }
+        let named = legend.len() - self.refs.len();
         for (k, r) in self.refs.iter().enumerate() {
-            let (lx, ly) = place(self.series.len() + k);
+            let (lx, ly) = place(named + k);
             let _ = write!(
                 s,
                 r##"<line x1="{lx:.1}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="#777" stroke-dasharray="2 3"/><text x="{:.1}" y="{ly:.1}">{} ({})</text>"##,
                 ly - 4.0,
-                lx + 24.0,
+                lx + 18.0,
                 ly - 4.0,
-                lx + 30.0,
+                lx + 22.0,
                 esc(&r.name),
                 tick_label(r.y)
             );
