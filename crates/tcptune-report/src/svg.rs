@@ -894,12 +894,19 @@ impl Axis {
                     }
                 }
             }
-            return Axis {
-                lo: 10f64.powf(l),
-                hi: 10f64.powf(h),
-                log,
-                ticks,
-            };
+            // The ends at the nearest 1-2-5 step outside the data rather than whole decades:
+            // 1000 … 16000 spans 1000 … 20000, not … 100000 with 40% of the width empty.
+            let steps = |e: f64| [1.0, 2.0, 5.0].map(|m| m * 10f64.powf(e));
+            let lo = steps(l)
+                .into_iter()
+                .filter(|s| *s <= lo)
+                .fold(10f64.powf(l), f64::max);
+            let hi = steps(h - 1.0)
+                .into_iter()
+                .filter(|s| *s >= hi)
+                .fold(10f64.powf(h), f64::min);
+            ticks.retain(|t| *t >= lo && *t <= hi);
+            return Axis { lo, hi, log, ticks };
         }
         if hi <= lo {
             let pad = if lo == 0.0 { 1.0 } else { lo.abs() * 0.1 };
@@ -1076,8 +1083,12 @@ mod tests {
         let a = Axis::fit([0.0, 97.0].into_iter(), false);
         assert_eq!(a.ticks, vec![0.0, 20.0, 40.0, 60.0, 80.0, 100.0]);
         let l = Axis::fit([4096.0, 16.0 * 1048576.0].into_iter(), true);
-        assert_eq!(l.ticks.first(), Some(&1000.0));
-        assert_eq!(l.ticks.last(), Some(&1e8));
+        // Ends at the 1-2-5 steps around the data, ticks at the decades within.
+        assert_eq!((l.lo, l.hi), (2000.0, 2e7));
+        assert_eq!(l.ticks, vec![1e4, 1e5, 1e6, 1e7]);
+        let q = Axis::fit([1000.0, 16000.0].into_iter(), true);
+        assert_eq!((q.lo, q.hi), (1000.0, 20000.0));
+        assert_eq!(q.ticks, vec![1000.0, 2000.0, 5000.0, 10000.0, 20000.0]);
         assert_eq!(tick_label(1.5e6), "1.5M");
         assert_eq!(tick_label(0.002), "2m");
         assert_eq!(tick_label(25.0), "25");
