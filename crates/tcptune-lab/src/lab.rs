@@ -596,8 +596,15 @@ fn exe() -> Result<PathBuf, LabError> {
 }
 
 /// Starts a detached process (own session, so the terminal's Ctrl-C does not reach it).
+///
+/// It executes `/proc/self/exe`, the binary this process runs, rather than the path
+/// `current_exe` gives: when that file is replaced during a long `lab run` (a rebuild, an
+/// upgrade), the path names a file that is gone ("… (deleted)") and every later trial failed
+/// at `lab up` with ENOENT. argv[0] stays the binary's path, by which `os::lab_processes`
+/// recognises the lab's processes.
 fn detached(args: &[&str]) -> Result<Command, LabError> {
-    let mut c = Command::new(exe()?);
+    let mut c = Command::new("/proc/self/exe");
+    c.arg0(exe()?);
     c.args(args).stdin(Stdio::null());
     // SAFETY: setsid is async-signal-safe and has no preconditions.
     unsafe {
