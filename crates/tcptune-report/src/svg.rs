@@ -253,6 +253,13 @@ impl Chart {
                 x_labels = ticks.clone();
             }
         }
+        if x_axis.log && self.x_ticks.is_none() {
+            // A sweep's first and last points lie on a log axis' ends, on the frame with half
+            // their whiskers cut: 3% of the span as margin on each side.
+            let (l, h) = (x_axis.lo.log10(), x_axis.hi.log10());
+            let m = (h - l) * 0.03;
+            (x_axis.lo, x_axis.hi) = (10f64.powf(l - m), 10f64.powf(h + m));
+        }
         let y_axis = Axis::fit(ys.into_iter(), self.y_log);
         // Grouped bars: each bar series takes its slot of 80% of the x step.
         let bar_series: Vec<usize> = (0..self.series.len())
@@ -1076,6 +1083,26 @@ mod tests {
         };
         assert_ne!(id(&svg), id(&other));
         assert_eq!(svg, chart().render(), "rendering is deterministic");
+    }
+
+    #[test]
+    fn points_at_a_log_axis_ends_stay_off_the_frame() {
+        let svg = Chart::new("t", "x", "y")
+            .x_log(true)
+            .series(Series::new(
+                "s",
+                Style::Points,
+                vec![Point::new(1000.0, 1.0), Point::new(10000.0, 2.0)],
+            ))
+            .render();
+        let xs: Vec<f64> = svg
+            .split("<circle cx=\"")
+            .skip(1)
+            .map(|c| c.split('"').next().unwrap().parse().unwrap())
+            .collect();
+        // The plot spans 70 … 700 pixels (720 wide, margins 70 and 20).
+        assert_eq!(xs.len(), 2);
+        assert!(xs[0] > 75.0 && xs[1] < 695.0, "{xs:?}");
     }
 
     #[test]
