@@ -6,7 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
-use tcptune_report::svg::{Chart, Point, Series, Style};
+use tcptune_report::svg::{spans_decades, Chart, Point, Series, Style};
 
 use crate::series::{DirSeries, FlowSeries};
 use crate::Finished;
@@ -122,6 +122,15 @@ pub fn flow_plots(label: &str, d: &DirSeries, start: i64) -> Vec<(&'static str, 
         )
         .color("#0072B2"),
     );
+    // A window of megabytes beside a few segments in flight (a receiver that advertises far
+    // more than the path holds) would flatten the flight to the zero line: a log axis then.
+    let log = spans_decades(
+        window
+            .series
+            .iter()
+            .flat_map(|s| s.points.iter().map(|p| p.y)),
+    );
+    let window = window.y_log(log);
     vec![
         ("tseq", tseq),
         ("throughput", throughput),

@@ -14,7 +14,9 @@ use tcptune_model::mathis::{mathis_bps, MathisConstant};
 use tcptune_model::{Bytes, Dur, Probability, Rate};
 use tcptune_report::html::{Block, Page};
 use tcptune_report::stats::{summarize as stats, Summary};
-use tcptune_report::svg::{spans_decades, Chart, Point as P, Series, Style, PALETTE};
+use tcptune_report::svg::{
+    spans_decades, Cell as HeatCell, Chart, Heatmap, Point as P, Series, Style, PALETTE,
+};
 
 use crate::plan::Point;
 use crate::run::{load_plan, load_records, RunError, SeriesSample, StoredPlan, TrialRecord};
@@ -441,10 +443,9 @@ fn goodput_chart(points: &[PointSummary], title: &str) -> Chart {
         .iter()
         .flat_map(|(_, v)| v.iter().map(|(x, _)| *x))
         .collect();
-    let (lo, hi) = xs
-        .iter()
-        .fold((f64::INFINITY, 0.0f64), |(l, h), x| (l.min(*x), h.max(*x)));
-    let log = numeric_x && lo > 0.0 && hi / lo >= 50.0;
+    // A numeric sweep over a decade or more (txqueuelen 1000 … 16000, buffers 64 KiB … 16 MiB)
+    // goes on a log axis, by the same rule as goodput, or its small values crowd one corner.
+    let log = numeric_x && xs.iter().all(|x| *x > 0.0) && spans_decades(xs.iter().copied());
     // Goodput spanning decades (a 4 KiB buffer beside a free path) goes on a log axis, or the
     // small values sit on the zero line.
     let y_log = spans_decades(
@@ -527,6 +528,81 @@ fn goodput_chart(points: &[PointSummary], title: &str) -> Chart {
         chart = chart.reference("path rate", *r);
     }
     chart
+}
+
+/// For a sweep of exactly two settings that are both categories (an impairment × a buffer
+/// limit), a table-heatmap: every combination as a cell with its mean and 95% CI, coloured by
+/// the mean. Grouped bars of such a sweep read only through a legend's colours. The setting
+/// with more values goes across.
+fn goodput_heatmap(points: &[PointSummary], title: &str) -> Option<Heatmap> {
+    let first = points.first()?;
+    if first.varied.len() != 2 || points.iter().any(|p| p.varied.len() != 2) {
+        return None;
+    }
+    let values = |i: usize| -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for p in points {
+            if !out.contains(&p.varied[i].1) {
+                out.push(p.varied[i].1.clone());
+            }
+        }
+        out
+    };
+    let categorical = |i: usize| {
+        points
+            .iter()
+            .any(|p| numeric(&p.varied[i].0, &p.varied[i].1).is_none())
+    };
+    if !categorical(0) || !categorical(1) {
+        return None;
+    }
+    let (r, c) = if values(0).len() > values(1).len() {
+        (1, 0)
+    } else {
+        (0, 1)
+    };
+    let (rows, cols) = (values(r), values(c));
+    let name = |i: usize| {
+        let k = &first.varied[i].0;
+        if k == crate::spec::LABEL {
+            String::new()
+        } else {
+            k.clone()
+        }
+    };
+    let cells = rows
+        .iter()
+        .map(|rv| {
+            cols.iter()
+                .map(|cv| {
+                    let p = points
+                        .iter()
+                        .find(|p| &p.varied[r].1 == rv && &p.varied[c].1 == cv)?;
+                    let g = p.goodput_bps.as_ref()?;
+                    let mut text = vec![format!("{} Mbit/s", mbit(g.mean))];
+                    if let (Some(l), Some(h)) = (g.ci95_low, g.ci95_high) {
+                        text.push(format!("{} – {}", mbit(l.max(0.0)), mbit(h)));
+                    }
+                    if p.failures > 0 {
+                        text.push(format!("n = {}, {} failed", g.n, p.failures));
+                    }
+                    Some(HeatCell {
+                        value: g.mean,
+                        text,
+                    })
+                })
+                .collect()
+        })
+        .collect();
+    Some(Heatmap {
+        title: title.to_string(),
+        row_label: name(r),
+        col_label: name(c),
+        value_label: "mean goodput (bit/s)".into(),
+        rows,
+        cols,
+        cells,
+    })
 }
 
 /// What the link did to a trial's data direction, from the emulator's counters
@@ -747,15 +823,17 @@ fn time_charts(dir: &Path, plan: &StoredPlan, records: &[TrialRecord]) -> Vec<Na
             windows = windows
                 .series(
                     Series::new(
-                        format!("{name} cwnd"),
+                        name.clone(),
                         Style::Step,
                         pts(&|s| s.snd_cwnd_bytes.map(|v| v as f64)),
                     )
                     .color(color),
                 )
                 .series(
+                    // Unnamed: the trial's colour and the title ("rwnd dashed") say whose it is,
+                    // and a legend of two entries per trial would dwarf the chart.
                     Series::new(
-                        format!("{name} rwnd"),
+                        String::new(),
                         Style::Dashed,
                         pts(&|s| s.rwnd_bytes.map(|v| v as f64)),
                     )
@@ -994,7 +1072,12 @@ pub fn write_report(dir: &Path) -> Result<ReportFiles, RunError> {
     let plots_dir = dir.join("plots");
     std::fs::create_dir_all(&plots_dir).map_err(io(&plots_dir))?;
 
-    let goodput_svg = goodput_chart(&points, &format!("{}: goodput", plan.name)).render();
+    let title = format!("{}: goodput", plan.name);
+    let heatmap = goodput_heatmap(&points, &title);
+    let goodput_svg = match &heatmap {
+        Some(h) => h.render(),
+        None => goodput_chart(&points, &title).render(),
+    };
     let mut plots = Vec::new();
     let path = plots_dir.join("goodput.svg");
     std::fs::write(&path, &goodput_svg).map_err(io(&path))?;
@@ -1048,12 +1131,13 @@ pub fn write_report(dir: &Path) -> Result<ReportFiles, RunError> {
         measured,
         failed
     );
-    let figures = vec![
-        Block::Svg(goodput_svg),
-        Block::Text(
-            "Expected (dashed on a numeric sweep, the \"expected\" column below): what the models expect for each point's settings, the smallest of the path's payload rate (the link rate × MSS / (MTU + per-packet overhead)), the receive window over the RTT (half the configured receive buffer, the share a 6.6+ kernel advertises at least) and the Mathis bound for the configured loss (C = √(3/2)). Whiskers: the 95% CI of the mean, cut at zero.".into(),
-        ),
-    ];
+    const EXPECTED: &str = "what the models expect for each point's settings, the smallest of the path's payload rate (the link rate × MSS / (MTU + per-packet overhead)), the receive window over the RTT (half the configured receive buffer, the share a 6.6+ kernel advertises at least) and the Mathis bound for the configured loss (C = √(3/2))";
+    let caption = if heatmap.is_some() {
+        format!("Each cell: one combination of the two swept settings, its mean goodput and the 95% CI of the mean (cut at zero), coloured by the mean. The \"expected\" column below: {EXPECTED}.")
+    } else {
+        format!("Expected (dashed on a numeric sweep, the \"expected\" column below): {EXPECTED}. Whiskers: the 95% CI of the mean, cut at zero.")
+    };
+    let figures = vec![Block::Svg(goodput_svg), Block::Text(caption)];
     page.section("Goodput against the swept setting", figures);
     if !over_time.is_empty() {
         page.section(
@@ -1336,6 +1420,81 @@ mod tests {
             assert!(std::fs::read_to_string(p).unwrap().starts_with("<svg"));
         }
         let _ = std::fs::remove_dir_all(dir);
+    }
+
+    fn point(index: usize, varied: &[(&str, &str)], goodput: &[f64]) -> PointSummary {
+        PointSummary {
+            index,
+            label: String::new(),
+            varied: varied
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            goodput_bps: stats(goodput),
+            retransmits_mean: None,
+            rtt_min_s_mean: None,
+            sndbuf_peak_mean: None,
+            rcvbuf_peak_mean: None,
+            limits_mean: None,
+            verdict: None,
+            failures: 0,
+            failure_causes: Vec::new(),
+            theory: Theory::default(),
+        }
+    }
+
+    #[test]
+    fn two_categorical_settings_make_a_table_heatmap() {
+        // Buffer (2 values) × impairment (3 values), both names: the impairment goes across.
+        let mut points = Vec::new();
+        for (b, scale) in [("no limit", 1.0), ("rmem 4096", 0.2)] {
+            for (i, base) in [("clean", 48e6), ("loss 1%", 40e6), ("rtt 100ms", 1e6)] {
+                let g = base * scale;
+                points.push(point(
+                    points.len(),
+                    &[(crate::spec::LABEL, b), (crate::spec::LABEL, i)],
+                    &[g * 0.98, g * 1.02],
+                ));
+            }
+        }
+        let map = goodput_heatmap(&points, "t").expect("two categorical settings");
+        assert_eq!(map.rows, ["no limit", "rmem 4096"]);
+        assert_eq!(map.cols, ["clean", "loss 1%", "rtt 100ms"]);
+        let cell = map.cells[1][2].as_ref().unwrap();
+        assert_eq!(cell.value, 0.2e6);
+        assert_eq!(cell.text[0], "0.20 Mbit/s");
+        assert!(cell.text[1].contains(" – "), "{:?}", cell.text);
+        assert!(map.log_scale(), "48 Mbit/s beside 0.2 Mbit/s spans decades");
+
+        // A numeric sweep, or a single setting, keeps the chart.
+        let numeric: Vec<PointSummary> =
+            ["4096 4096 4096", "4096 131072 65536", "4096 131072 1048576"]
+                .iter()
+                .enumerate()
+                .map(|(i, v)| {
+                    point(
+                        i,
+                        &[
+                            ("server.sysctl.net.ipv4.tcp_rmem", v),
+                            (crate::spec::LABEL, "x"),
+                        ],
+                        &[1e6],
+                    )
+                })
+                .collect();
+        assert!(goodput_heatmap(&numeric, "t").is_none());
+        assert!(goodput_heatmap(
+            &points[..1]
+                .iter()
+                .map(|p| {
+                    let mut q = p.clone();
+                    q.varied.truncate(1);
+                    q
+                })
+                .collect::<Vec<_>>(),
+            "t"
+        )
+        .is_none());
     }
 
     #[test]

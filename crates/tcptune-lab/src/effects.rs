@@ -5,6 +5,7 @@
 
 use std::io::{BufRead, BufReader};
 use std::os::fd::AsFd;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -191,8 +192,15 @@ fn exe() -> Result<PathBuf, LabError> {
 }
 
 /// Starts a detached process (own session, so the terminal's Ctrl-C does not reach it).
+///
+/// It executes `/proc/self/exe`, the binary this process runs, rather than the path
+/// `current_exe` gives: when that file is replaced during a long `lab run` (a rebuild, an
+/// upgrade), the path names a file that is gone ("… (deleted)") and every later trial failed
+/// at `lab up` with ENOENT. argv[0] stays the binary's path, by which `os::lab_processes`
+/// recognises the lab's processes.
 fn detached(args: &[&str]) -> Result<Command, LabError> {
-    let mut c = Command::new(exe()?);
+    let mut c = Command::new("/proc/self/exe");
+    c.arg0(exe()?);
     c.args(args).stdin(Stdio::null());
     tcptune_os::process::new_session_for_child(&mut c);
     Ok(c)

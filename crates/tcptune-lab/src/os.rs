@@ -212,9 +212,10 @@ pub fn lab_processes() -> Vec<LabProcess> {
     v
 }
 
-/// The role and lab of a process started as `<…tcptune…> lab _emulator|_hog --name LAB`. The
-/// binary may be a renamed copy (a run keeps one so a rebuild cannot break it), so its file
-/// name only has to contain "tcptune".
+/// The role and lab of a process started as `<…tcptune…> lab _emulator|_hog --name LAB`. Its
+/// argv[0] is the binary's path as `current_exe` named it (the process itself executes
+/// `/proc/self/exe`), which may be an installed or renamed binary, so its file name only has to
+/// contain "tcptune".
 fn lab_role(args: &[String]) -> Option<(String, String)> {
     let is_ours = Path::new(args.first()?)
         .file_name()

@@ -43,7 +43,7 @@ h1{font-size:1.6em}h2{font-size:1.25em;border-bottom:1px solid #ccc;padding-bott
 table{border-collapse:collapse;margin:1em 0;font-size:.9em}th,td{border:1px solid #ccc;padding:.3em .6em;text-align:right}\
 th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}pre{background:#f7f7f7;padding:.8em;overflow-x:auto}\
 figure{margin:1em 0}svg{max-width:100%;height:auto}.grid{display:flex;flex-wrap:wrap;gap:.5em}\
-.grid figure{margin:0;flex:0 0 32%}.grid figcaption{font-size:.8em;color:#555}.summary{font-size:1.05em;background:#eef5fb;padding:.8em}";
+.grid figure{margin:0;flex:0 0 32%;display:flex;flex-direction:column;justify-content:space-between}.grid figcaption{font-size:.8em;color:#555}.summary{font-size:1.05em;background:#eef5fb;padding:.8em}";
 
 impl Page {
     pub fn new(title: impl Into<String>) -> Self {

@@ -1,7 +1,8 @@
-//! The workspace's one chart type, rendered as standalone SVG: lines, points, steps, grouped
+//! The workspace's one chart module, rendered as standalone SVG: lines, points, steps, grouped
 //! bars over categories, vertical segments and crosses (a Stevens time-sequence graph), error
 //! bars (confidence intervals), dashed theory curves and labelled horizontal reference lines,
-//! on linear or logarithmic axes with "nice" ticks. No scripts, fonts or external resources,
+//! on linear or logarithmic axes with "nice" ticks; and a table-heatmap ([`Heatmap`]) for a
+//! sweep of two categorical settings. No scripts, fonts or external resources,
 //! so a chart opens anywhere and embeds in a self-contained HTML page. Experiment reports and
 //! `analyze`'s graphs both draw with it.
 //!
@@ -187,9 +188,12 @@ impl Chart {
         let plot_w = w - L - R;
         // The legend: entries in as many columns as their longest label allows (about 6.5
         // pixels a character), below the plot; it adds to the height instead of eating the plot.
+        // A series without a name has no entry (a trial's second line in the same colour, which
+        // the title explains).
         let legend: Vec<String> = self
             .series
             .iter()
+            .filter(|s| !s.name.is_empty())
             .map(|s| s.name.clone())
             .chain(
                 self.refs
@@ -198,8 +202,8 @@ impl Chart {
             )
             .collect();
         let longest = legend.iter().map(|l| l.chars().count()).max().unwrap_or(0);
-        let col_w = 34.0 + 6.5 * longest as f64;
-        let cols = ((plot_w / col_w).floor() as usize).clamp(1, 4);
+        let col_w = 26.0 + 6.5 * longest as f64;
+        let cols = ((plot_w / col_w).floor() as usize).clamp(1, 6);
         let legend_rows = legend.len().div_ceil(cols);
         let legend_h = 16.0 * legend_rows as f64 + if legend_rows > 0 { 8.0 } else { 0.0 };
         let plot_h = self.height as f64 - T - B;
@@ -248,6 +252,13 @@ impl Chart {
                 };
                 x_labels = ticks.clone();
             }
+        }
+        if x_axis.log && self.x_ticks.is_none() {
+            // A sweep's first and last points lie on a log axis' ends, on the frame with half
+            // their whiskers cut: 3% of the span as margin on each side.
+            let (l, h) = (x_axis.lo.log10(), x_axis.hi.log10());
+            let m = (h - l) * 0.03;
+            (x_axis.lo, x_axis.hi) = (10f64.powf(l - m), 10f64.powf(h + m));
         }
         let y_axis = Axis::fit(ys.into_iter(), self.y_log);
         // Grouped bars: each bar series takes its slot of 80% of the x step.
@@ -489,7 +500,12 @@ impl Chart {
                 T + plot_h + 50.0 + 16.0 * row as f64,
             )
         };
-        for (k, (ser, color)) in self.series.iter().zip(&colors).enumerate() {
+        let named = self
+            .series
+            .iter()
+            .zip(&colors)
+            .filter(|(s, _)| !s.name.is_empty());
+        for (k, (ser, color)) in named.enumerate() {
             let (lx, ly) = place(k);
             let dash = match ser.style {
                 Style::Dashed => r#" stroke-width="2" stroke-dasharray="6 4""#,
@@ -500,21 +516,22 @@ impl Chart {
                 s,
                 r#"<line x1="{lx:.1}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="{color}"{dash}/><text x="{:.1}" y="{ly:.1}">{}</text>"#,
                 ly - 4.0,
-                lx + 24.0,
+                lx + 18.0,
                 ly - 4.0,
-                lx + 30.0,
+                lx + 22.0,
                 esc(&ser.name)
             );
         }
+        let named = legend.len() - self.refs.len();
         for (k, r) in self.refs.iter().enumerate() {
-            let (lx, ly) = place(self.series.len() + k);
+            let (lx, ly) = place(named + k);
             let _ = write!(
                 s,
                 r##"<line x1="{lx:.1}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="#777" stroke-dasharray="2 3"/><text x="{:.1}" y="{ly:.1}">{} ({})</text>"##,
                 ly - 4.0,
-                lx + 24.0,
+                lx + 18.0,
                 ly - 4.0,
-                lx + 30.0,
+                lx + 22.0,
                 esc(&r.name),
                 tick_label(r.y)
             );
@@ -524,15 +541,19 @@ impl Chart {
     }
 }
 
+/// FNV-1a: element ids from what a chart shows, unique within a page and stable across runs.
+const FNV_START: u64 = 0xcbf29ce484222325;
+fn fnv(h: &mut u64, bytes: &[u8]) {
+    for b in bytes {
+        *h = (*h ^ u64::from(*b)).wrapping_mul(0x100000001b3);
+    }
+}
+
 impl Chart {
     /// An FNV-1a hash of what the chart shows, as an element id.
     fn clip_id(&self) -> String {
-        let mut h: u64 = 0xcbf29ce484222325;
-        let mut eat = |bytes: &[u8]| {
-            for b in bytes {
-                h = (h ^ u64::from(*b)).wrapping_mul(0x100000001b3);
-            }
-        };
+        let mut h = FNV_START;
+        let mut eat = |bytes: &[u8]| fnv(&mut h, bytes);
         eat(self.title.as_bytes());
         for s in &self.series {
             eat(s.name.as_bytes());
@@ -544,6 +565,257 @@ impl Chart {
         }
         eat(&(self.refs.len() as u64).to_le_bytes());
         format!("clip{h:016x}")
+    }
+}
+
+/// One cell of a [`Heatmap`]: the value that sets its colour and the lines of text it shows
+/// (a mean, its interval); `None` for a combination that was not measured.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Cell {
+    pub value: f64,
+    pub text: Vec<String>,
+}
+
+/// A table-heatmap: rows × columns of categories (a sweep of two categorical settings, such as
+/// impairment × buffer), each cell coloured by its value on one sequential scale and labelled
+/// with its figures, so every combination reads at once instead of as bars in a legend's
+/// colours. The scale is logarithmic when the values span decades and starts at zero otherwise
+/// (the values are non-negative quantities), with a colour bar below the table.
+#[derive(Debug, Clone)]
+pub struct Heatmap {
+    pub title: String,
+    /// What the rows and the columns are (the two settings' names).
+    pub row_label: String,
+    pub col_label: String,
+    /// What the colour shows, with its unit.
+    pub value_label: String,
+    pub rows: Vec<String>,
+    pub cols: Vec<String>,
+    /// `cells[row][col]`.
+    pub cells: Vec<Vec<Option<Cell>>>,
+}
+
+/// ColorBrewer's sequential "Blues" (light to dark): readable in grey and with the common
+/// colour-vision deficiencies.
+const BLUES: [(u8, u8, u8); 5] = [
+    (239, 243, 255),
+    (189, 215, 231),
+    (107, 174, 214),
+    (49, 130, 189),
+    (8, 81, 156),
+];
+
+/// The colour at `t` ∈ [0, 1] of [`BLUES`], interpolated between its stops.
+fn blue(t: f64) -> String {
+    let t = t.clamp(0.0, 1.0) * (BLUES.len() - 1) as f64;
+    let i = (t.floor() as usize).min(BLUES.len() - 2);
+    let f = t - i as f64;
+    let mix = |a: u8, b: u8| (a as f64 + (b as f64 - a as f64) * f).round() as u8;
+    let (a, b) = (BLUES[i], BLUES[i + 1]);
+    format!(
+        "#{:02x}{:02x}{:02x}",
+        mix(a.0, b.0),
+        mix(a.1, b.1),
+        mix(a.2, b.2)
+    )
+}
+
+impl Heatmap {
+    /// Whether the colour scale is logarithmic: positive values spanning a decade or more.
+    pub fn log_scale(&self) -> bool {
+        spans_decades(self.values())
+    }
+
+    fn values(&self) -> impl Iterator<Item = f64> + '_ {
+        self.cells
+            .iter()
+            .flatten()
+            .flatten()
+            .map(|c| c.value)
+            .filter(|v| v.is_finite())
+    }
+
+    /// The table as an SVG document.
+    pub fn render(&self) -> String {
+        const PAD: f64 = 12.0;
+        const T: f64 = 36.0;
+        const HEAD: f64 = 22.0; // the column headers' row
+        const CELL_H: f64 = 46.0;
+        const CHAR: f64 = 7.0; // pixels a character at 12px, roughly
+        let log = self.log_scale();
+        let lines = self
+            .cells
+            .iter()
+            .flatten()
+            .flatten()
+            .map(|c| c.text.len())
+            .max()
+            .unwrap_or(1)
+            .max(1);
+        let cell_h = CELL_H.max(16.0 * lines as f64 + 14.0);
+        let widest = |texts: &mut dyn Iterator<Item = &String>| {
+            texts.map(|t| t.chars().count()).max().unwrap_or(0) as f64 * CHAR
+        };
+        let row_w = (widest(&mut self.rows.iter()) + 2.0 * PAD)
+            .max(widest(&mut std::iter::once(&self.row_label)) + PAD);
+        let cell_w = (widest(&mut self.cols.iter()).max(widest(
+            &mut self
+                .cells
+                .iter()
+                .flatten()
+                .flatten()
+                .flat_map(|c| c.text.iter()),
+        )) + 2.0 * PAD)
+            .max(80.0);
+        let w = PAD + row_w + cell_w * self.cols.len().max(1) as f64 + PAD;
+        let table_h = HEAD + cell_h * self.rows.len() as f64;
+        let bar_y = T + 18.0 + table_h + 22.0;
+        let h = bar_y + 12.0 + 36.0;
+        let x0 = PAD + row_w;
+        let y0 = T + 18.0 + HEAD;
+
+        // The colour scale: from zero (or the log scale's decade below the smallest) to the top.
+        let values: Vec<f64> = self
+            .values()
+            .filter(|v| !log || *v > 0.0)
+            .map(|v| v.max(0.0))
+            .collect();
+        let axis = Axis::fit(values.iter().copied().chain((!log).then_some(0.0)), log);
+        let frac = |v: f64| {
+            if log && v <= 0.0 {
+                0.0
+            } else {
+                axis.frac(v.max(axis.lo)).clamp(0.0, 1.0)
+            }
+        };
+
+        let mut s = String::new();
+        let _ = write!(
+            s,
+            r#"<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {w:.0} {h:.0}" width="{w:.0}" height="{h:.0}" font-family="sans-serif" font-size="12">"#
+        );
+        let _ = write!(
+            s,
+            r##"<rect width="{w:.0}" height="{h:.0}" fill="#ffffff"/>"##
+        );
+        let _ = write!(
+            s,
+            r#"<text x="{:.1}" y="22" text-anchor="middle" font-size="15" font-weight="bold">{}</text>"#,
+            w / 2.0,
+            esc(&fit(&self.title, w - 20.0, 8.5))
+        );
+        // What the rows and columns are: "rows \ columns" above the row headers, the columns'
+        // name centred over them.
+        let _ = write!(
+            s,
+            r##"<text x="{:.1}" y="{:.1}" text-anchor="middle" fill="#444">{}</text>"##,
+            x0 + cell_w * self.cols.len() as f64 / 2.0,
+            T + 10.0,
+            esc(&self.col_label)
+        );
+        let _ = write!(
+            s,
+            r##"<text x="{PAD}" y="{:.1}" fill="#444">{}</text>"##,
+            y0 - 6.0,
+            esc(&self.row_label)
+        );
+        for (j, c) in self.cols.iter().enumerate() {
+            let _ = write!(
+                s,
+                r#"<text x="{:.1}" y="{:.1}" text-anchor="middle" font-weight="bold">{}</text>"#,
+                x0 + cell_w * (j as f64 + 0.5),
+                y0 - 6.0,
+                esc(c)
+            );
+        }
+        for (i, r) in self.rows.iter().enumerate() {
+            let y = y0 + cell_h * i as f64;
+            let _ = write!(
+                s,
+                r#"<text x="{PAD}" y="{:.1}" font-weight="bold">{}</text>"#,
+                y + cell_h / 2.0 + 4.0,
+                esc(r)
+            );
+            for j in 0..self.cols.len() {
+                let x = x0 + cell_w * j as f64;
+                let cell = self
+                    .cells
+                    .get(i)
+                    .and_then(|row| row.get(j))
+                    .and_then(|c| c.as_ref());
+                let (fill, ink) = match cell {
+                    Some(c) if c.value.is_finite() => {
+                        let t = frac(c.value);
+                        (blue(t), if t > 0.55 { "#ffffff" } else { "#111111" })
+                    }
+                    _ => ("#f4f4f4".to_string(), "#777777"),
+                };
+                let _ = write!(
+                    s,
+                    r##"<rect x="{x:.1}" y="{y:.1}" width="{cell_w:.1}" height="{cell_h:.1}" fill="{fill}" stroke="#ffffff" stroke-width="2"/>"##
+                );
+                let text: Vec<String> = match cell {
+                    Some(c) => c.text.clone(),
+                    None => vec!["not measured".into()],
+                };
+                let top = y + cell_h / 2.0 - 8.0 * (text.len() as f64 - 1.0) + 4.0;
+                for (k, t) in text.iter().enumerate() {
+                    let (size, weight) = if k == 0 {
+                        ("13", r#" font-weight="bold""#)
+                    } else {
+                        ("11", "")
+                    };
+                    let _ = write!(
+                        s,
+                        r#"<text x="{:.1}" y="{:.1}" text-anchor="middle" font-size="{size}"{weight} fill="{ink}">{}</text>"#,
+                        x + cell_w / 2.0,
+                        top + 16.0 * k as f64,
+                        esc(t)
+                    );
+                }
+            }
+        }
+        // The colour bar: a gradient through the stops, with the scale's ticks.
+        let bar_x = x0;
+        let bar_w = (cell_w * self.cols.len() as f64).min(480.0);
+        let mut hash = FNV_START;
+        for t in std::iter::once(&self.title)
+            .chain(&self.rows)
+            .chain(&self.cols)
+        {
+            fnv(&mut hash, t.as_bytes());
+        }
+        let id = format!("heat{hash:016x}");
+        let _ = write!(s, r#"<defs><linearGradient id="{id}">"#);
+        for (k, _) in BLUES.iter().enumerate() {
+            let t = k as f64 / (BLUES.len() - 1) as f64;
+            let _ = write!(s, r#"<stop offset="{:.2}" stop-color="{}"/>"#, t, blue(t));
+        }
+        let _ = write!(
+            s,
+            r##"</linearGradient></defs><rect x="{bar_x:.1}" y="{bar_y:.1}" width="{bar_w:.1}" height="12" fill="url(#{id})" stroke="#444" stroke-width="0.5"/>"##
+        );
+        for t in &axis.ticks {
+            let x = bar_x + axis.frac(*t) * bar_w;
+            let _ = write!(
+                s,
+                r##"<line x1="{x:.1}" y1="{:.1}" x2="{x:.1}" y2="{:.1}" stroke="#444"/><text x="{x:.1}" y="{:.1}" text-anchor="middle" font-size="11">{}</text>"##,
+                bar_y + 12.0,
+                bar_y + 16.0,
+                bar_y + 28.0,
+                tick_label(*t)
+            );
+        }
+        let scale = if log { ", log scale" } else { "" };
+        let _ = write!(
+            s,
+            r#"<text x="{:.1}" y="{:.1}" font-size="11">{}{scale}</text>"#,
+            bar_x + bar_w + 10.0,
+            bar_y + 10.0,
+            esc(&self.value_label)
+        );
+        s.push_str("</svg>\n");
+        s
     }
 }
 
@@ -629,12 +901,19 @@ impl Axis {
                     }
                 }
             }
-            return Axis {
-                lo: 10f64.powf(l),
-                hi: 10f64.powf(h),
-                log,
-                ticks,
-            };
+            // The ends at the nearest 1-2-5 step outside the data rather than whole decades:
+            // 1000 … 16000 spans 1000 … 20000, not … 100000 with 40% of the width empty.
+            let steps = |e: f64| [1.0, 2.0, 5.0].map(|m| m * 10f64.powf(e));
+            let lo = steps(l)
+                .into_iter()
+                .filter(|s| *s <= lo)
+                .fold(10f64.powf(l), f64::max);
+            let hi = steps(h - 1.0)
+                .into_iter()
+                .filter(|s| *s >= hi)
+                .fold(10f64.powf(h), f64::min);
+            ticks.retain(|t| *t >= lo && *t <= hi);
+            return Axis { lo, hi, log, ticks };
         }
         if hi <= lo {
             let pad = if lo == 0.0 { 1.0 } else { lo.abs() * 0.1 };
@@ -807,12 +1086,36 @@ mod tests {
     }
 
     #[test]
+    fn points_at_a_log_axis_ends_stay_off_the_frame() {
+        let svg = Chart::new("t", "x", "y")
+            .x_log(true)
+            .series(Series::new(
+                "s",
+                Style::Points,
+                vec![Point::new(1000.0, 1.0), Point::new(10000.0, 2.0)],
+            ))
+            .render();
+        let xs: Vec<f64> = svg
+            .split("<circle cx=\"")
+            .skip(1)
+            .map(|c| c.split('"').next().unwrap().parse().unwrap())
+            .collect();
+        // The plot spans 70 … 700 pixels (720 wide, margins 70 and 20).
+        assert_eq!(xs.len(), 2);
+        assert!(xs[0] > 75.0 && xs[1] < 695.0, "{xs:?}");
+    }
+
+    #[test]
     fn nice_ticks_and_labels() {
         let a = Axis::fit([0.0, 97.0].into_iter(), false);
         assert_eq!(a.ticks, vec![0.0, 20.0, 40.0, 60.0, 80.0, 100.0]);
         let l = Axis::fit([4096.0, 16.0 * 1048576.0].into_iter(), true);
-        assert_eq!(l.ticks.first(), Some(&1000.0));
-        assert_eq!(l.ticks.last(), Some(&1e8));
+        // Ends at the 1-2-5 steps around the data, ticks at the decades within.
+        assert_eq!((l.lo, l.hi), (2000.0, 2e7));
+        assert_eq!(l.ticks, vec![1e4, 1e5, 1e6, 1e7]);
+        let q = Axis::fit([1000.0, 16000.0].into_iter(), true);
+        assert_eq!((q.lo, q.hi), (1000.0, 20000.0));
+        assert_eq!(q.ticks, vec![1000.0, 2000.0, 5000.0, 10000.0, 20000.0]);
         assert_eq!(tick_label(1.5e6), "1.5M");
         assert_eq!(tick_label(0.002), "2m");
         assert_eq!(tick_label(25.0), "25");
@@ -948,5 +1251,78 @@ mod tests {
         for w in d.windows(2) {
             assert_eq!(w[0].err.unwrap().1, w[1].err.unwrap().0);
         }
+    }
+
+    fn heatmap(values: [[Option<f64>; 3]; 2]) -> Heatmap {
+        Heatmap {
+            title: "goodput <impairment × buffer>".into(),
+            row_label: "buffer".into(),
+            col_label: "impairment".into(),
+            value_label: "goodput (bit/s)".into(),
+            rows: vec!["no limit".into(), "rmem 4096".into()],
+            cols: vec!["clean".into(), "loss 1%".into(), "rtt 100ms".into()],
+            cells: values
+                .iter()
+                .map(|r| {
+                    r.iter()
+                        .map(|v| {
+                            v.map(|v| Cell {
+                                value: v,
+                                text: vec![tick_label(v), "CI & more".into()],
+                            })
+                        })
+                        .collect()
+                })
+                .collect(),
+        }
+    }
+
+    /// The fill colours of the cells in drawing order (rows, then columns).
+    fn fills(svg: &str) -> Vec<String> {
+        svg.split("<rect ")
+            .filter(|r| r.contains("stroke-width=\"2\""))
+            .map(|r| r.split("fill=\"").nth(1).unwrap()[..7].to_string())
+            .collect()
+    }
+
+    fn darkness(hex: &str) -> u32 {
+        let c = |i: usize| u32::from_str_radix(&hex[i..i + 2], 16).unwrap();
+        3 * 255 - (c(1) + c(3) + c(5))
+    }
+
+    #[test]
+    fn heatmap_colours_cells_by_value_and_labels_each() {
+        // Linear: values within a decade; a higher value is a darker cell.
+        let map = heatmap([
+            [Some(4.8e7), Some(4.4e7), Some(3.9e7)],
+            [Some(1.2e7), None, Some(6.0e6)],
+        ]);
+        assert!(!map.log_scale());
+        let svg = map.render();
+        let f = fills(&svg);
+        assert_eq!(f.len(), 6, "one rect per cell: {f:?}");
+        assert!(darkness(&f[0]) > darkness(&f[1]) && darkness(&f[1]) > darkness(&f[2]));
+        assert!(darkness(&f[2]) > darkness(&f[3]) && darkness(&f[3]) > darkness(&f[5]));
+        assert_eq!(f[4], "#f4f4f4", "an unmeasured cell is grey");
+        assert!(svg.contains(">not measured<"));
+        assert!(svg.contains(">48M<") && svg.contains(">6M<"));
+        // Escaped text, a colour bar from zero, nothing below it.
+        assert!(
+            svg.contains("goodput &lt;impairment × buffer&gt;") && svg.contains("CI &amp; more")
+        );
+        assert!(svg.contains(">0<") && !svg.contains(">-"));
+        assert!(svg.contains(">goodput (bit/s)<"));
+
+        // Values spanning decades (a 4 KiB buffer beside a free path): a log scale, on which
+        // the small values still differ in colour.
+        let map = heatmap([
+            [Some(4.8e7), Some(4.4e7), Some(4.0e7)],
+            [Some(1.2e7), Some(2.0e5), Some(1.0e5)],
+        ]);
+        assert!(map.log_scale());
+        let svg = map.render();
+        let f = fills(&svg);
+        assert!(darkness(&f[4]) > darkness(&f[5]), "{f:?}");
+        assert!(svg.contains("goodput (bit/s), log scale"));
     }
 }
