@@ -151,4 +151,3 @@ impl StopSet {
         let _ = self.epoll.remove(fd.as_fd());
     }
 }
-

@@ -224,7 +224,8 @@ impl Effects for Live {
 }
 
 fn create_lab_dir(lab: &str, state: &str) -> Result<(), LabError> {
-    let env = |what: String, e: &dyn std::fmt::Display| LabError::Environment(format!("{what}: {e}"));
+    let env =
+        |what: String, e: &dyn std::fmt::Display| LabError::Environment(format!("{what}: {e}"));
     std::fs::create_dir_all(RUN_DIR).map_err(|e| env(format!("cannot create {RUN_DIR}"), &e))?;
     let dir = lab_dir(lab);
     let tmp = Path::new(RUN_DIR).join(format!(".{lab}.{}", std::process::id()));
@@ -232,7 +233,10 @@ fn create_lab_dir(lab: &str, state: &str) -> Result<(), LabError> {
     std::fs::create_dir(&tmp).map_err(|e| env(format!("cannot create {}", tmp.display()), &e))?;
     if let Err(e) = std::fs::write(tmp.join("state.json"), state) {
         let _ = std::fs::remove_dir_all(&tmp);
-        return Err(env(format!("cannot write lab state in {}", tmp.display()), &e));
+        return Err(env(
+            format!("cannot write lab state in {}", tmp.display()),
+            &e,
+        ));
     }
     // Fails with EEXIST, never replacing, if `dir` exists.
     if let Err(e) = tcptune_os::fs::rename_noreplace(&tmp, &dir) {

@@ -231,7 +231,6 @@ fn host_cpu(host: &str, s: &HostSettings) -> Option<u32> {
     })
 }
 
-
 /// `tcptune lab up`: a lab that stays after this process exits.
 pub fn up(lab: &str, spec: LabSpec) -> Result<LabStatus, LabError> {
     up_inner(lab, spec, None)
@@ -731,5 +730,208 @@ mod tests {
         assert!(matches!(e, LabError::NoSuchCongestionControl { .. }), "{e}");
         assert!(fx.log.is_empty(), "{:?}", fx.log);
     }
-}
 
+    /// A machine that can host a lab named "t" (none there yet).
+    fn machine() -> Fake {
+        let mut fx = fake();
+        fx.paths.clear();
+        fx.paths.insert("/dev/net/tun".into());
+        fx
+    }
+
+    /// A lab already on `fx`: its state and directory, and its emulator when `emulator`.
+    fn existing(fx: &mut Fake, lab: &str, ready: bool, owner: ProcessRef, emulator: bool) {
+        let mut st = State::new(lab, LabSpec::default(), owner, None);
+        st.ready = ready;
+        fx.states.insert(lab.into(), st.to_json().unwrap());
+        fx.paths.insert(lab_dir(lab));
+        if emulator {
+            fx.processes.push(LabProcess {
+                pid: 2000 + fx.processes.len() as u32,
+                role: "_emulator".into(),
+                lab: lab.into(),
+            });
+        }
+    }
+
+    const GONE: ProcessRef = ProcessRef {
+        pid: 3001,
+        start: 5,
+    };
+
+    #[test]
+    fn up_refuses_before_changing_anything() {
+        let good = spec(Backend::Emu, &[]);
+        let cases: Vec<(&str, Fake, LabSpec, &str)> = vec![
+            (
+                "not root",
+                Fake {
+                    not_admin: true,
+                    ..machine()
+                },
+                good.clone(),
+                "needs root",
+            ),
+            ("no tun", fake_without_tun(), good.clone(), "/dev/net/tun"),
+            (
+                "unknown cc",
+                machine(),
+                spec(Backend::Emu, &["client.cc=vegas"]),
+                "vegas",
+            ),
+            ("bad name", machine(), good.clone(), "name"),
+        ];
+        for (what, mut fx, s, says) in cases {
+            let name = if what == "bad name" { "no/slash" } else { "t" };
+            let e = match prepare(&mut fx, name, s, None) {
+                Ok(_) => panic!("{what}: accepted"),
+                Err(e) => e,
+            };
+            assert!(e.to_string().contains(says), "{what}: {e}");
+            assert!(fx.log.is_empty(), "{what}: {:?}", fx.log);
+            assert!(fx.states.is_empty(), "{what}");
+        }
+    }
+
+    fn fake_without_tun() -> Fake {
+        let mut fx = machine();
+        fx.paths.clear();
+        fx
+    }
+
+    #[test]
+    fn up_claims_the_name_with_its_owner_and_tie_after_removing_leftovers() {
+        let mut fx = machine();
+        // A leftover of the same name (its `lab up` was killed, its emulator's state is gone)
+        // is removed, then claimed.
+        existing(&mut fx, "t", false, GONE, false);
+        fx.processes.push(LabProcess {
+            pid: 2000,
+            role: "_emulator".into(),
+            lab: "t".into(),
+        });
+        let tie = ProcessRef { pid: 9, start: 1 };
+        let (st, _) = prepare(&mut fx, "t", spec(Backend::Emu, &[]), Some(tie)).unwrap();
+        assert!(at(&fx, "stop 2000") < at(&fx, "mkdir /run/tcptune/t"));
+        assert!(at(&fx, "rm /run/tcptune/t") < at(&fx, "mkdir /run/tcptune/t"));
+        let saved: State = serde_json::from_str(&fx.states["t"]).unwrap();
+        assert_eq!(saved.owner(), Fake::ME);
+        assert_eq!(saved.tied_to, Some(tie));
+        assert!(!saved.ready && !st.ready);
+    }
+
+    #[test]
+    fn up_refuses_a_name_in_use_and_leaves_that_lab_alone() {
+        let builder = ProcessRef {
+            pid: 3000,
+            start: 5,
+        };
+        // Running; being built by another live `lab up`.
+        for (what, ready, owner, emulator) in [
+            ("running", true, GONE, true),
+            ("building", false, builder, false),
+        ] {
+            let mut fx = machine();
+            fx.running.push(builder);
+            existing(&mut fx, "t", ready, owner, emulator);
+            match prepare(&mut fx, "t", spec(Backend::Emu, &[]), None) {
+                Err(LabError::NameInUse(_)) => {}
+                Err(e) => panic!("{what}: {e}"),
+                Ok(_) => panic!("{what}: accepted"),
+            }
+            assert!(fx.paths.contains(&lab_dir("t")), "{what}");
+            assert!(fx.lines("mkdir").is_empty(), "{what}: {:?}", fx.log);
+            assert_eq!(fx.processes.len(), usize::from(emulator), "{what}");
+        }
+    }
+
+    #[test]
+    fn down_all_removes_only_leftovers_unless_forced() {
+        let mut fx = machine();
+        existing(&mut fx, "alive", true, GONE, true);
+        existing(&mut fx, "dead", true, GONE, false);
+        down_all_with(&mut fx, false);
+        assert!(fx.paths.contains(&lab_dir("alive")));
+        assert!(!fx.paths.contains(&lab_dir("dead")));
+        assert_eq!(fx.processes.len(), 1);
+        down_all_with(&mut fx, true);
+        assert!(!fx.paths.contains(&lab_dir("alive")));
+        assert!(fx.processes.is_empty());
+        assert!(matches!(
+            down_with(&mut fx, "alive"),
+            Err(LabError::NoSuchLab(_))
+        ));
+    }
+
+    #[test]
+    fn exec_runs_the_command_in_the_hosts_namespace_on_its_cpu() {
+        let mut fx = machine();
+        let mut st = state("t", spec(Backend::Emu, &["client.cpu=1"]));
+        st.ready = true;
+        fx.states.insert("t".into(), st.to_json().unwrap());
+        let argv = ["ping".to_string(), "server".to_string()];
+        assert_eq!(exec_with(&mut fx, "t", "client", &argv).unwrap(), 0);
+        assert_eq!(exec_with(&mut fx, "t", "server", &argv).unwrap(), 0);
+        assert_eq!(
+            fx.lines("run "),
+            [
+                "run ip netns exec tcptune-t-client ping server on cpu Some(1)",
+                "run ip netns exec tcptune-t-server ping server on cpu None",
+            ]
+        );
+        fx.log.clear();
+        for (lab, host, argv, want) in [
+            ("t", "router", &argv[..], "no host 'router'"),
+            ("t", "client", &[][..], "needs a command"),
+            ("u", "client", &argv[..], "no lab named 'u'"),
+        ] {
+            let e = exec_with(&mut fx, lab, host, argv).unwrap_err();
+            assert!(e.to_string().contains(want), "{e}");
+        }
+        assert!(fx.log.is_empty(), "{:?}", fx.log);
+    }
+
+    #[test]
+    fn status_says_running_starting_or_broken() {
+        let mut fx = machine();
+        fx.running.push(ProcessRef {
+            pid: 3000,
+            start: 5,
+        });
+        existing(&mut fx, "up", true, GONE, true);
+        existing(
+            &mut fx,
+            "starting",
+            false,
+            ProcessRef {
+                pid: 3000,
+                start: 5,
+            },
+            false,
+        );
+        existing(&mut fx, "broken", true, GONE, false);
+        let all = list(&mut fx, None).unwrap();
+        let states: Vec<(&str, &str)> = all
+            .labs
+            .iter()
+            .map(|l| (l.name.as_str(), l.state.as_str()))
+            .collect();
+        assert_eq!(
+            states,
+            [
+                ("broken", "broken"),
+                ("starting", "starting"),
+                ("up", "running")
+            ]
+        );
+        // Only a running lab's emulator is asked for its counters.
+        assert_eq!(fx.lines("control "), ["control up Status"]);
+        let text = all.labs[2].to_string();
+        assert!(text.starts_with("lab up (running, "), "{text}");
+        assert!(text.contains("netns tcptune-up-client"), "{text}");
+        assert!(matches!(
+            list(&mut fx, Some("nope")),
+            Err(LabError::NoSuchLab(_))
+        ));
+    }
+}

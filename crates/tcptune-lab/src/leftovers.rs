@@ -47,9 +47,7 @@ pub(crate) fn emulator_pid(fx: &mut dyn Effects, lab: &str) -> Option<u32> {
 pub(crate) fn is_alive(fx: &mut dyn Effects, lab: &str) -> bool {
     match read_state(fx, lab) {
         Some(st) if st.ready => st.tie_holds(fx) && link_up(fx, lab, &st),
-        Some(st) => {
-            st.owner_alive(fx) && st.owner_pid != fx.me().pid && st.tie_holds(fx)
-        }
+        Some(st) => st.owner_alive(fx) && st.owner_pid != fx.me().pid && st.tie_holds(fx),
         None => false,
     }
 }
@@ -136,4 +134,151 @@ pub(crate) fn remove_dead(fx: &mut dyn Effects) -> Vec<String> {
         }
     }
     removed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::effects::Fake;
+    use crate::os::{LabProcess, ProcessRef};
+    use crate::spec::LabSpec;
+
+    /// Puts a lab on the fake machine: its state (`ready`, built by `owner`, tied to `tied`),
+    /// its namespaces and state directory, and its emulator when `emulator`.
+    fn lab(
+        fx: &mut Fake,
+        name: &str,
+        ready: bool,
+        owner: ProcessRef,
+        tied: Option<ProcessRef>,
+        emulator: bool,
+    ) {
+        let mut st = State::new(name, LabSpec::default(), owner, tied);
+        st.ready = ready;
+        fx.states.insert(name.into(), st.to_json().unwrap());
+        fx.paths.insert(lab_dir(name));
+        for h in HOSTS {
+            fx.paths
+                .insert(Path::new("/run/netns").join(netns_name(name, h)));
+        }
+        if emulator {
+            let pid = 2000 + fx.processes.len() as u32;
+            fx.processes.push(LabProcess {
+                pid,
+                role: "_emulator".into(),
+                lab: name.into(),
+            });
+        }
+    }
+
+    const OTHER: ProcessRef = ProcessRef {
+        pid: 3000,
+        start: 5,
+    };
+    const GONE: ProcessRef = ProcessRef {
+        pid: 3001,
+        start: 5,
+    };
+
+    /// A machine with one lab of each kind, alive or not.
+    fn machine() -> Fake {
+        let mut fx = Fake {
+            running: vec![OTHER],
+            ..Fake::default()
+        };
+        lab(&mut fx, "running", true, GONE, None, true);
+        lab(&mut fx, "tied", true, GONE, Some(OTHER), true);
+        lab(&mut fx, "building", false, OTHER, None, false);
+        lab(&mut fx, "mine", false, Fake::ME, None, false);
+        lab(&mut fx, "noemu", true, GONE, None, false);
+        lab(&mut fx, "tiedgone", true, GONE, Some(GONE), true);
+        lab(&mut fx, "killedup", false, GONE, None, false);
+        // A PID that is now another process's (its start time differs): the owner is gone.
+        lab(
+            &mut fx,
+            "reused",
+            false,
+            ProcessRef {
+                pid: OTHER.pid,
+                start: 4,
+            },
+            None,
+            false,
+        );
+        // A namespace with nothing else: a lab killed before it wrote anything we read.
+        fx.paths
+            .insert(Path::new("/run/netns").join("tcptune-orphan-client"));
+        // Half-made state directories: of a dead `lab up`, and of one still making it.
+        fx.paths
+            .insert(Path::new(RUN_DIR).join(format!(".x.{}", GONE.pid)));
+        fx.paths
+            .insert(Path::new(RUN_DIR).join(format!(".y.{}", OTHER.pid)));
+        fx
+    }
+
+    #[test]
+    fn known_labs_are_found_by_state_namespace_and_process() {
+        let mut fx = machine();
+        fx.processes.push(LabProcess {
+            pid: 9,
+            role: "_hog".into(),
+            lab: "hogonly".into(),
+        });
+        let labs = known_labs(&mut fx);
+        for l in ["running", "orphan", "hogonly", "killedup"] {
+            assert!(labs.iter().any(|k| k == l), "{l}: {labs:?}");
+        }
+        assert!(!labs.iter().any(|k| k.starts_with('.')), "{labs:?}");
+    }
+
+    #[test]
+    fn a_lab_is_alive_only_while_its_link_owner_and_tie_hold() {
+        let mut fx = machine();
+        for (l, alive) in [
+            ("running", true),
+            ("tied", true),
+            ("building", true),
+            // This process's own half-built lab is not kept alive by it (a retry removes it).
+            ("mine", false),
+            ("noemu", false),
+            ("tiedgone", false),
+            ("killedup", false),
+            ("reused", false),
+            ("orphan", false),
+        ] {
+            assert_eq!(is_alive(&mut fx, l), alive, "{l}");
+        }
+    }
+
+    #[test]
+    fn the_sweep_removes_exactly_the_leftovers() {
+        let mut fx = machine();
+        let removed = remove_dead(&mut fx);
+        for gone in ["mine", "noemu", "tiedgone", "killedup", "reused"] {
+            assert!(!fx.paths.contains(&lab_dir(gone)), "{gone} kept");
+            assert!(!fx.states.contains_key(gone), "{gone}'s state kept");
+        }
+        assert!(!fx
+            .paths
+            .contains(&Path::new("/run/netns").join("tcptune-orphan-client")));
+        assert!(removed.contains(&"namespace tcptune-orphan-client".to_string()));
+        // The emulator of a lab whose tie is gone is stopped; the others keep theirs.
+        assert!(!fx.processes.iter().any(|p| p.lab == "tiedgone"));
+        for kept in ["running", "tied", "building"] {
+            assert!(
+                fx.paths.contains(&lab_dir(kept)),
+                "{kept} removed: {removed:#?}"
+            );
+            assert!(fx.lines(&format!("netns del tcptune-{kept}-")).is_empty());
+        }
+        assert_eq!(fx.processes.len(), 2, "{:?}", fx.processes);
+        let dead = Path::new(RUN_DIR).join(format!(".x.{}", GONE.pid));
+        assert!(!fx.paths.contains(&dead));
+        assert!(removed.contains(&dead.display().to_string()));
+        assert!(fx
+            .paths
+            .contains(&Path::new(RUN_DIR).join(format!(".y.{}", OTHER.pid))));
+        // A second sweep finds nothing.
+        assert_eq!(remove_dead(&mut fx), Vec::<String>::new());
+    }
 }
