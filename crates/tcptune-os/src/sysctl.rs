@@ -120,7 +120,7 @@ pub struct Change {
 ///
 /// This is the lab's way (its global sysctl changes, recorded one at a time in its state and
 /// restored at `down` unless changed since). `tune --apply` keeps its own snapshot file
-/// (`tcptune_host::tune::Snapshot`), which says why: it is taken whole before any write, holds
+/// (`tcptune_host::tune::Snapshot`), whose module says why: it is taken whole before any write, holds
 /// device queue lengths and the namespace's identity, and its rollback is verified and stops
 /// at the first failure.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
