@@ -1,7 +1,9 @@
 //! The emulator's control socket, served without ever blocking the link: a client is accepted
 //! at once, and its request line is read piece by piece as it arrives, in the same event loop
 //! as the packets, so a client that connects and is then descheduled (a loaded machine) still
-//! gets its answer, while a client that never writes costs only a descriptor until its deadline.
+//! gets its answer, while a client that never writes costs only a descriptor (at most
+//! `MAX_CLIENTS` of them) until the loop is next woken by the control socket past its
+//! deadline, or the client hangs up.
 //!
 //! Time is passed in, so the deadline rules are tested without waiting.
 
