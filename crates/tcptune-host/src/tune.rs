@@ -9,6 +9,17 @@
 //! snapshot and refuses. The snapshot is written to a temporary file, synced and renamed into
 //! place before the first change. It records the namespace it was taken in (name and inode),
 //! and a rollback restores only there.
+//!
+//! Why [`Snapshot`] is not [`tcptune_os::sysctl::Snapshot`] (the lab's), although both put
+//! sysctls back (reading and writing them, and checking their keys, is `tcptune_os::sysctl` for
+//! both): a tune snapshot is taken whole, of every value the plan touches, before the first
+//! write, and kept on disk under a lock as a file whose format is published (`schema/`); it
+//! also holds device queue lengths and the identity of the namespace it was taken in. Its
+//! rollback is exact and verified: every original is written back whatever holds now, each must
+//! read back byte for byte, and the first failure stops it with the file kept. The lab's
+//! snapshot records lazily, one change at a time with the value it set, inside the lab's state,
+//! and its `down` restores only values nobody changed since, best effort, because it must still
+//! remove the rest of the lab.
 
 use std::io;
 use std::path::Path;

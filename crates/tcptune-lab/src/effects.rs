@@ -13,7 +13,7 @@ use std::time::Duration;
 use tcptune_emu::sys::{self, EmuStatus, Request};
 use tcptune_os::sysctl;
 
-use crate::names::lab_dir;
+use crate::names::{lab_dir, RUN_DIR};
 use crate::os;
 use crate::LabError;
 
@@ -47,6 +47,22 @@ pub trait Effects {
     fn exists(&mut self, path: &Path) -> bool;
     /// Removes a directory tree; whether it did.
     fn remove_dir(&mut self, path: &Path) -> bool;
+    /// Whether `p` still runs (a start time of 0, from states written before it was
+    /// recorded, matches whatever process has the PID).
+    fn alive(&mut self, p: os::ProcessRef) -> bool;
+    /// This process.
+    fn me(&mut self) -> os::ProcessRef;
+    /// Whether this process may build labs (CAP_NET_ADMIN and CAP_SYS_ADMIN).
+    fn can_admin(&mut self) -> bool;
+    /// The names in the labs' run directory ([`RUN_DIR`]): labs, and `.LAB.PID` directories
+    /// that a `lab up` was making.
+    fn run_dir_entries(&mut self) -> Vec<String>;
+    /// Makes the lab's state directory holding `state` as `state.json`, atomically: made aside
+    /// as `.LAB.PID`, then renamed without replacing, so no process ever sees a lab directory
+    /// without its owner. [`LabError::NameInUse`] if the lab's directory exists.
+    fn create_lab_dir(&mut self, lab: &str, state: &str) -> Result<(), LabError>;
+    /// Runs `argv` (pinned to `cpu`) and waits for it; its exit code.
+    fn run(&mut self, argv: &[String], cpu: Option<u32>) -> Result<i32, LabError>;
 }
 
 /// The machine itself.
@@ -159,6 +175,81 @@ impl Effects for Live {
     fn remove_dir(&mut self, path: &Path) -> bool {
         path.exists() && std::fs::remove_dir_all(path).is_ok()
     }
+
+    fn alive(&mut self, p: os::ProcessRef) -> bool {
+        if p.start == 0 {
+            os::alive(p.pid)
+        } else {
+            p.alive()
+        }
+    }
+
+    fn me(&mut self) -> os::ProcessRef {
+        os::ProcessRef::me()
+    }
+
+    fn can_admin(&mut self) -> bool {
+        os::can_admin_network()
+    }
+
+    fn run_dir_entries(&mut self) -> Vec<String> {
+        std::fs::read_dir(RUN_DIR)
+            .map(|d| {
+                d.flatten()
+                    .filter_map(|e| e.file_name().into_string().ok())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    fn create_lab_dir(&mut self, lab: &str, state: &str) -> Result<(), LabError> {
+        create_lab_dir(lab, state)
+    }
+
+    fn run(&mut self, argv: &[String], cpu: Option<u32>) -> Result<i32, LabError> {
+        let Some((prog, args)) = argv.split_first() else {
+            return Err(LabError::Input("no command to run".into()));
+        };
+        let mut c = Command::new(prog);
+        c.args(args);
+        if let Some(cpu) = cpu {
+            // The CPU set is built here; the child between fork and exec only applies it.
+            tcptune_os::process::pin_child_to_cpu(&mut c, cpu)
+                .map_err(|e| LabError::Input(format!("cannot pin to CPU {cpu}: {e}")))?;
+        }
+        let status = c
+            .status()
+            .map_err(|e| LabError::Environment(format!("cannot run {prog}: {e}")))?;
+        Ok(status.code().unwrap_or(128))
+    }
+}
+
+fn create_lab_dir(lab: &str, state: &str) -> Result<(), LabError> {
+    let env =
+        |what: String, e: &dyn std::fmt::Display| LabError::Environment(format!("{what}: {e}"));
+    std::fs::create_dir_all(RUN_DIR).map_err(|e| env(format!("cannot create {RUN_DIR}"), &e))?;
+    let dir = lab_dir(lab);
+    let tmp = Path::new(RUN_DIR).join(format!(".{lab}.{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&tmp);
+    std::fs::create_dir(&tmp).map_err(|e| env(format!("cannot create {}", tmp.display()), &e))?;
+    if let Err(e) = std::fs::write(tmp.join("state.json"), state) {
+        let _ = std::fs::remove_dir_all(&tmp);
+        return Err(env(
+            format!("cannot write lab state in {}", tmp.display()),
+            &e,
+        ));
+    }
+    // Fails with EEXIST, never replacing, if `dir` exists.
+    if let Err(e) = tcptune_os::fs::rename_noreplace(&tmp, &dir) {
+        let _ = std::fs::remove_dir_all(&tmp);
+        return Err(if e.raw_os_error() == Some(libc::EEXIST) {
+            // Another `lab up` of the same name got there first.
+            LabError::NameInUse(lab.into())
+        } else {
+            env(format!("cannot create {}", dir.display()), &e)
+        });
+    }
+    Ok(())
 }
 
 /// The sysctls of this process's namespace through `fx`, for [`sysctl::Snapshot`].
@@ -265,10 +356,20 @@ pub struct Fake {
     pub states: std::collections::BTreeMap<String, String>,
     pub paths: std::collections::BTreeSet<PathBuf>,
     pub fail_on: Option<String>,
+    /// Processes that run besides this one ([`Fake::ME`]).
+    pub running: Vec<os::ProcessRef>,
+    /// This process lacks CAP_NET_ADMIN/CAP_SYS_ADMIN.
+    pub not_admin: bool,
 }
 
 #[cfg(test)]
 impl Fake {
+    /// The process the fake says it is.
+    pub const ME: os::ProcessRef = os::ProcessRef {
+        pid: 4242,
+        start: 77,
+    };
+
     fn effect(&mut self, line: String) -> Result<String, LabError> {
         let fail = self
             .fail_on
@@ -306,6 +407,15 @@ impl Effects for Fake {
             }
             ["netns", "del", ns] => {
                 self.paths.remove(&Self::netns_path(ns));
+            }
+            ["netns", "list"] => {
+                let ns: Vec<String> = self
+                    .paths
+                    .iter()
+                    .filter(|p| p.parent() == Some(Path::new("/run/netns")))
+                    .filter_map(|p| Some(format!("{} (id: 0)", p.file_name()?.to_str()?)))
+                    .collect();
+                return Ok(ns.join("\n"));
             }
             _ => {}
         }
@@ -388,6 +498,44 @@ impl Effects for Fake {
     }
     fn remove_dir(&mut self, path: &Path) -> bool {
         let _ = self.effect(format!("rm {}", path.display()));
+        if let Some(lab) = path
+            .strip_prefix(RUN_DIR)
+            .ok()
+            .and_then(|l| l.to_str())
+            .filter(|l| !l.contains('/'))
+        {
+            self.states.remove(lab);
+        }
         self.paths.remove(path)
+    }
+    fn alive(&mut self, p: os::ProcessRef) -> bool {
+        std::iter::once(Self::ME)
+            .chain(self.running.iter().copied())
+            .any(|r| r.pid == p.pid && (p.start == 0 || r.start == p.start))
+    }
+    fn me(&mut self) -> os::ProcessRef {
+        Self::ME
+    }
+    fn can_admin(&mut self) -> bool {
+        !self.not_admin
+    }
+    fn run_dir_entries(&mut self) -> Vec<String> {
+        self.paths
+            .iter()
+            .filter(|p| p.parent() == Some(Path::new(RUN_DIR)))
+            .filter_map(|p| Some(p.file_name()?.to_str()?.to_string()))
+            .collect()
+    }
+    fn create_lab_dir(&mut self, lab: &str, state: &str) -> Result<(), LabError> {
+        self.effect(format!("mkdir {}", lab_dir(lab).display()))?;
+        if !self.paths.insert(lab_dir(lab)) {
+            return Err(LabError::NameInUse(lab.into()));
+        }
+        self.states.insert(lab.into(), state.into());
+        Ok(())
+    }
+    fn run(&mut self, argv: &[String], cpu: Option<u32>) -> Result<i32, LabError> {
+        self.effect(format!("run {} on cpu {cpu:?}", argv.join(" ")))?;
+        Ok(0)
     }
 }

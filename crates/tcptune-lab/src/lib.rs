@@ -12,8 +12,12 @@
 //! - [`netem`]: a link as `tc` commands (netem, tbf), and whether this kernel has sch_netem;
 //! - [`effects`]: the lab's effects on the machine behind a trait, live or recorded by a fake;
 //! - [`backend`]: the emulator and netem backends behind one trait, and `--backend auto`;
-//! - [`lab`]: the lifecycle (`up`, `exec`, `status`, `set`, `down`), the emulator process, and
-//!   the search for leftovers of killed labs;
+//! - [`state`]: what a lab records about itself (`state.json`);
+//! - [`leftovers`]: which labs are alive and which are leftovers of killed ones, and removing a
+//!   lab;
+//! - [`status`]: `lab status` as data and text;
+//! - [`lab`]: the lifecycle (`up`, `exec`, `status`, `set`, `down`), each over [`effects`];
+//! - [`background`]: the emulator and CPU hog processes;
 //! - [`linkcheck`]: the delay error of a link against an ideal one, from captures at both ends
 //!   (the benchmark's and the accuracy tests' oracle).
 //!
@@ -25,14 +29,18 @@
 #![forbid(unsafe_code)]
 
 pub mod backend;
+pub mod background;
 pub mod effects;
 pub mod keys;
 pub mod lab;
+pub mod leftovers;
 pub mod linkcheck;
 pub mod names;
 pub mod netem;
 pub mod os;
 pub mod spec;
+pub mod state;
+pub mod status;
 
 pub use lab::{HostStatus, LabList, LabStatus, QdiscStatus, Removed};
 pub use spec::{Backend, HostSettings, LabSpec, LinkChanges, RouteMetrics, Which};

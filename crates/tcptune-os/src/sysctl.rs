@@ -117,6 +117,12 @@ pub struct Change {
 
 /// The sysctls a process changed, in the order it first changed them, with their originals:
 /// restored newest first.
+///
+/// This is the lab's way (its global sysctl changes, recorded one at a time in its state and
+/// restored at `down` unless changed since). `tune --apply` keeps its own snapshot file
+/// (`tcptune_host::tune::Snapshot`), whose module says why: it is taken whole before any write, holds
+/// device queue lengths and the namespace's identity, and its rollback is verified and stops
+/// at the first failure.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Snapshot {
     pub changes: Vec<Change>,

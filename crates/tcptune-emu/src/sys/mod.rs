@@ -5,18 +5,19 @@
 //! The loop: read what each host's TUN offers (at most at the host's line rate, so the host's
 //! own device queue of `txqueuelen` packets fills the way a NIC queue does), feed it to the
 //! direction with the current monotonic time, write what is due to the other TUN, and sleep in
-//! `ppoll` until the next packet is due, a TUN becomes readable, a control client connects or a
-//! stop signal arrives (signalfd). Timer slack is set to 1 ns so wakeups are precise.
+//! `ppoll` until the next packet is due, a TUN becomes readable, a control client connects or
+//! writes ([`control`]), or a stop signal arrives (signalfd). Timer slack is set to 1 ns so wakeups are precise.
 //!
 //! TUN offloads are on, so senders hand over TSO super-packets. While a direction needs
 //! per-packet decisions ([`crate::config::LinkConfig::needs_per_packet`]) its super-packets are segmented in
 //! software; what leaves together is coalesced again before it is written ([`gro`]), so the
 //! receiving stack sees GRO-sized packets as from a real NIC. `lab set` switches live.
 
+pub mod control;
 pub mod gro;
 pub mod tun;
 
-use std::io::{self, BufRead, BufReader, Read, Write};
+use std::io::{self, BufRead, BufReader, Write};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::net::UnixListener;
 use std::time::Duration;
@@ -367,19 +368,9 @@ impl Emulator {
         }
     }
 
-    fn serve_control(&mut self, listener: &UnixListener) -> bool {
-        let Ok((stream, _)) = listener.accept() else {
-            return false;
-        };
-        // A client that connects and says nothing must not stall the link for long.
-        let _ = stream.set_nonblocking(false);
-        let _ = stream.set_read_timeout(Some(Duration::from_millis(200)));
-        let mut line = String::new();
-        let mut reader = BufReader::new(&stream).take(1 << 20);
-        if reader.read_line(&mut line).is_err() {
-            return false;
-        }
-        let (reply, stop) = match serde_json::from_str::<Request>(&line) {
+    /// Answers one request line: the reply, and whether it asks the loop to stop.
+    fn answer(&mut self, line: &str) -> (Reply, bool) {
+        match serde_json::from_str::<Request>(line) {
             Err(e) => (
                 Reply {
                     ok: false,
@@ -409,12 +400,7 @@ impl Emulator {
                     ),
                 }
             }
-        };
-        if let Ok(mut text) = serde_json::to_string(&reply) {
-            text.push('\n');
-            let _ = (&stream).write_all(text.as_bytes());
         }
-        stop
     }
 
     /// Runs until a stop signal arrives on `signals` or a control client asks to stop.
@@ -429,6 +415,7 @@ impl Emulator {
         }
         let mut pool: Vec<Vec<u8>> = Vec::new();
         let mut due: Vec<Vec<u8>> = Vec::new();
+        let mut clients = control::Control::default();
         loop {
             // Due packets first: a batch of reads must not make them late.
             Self::deliver(
@@ -480,6 +467,7 @@ impl Emulator {
             fds.push(PollFd::readable(signals));
             if let Some(l) = control {
                 fds.push(PollFd::readable(l.as_fd()));
+                fds.extend(clients.fds().map(PollFd::readable));
             }
             let wait = if more_c || more_s {
                 Some(0)
@@ -495,7 +483,11 @@ impl Emulator {
                 return Ok(Exit::Signal);
             }
             if let Some(l) = control {
-                if fds[sig_idx + 1].ready() && self.serve_control(l) {
+                // Only when the listener or a client woke the loop, so packets pay nothing
+                // for a client that waits; one past its deadline is dropped at the next.
+                let woken = fds[sig_idx + 1..].iter().any(PollFd::ready);
+                drop(fds);
+                if woken && clients.serve(l, std::time::Instant::now(), |line| self.answer(line)) {
                     return Ok(Exit::StopRequest);
                 }
             }
@@ -510,7 +502,7 @@ fn set_timer_slack_1ns() {
 /// Sends one request to the control socket at `path` and returns the reply.
 pub fn request(path: &std::path::Path, req: &Request) -> io::Result<Reply> {
     let stream = std::os::unix::net::UnixStream::connect(path)?;
-    stream.set_read_timeout(Some(Duration::from_secs(5)))?;
+    stream.set_read_timeout(Some(control::CLIENT_DEADLINE))?;
     let mut text = serde_json::to_string(req).map_err(io::Error::other)?;
     text.push('\n');
     (&stream).write_all(text.as_bytes())?;
