@@ -433,20 +433,37 @@ fn iperf3_command_lines_against_tcptune_both_ways() {
         if stream {
             continue;
         }
+        // As above, a run whose end another process on this shared host delayed past the
+        // intervals' 50 ms is taken again (up to three runs; a real slip fails all of them).
         let what = format!("iperf3 {inv} against tcptune serve");
-        let o = run(Command::new("iperf3")
-            .args(&host)
-            .arg(ours_srv.port.to_string())
-            .args(args_for(inv, free_port())));
-        ours_srv.ready(false);
-        let theirs = json_of(&o, &what);
-        assert!(theirs.get("error").is_none(), "{what}: {}", theirs["error"]);
+        let attempt = || {
+            let o = run(Command::new("iperf3")
+                .args(&host)
+                .arg(ours_srv.port.to_string())
+                .args(args_for(inv, free_port())));
+            ours_srv.ready(false);
+            let theirs = json_of(&o, &what);
+            assert!(theirs.get("error").is_none(), "{what}: {}", theirs["error"]);
+            check_intervals(&theirs, &args, &what, false);
+            check_values(&theirs, &reference, &args, &what, false);
+            theirs
+        };
+        let mut theirs = None;
+        for n in 1..=3 {
+            match std::panic::catch_unwind(std::panic::AssertUnwindSafe(attempt)) {
+                Ok(v) => {
+                    theirs = Some(v);
+                    break;
+                }
+                Err(e) if n == 3 => std::panic::resume_unwind(e),
+                Err(_) => eprintln!("{what}: run {n} failed; running it again"),
+            }
+        }
+        let theirs = theirs.expect("the loop returns a document or unwinds");
         let gone = missing(&reference, &theirs);
         if !gone.is_empty() {
             failures.push(format!("{what}: keys missing: {gone:?}"));
         }
-        check_intervals(&theirs, &args, &what, false);
-        check_values(&theirs, &reference, &args, &what, false);
         if args.iter().any(|a| a == "--get-server-output") {
             let text = theirs["server_output_text"].as_str().unwrap_or("");
             assert!(text.contains("receiver"), "{what}: server output {text:?}");
