@@ -55,6 +55,10 @@ pub struct PointSummary {
     pub limits_mean: Option<crate::run::LimitShares>,
     /// The limit class of most of the point's trials, from the diagnosis engine (see [`point_verdict`]).
     pub verdict: Option<String>,
+    /// The engine's diagnosis of one trial of that class, evidence included (the sentence a
+    /// reader checks the verdict against: a send-buffer limit shows as a full send buffer,
+    /// not as the kernel's sndbuf-limited time, which counts only a blocked writer).
+    pub evidence: Option<String>,
     pub failures: usize,
     /// Why the point's trials failed: each distinct error once, with how many times.
     pub failure_causes: Vec<String>,
@@ -219,6 +223,7 @@ pub fn summarize(plan: &StoredPlan, records: &[TrialRecord]) -> Vec<PointSummary
                 ),
                 limits_mean,
                 verdict: point_verdict(&ok),
+                evidence: point_evidence(&ok),
                 failures,
                 failure_causes: failure_causes(
                     records.iter().filter(|r| r.point == p.index && !r.warmup),
@@ -236,16 +241,46 @@ pub fn summarize(plan: &StoredPlan, records: &[TrialRecord]) -> Vec<PointSummary
 /// larger summed share of time), with how many trials and their mean share. Trials recorded
 /// before classes were kept count by their verdict's leading label.
 pub fn point_verdict(trials: &[&crate::run::Measurement]) -> Option<String> {
-    use tcptune_diagnose::Limit;
-    let class = |m: &crate::run::Measurement| {
-        m.limit.or_else(|| {
-            let v = m.verdict.as_deref()?;
-            Limit::ALL.into_iter().find(|l| v.starts_with(l.label()))
-        })
-    };
-    let mut by: Vec<(Limit, usize, f64, usize)> = Vec::new();
+    let (l, n, share) = dominant(trials)?;
+    let share = share
+        .map(|s| format!(", mean share {:.0}%", s * 100.0))
+        .unwrap_or_default();
+    Some(format!(
+        "{} ({n} of {} trials{share})",
+        l.label(),
+        trials.len()
+    ))
+}
+
+/// The engine's sentence for the first trial of the point's dominant class (see
+/// [`point_verdict`]), evidence included; None when no trial has one.
+pub fn point_evidence(trials: &[&crate::run::Measurement]) -> Option<String> {
+    let (l, _, _) = dominant(trials)?;
+    trials
+        .iter()
+        .find(|m| trial_class(m) == Some(l))
+        .and_then(|m| m.verdict.clone())
+}
+
+/// A trial's limit class; trials recorded before classes were kept count by their verdict's
+/// leading label.
+fn trial_class(m: &crate::run::Measurement) -> Option<tcptune_diagnose::Limit> {
+    m.limit.or_else(|| {
+        let v = m.verdict.as_deref()?;
+        tcptune_diagnose::Limit::ALL
+            .into_iter()
+            .find(|l| v.starts_with(l.label()))
+    })
+}
+
+/// The class of most trials (ties to the larger summed share of time), how many trials have
+/// it and their mean share where the engine gave one.
+fn dominant(
+    trials: &[&crate::run::Measurement],
+) -> Option<(tcptune_diagnose::Limit, usize, Option<f64>)> {
+    let mut by: Vec<(tcptune_diagnose::Limit, usize, f64, usize)> = Vec::new();
     for m in trials {
-        let Some(l) = class(m) else { continue };
+        let Some(l) = trial_class(m) else { continue };
         let share = m.limit_share;
         match by.iter_mut().find(|x| x.0 == l) {
             Some(x) => {
@@ -261,16 +296,7 @@ pub fn point_verdict(trials: &[&crate::run::Measurement]) -> Option<String> {
     let (l, n, sum, with_share) = by
         .into_iter()
         .max_by(|a, b| a.1.cmp(&b.1).then(a.2.total_cmp(&b.2)))?;
-    let share = if with_share > 0 {
-        format!(", mean share {:.0}%", sum / with_share as f64 * 100.0)
-    } else {
-        String::new()
-    };
-    Some(format!(
-        "{} ({n} of {} trials{share})",
-        l.label(),
-        trials.len()
-    ))
+    Some((l, n, (with_share > 0).then(|| sum / with_share as f64)))
 }
 
 fn csv_field(s: &str) -> String {
@@ -1006,7 +1032,7 @@ impl std::fmt::Display for ReportResult {
                 .and_then(|g| {
                     Some(format!(
                         "{:.2} – {:.2}",
-                        g.ci95_low? / 1e6,
+                        g.ci95_low?.max(0.0) / 1e6,
                         g.ci95_high? / 1e6
                     ))
                 })
@@ -1154,8 +1180,16 @@ pub fn write_report(dir: &Path) -> Result<ReportFiles, RunError> {
                 g.map(|g| g.n.to_string()).unwrap_or_else(|| "0".into()),
                 g.map(|g| mbit(g.mean)).unwrap_or_default(),
                 g.and_then(|g| g.sd).map(mbit).unwrap_or_default(),
-                g.and_then(|g| Some(format!("{} – {}", mbit(g.ci95_low?), mbit(g.ci95_high?))))
-                    .unwrap_or_default(),
+                // Goodput is not negative: a low bound below zero (few trials, a wide spread)
+                // is shown as 0, as the charts cut their whiskers.
+                g.and_then(|g| {
+                    Some(format!(
+                        "{} – {}",
+                        mbit(g.ci95_low?.max(0.0)),
+                        mbit(g.ci95_high?)
+                    ))
+                })
+                .unwrap_or_default(),
                 g.map(|g| mbit(g.median)).unwrap_or_default(),
                 g.map(|g| format!("{} – {}", mbit(g.min), mbit(g.max)))
                     .unwrap_or_default(),
@@ -1178,7 +1212,7 @@ pub fn write_report(dir: &Path) -> Result<ReportFiles, RunError> {
                 "n",
                 "mean",
                 "SD",
-                "95% CI",
+                "95% CI (cut at 0)",
                 "median",
                 "min – max",
                 "expected",
@@ -1202,6 +1236,7 @@ pub fn write_report(dir: &Path) -> Result<ReportFiles, RunError> {
             vec![
                 p.label.clone(),
                 p.verdict.clone().unwrap_or_else(|| "—".into()),
+                p.evidence.clone().unwrap_or_default(),
                 share(|l| l.rwnd),
                 share(|l| l.sndbuf),
                 share(|l| l.cwnd),
@@ -1211,10 +1246,13 @@ pub fn write_report(dir: &Path) -> Result<ReportFiles, RunError> {
         .collect();
     page.section(
         "Diagnosis per point",
-        vec![Block::Table {
+        vec![
+            Block::Text("The limit is the class the diagnosis engine gave most of the point's trials; the evidence is its sentence for one of them. The last four columns are the kernel's own time shares (tcp_info's busy, rwnd-limited and sndbuf-limited times, mean over trials): the kernel counts sndbuf-limited time only while the application is blocked writing, so a send buffer that caps the window shows in the evidence (buffer full, bytes in flight against it), not there.".into()),
+            Block::Table {
             header: [
                 "point",
                 "limit (most trials)",
+                "evidence (one such trial)",
                 "rwnd-limited",
                 "sndbuf-limited",
                 "cwnd-limited",
@@ -1223,7 +1261,8 @@ pub fn write_report(dir: &Path) -> Result<ReportFiles, RunError> {
             .map(String::from)
             .to_vec(),
             rows: diag,
-        }],
+        },
+        ],
     );
     if let Some((source, rows)) = crate::compare::for_results(dir) {
         page.section(
@@ -1437,6 +1476,7 @@ mod tests {
             rcvbuf_peak_mean: None,
             limits_mean: None,
             verdict: None,
+            evidence: None,
             failures: 0,
             failure_causes: Vec::new(),
             theory: Theory::default(),
@@ -1533,6 +1573,33 @@ mod tests {
             .unwrap()
             .starts_with("loss limited (2 of 4"));
         assert_eq!(point_verdict(&[]), None);
+    }
+
+    #[test]
+    fn point_evidence_is_a_sentence_of_the_dominant_class() {
+        use tcptune_diagnose::Limit;
+        let said = |l, v: &str| crate::run::Measurement {
+            verdict: Some(v.into()),
+            ..m(l, None)
+        };
+        let trials = [
+            said(Limit::Loss, "loss limited at 9 Mbit/s: 1.2% retransmitted"),
+            said(
+                Limit::SendBuffer,
+                "send-buffer limited at 31 Mbit/s: send buffer 64 KiB full in 90% of samples",
+            ),
+            said(
+                Limit::SendBuffer,
+                "send-buffer limited at 32 Mbit/s: send buffer 64 KiB full in 88% of samples",
+            ),
+        ];
+        let refs: Vec<&crate::run::Measurement> = trials.iter().collect();
+        assert_eq!(
+            point_evidence(&refs).as_deref(),
+            Some("send-buffer limited at 31 Mbit/s: send buffer 64 KiB full in 90% of samples")
+        );
+        assert_eq!(point_evidence(&refs[..1]), trials[0].verdict);
+        assert_eq!(point_evidence(&[]), None);
     }
 
     #[test]
