@@ -8,9 +8,9 @@
 
 mod lines;
 pub use lines::{line_channel, wait_for_line, NoLine};
+mod netns;
 pub mod sock;
 pub mod steal;
-mod netns;
 pub use netns::{run, veth_pair, Netns};
 pub mod delay;
 pub use delay::DelayLine;
