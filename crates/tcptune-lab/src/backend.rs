@@ -12,7 +12,7 @@ use crate::effects::Effects;
 use crate::names::{netns_name, DEV, HOSTS};
 use crate::netem;
 use crate::spec::{Backend, LabSpec};
-use crate::LabError;
+use crate::error::LabError;
 
 /// One way of making the link.
 pub trait LinkBackend {

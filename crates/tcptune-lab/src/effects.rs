@@ -14,7 +14,7 @@ use tcptune_os::sysctl;
 
 use crate::names::lab_dir;
 use crate::os;
-use crate::LabError;
+use crate::error::LabError;
 
 /// The lab's effects on the machine.
 pub trait Effects {

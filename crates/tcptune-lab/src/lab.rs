@@ -31,7 +31,7 @@ pub use crate::names::{addresses, check_name, netns_name, DEV, NS_PREFIX, RUN_DI
 use crate::names::{hosts_file, lab_dir, peer, HOSTS};
 use crate::os;
 use crate::spec::{Backend, HostSettings, LabSpec};
-use crate::LabError;
+use crate::error::LabError;
 use tcptune_os::sysctl;
 
 /// A global sysctl the lab changed, to restore at `down`.

@@ -10,7 +10,7 @@ use tcptune_emu::{ConfigError, Distribution, JitterOrder, LinkConfig, LinkSpec, 
 use tcptune_model::{Bytes, Dur, Probability, Rate};
 
 use crate::keys;
-use crate::LabError;
+use crate::error::LabError;
 
 /// The largest `--spec` file read (a lab spec is a few hundred bytes).
 pub const SPEC_FILE_LIMIT: u64 = 1 << 20;
