@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::figures::size;
 
-/// Which end of a connection a need or a CPU figure is for.
+/// Which end a CPU figure is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum End {
