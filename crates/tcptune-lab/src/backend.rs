@@ -9,10 +9,10 @@ use tcptune_emu::sys::{EmuStatus, Request};
 use tcptune_emu::LinkSpec;
 
 use crate::effects::Effects;
-use crate::error::LabError;
 use crate::names::{netns_name, DEV, HOSTS};
 use crate::netem;
 use crate::spec::{Backend, LabSpec};
+use crate::LabError;
 
 /// One way of making the link.
 pub trait LinkBackend {

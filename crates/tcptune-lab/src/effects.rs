@@ -12,9 +12,9 @@ use std::time::Duration;
 use tcptune_emu::sys::{self, EmuStatus, Request};
 use tcptune_os::sysctl;
 
-use crate::error::LabError;
 use crate::names::lab_dir;
 use crate::os;
+use crate::LabError;
 
 /// The lab's effects on the machine.
 pub trait Effects {

@@ -27,11 +27,11 @@ use tcptune_emu::LinkSpec;
 use crate::backend;
 pub use crate::backend::QdiscStatus;
 use crate::effects::{Effects, Globals, Live};
-use crate::error::LabError;
 pub use crate::names::{addresses, check_name, netns_name, DEV, NS_PREFIX, RUN_DIR};
 use crate::names::{hosts_file, lab_dir, peer, HOSTS};
 use crate::os;
 use crate::spec::{Backend, HostSettings, LabSpec};
+use crate::LabError;
 use tcptune_os::sysctl;
 
 /// A global sysctl the lab changed, to restore at `down`.

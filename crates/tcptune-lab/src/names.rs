@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::error::LabError;
+use crate::LabError;
 
 /// The hosts of a lab.
 pub const HOSTS: [&str; 2] = ["client", "server"];

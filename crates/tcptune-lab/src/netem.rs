@@ -18,7 +18,7 @@
 
 use tcptune_emu::{Distribution, JitterOrder, LinkConfig, Loss};
 
-use crate::error::LabError;
+use crate::LabError;
 
 fn pct(p: f64) -> String {
     format!("{}%", tcptune_model::units::fmt_sig(p * 100.0, 6))

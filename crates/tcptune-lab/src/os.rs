@@ -9,7 +9,7 @@ use tcptune_os::sysctl;
 
 use tcptune_os::process::{self as sys_process, Signal};
 
-use crate::error::LabError;
+use crate::LabError;
 
 /// Runs a command; on failure the error names the command and quotes its stderr.
 pub fn run(cmd: &mut Command) -> Result<String, LabError> {

@@ -9,8 +9,8 @@ use serde::{Deserialize, Serialize};
 use tcptune_emu::{ConfigError, Distribution, JitterOrder, LinkConfig, LinkSpec, Loss};
 use tcptune_model::{Bytes, Dur, Probability, Rate};
 
-use crate::error::LabError;
 use crate::keys;
+use crate::LabError;
 
 /// The largest `--spec` file read (a lab spec is a few hundred bytes).
 pub const SPEC_FILE_LIMIT: u64 = 1 << 20;
