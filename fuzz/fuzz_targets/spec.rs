@@ -5,5 +5,5 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    tcptune_experiment::spec::fuzz_one(data);
+    tcptune_experiment::fuzz_one(data);
 });

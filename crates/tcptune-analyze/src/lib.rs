@@ -27,7 +27,7 @@ use tcptune_wire::{
     parse_frame, Addr, CaptureError, CaptureInfo, CaptureReader, LinkType, SkipReason, TcpSegment,
 };
 
-pub use report::{AnalyzeReport, FlagCounts, FlaggedPacket, FlowReport};
+pub use report::{AnalyzeReport, Finished, FlagCounts, FlaggedPacket, FlowReport};
 use report::{DirStats, RttStats, Skipped, WindowStats};
 use series::FlowSeries;
 use stats::DirAcc;
@@ -439,15 +439,6 @@ impl Analyzer {
             capture_start_ns: first,
         }
     }
-}
-
-/// A finished analysis: the report and, with `Options::series`, each flow's graph series.
-pub struct Finished {
-    pub report: AnalyzeReport,
-    /// (stream number, series), in stream order.
-    pub series: Vec<(u32, Box<FlowSeries>)>,
-    /// Time of the first frame, ns since the epoch (graphs start their clock here).
-    pub capture_start_ns: i64,
 }
 
 fn ns_dur(ns: i64) -> Dur {

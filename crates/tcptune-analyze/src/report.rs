@@ -1,5 +1,6 @@
 //! The result of `tcptune analyze`: per-flow flags, statistics and diagnosis, with its JSON
-//! shape (field names carry units) and its text rendering.
+//! shape (field names carry units) and its text rendering; [`Finished`] is the report with each
+//! flow's graph series.
 
 use std::fmt;
 
@@ -7,6 +8,7 @@ use schemars::JsonSchema;
 use serde::Serialize;
 use tcptune_model::{Bytes, Dur, Rate};
 
+use crate::series::FlowSeries;
 use crate::wireshark::Flags;
 
 /// How many packets carry each Wireshark analysis flag (`tcp.analysis.<name>`).
@@ -489,4 +491,13 @@ fn write_flags(f: &mut fmt::Formatter<'_>, lead: &str, c: &FlagCounts) -> fmt::R
     } else {
         writeln!(f, "{lead} {}", parts.join(", "))
     }
+}
+
+/// A finished analysis: the report and, with `Options::series`, each flow's graph series.
+pub struct Finished {
+    pub report: AnalyzeReport,
+    /// (stream number, series), in stream order.
+    pub series: Vec<(u32, Box<FlowSeries>)>,
+    /// Time of the first frame, ns since the epoch (graphs start their clock here).
+    pub capture_start_ns: i64,
 }

@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 
 use tcptune_report::svg::{spans_decades, Chart, Point, Series, Style};
 
+use crate::report::{Finished, FlowReport};
 use crate::series::{DirSeries, FlowSeries};
-use crate::Finished;
 
 fn secs(t_ns: i64, start: i64) -> f64 {
     t_ns.saturating_sub(start) as f64 / 1e9
@@ -142,7 +142,7 @@ pub fn flow_plots(label: &str, d: &DirSeries, start: i64) -> Vec<(&'static str, 
 /// The graphs of the `max_flows` flows with the most data (the direction that carried
 /// more), as (stream, file suffix, chart).
 pub fn flow_charts(done: &Finished, max_flows: usize) -> Vec<(u32, &'static str, Chart)> {
-    let mut flows: Vec<(&crate::FlowReport, &FlowSeries)> = done
+    let mut flows: Vec<(&FlowReport, &FlowSeries)> = done
         .series
         .iter()
         .filter_map(|(stream, s)| {
@@ -153,7 +153,7 @@ pub fn flow_charts(done: &Finished, max_flows: usize) -> Vec<(u32, &'static str,
                 .map(|f| (f, s.as_ref()))
         })
         .collect();
-    let bytes = |f: &crate::FlowReport| f.a_to_b.data_bytes.get().max(f.b_to_a.data_bytes.get());
+    let bytes = |f: &FlowReport| f.a_to_b.data_bytes.get().max(f.b_to_a.data_bytes.get());
     flows.sort_by_key(|(f, _)| std::cmp::Reverse(bytes(f)));
     let mut out = Vec::new();
     for (f, s) in flows.into_iter().take(max_flows) {

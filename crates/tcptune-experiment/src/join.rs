@@ -10,65 +10,12 @@
 use std::net::IpAddr;
 use std::path::Path;
 
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
-use tcptune_analyze::join::{Clock, JoinDirection, JoinReport, JoinTotals};
+use tcptune_analyze::join::{Clock, JoinDirection, JoinReport};
 use tcptune_report::html::Block;
 
 use crate::plan::Point;
-use crate::run::{StoredPlan, TrialRecord};
-
-/// What the join found in one direction of the link, summed over the trial's TCP flows.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct JoinDirectionSummary {
-    /// TCP packets of this direction seen at the upstream end.
-    pub packets: u64,
-    /// The join's counts (as `tcptune analyze A B --json` names them): packets lost between
-    /// the ends, data lost before the first, extra copies, packets that arrived ahead of one
-    /// that entered the link before them, retransmissions needed or not.
-    #[serde(flatten)]
-    pub counts: JoinTotals,
-    /// One-way delay through the link of the direction with the most matched packets (the
-    /// data connection's), seconds; samples is that direction's matched packets.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub delay_mean_s: Option<f64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub delay_p50_s: Option<f64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub delay_p99_s: Option<f64>,
-    pub delay_samples: u64,
-}
-
-/// The join of a trial's two captures (`Measurement.join`).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct JoinSummary {
-    /// Client → server.
-    pub up: JoinDirectionSummary,
-    /// Server → client.
-    pub down: JoinDirectionSummary,
-    /// How the two capture clocks were reconciled, in a sentence.
-    pub clock: String,
-    /// The emulator's counters (as in `Measurement.link`) just before the workload: packets
-    /// that crossed the link earlier (as the hosts' interfaces came up) are in the trial's
-    /// counters but in neither capture, so the join is compared with the difference.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub link_before: Option<serde_json::Value>,
-    /// What makes the counts incomplete, if anything: packets a capture dropped, a file cut
-    /// short, a join that failed.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub problems: Vec<String>,
-}
-
-impl JoinSummary {
-    /// The direction the data crossed.
-    pub fn data(&self, download: bool) -> &JoinDirectionSummary {
-        if download {
-            &self.down
-        } else {
-            &self.up
-        }
-    }
-}
+pub use crate::record::{JoinDirectionSummary, JoinSummary};
+use crate::record::{Measurement, StoredPlan, TrialRecord};
 
 /// The host part of an "address:port" endpoint as the join names it.
 fn host_of(endpoint: &str) -> Option<IpAddr> {
@@ -158,7 +105,7 @@ pub fn table(
     for p in &plan.points {
         // (configured loss, duplicate, reorder, delay ± jitter) of the data's direction.
         let (download, set) = direction_of(p);
-        let trials: Vec<(&crate::run::Measurement, &JoinSummary)> = records
+        let trials: Vec<(&Measurement, &JoinSummary)> = records
             .iter()
             .filter(|r| r.point == p.index && !r.warmup)
             .filter_map(|r| {
@@ -308,6 +255,7 @@ pub fn table(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tcptune_analyze::join::JoinTotals;
 
     #[test]
     fn endpoints_give_their_host() {
@@ -353,7 +301,7 @@ mod tests {
             seed: 1,
             started_unix_s: 0,
             wall_s: 1.0,
-            result: Some(crate::run::Measurement {
+            result: Some(Measurement {
                 // 12 drops and 5 copies in all: 1 drop before the captures, 2 drops that were
                 // copies (the far side saw 9 losses and 3 extra copies).
                 link: Some(counters(12, 5, 2, 3)),

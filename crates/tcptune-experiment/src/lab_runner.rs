@@ -13,7 +13,8 @@ use std::process::Command;
 use tcptune_lab::{LabSpec, LinkChanges, Which};
 
 use crate::plan::{Point, Trial};
-use crate::run::{Measurement, TrialRunner};
+use crate::record::Measurement;
+use crate::run::TrialRunner;
 use crate::settings::Settings;
 use crate::workload::{self, Hosts};
 

@@ -9,11 +9,15 @@
 #![forbid(unsafe_code)]
 
 pub mod compare;
+mod fuzz;
 pub mod join;
 pub mod lab_runner;
 pub mod plan;
+pub mod record;
 pub mod report;
 pub mod run;
 pub mod settings;
 pub mod spec;
 pub mod workload;
+
+pub use fuzz::fuzz_one;

@@ -356,6 +356,19 @@ mod tests {
     }
 
     #[test]
+    fn a_sweep_at_the_point_limit_is_accepted_and_planned_in_full() {
+        // (the counts over the limit are refused in spec.rs, before expansion)
+        let values = (0..10_000)
+            .map(|i| format!("\"{}ms\"", i + 1))
+            .collect::<Vec<_>>()
+            .join(",");
+        let text =
+            format!("name = \"ok\"\nrepetitions = 9\n[sweep]\n\"link.delay\" = [{values}]\n");
+        let spec = parse(&text, &FakeCaps).unwrap();
+        assert_eq!(points(&spec).len(), 10_000);
+    }
+
+    #[test]
     fn cross_product_with_paired_rows() {
         let s = spec("");
         let ps = points(&s);

@@ -14,98 +14,9 @@ use std::collections::BTreeSet;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
-
 use crate::plan::{self, Point, Trial};
+pub use crate::record::{LimitShares, Measurement, SeriesSample, StoredPlan, TrialRecord};
 use crate::spec::Spec;
-
-/// Shares of the trial's time the sender was limited by each cause (fractions of 1).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct LimitShares {
-    pub rwnd: f64,
-    pub sndbuf: f64,
-    pub cwnd: f64,
-    pub app: f64,
-}
-
-/// What a trial measured.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct Measurement {
-    /// Application bytes delivered per second, bits per second.
-    pub goodput_bps: f64,
-    pub bytes: u64,
-    pub duration_s: f64,
-    pub retransmits: Option<u64>,
-    pub rtt_min_s: Option<f64>,
-    pub rtt_mean_s: Option<f64>,
-    pub rtt_p99_s: Option<f64>,
-    pub limits: Option<LimitShares>,
-    /// The diagnosis in one line.
-    pub verdict: Option<String>,
-    /// The limit class the diagnosis engine found, and its share of the trial's time where
-    /// the chronographs give one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub limit: Option<tcptune_diagnose::Limit>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub limit_share: Option<f64>,
-    /// Link counters (packets, drops by cause, …) as the backend reports them.
-    pub link: Option<serde_json::Value>,
-    /// Time series of the sender's connection, relative to the results directory.
-    pub series: Option<String>,
-    /// Time series of the receiver's connection (its window and receive space).
-    #[serde(default)]
-    pub receiver_series: Option<String>,
-    /// Packet capture file, relative to the results directory.
-    pub capture: Option<String>,
-    /// With `capture.at = "both"`: the capture at the server's end of the link.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub capture_server: Option<String>,
-    /// With `capture.at = "both"`: what joining the two captures found ([`crate::join`]).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub join: Option<crate::join::JoinSummary>,
-    /// The largest send buffer the sender's connection had (`sk_sndbuf` from its socket
-    /// memory samples): the memory autotuning granted it, whatever the configured maximum.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub sndbuf_peak_bytes: Option<u64>,
-    /// The largest receive buffer the receiver's connection had (`sk_rcvbuf`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rcvbuf_peak_bytes: Option<u64>,
-}
-
-/// One line of `trials.jsonl`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct TrialRecord {
-    pub id: String,
-    pub point: usize,
-    pub rep: Option<u32>,
-    pub warmup: bool,
-    pub seed: u64,
-    pub started_unix_s: u64,
-    /// Wall-clock time the trial took, set-up included.
-    pub wall_s: f64,
-    pub result: Option<Measurement>,
-    /// Why the trial failed, when it did.
-    pub error: Option<String>,
-}
-
-/// One sample of a trial's time series (`series/<trial>.jsonl`).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct SeriesSample {
-    /// Seconds since the trial's transfer started.
-    pub t_s: f64,
-    pub goodput_bps: Option<f64>,
-    pub snd_cwnd_bytes: Option<u64>,
-    pub rwnd_bytes: Option<u64>,
-    pub rtt_s: Option<f64>,
-    pub retransmits: Option<u64>,
-    /// Receiver side: the buffer space autotuning aims at (`rcv_space`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rcv_space_bytes: Option<u64>,
-    /// Receiver side: the window limit autotuning has reached (`rcv_ssthresh`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rcv_ssthresh_bytes: Option<u64>,
-}
 
 /// Runs one trial of a point. `dir` is the results directory (for series and captures).
 pub trait TrialRunner {
@@ -150,16 +61,6 @@ fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> RunError + '_ {
         path: path.display().to_string(),
         cause,
     }
-}
-
-/// The plan as stored in `plan.json`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct StoredPlan {
-    pub name: String,
-    /// FNV-1a of the spec text: a resumed run must use the same spec.
-    pub spec_hash: String,
-    pub points: Vec<Point>,
-    pub trials: Vec<Trial>,
 }
 
 pub fn spec_hash(text: &str) -> String {

@@ -20,7 +20,7 @@ use tcptune_kernel::filter::Filter;
 use tcptune_kernel::sys::{DestroyEvents, Diag};
 use tcptune_model::{Bytes, Dur, Rate};
 
-use crate::run::{LimitShares, Measurement, SeriesSample};
+use crate::record::{LimitShares, Measurement, SeriesSample};
 use crate::settings::Settings;
 
 /// How to reach the lab's hosts.

@@ -16,7 +16,7 @@ fn spec_fuzz_corpus_replays_without_panics() {
     for e in std::fs::read_dir(&dir).expect("fuzz/corpus/spec exists") {
         let p = e.unwrap().path();
         let data = std::fs::read(&p).unwrap();
-        let r = std::panic::catch_unwind(|| tcptune_experiment::spec::fuzz_one(&data));
+        let r = std::panic::catch_unwind(|| tcptune_experiment::fuzz_one(&data));
         assert!(r.is_ok(), "panic on corpus file {}", p.display());
         accepted += usize::from(r.unwrap() > 0);
         n += 1;
@@ -74,7 +74,7 @@ fn mutated_example_specs_never_panic() {
             }
             let orig = std::fs::read_to_string(&f).unwrap();
             assert!(
-                tcptune_experiment::spec::fuzz_one(orig.as_bytes()) > 0,
+                tcptune_experiment::fuzz_one(orig.as_bytes()) > 0,
                 "{} is accepted",
                 f.display()
             );
@@ -112,9 +112,7 @@ fn mutated_example_specs_never_panic() {
                     }
                 }
                 let text = lines.join("\n");
-                let r = std::panic::catch_unwind(|| {
-                    tcptune_experiment::spec::fuzz_one(text.as_bytes())
-                });
+                let r = std::panic::catch_unwind(|| tcptune_experiment::fuzz_one(text.as_bytes()));
                 assert!(r.is_ok(), "panic on {} mutation {i}:\n{text}", f.display());
             }
         }

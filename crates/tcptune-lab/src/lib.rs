@@ -3,6 +3,7 @@
 //! through a veth pair with kernel qdiscs.
 //!
 //! Layers, each using only those above it (no module cycles):
+//! - `error.rs`: [`LabError`], the one error type of every layer;
 //! - [`names`]: what everything a lab makes is called (namespaces, device, addresses, state
 //!   directory); pure;
 //! - [`keys`]: the one table of link and host setting keys, their types, bounds and backends;
@@ -31,6 +32,7 @@
 pub mod backend;
 pub mod background;
 pub mod effects;
+mod error;
 pub mod keys;
 pub mod lab;
 pub mod leftovers;
@@ -42,35 +44,6 @@ pub mod spec;
 pub mod state;
 pub mod status;
 
+pub use error::LabError;
 pub use lab::{HostStatus, LabList, LabStatus, QdiscStatus, Removed};
 pub use spec::{Backend, HostSettings, LabSpec, LinkChanges, RouteMetrics, Which};
-
-/// Why a lab command failed; each message is one sentence naming the input and what to do.
-#[derive(Debug, thiserror::Error)]
-pub enum LabError {
-    #[error("{0}")]
-    Input(String),
-    #[error("there is no host '{0}' in the lab; the hosts are client and server")]
-    UnknownHost(String),
-    #[error(
-        "a lab named '{0}' is already running; pick another --name or remove it with \
-         `tcptune lab down --name {0}`"
-    )]
-    NameInUse(String),
-    #[error("there is no lab named '{0}'; start one with `tcptune lab up --name {0}`")]
-    NoSuchLab(String),
-    #[error(
-        "congestion control '{cc}' is not available in this kernel (it has: {available}); \
-         load its module (modprobe tcp_{cc}) or choose one of those"
-    )]
-    NoSuchCongestionControl { cc: String, available: String },
-    #[error("{0}")]
-    Environment(String),
-    #[error("interrupted by a signal; everything the lab had created was removed")]
-    Interrupted,
-    #[error(
-        "`tcptune {0}` needs root (CAP_NET_ADMIN and CAP_SYS_ADMIN, to make namespaces and \
-         links); run it with sudo"
-    )]
-    NeedsRoot(String),
-}

@@ -12,11 +12,12 @@
 
 use tcptune_model::Dur;
 
+use crate::params::Params;
 use crate::results::{Results, StreamResult};
 use crate::session::{
     ClientEvent, ClientPhase, ClientSession, ServerPhase, ServerSession, Timeouts,
 };
-use crate::{Cookie, Params};
+use crate::wire::Cookie;
 
 /// Output one step may queue at most: our results with 256 streams are far below this.
 const MAX_STEP_OUTPUT: usize = 1 << 20;
@@ -137,7 +138,7 @@ fn server(data: &[u8]) -> usize {
             let want = s.params().map(Params::data_streams).unwrap_or(0);
             let udp = s
                 .params()
-                .is_some_and(|p| p.protocol == crate::Protocol::Udp);
+                .is_some_and(|p| p.protocol == crate::params::Protocol::Udp);
             for _ in 0..want {
                 let st = if udp {
                     // UDP streams carry no cookie; a TCP one is refused in a UDP test.

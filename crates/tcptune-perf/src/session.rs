@@ -1083,7 +1083,7 @@ mod tests {
     fn udp_streams_are_counted_without_a_cookie() {
         let cookie = Cookie::from_random([4; 36]);
         let params = Params {
-            protocol: crate::Protocol::Udp,
+            protocol: Protocol::Udp,
             parallel: 2,
             len: 1400,
             ..Params::default()

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::{Netns, COUNTER};
+use crate::netns::{Netns, COUNTER};
 
 /// Two TUN devices joined by a fixed delay in each direction.
 pub struct DelayLine {

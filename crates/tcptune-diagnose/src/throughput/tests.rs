@@ -172,7 +172,7 @@ fn a_64k_window_on_100mbit_20ms_is_receiver_window_limited_with_the_bdp_buffer()
     assert_eq!(w.model, "window/RTT");
     assert!((w.rate_bps.bps() - 65536.0 * 8.0 / 0.02).abs() < 1.0);
     assert!((w.achieved_fraction - 1.0).abs() < 0.01);
-    let b = buffers(&crate::advice::query(
+    let b = buffers(&crate::engine::query(
         "100mbit".parse().unwrap(),
         Dur::from_millis(20),
         &ctx("100mbit"),
