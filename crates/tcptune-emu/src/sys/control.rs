@@ -12,7 +12,7 @@ use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::time::{Duration, Instant};
 
-use super::Reply;
+use serde::Serialize;
 
 /// How long a client may take to send its request line after connecting: as long as
 /// [`super::request`] waits for the answer, so a client never gives up before the emulator
@@ -52,11 +52,11 @@ impl Control {
     /// the waiting clients sent, and answers each complete line with `handle` (its reply, and
     /// whether it asks the emulator to stop). Clients past their deadline, or that hung up,
     /// are dropped. Returns true when a handled request asked to stop. Never blocks.
-    pub fn serve(
+    pub fn serve<R: Serialize>(
         &mut self,
         listener: &UnixListener,
         now: Instant,
-        mut handle: impl FnMut(&str) -> (Reply, bool),
+        mut handle: impl FnMut(&str) -> (R, bool),
     ) -> bool {
         while let Ok((stream, _)) = listener.accept() {
             if stream.set_nonblocking(true).is_err() {
@@ -126,12 +126,16 @@ mod tests {
         (l, path)
     }
 
-    fn echo(line: &str) -> (Reply, bool) {
+    /// The reply a test handler gives: the line it got back.
+    #[derive(serde::Serialize, serde::Deserialize)]
+    struct Echo {
+        got: String,
+    }
+
+    fn echo(line: &str) -> (Echo, bool) {
         (
-            Reply {
-                ok: true,
-                error: Some(line.to_string()),
-                status: None,
+            Echo {
+                got: line.to_string(),
             },
             line == "stop",
         )
@@ -155,8 +159,8 @@ mod tests {
         assert!(!c.serve(&l, t0 + Duration::from_secs(1), echo));
         let mut answer = String::new();
         BufReader::new(&late).read_line(&mut answer).unwrap();
-        let reply: Reply = serde_json::from_str(&answer).unwrap();
-        assert_eq!(reply.error.as_deref(), Some("status"));
+        let reply: Echo = serde_json::from_str(&answer).unwrap();
+        assert_eq!(reply.got, "status");
         assert_eq!(c.waiting(), 1);
         // The silent one is dropped at its deadline, and sees the connection closed.
         assert!(!c.serve(&l, t0 + CLIENT_DEADLINE, echo));
