@@ -63,6 +63,12 @@ type DirKey = (Addr, u16, Addr, u16);
 /// partly delivered (see [`Joiner::match_bytes`]).
 const PIECE: u32 = u32::MAX - 1;
 
+/// A downstream packet's partner when it is an extra copy of a packet already matched (its
+/// signature was seen upstream): a duplicate the path made. Marked before the byte-range
+/// passes so that a copy is never taken for the regrouped bytes of some other packet (a
+/// duplicated retransmission would otherwise stand in for the lost original).
+const COPY: u32 = u32::MAX - 2;
+
 /// One TCP packet as the join keeps it.
 #[derive(Debug, Clone, Copy)]
 struct Rec {
@@ -368,6 +374,17 @@ impl Joiner {
                     .to_string(),
             ),
         };
+        // Unmatched downstream packets of a signature seen upstream are the path's copies.
+        for f in 0..nflows {
+            let d = 1 - upstream[f] as usize;
+            for &i in &by_flow[d][f] {
+                let i = i as usize;
+                if partner[d][i] == u32::MAX && sig_seen_other[d][i] {
+                    partner[d][i] = COPY;
+                }
+            }
+        }
+        drop(sig_seen_other);
         // Packets a capture point's offload merged or split: matched by their byte ranges.
         let mut merged = vec![(0u64, 0u64, 0u64); nflows];
         for f in 0..nflows {
@@ -393,16 +410,8 @@ impl Joiner {
             let mut out_dirs = Vec::new();
             for &df in &dirs {
                 let up = upstream[df];
-                let mut dir = self.direction(
-                    &by_flow,
-                    df,
-                    up,
-                    &partner,
-                    &sig_seen_other,
-                    offset_ns,
-                    relative,
-                    names,
-                );
+                let mut dir =
+                    self.direction(&by_flow, df, up, &partner, offset_ns, relative, names);
                 dir.upstream_assumed = assumed[df];
                 (dir.coalesced, dir.segmented, dir.regrouped) = merged[df];
                 totals.add(&dir);
@@ -603,7 +612,6 @@ impl Joiner {
         flow: usize,
         up: Side,
         partner: &[Vec<u32>; 2],
-        sig_seen_other: &[Vec<bool>; 2],
         offset_ns: i64,
         relative: bool,
         names: [&str; 2],
@@ -689,16 +697,17 @@ impl Joiner {
             let i = i as usize;
             dir.downstream_packets += 1;
             let p = partner[d][i];
-            if p == PIECE {
-                continue;
-            }
-            if p == u32::MAX {
-                if sig_seen_other[d][i] {
+            match p {
+                PIECE => continue,
+                COPY => {
                     dir.duplicated += 1;
-                } else {
-                    dir.not_seen_upstream += 1;
+                    continue;
                 }
-                continue;
+                u32::MAX => {
+                    dir.not_seen_upstream += 1;
+                    continue;
+                }
+                _ => {}
             }
             arrivals.push(p);
         }
@@ -1149,6 +1158,39 @@ mod tests {
         assert_eq!(acks.delay.as_ref().unwrap().min_s, Dur::from_millis(4));
         assert!(r.found_problem());
         assert_eq!(r.totals.lost_between, 1);
+    }
+
+    /// A packet lost between the points whose retransmission the path duplicated: the
+    /// retransmission's second copy carries the lost packet's bytes, but it is a copy of a
+    /// packet matched by signature, not a regrouping of the original, so the original stays
+    /// lost and the copy counts as a duplicate (the shape of a CI failure: the join found one
+    /// loss and one duplicate fewer than the emulator counted).
+    #[test]
+    fn a_duplicated_retransmission_does_not_deliver_the_lost_original() {
+        let mut j = Joiner::new();
+        let ms = 1_000_000i64;
+        for i in 0..4u32 {
+            let s = seg(true, 1000 + i * 100, 1, th::ACK, 100, i as u16);
+            j.segment(Side::A, i64::from(i) * ms, &s);
+            if i != 1 {
+                j.segment(Side::B, i64::from(i) * ms + 5 * ms, &s);
+            }
+        }
+        let r1 = seg(true, 1100, 1, th::ACK, 100, 50);
+        j.segment(Side::A, 10 * ms, &r1);
+        j.segment(Side::B, 15 * ms, &r1);
+        j.segment(Side::B, 15 * ms + 1000, &r1);
+        let r = j.finish(["a", "b"], Clock::Same);
+        let d = &r.flows[0].directions[0];
+        assert_eq!(
+            (d.matched, d.lost_between, d.duplicated, d.not_seen_upstream),
+            (4, 1, 1, 0),
+            "{d:?}"
+        );
+        assert_eq!(
+            (d.retransmissions, d.retransmissions_needed, d.regrouped),
+            (1, 1, 0)
+        );
     }
 
     /// A joiner that also keeps what it was fed.
