@@ -405,14 +405,25 @@ fn udp_probe(lab: &Lab, n: u32, size: usize, gap: Duration) -> Vec<(u32, u64)> {
     rx.set_read_timeout(Some(Duration::from_millis(500)))
         .unwrap();
     tcptune_os::socket::set_int(rx.as_fd(), libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, 1).unwrap();
+    // Room for every probe at once, so a receiver descheduled under load loses none.
+    tcptune_os::socket::set_int(rx.as_fd(), libc::SOL_SOCKET, libc::SO_RCVBUF, 8 << 20).unwrap();
+    let sent_all = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let done = sent_all.clone();
     let receiver = std::thread::spawn(move || {
         let mut got = Vec::new();
         let mut buf = vec![0u8; 65536];
-        while let Some((len, at)) = recv_stamped(&rx, &mut buf) {
-            if len >= 12 {
-                let seq = u32::from_le_bytes(buf[0..4].try_into().unwrap());
-                let sent = u64::from_le_bytes(buf[4..12].try_into().unwrap());
-                got.push((seq, at.saturating_sub(sent)));
+        loop {
+            match recv_stamped(&rx, &mut buf) {
+                Some((len, at)) if len >= 12 => {
+                    let seq = u32::from_le_bytes(buf[0..4].try_into().unwrap());
+                    let sent = u64::from_le_bytes(buf[4..12].try_into().unwrap());
+                    got.push((seq, at.saturating_sub(sent)));
+                }
+                Some(_) => {}
+                // Quiet for 500 ms: the end once the sender is done (the link's delay is a few
+                // ms), a stalled sender otherwise.
+                None if done.load(std::sync::atomic::Ordering::Acquire) => break,
+                None => {}
             }
         }
         got
@@ -427,8 +438,13 @@ fn udp_probe(lab: &Lab, n: u32, size: usize, gap: Duration) -> Vec<(u32, u64)> {
         }
         pkt[0..4].copy_from_slice(&seq.to_le_bytes());
         pkt[4..12].copy_from_slice(&realtime_ns().to_le_bytes());
-        let _ = tx.send(&pkt);
+        // A full send queue is back-pressure, not a loss of the link's: send again.
+        while let Err(e) = tx.send(&pkt) {
+            assert_eq!(e.raw_os_error(), Some(libc::ENOBUFS), "sending a probe: {e}");
+            std::thread::yield_now();
+        }
     }
+    sent_all.store(true, std::sync::atomic::Ordering::Release);
     receiver.join().unwrap()
 }
 
