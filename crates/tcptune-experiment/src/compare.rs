@@ -56,6 +56,11 @@ fn csv_fields(line: &str) -> Vec<String> {
 
 /// Reads a `summary.csv`: the columns between `point` and `n` are the swept values.
 pub fn read_summary(text: &str) -> Result<Vec<Row>, String> {
+    read_summary_columns(text).map(|(_, rows)| rows)
+}
+
+/// [`read_summary`], with the swept columns' names.
+pub fn read_summary_columns(text: &str) -> Result<(Vec<String>, Vec<Row>), String> {
     let mut lines = text.lines();
     let header = csv_fields(lines.next().ok_or("empty summary")?);
     let col = |name: &str| {
@@ -70,19 +75,29 @@ pub fn read_summary(text: &str) -> Result<Vec<Row>, String> {
         col("ci95_low_bps")?,
         col("ci95_high_bps")?,
     );
-    lines
+    let rows = lines
         .filter(|l| !l.trim().is_empty())
         .map(|l| {
             let f = csv_fields(l);
             let num = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok());
+            let count = num(n).unwrap_or(0.0) as usize;
             Ok(Row {
                 values: f.get(1..n).map(<[String]>::to_vec).unwrap_or_default(),
-                n: num(n).unwrap_or(0.0) as usize,
-                mean: num(mean).ok_or(format!("a row without a mean: {l}"))?,
+                n: count,
+                // A point none of whose trials measured has no mean (n = 0).
+                mean: match num(mean) {
+                    Some(m) => m,
+                    None if count == 0 => 0.0,
+                    None => return Err(format!("a row without a mean: {l}")),
+                },
                 ci: num(lo).zip(num(hi)),
             })
         })
-        .collect()
+        .collect::<Result<_, String>>()?;
+    Ok((
+        header.get(1..n).map(<[String]>::to_vec).unwrap_or_default(),
+        rows,
+    ))
 }
 
 /// What a seed's claim gives.
@@ -201,8 +216,9 @@ fn num(v: f64) -> String {
     }
 }
 
+/// The measured row of a point (one with at least one trial measured).
 fn find<'a>(rows: &'a [Row], values: &[String]) -> Option<&'a Row> {
-    rows.iter().find(|r| r.values == values)
+    rows.iter().find(|r| r.values == values && r.n > 0)
 }
 
 /// One table row for a claim against the rows of its results.
@@ -224,7 +240,7 @@ fn row(c: &Claim, rows: Option<&[Row]>) -> [String; 6] {
         return lacking("no summary.csv");
     };
     let Some(b) = find(rows, &c.point) else {
-        return lacking(&format!("no point {}", c.point.join(", ")));
+        return lacking(&format!("no measured point {}", c.point.join(", ")));
     };
     match (&c.figure, c.base.is_empty()) {
         (Some(Figure::Value(v)), _) => {
@@ -245,7 +261,7 @@ fn row(c: &Claim, rows: Option<&[Row]>) -> [String; 6] {
         }
         (Some(_), false) => {
             let Some(a) = find(rows, &c.base) else {
-                return lacking(&format!("no point {}", c.base.join(", ")));
+                return lacking(&format!("no measured point {}", c.base.join(", ")));
             };
             let r = b.mean / a.mean;
             // The ratio's interval from the two means' intervals (conservative: the extremes).
@@ -448,7 +464,7 @@ mod tests {
             &claim(Figure::Ratio(1.0), &["no limit", "clean"], &["x", "y"]),
             Some(&rows),
         );
-        assert_eq!(r[2], "not in these results: no point x, y");
+        assert_eq!(r[2], "not in these results: no measured point x, y");
     }
 
     #[test]

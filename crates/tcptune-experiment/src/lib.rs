@@ -15,6 +15,7 @@ pub mod lab_runner;
 pub mod plan;
 pub mod record;
 pub mod report;
+pub mod rerun;
 pub mod run;
 pub mod settings;
 pub mod spec;

@@ -55,10 +55,22 @@ pub enum Command {
         #[arg(long, value_name = "FILE")]
         snapshot: Option<std::path::PathBuf>,
     },
-    /// Redraw the HTML report, plots and summary.csv of an experiment's results directory.
+    /// Redraw the HTML report, plots and summary.csv of an experiment's results directory; or
+    /// with --against, compare its points with an earlier run's
     Report {
         /// A directory written by `tcptune lab run SPEC --out DIR`.
         dir: std::path::PathBuf,
+        /// Compare DIR's goodput point by point with an earlier run of the same spec (its
+        /// results directory, or its summary.csv) instead of redrawing: each point's mean and
+        /// 95% CI in both, and whether the intervals overlap; exit 1 if a point differs or is
+        /// in one run only.
+        #[arg(long, value_name = "EARLIER")]
+        against: Option<std::path::PathBuf>,
+        /// With --against: two means this close (a share of the earlier one: 1% or 0.01) count
+        /// as the same even when their intervals are apart (a path at its capacity varies by
+        /// kbit/s).
+        #[arg(long, value_name = "SHARE", default_value = "1%", requires = "against")]
+        tolerance: tcptune_model::Probability,
     },
     /// List TCP connections with what limits each: figures from tcp_info and a verdict.
     Conns(ConnsArgs),

@@ -47,6 +47,7 @@ pub fn all() -> Vec<SchemaEntry> {
         entry::<tcptune_host::audit::Audit>("audit", "audit"),
         entry::<tcptune_host::tune_report::TuneReport>("tune", "tune"),
         entry::<tcptune_experiment::report::ReportResult>("report", "report"),
+        entry::<tcptune_experiment::rerun::Rerun>("report-against", "report --against"),
         entry::<tcptune_diagnose::conn::ConnTable>("conns", "conns"),
         line_entry::<tcptune_diagnose::conn::RecordLine>("watch-record", "watch"),
         entry::<tcptune_perftest::report::TestOutput>("test", "test"),

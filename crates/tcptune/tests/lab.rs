@@ -440,7 +440,11 @@ fn udp_probe(lab: &Lab, n: u32, size: usize, gap: Duration) -> Vec<(u32, u64)> {
         pkt[4..12].copy_from_slice(&realtime_ns().to_le_bytes());
         // A full send queue is back-pressure, not a loss of the link's: send again.
         while let Err(e) = tx.send(&pkt) {
-            assert_eq!(e.raw_os_error(), Some(libc::ENOBUFS), "sending a probe: {e}");
+            assert_eq!(
+                e.raw_os_error(),
+                Some(libc::ENOBUFS),
+                "sending a probe: {e}"
+            );
             std::thread::yield_now();
         }
     }

@@ -34,7 +34,14 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
             snapshot.as_deref(),
             cli.json,
         ),
-        Command::Report { dir } => report::run(&dir, cli.json),
+        Command::Report {
+            dir,
+            against,
+            tolerance,
+        } => match against {
+            Some(earlier) => report::against(&dir, &earlier, tolerance.get(), cli.json),
+            None => report::run(&dir, cli.json),
+        },
         Command::Conns(args) => conns::run(args, cli.json),
         Command::Watch(args) => {
             if cli.pretty {
