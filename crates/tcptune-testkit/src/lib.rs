@@ -14,7 +14,9 @@ pub mod steal;
 pub use netns::{run, veth_pair, Netns};
 pub mod delay;
 pub use delay::DelayLine;
+mod tempdir;
 use std::time::{Duration, Instant};
+pub use tempdir::TempDir;
 
 pub use tcptune_os::process::Signal;
 

@@ -3,23 +3,17 @@
 //! follows Mathis with a constant C between 0.7 and 1.5; a bad spec fails before any trial; a
 //! trial captured at both ends reports the join of its captures beside the emulator's counts.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 
 use serde_json::Value;
+use tcptune_testkit::TempDir;
 
 fn tcptune(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_tcptune"))
         .args(args)
         .output()
         .unwrap()
-}
-
-fn tempdir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("tt-exp-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
 }
 
 /// Runs a spec on labs named `lab` and returns the measured trials.
@@ -66,7 +60,7 @@ fn window_limited_goodput_matches_window_over_rtt() {
     tcptune_testkit::steal::retry_when_starved(
         "window_limited_goodput_matches_window_over_rtt",
         || {
-            let dir = tempdir("window");
+            let dir = TempDir::new("exp-window");
             let trials = run(
                 &dir,
                 "ttwin",
@@ -132,7 +126,7 @@ fn reno_under_random_loss_follows_mathis() {
         return;
     }
     tcptune_testkit::steal::retry_when_starved("reno_under_random_loss_follows_mathis", || {
-        let dir = tempdir("mathis");
+        let dir = TempDir::new("exp-mathis");
         let trials = run(
             &dir,
             "ttmathis",
@@ -182,7 +176,7 @@ fn reno_under_random_loss_follows_mathis() {
 
 #[test]
 fn a_bad_spec_fails_before_any_trial_with_its_line() {
-    let dir = tempdir("bad");
+    let dir = TempDir::new("exp-bad");
     let spec = dir.join("bad.toml");
     std::fs::write(&spec, "name = \"bad\"\n[link]\nrate = \"100mbit\"\n[sweep]\n\"client.cc\" = [\"cubic\", \"vegas\"]\n").unwrap();
     let out = dir.join("out");
@@ -205,7 +199,7 @@ fn a_bad_spec_fails_before_any_trial_with_its_line() {
 
 #[test]
 fn check_refuses_what_would_fail_or_lie_in_every_trial() {
-    let dir = tempdir("check");
+    let dir = TempDir::new("exp-check");
     let spec = dir.join("spec.toml");
     let out = dir.join("out");
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -307,7 +301,7 @@ fn an_interrupted_run_leaves_no_lab_and_resumes() {
     if !tcptune_testkit::privileged("an_interrupted_run_leaves_no_lab_and_resumes") {
         return;
     }
-    let dir = tempdir("interrupt");
+    let dir = TempDir::new("exp-interrupt");
     let spec = dir.join("spec.toml");
     std::fs::write(
         &spec,
@@ -461,16 +455,6 @@ fn the_same_seed_makes_the_same_impairment_decisions() {
 /// The example spec `examples/two-point-join`, whose README quotes the test below.
 const JOIN_SPEC: &str = include_str!("../../../examples/two-point-join/spec.toml");
 
-/// Removes a test's directory when the test ends, however it ends (the runner takes its own
-/// labs down).
-struct RemoveOnDrop(PathBuf);
-
-impl Drop for RemoveOnDrop {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 /// A trial captured at both ends of the link (`capture.at = "both"`) carries the join of its
 /// two captures, whose lost, duplicated and reordered counts equal the emulator's own counters
 /// in both directions, and the report sets them side by side.
@@ -487,8 +471,7 @@ fn a_trial_captured_at_both_ends_reports_the_join_beside_the_emulators_counts() 
         return;
     }
     tcptune_testkit::steal::retry_when_starved("experiment_join", || {
-        let dir = tempdir("join");
-        let _clean = RemoveOnDrop(dir.clone());
+        let dir = TempDir::new("exp-join");
         let lab = format!("ttjoin{}", std::process::id() % 100_000);
         let trials = run(&dir, &lab, JOIN_SPEC);
         let out = dir.join("out");

@@ -10,12 +10,13 @@
 //! ready, a line in trials.jsonl, a process gone), never a sleep. The tests of this file run
 //! one at a time (they change a global sysctl and kill lab processes).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::Mutex;
 use std::time::Duration;
 
 use serde_json::Value;
+use tcptune_testkit::TempDir;
 use tcptune_testkit::{is_root, privileged, signal, wait_for, Signal};
 
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
@@ -189,27 +190,6 @@ fn trials(dir: &Path) -> Vec<Value> {
         .collect()
 }
 
-/// A directory removed when dropped (also when the test panics).
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        let d = std::env::temp_dir().join(format!("tt-faults-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        TempDir(d)
-    }
-    fn join(&self, p: &str) -> PathBuf {
-        self.0.join(p)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 /// Takes the named labs down when dropped, so a failing test leaves none behind.
 struct Labs(&'static [&'static str]);
 
@@ -338,7 +318,7 @@ fn kills_at_every_stage_leave_nothing_behind_and_resume_gives_the_same_results()
     // 4. `lab run`: an uninterrupted reference run, then the same spec killed three times
     //    (during a trial's lab setup, during a workload, right after a trial was recorded)
     //    and resumed each time by the same command.
-    let dir = TempDir::new("run");
+    let dir = TempDir::new("faults-run");
     let spec = dir.join("spec.toml");
     std::fs::write(&spec, SPEC).unwrap();
     let spec_s = spec.to_str().unwrap();
@@ -527,7 +507,7 @@ fn down_all_removes_leftovers_only_and_force_needs_all() {
 #[test]
 fn lab_commands_tell_non_root_users_they_need_root() {
     let root = is_root();
-    let dir = TempDir::new("nonroot");
+    let dir = TempDir::new("faults-nonroot");
     let spec = dir.join("spec.toml");
     std::fs::write(&spec, SPEC).unwrap();
     let out = dir.join("out");

@@ -3,25 +3,9 @@
 //! the Debian package's asset list (crates/tcptune/Cargo.toml) names exactly those files.
 //! scripts/package builds the .deb itself and installs it in a fresh chroot.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
-
-/// A directory under the system temp dir, removed on drop (also when an assertion fails).
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        let d = std::env::temp_dir().join(format!("tt-package-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        TempDir(d)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+use tcptune_testkit::TempDir;
 
 fn tcptune(args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_tcptune"))
@@ -54,8 +38,8 @@ fn installed(tool: &str) -> bool {
 
 #[test]
 fn man_pages_exist_per_command_and_render() {
-    let dir = TempDir::new("man");
-    let pages = generate("man", &dir.0);
+    let dir = TempDir::new("package-man");
+    let pages = generate("man", dir.path());
     // Every visible command and subcommand has its page; hidden internals have none.
     for name in [
         "tcptune.1",
@@ -76,7 +60,7 @@ fn man_pages_exist_per_command_and_render() {
     );
     let out = Command::new("man")
         .arg("-l")
-        .arg(dir.0.join("tcptune-test.1"))
+        .arg(dir.path().join("tcptune-test.1"))
         .env("MANWIDTH", "100")
         .env("MANPAGER", "cat")
         .output()
@@ -94,12 +78,12 @@ fn man_pages_exist_per_command_and_render() {
 fn every_man_page_renders_without_warnings_on_an_ascii_terminal() {
     // A minimal system (the package's chroot) renders in the C locale: a UTF-8 character in
     // the help text (…, ×, √, ≤) must reach groff as a glyph it can draw there.
-    let dir = TempDir::new("man-ascii");
-    let pages = generate("man", &dir.0);
+    let dir = TempDir::new("package-man-ascii");
+    let pages = generate("man", dir.path());
     for name in &pages {
         let out = Command::new("man")
             .arg("-l")
-            .arg(dir.0.join(name))
+            .arg(dir.path().join(name))
             .env("LANG", "C")
             .env("LC_ALL", "C")
             .env("MANWIDTH", "100")
@@ -112,7 +96,7 @@ fn every_man_page_renders_without_warnings_on_an_ascii_terminal() {
     }
     let mathis = Command::new("man")
         .arg("-l")
-        .arg(dir.0.join("tcptune-model-mathis.1"))
+        .arg(dir.path().join("tcptune-model-mathis.1"))
         .env("LC_ALL", "C")
         .env("MANPAGER", "cat")
         .output()
@@ -123,14 +107,14 @@ fn every_man_page_renders_without_warnings_on_an_ascii_terminal() {
 
 #[test]
 fn completions_load_in_each_shell() {
-    let dir = TempDir::new("completions");
-    let files = generate("completions", &dir.0);
+    let dir = TempDir::new("package-completions");
+    let files = generate("completions", dir.path());
     assert_eq!(files, ["_tcptune", "tcptune.bash", "tcptune.fish"]);
     let bash = Command::new("bash")
         .arg("-c")
         .arg(format!(
             "source {} && complete -p tcptune",
-            dir.0.join("tcptune.bash").display()
+            dir.path().join("tcptune.bash").display()
         ))
         .output()
         .unwrap();
@@ -146,7 +130,7 @@ fn completions_load_in_each_shell() {
         .arg(format!(
             "source {}; COMP_WORDS=(tcptune ''); COMP_CWORD=1; COMP_LINE='tcptune '; \
              COMP_POINT=8; _tcptune tcptune '' tcptune; printf '%s\\n' \"${{COMPREPLY[@]}}\"",
-            dir.0.join("tcptune.bash").display()
+            dir.path().join("tcptune.bash").display()
         ))
         .output()
         .unwrap();
@@ -160,7 +144,7 @@ fn completions_load_in_each_shell() {
             .arg("-c")
             .arg(format!(
                 "fpath=({} $fpath); autoload -Uz compinit && compinit -u && (( $+_comps[tcptune] ))",
-                dir.0.display()
+                dir.path().display()
             ))
             .output()
             .unwrap();
@@ -171,7 +155,7 @@ fn completions_load_in_each_shell() {
             .arg("-c")
             .arg(format!(
                 "source {}; complete -C 'tcptune lab '",
-                dir.0.join("tcptune.fish").display()
+                dir.path().join("tcptune.fish").display()
             ))
             .output()
             .unwrap();
@@ -202,13 +186,13 @@ fn the_package_ships_what_generate_writes_and_declares_its_dependencies() {
     }
     // Every generated file is matched by an asset, and every asset under target/release/man
     // or completions names a generated file: the package cannot miss or invent one.
-    let man = TempDir::new("assets-man");
-    let comp = TempDir::new("assets-completions");
-    let generated: Vec<(String, String)> = generate("man", &man.0)
+    let man = TempDir::new("package-assets-man");
+    let comp = TempDir::new("package-assets-completions");
+    let generated: Vec<(String, String)> = generate("man", man.path())
         .into_iter()
         .map(|f| ("man".to_string(), f))
         .chain(
-            generate("completions", &comp.0)
+            generate("completions", comp.path())
                 .into_iter()
                 .map(|f| ("completions".to_string(), f)),
         )
@@ -274,11 +258,16 @@ fn the_package_ships_what_generate_writes_and_declares_its_dependencies() {
 
 #[test]
 fn json_is_refused_where_there_is_no_document() {
-    let dir = TempDir::new("json");
-    let out = tcptune(&["--json", "_generate", "man", dir.0.to_str().unwrap()]);
+    let dir = TempDir::new("package-json");
+    let target = dir.join("man");
+    let out = tcptune(&["--json", "_generate", "man", target.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.contains("--json does not apply"), "{err}");
-    assert!(!dir.0.exists(), "refused, yet it wrote {}", dir.0.display());
+    assert!(
+        !target.exists(),
+        "refused, yet it wrote {}",
+        target.display()
+    );
 }

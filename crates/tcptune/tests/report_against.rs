@@ -3,6 +3,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use tcptune_testkit::TempDir;
 
 fn tcptune(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_tcptune"))
@@ -15,23 +16,6 @@ fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(what: &str) -> TempDir {
-        let d = std::env::temp_dir().join(format!("tcptune-against-{what}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        TempDir(d)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 /// A committed summary: seed 000's send-buffer sweep (10 points of 3 trials).
 fn committed() -> PathBuf {
     repo().join("examples/seed000-datacenter/results/wmem/summary.csv")
@@ -39,14 +23,14 @@ fn committed() -> PathBuf {
 
 #[test]
 fn a_run_agrees_with_itself_and_a_moved_point_differs() {
-    let dir = TempDir::new("moved");
+    let dir = TempDir::new("against-moved");
     let text = std::fs::read_to_string(committed()).unwrap();
     let points = text.lines().count() - 1;
     // The same run, as a results directory: every point agrees, exit 0.
-    std::fs::write(dir.0.join("summary.csv"), &text).unwrap();
+    std::fs::write(dir.path().join("summary.csv"), &text).unwrap();
     let out = tcptune(&[
         "report",
-        dir.0.to_str().unwrap(),
+        dir.path().to_str().unwrap(),
         "--against",
         committed().to_str().unwrap(),
     ]);
@@ -66,11 +50,11 @@ fn a_run_agrees_with_itself_and_a_moved_point_differs() {
         f[at(c)] = format!("{}", v * 2.0);
     }
     lines[1] = f.join(",");
-    std::fs::write(dir.0.join("summary.csv"), lines.join("\n") + "\n").unwrap();
+    std::fs::write(dir.path().join("summary.csv"), lines.join("\n") + "\n").unwrap();
     let out = tcptune(&[
         "--json",
         "report",
-        dir.0.to_str().unwrap(),
+        dir.path().to_str().unwrap(),
         "--against",
         committed().to_str().unwrap(),
     ]);
@@ -85,11 +69,11 @@ fn a_run_agrees_with_itself_and_a_moved_point_differs() {
 
 #[test]
 fn bad_inputs_get_one_sentence_and_no_comparison() {
-    let dir = TempDir::new("bad");
+    let dir = TempDir::new("against-bad");
     // No summary where one is named.
     let out = tcptune(&[
         "report",
-        dir.0.to_str().unwrap(),
+        dir.path().to_str().unwrap(),
         "--against",
         committed().to_str().unwrap(),
     ]);
@@ -99,10 +83,10 @@ fn bad_inputs_get_one_sentence_and_no_comparison() {
     assert_eq!(err.trim().lines().count(), 1, "{err}");
     // Runs of different specs (another sweep's columns).
     let other = repo().join("examples/seed000-datacenter/results/mtu-txqueuelen/summary.csv");
-    std::fs::copy(other, dir.0.join("summary.csv")).unwrap();
+    std::fs::copy(other, dir.path().join("summary.csv")).unwrap();
     let out = tcptune(&[
         "report",
-        dir.0.to_str().unwrap(),
+        dir.path().to_str().unwrap(),
         "--against",
         committed().to_str().unwrap(),
     ]);
