@@ -69,6 +69,11 @@ pub const IN_FLIGHT_SHORT: f64 = 0.7;
 pub const LOSS_SIGNIFICANT: f64 = 0.01;
 /// A network-limited flow with loss at this fraction of its Mathis bound: loss explains it.
 pub const NEAR_MATHIS: f64 = 0.3;
+/// ...unless it carried more than this multiple of what its congestion control can carry at
+/// that loss rate (the larger of Reno's Mathis bound and CUBIC's response function, RFC 9438
+/// §5): then the losses were too few, or too bunched (one slow-start overshoot, one queue
+/// overflow), to be the steady loss those models describe, and they did not set its rate.
+pub const BEYOND_LOSS_BOUND: f64 = 2.0;
 /// A process using this fraction of the cores it can use (or a host this busy) is CPU-bound.
 pub const CPU_BOUND: f64 = 0.9;
 /// Shorter intervals give coarse chronograph shares (they tick in jiffies).
@@ -1093,7 +1098,23 @@ fn network(e: &Evidence, ctx: &Context, share: f64) -> Decision {
         (Some(m), Some(a)) => a.bps() >= NEAR_MATHIS * m.bps(),
         _ => false,
     };
-    if loss >= LOSS_SIGNIFICANT || (loss > 0.0 && near_mathis) {
+    // What the sender's congestion control carries at this loss rate: BBR does not back off
+    // on loss, so no loss below LOSS_SIGNIFICANT bounds it.
+    let loss_bound = match (mathis, e.mss_bytes, e.rtt_s, ctx.congestion) {
+        (_, _, _, Some(CongestionControl::Bbr)) => None,
+        (Some(m), Some(mss), Some(rtt), _) => Some(
+            Probability::new(loss.min(1.0))
+                .and_then(|p| tcptune_model::cubic::cubic(Bytes::new(mss as u64), rtt, p).ok())
+                .map_or(m, |c| Rate::from_bps(c.rate_bps.bps().max(m.bps()))),
+        ),
+        _ => None,
+    };
+    let beyond_bound = match (e.achieved_bps, loss_bound) {
+        (Some(a), Some(b)) => a.bps() > BEYOND_LOSS_BOUND * b.bps(),
+        (Some(_), None) => ctx.congestion == Some(CongestionControl::Bbr),
+        _ => false,
+    };
+    if loss >= LOSS_SIGNIFICANT || (loss > 0.0 && near_mathis && !beyond_bound) {
         let mut m = mathis
             .map(|m| format!(" (Mathis bound {m})"))
             .unwrap_or_default();
@@ -1119,6 +1140,28 @@ fn network(e: &Evidence, ctx: &Context, share: f64) -> Decision {
     let mut why = format!("cwnd {}", size(e.cwnd_bytes.unwrap_or(0)));
     if let (Some(r), Some(m)) = (e.rtt_s, e.min_rtt_s) {
         why += &format!(", RTT {r} (min {m})");
+    }
+    if loss > 0.0 {
+        // Losses that did not set the rate are still said, with why they did not.
+        let reason = match (beyond_bound, loss_bound, mathis) {
+            (true, None, _) => ", too few to set this rate: BBR does not back off on loss this \
+                                rare"
+                .to_string(),
+            (true, Some(b), _) => format!(
+                ", too few to set this rate: it carried more than {BEYOND_LOSS_BOUND}× the {b} \
+                 its congestion control averages at that loss rate"
+            ),
+            (false, _, Some(m)) if e.achieved_bps.is_some() => format!(
+                ", not what held it: it carried under {NEAR_MATHIS}× the Mathis bound {m} for \
+                 that loss"
+            ),
+            _ => String::new(),
+        };
+        why += &format!(
+            "; {} retransmitted (loss {}){reason}",
+            e.retransmits.unwrap_or(0),
+            pct(loss)
+        );
     }
     let mut d = Decision::new(Limit::Network, Some(share), why);
     if ctx.path_rate.is_none() {
