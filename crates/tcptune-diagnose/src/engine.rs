@@ -1098,11 +1098,11 @@ fn network(e: &Evidence, ctx: &Context, share: f64) -> Decision {
         (Some(m), Some(a)) => a.bps() >= NEAR_MATHIS * m.bps(),
         _ => false,
     };
-    // What the sender's congestion control carries at this loss rate: BBR does not back off
-    // on loss, so no loss below LOSS_SIGNIFICANT bounds it.
-    let loss_bound = match (mathis, e.mss_bytes, e.rtt_s, ctx.congestion) {
-        (_, _, _, Some(CongestionControl::Bbr)) => None,
-        (Some(m), Some(mss), Some(rtt), _) => Some(
+    // What a loss-based congestion control carries at this loss rate. Not special-cased for
+    // BBR: Linux's BBR also cuts cwnd to what is in flight in each recovery, and a path that
+    // keeps it recovering (reordering) holds it near this bound too.
+    let loss_bound = match (mathis, e.mss_bytes, e.rtt_s) {
+        (Some(m), Some(mss), Some(rtt)) => Some(
             Probability::new(loss.min(1.0))
                 .and_then(|p| tcptune_model::cubic::cubic(Bytes::new(mss as u64), rtt, p).ok())
                 .map_or(m, |c| Rate::from_bps(c.rate_bps.bps().max(m.bps()))),
@@ -1111,7 +1111,6 @@ fn network(e: &Evidence, ctx: &Context, share: f64) -> Decision {
     };
     let beyond_bound = match (e.achieved_bps, loss_bound) {
         (Some(a), Some(b)) => a.bps() > BEYOND_LOSS_BOUND * b.bps(),
-        (Some(_), None) => ctx.congestion == Some(CongestionControl::Bbr),
         _ => false,
     };
     if loss >= LOSS_SIGNIFICANT || (loss > 0.0 && near_mathis && !beyond_bound) {
@@ -1144,9 +1143,6 @@ fn network(e: &Evidence, ctx: &Context, share: f64) -> Decision {
     if loss > 0.0 {
         // Losses that did not set the rate are still said, with why they did not.
         let reason = match (beyond_bound, loss_bound, mathis) {
-            (true, None, _) => ", too few to set this rate: BBR does not back off on loss this \
-                                rare"
-                .to_string(),
             (true, Some(b), _) => format!(
                 ", too few to set this rate: it carried more than {BEYOND_LOSS_BOUND}× the {b} \
                  its congestion control averages at that loss rate"

@@ -426,12 +426,11 @@ fn a_few_bunched_losses_far_beyond_the_loss_bound_are_not_the_limit() {
     let v = verdict(Some(&a), &b, &Context::default());
     assert_eq!(v.limit, Limit::Loss, "{}", v.text);
     assert!(v.text.contains("Mathis bound"), "{}", v.text);
-    // BBR does not back off on rare loss: the same flow under BBR is not loss limited.
+    // Whatever the congestion control: Linux's BBR cuts cwnd in each recovery too
+    // (bench/diagnose's reordering case under BBR sat at its loss bound).
     let bbr = Context {
         congestion: Some(CongestionControl::Bbr),
         ..Context::default()
     };
-    let v = verdict(Some(&a), &b, &bbr);
-    assert_eq!(v.limit, Limit::Network, "{}", v.text);
-    assert!(v.text.contains("BBR does not back off"), "{}", v.text);
+    assert_eq!(verdict(Some(&a), &b, &bbr).limit, Limit::Loss);
 }
