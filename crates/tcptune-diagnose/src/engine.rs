@@ -964,8 +964,18 @@ fn decide_sender(e: &Evidence, ctx: &Context, chronographs_reported: bool) -> De
         (Some(a), Some(w)) => a.bps() >= AT_WINDOW_BOUND * w.bps(),
         _ => false,
     };
+    // A window that allows less than the flow's loss rate would, with cwnd well above it: the
+    // window was the ceiling and the losses took a little more off (seed 001's untuned path:
+    // 75% of window/RTT, 3 retransmissions, a loss bound 1.3× the window's).
+    let window_under_loss_bound = match (e.achieved_bps, window_rate, loss_bound(e)) {
+        (Some(a), Some(w), Some((_, b))) => {
+            w.bps() < b.bps() && a.bps() >= AT_WINDOW_BOUND_RECEIVER * w.bps()
+        }
+        _ => false,
+    };
     let window_evidence = e.window_full_samples.is_some_and(|s| s >= 0.5)
-        || (e.cwnd_over_window.is_some_and(|r| r >= CWND_OVER_WINDOW) && at_window);
+        || (e.cwnd_over_window.is_some_and(|r| r >= CWND_OVER_WINDOW)
+            && (at_window || window_under_loss_bound));
     let cwnd_had_room = match (e.in_flight_bytes, e.cwnd_bytes) {
         (Some(f), Some(c)) => (f as f64) < IN_FLIGHT_SHORT * c as f64,
         _ => false,
@@ -1081,33 +1091,30 @@ fn window_short(ctx: &Context, e: &Evidence) -> bool {
     e.peer_window_bytes.is_some_and(|w| w < bdp)
 }
 
+/// The flow's Mathis bound at its loss rate, and what a loss-based congestion control
+/// averages there: the larger of Mathis and CUBIC's response function. Not special-cased for
+/// BBR: Linux's BBR also cuts cwnd to what is in flight in each recovery, and a path that keeps
+/// it recovering (reordering) holds it near this bound too. None without loss.
+fn loss_bound(e: &Evidence) -> Option<(Rate, Rate)> {
+    let loss = e.loss_ratio.unwrap_or(0.0);
+    let (mss, rtt) = (Bytes::new(e.mss_bytes? as u64), e.rtt_s?);
+    if loss <= 0.0 || rtt <= Dur::ZERO {
+        return None;
+    }
+    let m = Rate::from_bps(mathis_bps(mss, rtt, loss, MathisConstant::Periodic.value()));
+    let bound = Probability::new(loss.min(1.0))
+        .and_then(|p| tcptune_model::cubic::cubic(mss, rtt, p).ok())
+        .map_or(m, |c| Rate::from_bps(c.rate_bps.bps().max(m.bps())));
+    Some((m, bound))
+}
+
 fn network(e: &Evidence, ctx: &Context, share: f64) -> Decision {
     let loss = e.loss_ratio.unwrap_or(0.0);
-    let mathis = match (e.mss_bytes, e.rtt_s) {
-        (Some(mss), Some(rtt)) if loss > 0.0 && rtt > Dur::ZERO => {
-            Some(Rate::from_bps(mathis_bps(
-                Bytes::new(mss as u64),
-                rtt,
-                loss,
-                MathisConstant::Periodic.value(),
-            )))
-        }
-        _ => None,
-    };
+    let bounds = loss_bound(e);
+    let (mathis, loss_bound) = (bounds.map(|b| b.0), bounds.map(|b| b.1));
     let near_mathis = match (mathis, e.achieved_bps) {
         (Some(m), Some(a)) => a.bps() >= NEAR_MATHIS * m.bps(),
         _ => false,
-    };
-    // What a loss-based congestion control carries at this loss rate. Not special-cased for
-    // BBR: Linux's BBR also cuts cwnd to what is in flight in each recovery, and a path that
-    // keeps it recovering (reordering) holds it near this bound too.
-    let loss_bound = match (mathis, e.mss_bytes, e.rtt_s) {
-        (Some(m), Some(mss), Some(rtt)) => Some(
-            Probability::new(loss.min(1.0))
-                .and_then(|p| tcptune_model::cubic::cubic(Bytes::new(mss as u64), rtt, p).ok())
-                .map_or(m, |c| Rate::from_bps(c.rate_bps.bps().max(m.bps()))),
-        ),
-        _ => None,
     };
     let beyond_bound = match (e.achieved_bps, loss_bound) {
         (Some(a), Some(b)) => a.bps() > BEYOND_LOSS_BOUND * b.bps(),

@@ -434,3 +434,26 @@ fn a_few_bunched_losses_far_beyond_the_loss_bound_are_not_the_limit() {
     };
     assert_eq!(verdict(Some(&a), &b, &bbr).limit, Limit::Loss);
 }
+
+/// A CI run's evidence for seed 001's untuned path (MSS 536, no window scaling: a 22 KiB window
+/// over 20 ms), whose trial had 3 retransmissions: the window's bound (8.9 Mbit/s) is below the
+/// loss's (Mathis 11.8 Mbit/s), cwnd is twice the window, and 6.7 Mbit/s is 75% of window/RTT;
+/// it was called "loss limited" because it missed the 80% and half-the-samples-full marks.
+#[test]
+fn a_window_below_the_loss_bound_is_the_limit_though_a_few_packets_were_lost() {
+    let e: Evidence = serde_json::from_str(
+        r#"{"achieved_bps":6687895.670256278,"app_limited_samples":0.0,"cpu":[{"cores":1.0,"end":"receiver","percent":0.39893136960584086,"scope":"process"},{"cores":1.0,"end":"sender","percent":0.46782589244472655,"scope":"process"}],"cwnd_bytes":45024,"cwnd_over_window":2.0,"dsack_dups":0,"from_capture":false,"from_receiver":false,"in_flight_bytes":16616,"loss_ratio":0.0004830140074062148,"min_rtt_s":0.020088,"missing_options":["SACK is off: each loss costs a round trip per lost segment to repair","timestamps are off: RTT is sampled once per window, and PAWS is lost","window scaling is off: the receive window cannot exceed 64 KiB"],"mss_bytes":536,"negotiated":{"advmss":1460,"ecn":false,"rcv_wscale":0,"sack":false,"snd_mss":536,"snd_wscale":0,"timestamps":false,"window_scaling":false},"path_goodput_bps":87296416.93811075,"peer_window_bytes":22512,"receiver_buffer_bytes":65536,"reordering_seen":0,"retrans_ratio":0.0004830140074062148,"retransmits":3,"rtt_inflation":1.0104042214257267,"rtt_s":0.020297,"send_buffer_bytes":1016064,"shares":{"application":0.0,"network":0.7355533790401567,"rwnd":0.2644466209598433,"sndbuf":0.0},"sndbuf_full_samples":0.0,"window_full_samples":0.47560975609756095}"#,
+    )
+    .unwrap();
+    let d = decide_sender(&e, &Context::default(), true);
+    assert_eq!(d.limit, Limit::ReceiverWindow, "{}", d.why);
+    // Without the losses' bound above the window, the same flow stays network/loss judged.
+    let lossier = Evidence {
+        loss_ratio: Some(0.01),
+        ..e.clone()
+    };
+    assert_eq!(
+        decide_sender(&lossier, &Context::default(), true).limit,
+        Limit::Loss
+    );
+}
