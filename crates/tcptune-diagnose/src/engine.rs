@@ -69,8 +69,8 @@ pub const IN_FLIGHT_SHORT: f64 = 0.7;
 pub const LOSS_SIGNIFICANT: f64 = 0.01;
 /// A network-limited flow with loss at this fraction of its Mathis bound: loss explains it.
 pub const NEAR_MATHIS: f64 = 0.3;
-/// ...unless it carried more than this multiple of what its congestion control can carry at
-/// that loss rate (the larger of Reno's Mathis bound and CUBIC's response function, RFC 9438
+/// ...unless it carried more than this multiple of what a loss-based congestion control
+/// carries at that loss rate (the larger of Reno's Mathis bound and CUBIC's response function, RFC 9438
 /// §5): then the losses were too few, or too bunched (one slow-start overshoot, one queue
 /// overflow), to be the steady loss those models describe, and they did not set its rate.
 pub const BEYOND_LOSS_BOUND: f64 = 2.0;
@@ -787,9 +787,7 @@ pub fn bounds(e: &Evidence, ctx: &Context, rto: Option<Dur>) -> Vec<Bound> {
         }
     }
     if let (Some(p), Some(mss), Some(rtt)) = (e.loss_ratio, e.mss_bytes, e.rtt_s) {
-        if p > 0.0 && rtt > Dur::ZERO {
-            let c = MathisConstant::Periodic;
-            let m = Rate::from_bps(mathis_bps(Bytes::new(mss as u64), rtt, p, c.value()));
+        if let Some((m, _)) = loss_bound(e) {
             out.push(bound(
                 "Mathis",
                 m,
@@ -1152,7 +1150,7 @@ fn network(e: &Evidence, ctx: &Context, share: f64) -> Decision {
         let reason = match (beyond_bound, loss_bound, mathis) {
             (true, Some(b), _) => format!(
                 ", too few to set this rate: it carried more than {BEYOND_LOSS_BOUND}× the {b} \
-                 its congestion control averages at that loss rate"
+                 a loss-based congestion control averages at that loss rate"
             ),
             (false, _, Some(m)) if e.achieved_bps.is_some() => format!(
                 ", not what held it: it carried under {NEAR_MATHIS}× the Mathis bound {m} for \
