@@ -1,0 +1,474 @@
+//! The decision: which class limits the flow, from its evidence, in the order the engine's
+//! documentation gives.
+
+use super::*;
+
+/// A decision before the evidence text.
+pub(super) struct Decision {
+    pub(super) limit: Limit,
+    pub(super) share: Option<f64>,
+    /// The evidence for this class, in words.
+    pub(super) why: String,
+    pub(super) missing: Vec<String>,
+}
+
+impl Decision {
+    fn new(limit: Limit, share: Option<f64>, why: String) -> Decision {
+        Decision {
+            limit,
+            share,
+            why,
+            missing: Vec::new(),
+        }
+    }
+}
+
+pub(super) fn window_bound(e: &Evidence) -> Option<Rate> {
+    let (w, r) = (e.peer_window_bytes?, e.rtt_s?);
+    (r > Dur::ZERO).then(|| Rate::from_bytes_per(Bytes::new(w), r))
+}
+
+pub(super) fn cpu_bound<'e>(e: &'e Evidence, ends: &[End]) -> Option<&'e CpuUse> {
+    e.cpu
+        .iter()
+        .filter(|c| ends.contains(&c.end) || c.end == End::BothEnds)
+        .filter(|c| c.bound())
+        .max_by(|a, b| a.load().total_cmp(&b.load()))
+}
+
+pub(super) fn dominant(s: &Shares) -> (Limit, f64) {
+    let mut best = (Limit::ReceiverWindow, s.rwnd);
+    for c in [
+        (Limit::SendBuffer, s.sndbuf),
+        (Limit::Network, s.network),
+        (Limit::Application, s.application.unwrap_or(0.0)),
+    ] {
+        if c.1 > best.1 {
+            best = c;
+        }
+    }
+    best
+}
+
+pub(super) fn bdp_bytes(ctx: &Context, e: &Evidence) -> Option<u64> {
+    let rate = ctx.path_rate?;
+    let rtt = e.min_rtt_s.or(e.rtt_s)?;
+    Some((rate.bytes_per_sec() / ctx.streams.max(1) as f64 * rtt.secs()).ceil() as u64)
+}
+
+pub(super) fn decide(obs: &Observations<'_>, e: &Evidence, ctx: &Context) -> Decision {
+    let sender_seen = !obs.sender.is_empty();
+    let moved_any = moved(obs.sender, |i| i.bytes_sent) > 0
+        || moved(obs.receiver, |i| i.bytes_received) > 0
+        || obs.capture.is_some_and(|c| c.payload_bytes > 0)
+        || obs.delivered.is_some_and(|(b, _)| b > 0);
+    if !moved_any {
+        return Decision::new(Limit::Idle, None, "no data sent or received".into());
+    }
+    let achieved = e.achieved_bps;
+    // 2. At the path's capacity, whatever else the counters say.
+    if let (Some(a), Some(g)) = (achieved, e.path_goodput_bps) {
+        if a.bps() >= AT_CAPACITY * g.bps() {
+            return Decision::new(
+                Limit::PathCapacity,
+                None,
+                format!(
+                    "{a} is {} of the {g} of payload the path carries",
+                    pct(a.bps() / g.bps())
+                ),
+            );
+        }
+    }
+    // 3. The sender's rate cap.
+    if let (Some(a), Some(cap)) = (achieved, ctx.rate_cap) {
+        if a.bps() >= AT_RATE_CAP * cap.bps() {
+            return Decision::new(
+                Limit::Application,
+                None,
+                format!("the -b rate cap {cap} holds it ({a})"),
+            );
+        }
+    }
+    if let (Some(a), Some(cap)) = (achieved, e.max_pacing_rate_bps) {
+        if a.bps() >= AT_RATE_CAP * cap.bps() {
+            return Decision::new(
+                Limit::Application,
+                None,
+                format!("the application capped its pacing rate at {cap} (SO_MAX_PACING_RATE)"),
+            );
+        }
+    }
+    if sender_seen {
+        let reported = obs
+            .sender
+            .last()
+            .is_some_and(|s| s.info.busy_time_us.is_some());
+        return decide_sender(e, ctx, reported);
+    }
+    if let Some(c) = obs.capture {
+        return decide_capture(c, e);
+    }
+    decide_receiver(obs, e, ctx)
+}
+
+pub(super) fn decide_sender(e: &Evidence, ctx: &Context, chronographs_reported: bool) -> Decision {
+    let Some(shares) = e.shares else {
+        let mut d = Decision::new(Limit::NotEnoughEvidence, None, String::new());
+        d.missing.push(if chronographs_reported {
+            // Lifetime figures with no busy time: the chronographs never ran for this socket.
+            "busy time: the kernel counted none for this connection (its data never waited \
+             in flight long enough); watch it over an interval (conns --over, watch)"
+                .into()
+        } else {
+            "the sender's busy/rwnd/sndbuf-limited times (tcp_info since Linux 4.10; this \
+             kernel did not report them)"
+                .into()
+        });
+        return d;
+    };
+    let (dom, share) = dominant(&shares);
+    let window_rate = window_bound(e);
+    let at_window = match (e.achieved_bps, window_rate) {
+        (Some(a), Some(w)) => a.bps() >= AT_WINDOW_BOUND * w.bps(),
+        _ => false,
+    };
+    // A window that allows less than the flow's loss rate would, with cwnd well above it: the
+    // window was the ceiling and the losses took a little more off (seed 001's untuned path:
+    // 75% of window/RTT, 3 retransmissions, a loss bound 1.3× the window's).
+    let window_under_loss_bound = match (e.achieved_bps, window_rate, loss_bound(e)) {
+        (Some(a), Some(w), Some((_, b))) => {
+            w.bps() < b.bps() && a.bps() >= AT_WINDOW_BOUND_RECEIVER * w.bps()
+        }
+        _ => false,
+    };
+    let window_evidence = e.window_full_samples.is_some_and(|s| s >= 0.5)
+        || (e.cwnd_over_window.is_some_and(|r| r >= CWND_OVER_WINDOW)
+            && (at_window || window_under_loss_bound));
+    let cwnd_had_room = match (e.in_flight_bytes, e.cwnd_bytes) {
+        (Some(f), Some(c)) => (f as f64) < IN_FLIGHT_SHORT * c as f64,
+        _ => false,
+    };
+    let full = e.sndbuf_full_samples.unwrap_or(0.0);
+    let sndbuf_evidence = full >= SNDBUF_FULL_SAMPLES
+        || (cwnd_had_room && (shares.sndbuf >= SNDBUF_SOME || full >= SNDBUF_SOME));
+    let app_evidence = e
+        .app_limited_samples
+        .is_some_and(|s| s >= APP_LIMITED_SAMPLES);
+    let mut d = match dom {
+        Limit::Network | Limit::Application if window_evidence => {
+            // The kernel's rwnd clock misses window-limited time when pacing or TSO defers a
+            // send the window would not allow (it books it as busy): cwnd far above a window
+            // kept full decides it.
+            let (c, w) = (e.cwnd_bytes.unwrap_or(0), e.peer_window_bytes.unwrap_or(0));
+            Decision::new(
+                Limit::ReceiverWindow,
+                None,
+                format!(
+                    "cwnd {} is {:.1}× the receiver's window {} it keeps full",
+                    size(c),
+                    c as f64 / w.max(1) as f64,
+                    size(w)
+                ),
+            )
+        }
+        Limit::Network if sndbuf_evidence => Decision::new(
+            Limit::SendBuffer,
+            None, // the clock booked this time as network; the samples say why
+            format!(
+                "send buffer {} full in {} of samples and sndbuf-limited {} of the time, with \
+                 {} in flight against cwnd {}",
+                size(e.send_buffer_bytes.unwrap_or(0)),
+                pct(full),
+                pct(shares.sndbuf),
+                size(e.in_flight_bytes.unwrap_or(0)),
+                size(e.cwnd_bytes.unwrap_or(0)),
+            ),
+        ),
+        Limit::Network if app_evidence => Decision::new(
+            Limit::Application,
+            None, // the clock booked this time as network; the samples say why
+            format!(
+                "in {} of samples nothing waited to be sent and cwnd had room: the sender had \
+                 nothing more to send",
+                pct(e.app_limited_samples.unwrap_or(0.0))
+            ),
+        ),
+        Limit::ReceiverWindow => {
+            let w = e.peer_window_bytes.unwrap_or(0);
+            let mut why = format!("its window {}", size(w));
+            match (bdp_bytes(ctx, e), window_rate) {
+                (Some(bdp), _) => {
+                    let cmp = if w < bdp { "<" } else { "≥" };
+                    why += &format!(" {cmp} BDP {}", size(bdp));
+                    if w >= bdp {
+                        why += ": the receiving application reads slowly (the window is \
+                                often closed)";
+                    }
+                }
+                (None, Some(wr)) => {
+                    why += &format!(" allows {wr}");
+                    if let Some(a) = e.achieved_bps.filter(|a| a.bps() < wr.bps() / 4.0) {
+                        why += &format!(
+                            "; {a} is far lower: the receiver reads slowly (window often closed)"
+                        );
+                    }
+                }
+                _ => {}
+            }
+            Decision::new(Limit::ReceiverWindow, Some(share), why)
+        }
+        Limit::SendBuffer => Decision::new(
+            Limit::SendBuffer,
+            Some(share),
+            format!("send buffer {}", size(e.send_buffer_bytes.unwrap_or(0))),
+        ),
+        Limit::Application => {
+            Decision::new(Limit::Application, Some(share), "nothing to send".into())
+        }
+        _ => network(e, ctx, share),
+    };
+    // CPU: a busy sender looks application-limited, a busy receiver keeps its window closed,
+    // a busy host shows as cwnd/pacing; the CPU figure decides.
+    let cpu_ends: &[End] = match d.limit {
+        Limit::Application => &[End::Sender],
+        Limit::ReceiverWindow if !window_short(ctx, e) => &[End::Receiver],
+        Limit::Network => &[End::Sender, End::Receiver],
+        _ => &[],
+    };
+    if let Some(c) = cpu_bound(e, cpu_ends) {
+        d = Decision::new(
+            Limit::Cpu,
+            None,
+            format!("{}; the socket showed {}", c.describe(), d.limit.label()),
+        );
+    }
+    d
+}
+
+/// Whether the receiver's window is below the BDP (its buffer, not its reading, limits). The
+/// BDP here is at the flow's smoothed RTT: a window-limited flow builds no queue, so that is
+/// the path's RTT plus the hosts' own delay, which the window must cover too (over a veth the
+/// minimum RTT is a few µs and the hosts' delay is most of it).
+pub(super) fn window_short(ctx: &Context, e: &Evidence) -> bool {
+    let bdp = match (ctx.path_rate, e.rtt_s.or(e.min_rtt_s)) {
+        (Some(rate), Some(rtt)) => {
+            (rate.bytes_per_sec() / ctx.streams.max(1) as f64 * rtt.secs()).ceil() as u64
+        }
+        _ => return false,
+    };
+    e.peer_window_bytes.is_some_and(|w| w < bdp)
+}
+
+/// The flow's Mathis bound at its loss rate, and what a loss-based congestion control
+/// averages there: the larger of Mathis and CUBIC's response function. Not special-cased for
+/// BBR: Linux's BBR also cuts cwnd to what is in flight in each recovery, and a path that keeps
+/// it recovering (reordering) holds it near this bound too. None without loss.
+pub(super) fn loss_bound(e: &Evidence) -> Option<(Rate, Rate)> {
+    let loss = e.loss_ratio.unwrap_or(0.0);
+    let (mss, rtt) = (Bytes::new(e.mss_bytes? as u64), e.rtt_s?);
+    if loss <= 0.0 || rtt <= Dur::ZERO {
+        return None;
+    }
+    let m = Rate::from_bps(mathis_bps(mss, rtt, loss, MathisConstant::Periodic.value()));
+    let bound = Probability::new(loss.min(1.0))
+        .and_then(|p| tcptune_model::cubic::cubic(mss, rtt, p).ok())
+        .map_or(m, |c| Rate::from_bps(c.rate_bps.bps().max(m.bps())));
+    Some((m, bound))
+}
+
+pub(super) fn network(e: &Evidence, ctx: &Context, share: f64) -> Decision {
+    let loss = e.loss_ratio.unwrap_or(0.0);
+    let bounds = loss_bound(e);
+    let (mathis, loss_bound) = (bounds.map(|b| b.0), bounds.map(|b| b.1));
+    let near_mathis = match (mathis, e.achieved_bps) {
+        (Some(m), Some(a)) => a.bps() >= NEAR_MATHIS * m.bps(),
+        _ => false,
+    };
+    let beyond_bound = match (e.achieved_bps, loss_bound) {
+        (Some(a), Some(b)) => a.bps() > BEYOND_LOSS_BOUND * b.bps(),
+        _ => false,
+    };
+    if loss >= LOSS_SIGNIFICANT || (loss > 0.0 && near_mathis && !beyond_bound) {
+        let mut m = mathis
+            .map(|m| format!(" (Mathis bound {m})"))
+            .unwrap_or_default();
+        let reord = e.reordering_seen.unwrap_or(0);
+        let dsack = e.dsack_dups.unwrap_or(0);
+        if reord > 0 || dsack > 0 {
+            m += &format!(
+                "; the path reordered ({reord} reordering events, {dsack} retransmissions the \
+                 receiver had already: D-SACK), so some of this loss was not loss: the sender \
+                 slowed down for packets that arrived late"
+            );
+        }
+        return Decision::new(
+            Limit::Loss,
+            Some(share),
+            format!(
+                "{} retransmitted, loss {}{m}",
+                e.retransmits.unwrap_or(0),
+                pct(loss)
+            ),
+        );
+    }
+    let mut why = format!("cwnd {}", size(e.cwnd_bytes.unwrap_or(0)));
+    if let (Some(r), Some(m)) = (e.rtt_s, e.min_rtt_s) {
+        why += &format!(", RTT {r} (min {m})");
+    }
+    if loss > 0.0 {
+        // Losses that did not set the rate are still said, with why they did not.
+        let reason = match (beyond_bound, loss_bound, mathis) {
+            (true, Some(b), _) => format!(
+                ", too few to set this rate: it carried more than {BEYOND_LOSS_BOUND}× the {b} \
+                 a loss-based congestion control averages at that loss rate"
+            ),
+            (false, _, Some(m)) if e.achieved_bps.is_some() => format!(
+                ", not what held it: it carried under {NEAR_MATHIS}× the Mathis bound {m} for \
+                 that loss"
+            ),
+            _ => String::new(),
+        };
+        why += &format!(
+            "; {} retransmitted (loss {}){reason}",
+            e.retransmits.unwrap_or(0),
+            pct(loss)
+        );
+    }
+    let mut d = Decision::new(Limit::Network, Some(share), why);
+    if ctx.path_rate.is_none() {
+        d.missing.push(
+            "the path's rate (--path-rate RATE): without it a full path cannot be told from \
+             a congestion-control limit"
+                .into(),
+        );
+    }
+    d
+}
+
+pub(super) fn decide_receiver(obs: &Observations<'_>, e: &Evidence, ctx: &Context) -> Decision {
+    let sender_missing = "the sending end's tcp_info (its chronographs say what held it back; \
+                          run `tcptune serve` or `tcptune conns` on the sending host)";
+    if obs.receiver.is_empty() {
+        let mut d = Decision::new(Limit::NotEnoughEvidence, None, String::new());
+        d.missing.push(sender_missing.into());
+        return d;
+    }
+    let (a, w) = (e.achieved_bps, window_bound(e));
+    if let (Some(a), Some(w)) = (a, w) {
+        if a.bps() >= AT_WINDOW_BOUND_RECEIVER * w.bps() {
+            let mut why = format!(
+                "the window it advertised, {} per RTT {}, allows {w}: about what it got, {a} \
+                 (seen from the receiver only)",
+                size(e.peer_window_bytes.unwrap_or(0)),
+                e.rtt_s.unwrap_or(Dur::ZERO)
+            );
+            if let Some(b) = e.receiver_buffer_bytes {
+                why += &format!("; receive buffer {}", size(b));
+            }
+            if let Some(c) = cpu_bound(e, &[End::Receiver]).filter(|_| !window_short(ctx, e)) {
+                return Decision::new(
+                    Limit::Cpu,
+                    None,
+                    format!("{}; the receiver kept its window closed", c.describe()),
+                );
+            }
+            return Decision::new(Limit::ReceiverWindow, None, why);
+        }
+    }
+    if let Some(c) = cpu_bound(e, &[End::Sender, End::Receiver]) {
+        return Decision::new(Limit::Cpu, None, c.describe());
+    }
+    let mut d = Decision::new(Limit::NotEnoughEvidence, None, String::new());
+    if let (Some(a), Some(w)) = (a, w) {
+        d.why = format!(
+            "not the receiver's window: it allowed {w}, {:.1}× the {a} that arrived",
+            w.bps() / a.bps().max(1.0)
+        );
+    }
+    d.missing.push(sender_missing.into());
+    if ctx.path_rate.is_none() {
+        d.missing
+            .push("the path's rate (--path-rate RATE), to tell a full path".into());
+    }
+    d
+}
+
+pub(super) fn decide_capture(c: &CaptureEvidence, e: &Evidence) -> Decision {
+    let data = c.data_packets.max(1) as f64;
+    let full = c.window_full as f64 / data;
+    if c.zero_window > 0 || full >= 0.05 {
+        let mut why = format!(
+            "the receiver's window was full for {} of data segments",
+            pct(full)
+        );
+        if c.zero_window > 0 {
+            why += &format!(
+                " and it advertised a zero window {} times: its application did not read fast \
+                 enough",
+                c.zero_window
+            );
+        }
+        return Decision::new(Limit::ReceiverWindow, Some(full), why);
+    }
+    let loss = e.loss_ratio.unwrap_or(0.0);
+    if loss >= LOSS_SIGNIFICANT {
+        return Decision::new(
+            Limit::Loss,
+            None,
+            format!(
+                "{} retransmissions ({} of data segments: {} fast, {} after a timeout)",
+                c.retransmissions,
+                pct(loss),
+                c.fast_retransmissions,
+                c.timeout_retransmissions
+            ),
+        );
+    }
+    let mut d = Decision::new(Limit::NotEnoughEvidence, None, String::new());
+    d.missing.push(
+        "a capture shows windows and loss but not the sender's cwnd, send buffer or \
+         application: sample tcp_info on the sender (tcptune watch/test)"
+            .into(),
+    );
+    d
+}
+
+/// The class, share and one-line reason from the observations (cheap: no bounds or advice).
+/// `over` names the time the shares cover ("of the last 5 s", "of its busy time").
+pub fn classify(obs: &Observations<'_>, ctx: &Context, over: &str) -> (Verdict, Evidence) {
+    let e = evidence(obs, ctx);
+    let d = decide(obs, &e, ctx);
+    let text = verdict_text(&d, &e, over);
+    (
+        Verdict {
+            limit: d.limit,
+            share: d.share,
+            text,
+            missing: d.missing,
+        },
+        e,
+    )
+}
+
+pub(super) fn verdict_text(d: &Decision, e: &Evidence, over: &str) -> String {
+    let mut t = d.limit.label().to_string();
+    if let Some(s) = d.share {
+        t += &format!(" {} {over}", pct(s));
+    }
+    if let Some(a) = e.achieved_bps.filter(|_| d.limit != Limit::Idle) {
+        t += &format!(" at {a}");
+    }
+    if !d.why.is_empty() {
+        t += ": ";
+        t += &d.why;
+    }
+    if !d.missing.is_empty() {
+        t += "; missing: ";
+        t += &d.missing.join("; ");
+    }
+    for m in &e.missing_options {
+        t += "; ";
+        t += m;
+    }
+    t
+}

@@ -1,0 +1,186 @@
+//! What a limit needs changed, sized from the evidence (before [`crate::advice`] checks it
+//! against the settings in effect).
+
+use super::*;
+
+pub(crate) fn query(rate: Rate, rtt: Dur, ctx: &Context) -> BufferQuery {
+    BufferQuery {
+        rate,
+        rtt,
+        flows: ctx.streams.max(1),
+        sharing: FlowSharing::Shared,
+        memory_budget: None,
+        kernel: ctx.kernel,
+        kernel_source: ctx.kernel_source,
+        scaling_ratio: None,
+        adv_win_scale: None,
+        cc: ctx.congestion.unwrap_or(CongestionControl::Cubic),
+    }
+}
+
+/// The needs a limit implies, from the evidence that shows it.
+pub fn needs(limit: Limit, e: &Evidence, ctx: &Context) -> Vec<Need> {
+    let mut out = Vec::new();
+    // The RTT the flow measured (a window-limited flow builds no queue, so this is the path's
+    // RTT plus the hosts' own delay, which the window must cover too).
+    let rtt = e.rtt_s.or(e.min_rtt_s).filter(|r| *r > Dur::ZERO);
+    let sized = match (ctx.path_rate, rtt) {
+        (Some(rate), Some(rtt)) => buffers(&query(rate, rtt, ctx)).ok().map(|b| (b, rate, rtt)),
+        _ => None,
+    };
+    let note =
+        |rate: Rate, rtt: Dur, w: Bytes| format!("BDP {rate} × {rtt} = {} per flow", size(w.get()));
+    let buffer_need = |out: &mut Vec<Need>, end: End, measured: Option<u64>, recv: bool| {
+        let (sys, core, name) = if recv {
+            (Knob::TcpRmemMax, Knob::RmemMax, "receive")
+        } else {
+            (Knob::TcpWmemMax, Knob::WmemMax, "send")
+        };
+        // The buffer measured limited this flow: a maximum below twice it cannot be the fix;
+        // nor one below 64 KiB, the kernel's own smallest default maximum.
+        let floor = measured.map(|m| (2 * m).max(MIN_MAXIMUM)).unwrap_or(0);
+        match &sized {
+            Some((b, rate, rtt)) => {
+                let want = if recv {
+                    b.tcp_rmem_max_bytes.get()
+                } else {
+                    b.tcp_wmem_max_bytes.get()
+                };
+                let n = want.max(floor);
+                let mut why = format!(
+                    "let the {name} buffer grow to {} so the window covers the BDP: {}",
+                    size(n),
+                    note(b.flow_rate_bps, *rtt, b.window_bytes)
+                );
+                if !recv {
+                    why += &format!(", {}× the window for the send buffer", b.sndbuf_factor);
+                }
+                let _ = rate;
+                out.push(Need {
+                    knob: sys,
+                    on: end,
+                    value: Value::AtLeast(n),
+                    why,
+                });
+                if let Some(w) = ctx.window {
+                    let (so, max) = if recv {
+                        (b.so_rcvbuf_bytes.get(), b.rmem_max_bytes.get())
+                    } else {
+                        (b.so_sndbuf_bytes.get(), b.wmem_max_bytes.get())
+                    };
+                    if so > w.get() {
+                        out.push(Need {
+                            knob: Knob::SocketBuffer,
+                            on: end,
+                            value: Value::AtLeast(so),
+                            why: format!(
+                                "-w {} fixes the {name} buffer and turns autotuning off: drop \
+                                 it, or ask for {}",
+                                size(w.get()),
+                                size(so)
+                            ),
+                        });
+                        out.push(Need {
+                            knob: core,
+                            on: end,
+                            value: Value::AtLeast(max),
+                            why: format!("so the kernel allows -w {}", size(so)),
+                        });
+                    }
+                }
+            }
+            None if floor > 0 => out.push(Need {
+                knob: sys,
+                on: end,
+                value: Value::AtLeast(floor),
+                why: format!(
+                    "the {name} buffer of {} limited this flow; at least twice it (give \
+                     --path-rate RATE to size it to the bandwidth-delay product)",
+                    size(floor / 2)
+                ),
+            }),
+            None => {}
+        }
+    };
+    match limit {
+        Limit::ReceiverWindow => {
+            let reads_slowly = matches!(
+                (ctx.path_rate, rtt, e.peer_window_bytes),
+                (Some(rate), Some(r), Some(w))
+                    if w as f64 >= rate.bytes_per_sec() / ctx.streams.max(1) as f64 * r.secs()
+            );
+            if reads_slowly {
+                out.push(Need {
+                    knob: Knob::ReceiverReads,
+                    on: End::Receiver,
+                    value: Value::Advice,
+                    why: format!(
+                        "its window {} already covers the BDP, yet was often full: the \
+                         receiving application reads too slowly (larger reads, a faster \
+                         reader); a larger buffer would not help",
+                        size(e.peer_window_bytes.unwrap_or(0))
+                    ),
+                });
+            } else {
+                buffer_need(&mut out, End::Receiver, e.receiver_buffer_bytes, true);
+            }
+        }
+        Limit::SendBuffer => buffer_need(&mut out, End::Sender, e.send_buffer_bytes, false),
+        Limit::Loss => {
+            let m = e
+                .loss_ratio
+                .map(|p| format!(" (loss {})", pct(p)))
+                .unwrap_or_default();
+            out.push(Need {
+                knob: Knob::FindLoss,
+                on: End::BothEnds,
+                value: Value::Advice,
+                why: format!(
+                    "find where packets are lost{m}: `tc -s qdisc` drops, `ethtool -S` errors, \
+                     `nstat` TcpExtTCPLostRetransmit on both ends"
+                ),
+            });
+            if ctx.congestion != Some(CongestionControl::Bbr) {
+                out.push(Need {
+                    knob: Knob::CongestionControl,
+                    on: End::Sender,
+                    value: Value::Name("bbr".into()),
+                    why: "BBR does not back off on random loss; try it where the loss is not \
+                          congestion"
+                        .into(),
+                });
+            }
+        }
+        Limit::Cpu => out.push(Need {
+            knob: Knob::Cpu,
+            on: e
+                .cpu
+                .iter()
+                .find(|c| c.percent / 100.0 / c.cores.max(1e-9) >= CPU_BOUND)
+                .map(|c| c.end)
+                .unwrap_or(End::BothEnds),
+            value: Value::Advice,
+            why: "the CPU, not the network, set this rate: zero-copy sends (-Z), larger \
+                  writes (-l), streams on more cores (-P), or a host with spare CPU; the path \
+                  may carry more"
+                .into(),
+        }),
+        _ => {}
+    }
+    let n = &e.negotiated;
+    for (on, knob, name) in [
+        (n.sack, Knob::Sack, "SACK"),
+        (n.timestamps, Knob::Timestamps, "timestamps"),
+        (n.window_scaling, Knob::WindowScaling, "window scaling"),
+    ] {
+        if on == Some(false) {
+            out.push(Need {
+                knob,
+                on: End::BothEnds,
+                value: Value::On,
+                why: format!("turn {name} back on where it is off (both ends must offer it)"),
+            });
+        }
+    }
+    out
+}
