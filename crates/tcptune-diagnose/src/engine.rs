@@ -501,7 +501,7 @@ mod decision;
 mod evidence;
 mod needs;
 
-use self::{bounds::*, decision::*, evidence::*, needs::*};
+use self::decision::*;
 pub use bounds::bounds;
 pub use decision::classify;
 pub use evidence::evidence;
