@@ -174,6 +174,57 @@ impl KnownSettings {
     }
 }
 
+/// What one flow had in effect: its own settings (the socket's, not the host's defaults) and the
+/// hosts' settings where known. Recommendations are checked against it, and
+/// [`crate::engine::invariants`] checks them again.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct InEffect {
+    /// The sender's congestion control as its socket ran it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub congestion: Option<String>,
+    /// A socket buffer the application fixed (`-w`), bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub socket_buffer_bytes: Option<u64>,
+    /// The sender's write size (`-l`), bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub write_bytes: Option<u64>,
+    /// The sender sent with zero copy (`-Z`).
+    #[serde(default)]
+    pub zerocopy: bool,
+    /// Parallel streams in the flow's direction.
+    pub streams: u32,
+    /// CPUs of the sending host, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cores: Option<u32>,
+    /// The sender always had more to send (tcptune's own unpaced writer).
+    #[serde(default)]
+    pub bulk_sender: bool,
+    /// The sender's rate cap (`-b`), bits/s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_cap_bps: Option<f64>,
+    /// The hosts' settings, where known.
+    #[serde(default)]
+    pub settings: KnownSettings,
+    /// The user asked for buffers fitted to the path: a maximum may then be lowered.
+    #[serde(default)]
+    pub fit: bool,
+}
+
+impl InEffect {
+    /// Only the hosts' settings known (audit, tune, tests of the advice).
+    pub fn settings(settings: KnownSettings, fit: bool) -> InEffect {
+        InEffect {
+            settings,
+            fit,
+            streams: 1,
+            ..InEffect::default()
+        }
+    }
+}
+
+/// The write size iperf3 uses for TCP by default, and above which larger writes save little.
+pub const LARGE_WRITE_BYTES: u64 = 128 * 1024;
+
 /// A change that would help.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Recommendation {
@@ -202,8 +253,8 @@ fn where_(end: End) -> &'static str {
     }
 }
 
-/// Merges the needs of all flows and checks them against the settings in effect.
-pub fn advise(needs: &[Need], settings: &KnownSettings, fit: bool) -> Vec<Recommendation> {
+/// Merges the needs of all flows and checks them against what is in effect.
+pub fn advise(needs: &[Need], in_effect: &InEffect) -> Vec<Recommendation> {
     // One need per (knob, end): the largest value, with its reason.
     let mut merged: Vec<Need> = Vec::new();
     for n in needs {
@@ -220,11 +271,12 @@ pub fn advise(needs: &[Need], settings: &KnownSettings, fit: bool) -> Vec<Recomm
     }
     merged
         .iter()
-        .filter_map(|n| recommend(n, settings, fit))
+        .filter_map(|n| recommend(n, in_effect))
         .collect()
 }
 
-fn recommend(n: &Need, settings: &KnownSettings, fit: bool) -> Option<Recommendation> {
+fn recommend(n: &Need, in_effect: &InEffect) -> Option<Recommendation> {
+    let (settings, fit) = (&in_effect.settings, in_effect.fit);
     let on = where_(n.on).to_string();
     let host = settings.at(n.on);
     let rec = |change: String, command: Option<String>, current: Option<String>, proposed| {
@@ -333,16 +385,40 @@ fn recommend(n: &Need, settings: &KnownSettings, fit: bool) -> Option<Recommenda
             }
         }
         (Value::Name(name), Some(key)) => {
-            let cur = host.and_then(|h| h.congestion_control.clone());
-            match cur {
-                Some(c) if c == *name => None,
-                Some(c) => rec(
-                    format!("{}: {key} is {c} now", n.why),
-                    Some(format!("sysctl -w {key}={name}")),
-                    Some(c),
+            let host_cur = host.and_then(|h| h.congestion_control.clone());
+            match (in_effect.congestion.clone(), host_cur) {
+                // What the flow ran is what is in effect, whatever the host's default.
+                (Some(f), _) if f == *name => None,
+                // Not known: the flow ran the host's default.
+                (None, Some(h)) if h == *name => None,
+                (Some(f), Some(h)) if h == *name => rec(
+                    format!(
+                        "{}: this flow ran {f}, which its application chose (TCP_CONGESTION, \
+                         `-C {f}`); the host's default {key} is already {name}: let the \
+                         application use the default",
+                        n.why
+                    ),
+                    None,
+                    Some(f),
                     Some(name.clone()),
                 ),
-                None => rec(
+                (flow, Some(h)) if flow.as_ref().is_none_or(|f| *f == h) => rec(
+                    format!("{}: {key} is {h} now", n.why),
+                    Some(format!("sysctl -w {key}={name}")),
+                    Some(h),
+                    Some(name.clone()),
+                ),
+                (Some(f), _) => rec(
+                    format!(
+                        "{}: this flow ran {f}, which its application chose (`-C {name}` for \
+                         the test, TCP_CONGESTION in an application)",
+                        n.why
+                    ),
+                    None,
+                    Some(f),
+                    Some(name.clone()),
+                ),
+                (None, _) => rec(
                     format!(
                         "{} ({key}={name}, if the sender does not run it already)",
                         n.why
@@ -387,10 +463,10 @@ mod tests {
         };
         let n = [need(Knob::TcpRmemMax, End::Receiver, 1 << 20)];
         assert!(
-            advise(&n, &s, false).is_empty(),
+            advise(&n, &InEffect::settings(s.clone(), false)).is_empty(),
             "32 MiB already covers 1 MiB"
         );
-        let fit = advise(&n, &s, true);
+        let fit = advise(&n, &InEffect::settings(s.clone(), true));
         assert_eq!(fit.len(), 1);
         assert_eq!(
             fit[0].command.as_deref(),
@@ -410,7 +486,7 @@ mod tests {
             need(Knob::TcpRmemMax, End::Receiver, 16 << 20),
             need(Knob::TcpRmemMax, End::Receiver, 12 << 20),
         ];
-        let r = advise(&n, &s, false);
+        let r = advise(&n, &InEffect::settings(s.clone(), false));
         assert_eq!(r.len(), 1);
         assert_eq!(r[0].proposed.as_deref(), Some("16777216"));
         assert_eq!(r[0].current.as_deref(), Some("6291456"));
@@ -423,7 +499,7 @@ mod tests {
     #[test]
     fn unknown_values_get_a_condition_and_no_command() {
         let n = [need(Knob::TcpRmemMax, End::Receiver, 8 << 20)];
-        let r = advise(&n, &KnownSettings::default(), false);
+        let r = advise(&n, &InEffect::default());
         assert_eq!(r.len(), 1);
         assert_eq!(r[0].command, None);
         assert!(
@@ -445,9 +521,13 @@ mod tests {
             value: Value::Name("bbr".into()),
             why: "try bbr".into(),
         };
-        assert!(advise(std::slice::from_ref(&bbr), &s, false).is_empty());
+        assert!(advise(
+            std::slice::from_ref(&bbr),
+            &InEffect::settings(s.clone(), false)
+        )
+        .is_empty());
         // Unknown: a condition, no command.
-        let r = advise(&[bbr], &KnownSettings::default(), false);
+        let r = advise(&[bbr], &InEffect::default());
         assert_eq!(r[0].command, None);
         // SACK known on at the sender: the receiver is where it is off.
         let sack = Need {
@@ -456,7 +536,7 @@ mod tests {
             value: Value::On,
             why: "turn SACK on".into(),
         };
-        let r = advise(&[sack], &s, false);
+        let r = advise(&[sack], &InEffect::settings(s.clone(), false));
         assert_eq!(r[0].on, "the receiver");
         assert_eq!(
             r[0].command.as_deref(),

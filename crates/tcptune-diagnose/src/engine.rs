@@ -33,6 +33,7 @@ use tcptune_model::pftk::{pftk, PftkQuery};
 use tcptune_model::{Bytes, Dur, Probability, Rate};
 
 pub use crate::advice::End;
+pub use crate::advice::InEffect;
 use crate::advice::{self, Knob, KnownSettings, Need, Recommendation, Value};
 use crate::figures::{interval, size, Negotiated, Sample, Shares};
 
@@ -79,6 +80,10 @@ pub const CPU_BOUND: f64 = 0.9;
 /// Shorter intervals give coarse chronograph shares (they tick in jiffies).
 pub const COARSE_INTERVAL: Dur = Dur::from_millis(50);
 
+/// A receiver whose advertised window is under this share of the window its buffer could give
+/// (half the buffer) had data sitting unread: it reads slowly, and a larger buffer would not help.
+pub const UNREAD_BACKLOG: f64 = 0.25;
+
 /// No buffer maximum is recommended below this (Linux's smallest default `tcp_rmem[2]`).
 const MIN_MAXIMUM: u64 = 65_536;
 
@@ -104,6 +109,9 @@ pub enum Limit {
     Idle,
     /// The observations cannot separate the classes; `missing` says what would.
     NotEnoughEvidence,
+    /// The observations point to a class whose own numbers rule it out (a window that allows
+    /// less than the flow carried, say): the verdict says which and `missing` what would decide.
+    ConflictingEvidence,
 }
 
 impl Limit {
@@ -118,11 +126,12 @@ impl Limit {
             Limit::Cpu => "CPU limited",
             Limit::Idle => "idle",
             Limit::NotEnoughEvidence => "not enough evidence",
+            Limit::ConflictingEvidence => "conflicting evidence",
         }
     }
 
     /// Every class, in the order reports list them.
-    pub const ALL: [Limit; 9] = [
+    pub const ALL: [Limit; 10] = [
         Limit::ReceiverWindow,
         Limit::SendBuffer,
         Limit::Loss,
@@ -132,6 +141,7 @@ impl Limit {
         Limit::Cpu,
         Limit::Idle,
         Limit::NotEnoughEvidence,
+        Limit::ConflictingEvidence,
     ];
 }
 
@@ -156,6 +166,11 @@ pub struct CpuUse {
     /// Of which softirq, percent (host figures).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub softirq_percent: Option<f64>,
+    /// Time the process's threads were runnable but waited for a CPU (the scheduler's run
+    /// delay, /proc/PID/task/*/schedstat), percent of one core: a busy neighbour turns running
+    /// time into waiting time, and the two together say the process wanted the CPU.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait_percent: Option<f64>,
 }
 
 /// What was measured.
@@ -167,8 +182,9 @@ pub enum CpuScope {
 }
 
 impl CpuUse {
+    /// The share of the CPU it could use that it used or waited for.
     fn load(&self) -> f64 {
-        self.percent / 100.0 / self.cores.max(1e-9)
+        (self.percent + self.wait_percent.unwrap_or(0.0)) / 100.0 / self.cores.max(1e-9)
     }
     fn bound(&self) -> bool {
         self.load() >= CPU_BOUND
@@ -186,7 +202,14 @@ impl CpuUse {
                 self.load() * 100.0,
                 self.cores
             ),
-            CpuScope::Process => format!("{who}'s process used {:.0}% of a core", self.percent),
+            CpuScope::Process => match self.wait_percent.filter(|w| *w >= 1.0) {
+                Some(w) => format!(
+                    "{who}'s process used {:.0}% of a core and waited {w:.0}% of the time for \
+                     one",
+                    self.percent
+                ),
+                None => format!("{who}'s process used {:.0}% of a core", self.percent),
+            },
             CpuScope::Host => {
                 let soft = self
                     .softirq_percent
@@ -251,6 +274,15 @@ pub struct Context {
     /// The user asked for buffers fitted to the path (`--fit`/`--memory`): recommendations may
     /// then lower a maximum.
     pub fit: bool,
+    /// The sender is a bulk writer that always has more to send (tcptune's own test sender,
+    /// unpaced: no `-b`, `-n`/`-k` or file): it is never application-limited.
+    pub bulk_sender: bool,
+    /// The sender's write size (`-l`), when known.
+    pub write_bytes: Option<u64>,
+    /// The sender already sends with zero copy (`-Z`).
+    pub zerocopy: bool,
+    /// CPUs of the host running the sender, when known (more streams than this share cores).
+    pub cores: Option<u32>,
 }
 
 impl Default for Context {
@@ -266,6 +298,10 @@ impl Default for Context {
             streams: 1,
             settings: KnownSettings::default(),
             fit: false,
+            bulk_sender: false,
+            write_bytes: None,
+            zerocopy: false,
+            cores: None,
         }
     }
 }
@@ -461,6 +497,13 @@ pub struct Bound {
     pub achieved_fraction: f64,
 }
 
+/// A model the engine did not show as a bound, and why (its assumptions do not hold here).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct NotShown {
+    pub model: String,
+    pub why: String,
+}
+
 /// The class, its share and the one-line reason: what conns and watch print per row.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Verdict {
@@ -488,10 +531,15 @@ pub struct Diagnosis {
     pub missing: Vec<String>,
     pub evidence: Evidence,
     pub bounds: Vec<Bound>,
+    /// Models left out of `bounds` because their assumptions do not hold for this flow.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub bounds_not_shown: Vec<NotShown>,
     /// What would help, before merging with other flows (see [`advice::advise`]).
     #[serde(skip)]
     pub needs: Vec<Need>,
     pub recommendations: Vec<Recommendation>,
+    /// What the flow had in effect, against which the recommendations were checked.
+    pub in_effect: InEffect,
     /// True when something should change (exit code 1).
     pub problem: bool,
 }
@@ -499,6 +547,7 @@ pub struct Diagnosis {
 mod bounds;
 mod decision;
 mod evidence;
+pub mod invariants;
 mod needs;
 
 use self::decision::*;
@@ -510,24 +559,32 @@ pub use needs::needs;
 #[cfg(test)]
 pub(crate) use needs::query;
 
-/// The full judgement: class, evidence, bounds and the changes that would help.
-pub fn diagnose(obs: &Observations<'_>, ctx: &Context, over: &str) -> Diagnosis {
-    let e = evidence(obs, ctx);
-    let d = decide(obs, &e, ctx);
-    let rto = obs
-        .sender
-        .last()
-        .and_then(|s| s.info.rto_us)
-        .map(|r| Dur::from_micros(r as u64));
-    let bounds = bounds(&e, ctx, rto);
-    let needs = needs(d.limit, &e, ctx);
-    let recommendations = advice::advise(&needs, &ctx.settings, ctx.fit);
+impl InEffect {
+    /// What the context says the flow had in effect.
+    pub fn of(ctx: &Context) -> InEffect {
+        InEffect {
+            congestion: ctx.congestion.map(|c| c.to_string()),
+            socket_buffer_bytes: ctx.window.map(|w| w.get()),
+            write_bytes: ctx.write_bytes,
+            zerocopy: ctx.zerocopy,
+            streams: ctx.streams.max(1),
+            cores: ctx.cores,
+            bulk_sender: ctx.bulk_sender,
+            rate_cap_bps: ctx.rate_cap.map(|r| r.bps()),
+            settings: ctx.settings.clone(),
+            fit: ctx.fit,
+        }
+    }
+}
+
+/// Whether a flow under `limit` is a problem worth exit code 1.
+fn is_problem(limit: Limit, e: &Evidence, ctx: &Context) -> bool {
     let below_path = match (e.achieved_bps, e.path_goodput_bps) {
         (Some(a), Some(g)) => a.bps() < AT_CAPACITY * g.bps(),
         _ => true,
     };
-    let problem = !e.missing_options.is_empty()
-        || match d.limit {
+    !e.missing_options.is_empty()
+        || match limit {
             Limit::ReceiverWindow | Limit::SendBuffer | Limit::Loss | Limit::Cpu => below_path,
             Limit::Network => ctx.path_rate.is_some() && below_path,
             Limit::Application => {
@@ -536,20 +593,45 @@ pub fn diagnose(obs: &Observations<'_>, ctx: &Context, over: &str) -> Diagnosis 
                     && ctx.path_rate.is_some()
                     && below_path
             }
-            Limit::PathCapacity | Limit::Idle | Limit::NotEnoughEvidence => false,
-        };
+            Limit::PathCapacity
+            | Limit::Idle
+            | Limit::NotEnoughEvidence
+            | Limit::ConflictingEvidence => false,
+        }
+}
+
+/// The full judgement: class, evidence, bounds and the changes that would help, checked
+/// against the engine's invariants ([`invariants`]) before it is returned.
+pub fn diagnose(obs: &Observations<'_>, ctx: &Context, over: &str) -> Diagnosis {
+    let e = evidence(obs, ctx);
+    let d = decide(obs, &e, ctx);
+    let rto = obs
+        .sender
+        .last()
+        .and_then(|s| s.info.rto_us)
+        .map(|r| Dur::from_micros(r as u64));
+    let (bounds, bounds_not_shown) = bounds(&e, ctx, rto);
+    let needs = needs(d.limit, &e, ctx);
+    let in_effect = InEffect::of(ctx);
+    let recommendations = advice::advise(&needs, &in_effect);
+    let problem = is_problem(d.limit, &e, ctx);
     let verdict = verdict_text(&d, &e, over);
-    Diagnosis {
+    let mut out = Diagnosis {
         limit: d.limit,
         share: d.share,
         verdict,
         missing: d.missing,
         evidence: e,
         bounds,
+        bounds_not_shown,
         needs,
         recommendations,
+        in_effect,
         problem,
-    }
+    };
+    invariants::enforce(&mut out);
+    debug_assert_eq!(invariants::check(&out), Vec::new(), "{}", out.verdict);
+    out
 }
 
 #[cfg(test)]

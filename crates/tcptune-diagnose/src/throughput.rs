@@ -10,8 +10,11 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tcptune_model::{Dur, Rate};
 
+use crate::advice::InEffect;
 pub use crate::advice::Recommendation;
-use crate::engine::{self, Bound, Context, CpuUse, Evidence, Limit, Observations, Series};
+use crate::engine::{
+    self, Bound, Context, CpuUse, Diagnosis, Evidence, Limit, NotShown, Observations, Series,
+};
 
 /// What the caller knows about the test and the hosts: the engine's context.
 pub type TestContext = Context;
@@ -50,11 +53,35 @@ pub struct StreamDiagnosis {
     pub missing: Vec<String>,
     pub evidence: Evidence,
     pub bounds: Vec<Bound>,
+    /// Models left out of `bounds` because their assumptions do not hold for this stream.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub bounds_not_shown: Vec<NotShown>,
     #[serde(skip)]
     pub needs: Vec<crate::advice::Need>,
     pub recommendations: Vec<Recommendation>,
+    /// What the stream had in effect, against which the recommendations were checked.
+    pub in_effect: InEffect,
     /// True when something should change (exit code 1).
     pub problem: bool,
+}
+
+impl StreamDiagnosis {
+    /// The stream's judgement as the engine gives one flow's (for [`engine::invariants`]).
+    pub fn diagnosis(&self) -> Diagnosis {
+        Diagnosis {
+            limit: self.limit,
+            share: self.share,
+            verdict: self.verdict.clone(),
+            missing: self.missing.clone(),
+            evidence: self.evidence.clone(),
+            bounds: self.bounds.clone(),
+            bounds_not_shown: self.bounds_not_shown.clone(),
+            needs: self.needs.clone(),
+            recommendations: self.recommendations.clone(),
+            in_effect: self.in_effect.clone(),
+            problem: self.problem,
+        }
+    }
 }
 
 /// The diagnosis of the whole test.
@@ -69,6 +96,10 @@ pub struct TestDiagnosis {
     /// One per knob: the largest need over the streams.
     pub recommendations: Vec<Recommendation>,
     pub streams: Vec<StreamDiagnosis>,
+    /// The other direction of a bidirectional test, judged and summed on its own (its sender
+    /// is the other host).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reverse: Option<Box<TestDiagnosis>>,
     pub problem: bool,
 }
 
@@ -91,10 +122,27 @@ pub fn diagnose_stream(input: &StreamInput<'_>, ctx: &Context) -> StreamDiagnosi
         missing: d.missing,
         evidence: d.evidence,
         bounds: d.bounds,
+        bounds_not_shown: d.bounds_not_shown,
         needs: d.needs,
         recommendations: d.recommendations,
+        in_effect: d.in_effect,
         problem: d.problem,
     }
+}
+
+/// A bidirectional test: each direction judged and summed on its own, with its own context
+/// (the sender of the reverse direction is the other host).
+pub fn diagnose_bidir(
+    forward: Vec<StreamDiagnosis>,
+    reverse: Vec<StreamDiagnosis>,
+    ctx: &Context,
+    reverse_ctx: &Context,
+) -> TestDiagnosis {
+    let mut t = diagnose_test(forward, ctx);
+    let r = diagnose_test(reverse, reverse_ctx);
+    t.problem |= r.problem;
+    t.reverse = Some(Box::new(r));
+    t
 }
 
 /// The diagnosis of a whole test from its streams' diagnoses (in one direction or both).
@@ -126,7 +174,7 @@ pub fn diagnose_test(mut streams: Vec<StreamDiagnosis>, ctx: &Context) -> TestDi
                         crate::advice::Knob::FindLoss | crate::advice::Knob::CongestionControl
                     )
                 });
-                s.recommendations = crate::advice::advise(&s.needs, &ctx.settings, ctx.fit);
+                s.recommendations = crate::advice::advise(&s.needs, &s.in_effect);
                 s.verdict = format!(
                     "{} at {}: the {} streams together carry {} of the {} of payload the path \
                      carries",
@@ -156,7 +204,7 @@ pub fn diagnose_test(mut streams: Vec<StreamDiagnosis>, ctx: &Context) -> TestDi
         .iter()
         .flat_map(|s| s.needs.iter().cloned())
         .collect();
-    let recommendations = crate::advice::advise(&needs, &ctx.settings, ctx.fit);
+    let recommendations = crate::advice::advise(&needs, &InEffect::of(ctx));
     let mut bounds = Vec::new();
     for model in ["window/RTT", "Mathis", "PFTK", "path payload"] {
         let per: Vec<&Bound> = streams
@@ -164,11 +212,20 @@ pub fn diagnose_test(mut streams: Vec<StreamDiagnosis>, ctx: &Context) -> TestDi
             .filter_map(|s| s.bounds.iter().find(|b| b.model == model))
             .collect();
         if !per.is_empty() && per.len() == streams.len() {
-            let sum = Rate::from_bps(per.iter().map(|b| b.rate_bps.bps()).sum());
+            // Each stream's path bound is the whole path: the test's is that, not their sum.
+            let sum = if model == "path payload" {
+                per[0].rate_bps
+            } else {
+                Rate::from_bps(per.iter().map(|b| b.rate_bps.bps()).sum())
+            };
             bounds.push(Bound {
                 model: model.into(),
                 rate_bps: sum,
-                inputs: format!("sum over {} streams", per.len()),
+                inputs: if model == "path payload" {
+                    per[0].inputs.clone()
+                } else {
+                    format!("sum over {} streams", per.len())
+                },
                 achieved_fraction: if sum.bps() > 0.0 {
                     achieved.bps() / sum.bps()
                 } else {
@@ -202,6 +259,7 @@ pub fn diagnose_test(mut streams: Vec<StreamDiagnosis>, ctx: &Context) -> TestDi
         bounds,
         recommendations,
         streams,
+        reverse: None,
         problem,
     }
 }
@@ -220,21 +278,24 @@ fn write_bounds(f: &mut fmt::Formatter<'_>, bounds: &[Bound], indent: &str) -> f
     Ok(())
 }
 
-impl fmt::Display for TestDiagnosis {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(f, "Diagnosis: {}", self.verdict)?;
+impl TestDiagnosis {
+    fn write_direction(&self, f: &mut fmt::Formatter<'_>, title: &str) -> fmt::Result {
+        writeln!(f, "{title}: {}", self.verdict)?;
         if self.streams.len() > 1 {
             for s in &self.streams {
                 writeln!(f, "  [{:>3}] {}", s.id, s.verdict)?;
             }
         }
-        let bounds: &[Bound] = match self.streams.as_slice() {
-            [one] => &one.bounds,
-            _ => &self.bounds,
+        let (bounds, not_shown): (&[Bound], Vec<&NotShown>) = match self.streams.as_slice() {
+            [one] => (&one.bounds, one.bounds_not_shown.iter().collect()),
+            _ => (&self.bounds, Vec::new()),
         };
         if !bounds.is_empty() {
             writeln!(f, "Bounds:")?;
             write_bounds(f, bounds, "  ")?;
+        }
+        for n in not_shown {
+            writeln!(f, "  {:<12} not shown: {}", n.model, n.why)?;
         }
         if !self.recommendations.is_empty() {
             writeln!(f, "What would help:")?;
@@ -245,10 +306,13 @@ impl fmt::Display for TestDiagnosis {
                 }
             }
         }
-        if self.limit == Limit::NotEnoughEvidence && self.streams.len() > 1 {
-            let missing: Vec<&String> = self.streams.iter().flat_map(|s| &s.missing).collect();
+        let undecided = matches!(
+            self.limit,
+            Limit::NotEnoughEvidence | Limit::ConflictingEvidence
+        );
+        if undecided && self.streams.len() > 1 {
             let mut seen: Vec<&String> = Vec::new();
-            for m in missing {
+            for m in self.streams.iter().flat_map(|s| &s.missing) {
                 if !seen.contains(&m) {
                     seen.push(m);
                 }
@@ -261,6 +325,19 @@ impl fmt::Display for TestDiagnosis {
             writeln!(f, "No problem found.")?;
         }
         Ok(())
+    }
+}
+
+impl fmt::Display for TestDiagnosis {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.reverse {
+            None => self.write_direction(f, "Diagnosis"),
+            Some(r) => {
+                self.write_direction(f, "Diagnosis (this host sending)")?;
+                writeln!(f)?;
+                r.write_direction(f, "Diagnosis (the server sending)")
+            }
+        }
     }
 }
 

@@ -775,6 +775,7 @@ fn assemble(
         percent: cu + cs,
         cores: nstreams.min(ncpu),
         softirq_percent: None,
+        wait_percent: None,
     };
     let theirs_cpu = CpuUse {
         end: if client_sends_main {
@@ -790,6 +791,7 @@ fn assemble(
             1.0
         },
         softirq_percent: None,
+        wait_percent: None,
     };
     let mut cpu = vec![ours, theirs_cpu];
     if let Some((busy, softirq, _steal)) = host_cpu {
@@ -799,6 +801,7 @@ fn assemble(
             percent: busy * 100.0,
             cores: 1.0,
             softirq_percent: Some(softirq * 100.0),
+            wait_percent: None,
         });
     }
     for o in &outcomes {

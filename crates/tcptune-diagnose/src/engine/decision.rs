@@ -23,6 +23,14 @@ impl Decision {
     }
 }
 
+/// The most the receiver's window can carry: over the minimum RTT.
+pub(super) fn min_rtt_window_bound(e: &Evidence) -> Option<Rate> {
+    let (w, r) = (e.peer_window_bytes?, e.min_rtt_s.or(e.rtt_s)?);
+    (r > Dur::ZERO).then(|| Rate::from_bytes_per(Bytes::new(w), r))
+}
+
+/// What the receiver's window carries at the flow's smoothed RTT (a window-limited flow
+/// builds no queue, so about what it achieves).
 pub(super) fn window_bound(e: &Evidence) -> Option<Rate> {
     let (w, r) = (e.peer_window_bytes?, e.rtt_s?);
     (r > Dur::ZERO).then(|| Rate::from_bytes_per(Bytes::new(w), r))
@@ -106,7 +114,7 @@ pub(super) fn decide(obs: &Observations<'_>, e: &Evidence, ctx: &Context) -> Dec
         return decide_sender(e, ctx, reported);
     }
     if let Some(c) = obs.capture {
-        return decide_capture(c, e);
+        return decide_capture(c, e, ctx);
     }
     decide_receiver(obs, e, ctx)
 }
@@ -184,6 +192,7 @@ pub(super) fn decide_sender(e: &Evidence, ctx: &Context, chronographs_reported: 
                 size(e.cwnd_bytes.unwrap_or(0)),
             ),
         ),
+        Limit::Network if app_evidence && ctx.bulk_sender => behind_bulk_sender(e, None),
         Limit::Network if app_evidence => Decision::new(
             Limit::Application,
             None, // the clock booked this time as network; the samples say why
@@ -196,7 +205,7 @@ pub(super) fn decide_sender(e: &Evidence, ctx: &Context, chronographs_reported: 
         Limit::ReceiverWindow => {
             let w = e.peer_window_bytes.unwrap_or(0);
             let mut why = format!("its window {}", size(w));
-            match (bdp_bytes(ctx, e), window_rate) {
+            match (bdp_bytes(ctx, e), min_rtt_window_bound(e)) {
                 (Some(bdp), _) => {
                     let cmp = if w < bdp { "<" } else { "≥" };
                     why += &format!(" {cmp} BDP {}", size(bdp));
@@ -222,6 +231,7 @@ pub(super) fn decide_sender(e: &Evidence, ctx: &Context, chronographs_reported: 
             Some(share),
             format!("send buffer {}", size(e.send_buffer_bytes.unwrap_or(0))),
         ),
+        Limit::Application if ctx.bulk_sender => behind_bulk_sender(e, Some(share)),
         Limit::Application => {
             Decision::new(Limit::Application, Some(share), "nothing to send".into())
         }
@@ -230,7 +240,7 @@ pub(super) fn decide_sender(e: &Evidence, ctx: &Context, chronographs_reported: 
     // CPU: a busy sender looks application-limited, a busy receiver keeps its window closed,
     // a busy host shows as cwnd/pacing; the CPU figure decides.
     let cpu_ends: &[End] = match d.limit {
-        Limit::Application => &[End::Sender],
+        Limit::Application | Limit::ConflictingEvidence => &[End::Sender],
         Limit::ReceiverWindow if !window_short(ctx, e) => &[End::Receiver],
         Limit::Network => &[End::Sender, End::Receiver],
         _ => &[],
@@ -259,6 +269,33 @@ pub(super) fn window_short(ctx: &Context, e: &Evidence) -> bool {
     e.peer_window_bytes.is_some_and(|w| w < bdp)
 }
 
+/// A bulk sender (always more to send) whose socket often had nothing queued: it fell behind
+/// its own socket. Not the application's choice; the CPU decides it where its figures say so
+/// (the caller checks), otherwise the evidence conflicts.
+fn behind_bulk_sender(e: &Evidence, share: Option<f64>) -> Decision {
+    let samples = e
+        .app_limited_samples
+        .map(|s| format!("in {} of samples ", pct(s)))
+        .unwrap_or_default();
+    let idle = share
+        .map(|s| format!(", and the kernel booked {} of the time as not busy", pct(s)))
+        .unwrap_or_default();
+    let mut d = Decision::new(
+        Limit::ConflictingEvidence,
+        None,
+        format!(
+            "{samples}nothing waited to be sent{idle}, yet the sender is a bulk writer that \
+             always has more to send: it fell behind its socket"
+        ),
+    );
+    d.missing.push(
+        "the sending process's CPU time and run-queue wait over the test (it could not keep \
+         its socket fed, and nothing else paced it)"
+            .into(),
+    );
+    d
+}
+
 /// The flow's Mathis bound at its loss rate, and what a loss-based congestion control
 /// averages there: the larger of Mathis and CUBIC's response function. Not special-cased for
 /// BBR: Linux's BBR also cuts cwnd to what is in flight in each recovery, and a path that keeps
@@ -276,7 +313,17 @@ pub(super) fn loss_bound(e: &Evidence) -> Option<(Rate, Rate)> {
     Some((m, bound))
 }
 
-pub(super) fn network(e: &Evidence, ctx: &Context, share: f64) -> Decision {
+/// Whether a flow's loss set its rate, with the words for it either way: the one comparison
+/// of the loss with the loss bound, for a sender's samples and for a capture alike.
+pub(super) struct LossJudgement {
+    /// The loss set the rate.
+    pub(super) holds: bool,
+    /// "N retransmitted, loss p (Mathis bound …)[; reordering …]" when it holds; otherwise
+    /// "N retransmitted (loss p), too few or too bunched to set this rate: …" (empty without loss).
+    pub(super) words: String,
+}
+
+pub(super) fn judge_loss(e: &Evidence, ctx: &Context) -> LossJudgement {
     let loss = e.loss_ratio.unwrap_or(0.0);
     let bounds = loss_bound(e);
     let (mathis, loss_bound) = (bounds.map(|b| b.0), bounds.map(|b| b.1));
@@ -288,8 +335,15 @@ pub(super) fn network(e: &Evidence, ctx: &Context, share: f64) -> Decision {
         (Some(a), Some(b)) => a.bps() > BEYOND_LOSS_BOUND * b.bps(),
         _ => false,
     };
-    if loss >= LOSS_SIGNIFICANT || (loss > 0.0 && near_mathis && !beyond_bound) {
+    let cc = ctx.congestion.map(|c| c.to_string());
+    let loss_based = invariants::loss_based(cc.as_deref());
+    let retransmitted = e.retransmits.unwrap_or(0);
+    // Under a loss-based congestion control, a flow far beyond what it averages at its loss
+    // rate was not held by that loss, however high the rate (one bunched overshoot).
+    let significant = loss >= LOSS_SIGNIFICANT && !(loss_based && beyond_bound);
+    if significant || (loss > 0.0 && near_mathis && !beyond_bound) {
         let mut m = mathis
+            .filter(|_| loss_based)
             .map(|m| format!(" (Mathis bound {m})"))
             .unwrap_or_default();
         let reord = e.reordering_seen.unwrap_or(0);
@@ -301,38 +355,46 @@ pub(super) fn network(e: &Evidence, ctx: &Context, share: f64) -> Decision {
                  slowed down for packets that arrived late"
             );
         }
-        return Decision::new(
-            Limit::Loss,
-            Some(share),
-            format!(
-                "{} retransmitted, loss {}{m}",
-                e.retransmits.unwrap_or(0),
-                pct(loss)
-            ),
-        );
+        let words = format!("{retransmitted} retransmitted, loss {}{m}", pct(loss));
+        return LossJudgement { holds: true, words };
+    }
+    if loss <= 0.0 {
+        return LossJudgement {
+            holds: false,
+            words: String::new(),
+        };
+    }
+    // Losses that did not set the rate are still said, with why they did not.
+    let reason = match (beyond_bound, loss_bound, mathis) {
+        (true, Some(b), _) => format!(
+            ", too few or too bunched to set this rate: it carried more than \
+             {BEYOND_LOSS_BOUND}× the {b} a \
+             loss-based congestion control averages at that loss rate"
+        ),
+        (false, _, Some(m)) if e.achieved_bps.is_some() && loss_based => format!(
+            ", not what held it: it carried under {NEAR_MATHIS}× the Mathis bound {m} for that \
+             loss"
+        ),
+        _ => String::new(),
+    };
+    LossJudgement {
+        holds: false,
+        words: format!("{retransmitted} retransmitted (loss {}){reason}", pct(loss)),
+    }
+}
+
+pub(super) fn network(e: &Evidence, ctx: &Context, share: f64) -> Decision {
+    let loss = judge_loss(e, ctx);
+    if loss.holds {
+        return Decision::new(Limit::Loss, Some(share), loss.words);
     }
     let mut why = format!("cwnd {}", size(e.cwnd_bytes.unwrap_or(0)));
     if let (Some(r), Some(m)) = (e.rtt_s, e.min_rtt_s) {
         why += &format!(", RTT {r} (min {m})");
     }
-    if loss > 0.0 {
-        // Losses that did not set the rate are still said, with why they did not.
-        let reason = match (beyond_bound, loss_bound, mathis) {
-            (true, Some(b), _) => format!(
-                ", too few to set this rate: it carried more than {BEYOND_LOSS_BOUND}× the {b} \
-                 a loss-based congestion control averages at that loss rate"
-            ),
-            (false, _, Some(m)) if e.achieved_bps.is_some() => format!(
-                ", not what held it: it carried under {NEAR_MATHIS}× the Mathis bound {m} for \
-                 that loss"
-            ),
-            _ => String::new(),
-        };
-        why += &format!(
-            "; {} retransmitted (loss {}){reason}",
-            e.retransmits.unwrap_or(0),
-            pct(loss)
-        );
+    if !loss.words.is_empty() {
+        why += "; ";
+        why += &loss.words;
     }
     let mut d = Decision::new(Limit::Network, Some(share), why);
     if ctx.path_rate.is_none() {
@@ -393,7 +455,7 @@ pub(super) fn decide_receiver(obs: &Observations<'_>, e: &Evidence, ctx: &Contex
     d
 }
 
-pub(super) fn decide_capture(c: &CaptureEvidence, e: &Evidence) -> Decision {
+pub(super) fn decide_capture(c: &CaptureEvidence, e: &Evidence, ctx: &Context) -> Decision {
     let data = c.data_packets.max(1) as f64;
     let full = c.window_full as f64 / data;
     if c.zero_window > 0 || full >= 0.05 {
@@ -411,20 +473,23 @@ pub(super) fn decide_capture(c: &CaptureEvidence, e: &Evidence) -> Decision {
         return Decision::new(Limit::ReceiverWindow, Some(full), why);
     }
     let loss = e.loss_ratio.unwrap_or(0.0);
-    if loss >= LOSS_SIGNIFICANT {
-        return Decision::new(
-            Limit::Loss,
-            None,
-            format!(
-                "{} retransmissions ({} of data segments: {} fast, {} after a timeout)",
-                c.retransmissions,
-                pct(loss),
-                c.fast_retransmissions,
-                c.timeout_retransmissions
-            ),
-        );
+    let counts = format!(
+        "{} retransmissions ({} of data segments: {} fast, {} after a timeout)",
+        c.retransmissions,
+        pct(loss),
+        c.fast_retransmissions,
+        c.timeout_retransmissions
+    );
+    // The same comparison with the loss bound a test makes: the capture has the loss rate,
+    // the MSS and the RTT it needs.
+    let judged = judge_loss(e, ctx);
+    if judged.holds {
+        return Decision::new(Limit::Loss, None, format!("{counts}: {}", judged.words));
     }
     let mut d = Decision::new(Limit::NotEnoughEvidence, None, String::new());
+    if loss > 0.0 {
+        d.why = format!("{counts}: {}", judged.words);
+    }
     d.missing.push(
         "a capture shows windows and loss but not the sender's cwnd, send buffer or \
          application: sample tcp_info on the sender (tcptune watch/test)"

@@ -89,6 +89,24 @@ pub fn needs(limit: Limit, e: &Evidence, ctx: &Context) -> Vec<Need> {
                     }
                 }
             }
+            // Neither the path's rate nor the receiver's buffer: the window that held the flow
+            // still says the knob, and a size that must be exceeded.
+            None if recv && floor == 0 && e.peer_window_bytes.is_some_and(|w| w > 0) => {
+                let w = e.peer_window_bytes.unwrap_or(0);
+                let n = (4 * w).max(MIN_MAXIMUM);
+                out.push(Need {
+                    knob: sys,
+                    on: end,
+                    value: Value::AtLeast(n),
+                    why: format!(
+                        "its window {} held this flow, and a window is about half the buffer \
+                         that gives it: at least twice that buffer, {} (give --path-rate RATE \
+                         to size it to the bandwidth-delay product)",
+                        size(w),
+                        size(n)
+                    ),
+                })
+            }
             None if floor > 0 => out.push(Need {
                 knob: sys,
                 on: end,
@@ -104,22 +122,38 @@ pub fn needs(limit: Limit, e: &Evidence, ctx: &Context) -> Vec<Need> {
     };
     match limit {
         Limit::ReceiverWindow => {
-            let reads_slowly = matches!(
+            let covers_bdp = matches!(
                 (ctx.path_rate, rtt, e.peer_window_bytes),
                 (Some(rate), Some(r), Some(w))
                     if w as f64 >= rate.bytes_per_sec() / ctx.streams.max(1) as f64 * r.secs()
             );
+            // The buffer is large but the window it advertised small: data sat unread in it.
+            let backlog = matches!(
+                (e.receiver_buffer_bytes, e.peer_window_bytes),
+                (Some(b), Some(w)) if (w as f64) < UNREAD_BACKLOG * b as f64 / 2.0
+            );
+            let reads_slowly = covers_bdp || backlog;
             if reads_slowly {
                 out.push(Need {
                     knob: Knob::ReceiverReads,
                     on: End::Receiver,
                     value: Value::Advice,
-                    why: format!(
-                        "its window {} already covers the BDP, yet was often full: the \
-                         receiving application reads too slowly (larger reads, a faster \
-                         reader); a larger buffer would not help",
-                        size(e.peer_window_bytes.unwrap_or(0))
-                    ),
+                    why: if covers_bdp {
+                        format!(
+                            "its window {} already covers the BDP, yet was often full: the \
+                             receiving application reads too slowly (larger reads, a faster \
+                             reader); a larger buffer would not help",
+                            size(e.peer_window_bytes.unwrap_or(0))
+                        )
+                    } else {
+                        format!(
+                            "its window {} is a small part of its {} receive buffer: the data \
+                             sat unread, so the receiving application (or its CPU) reads too \
+                             slowly; a larger buffer would not help",
+                            size(e.peer_window_bytes.unwrap_or(0)),
+                            size(e.receiver_buffer_bytes.unwrap_or(0))
+                        )
+                    },
                 });
             } else {
                 buffer_need(&mut out, End::Receiver, e.receiver_buffer_bytes, true);
@@ -160,10 +194,7 @@ pub fn needs(limit: Limit, e: &Evidence, ctx: &Context) -> Vec<Need> {
                 .map(|c| c.end)
                 .unwrap_or(End::BothEnds),
             value: Value::Advice,
-            why: "the CPU, not the network, set this rate: zero-copy sends (-Z), larger \
-                  writes (-l), streams on more cores (-P), or a host with spare CPU; the path \
-                  may carry more"
-                .into(),
+            why: cpu_advice(ctx),
         }),
         _ => {}
     }
@@ -183,4 +214,27 @@ pub fn needs(limit: Limit, e: &Evidence, ctx: &Context) -> Vec<Need> {
         }
     }
     out
+}
+
+/// The CPU advice, naming only what the flow did not already have: zero copy, large writes,
+/// more streams while there are idle cores.
+fn cpu_advice(ctx: &Context) -> String {
+    let mut ways = Vec::new();
+    if !ctx.zerocopy {
+        ways.push("zero-copy sends (-Z)".to_string());
+    }
+    if ctx
+        .write_bytes
+        .is_none_or(|w| w < advice::LARGE_WRITE_BYTES)
+    {
+        ways.push("larger writes (-l)".to_string());
+    }
+    if ctx.cores.is_some_and(|c| ctx.streams.max(1) < c) {
+        ways.push("streams on more cores (-P)".to_string());
+    }
+    ways.push("a host with spare CPU (or fewer other jobs on it)".to_string());
+    format!(
+        "the CPU, not the network, set this rate: {}; the path may carry more",
+        ways.join(", ")
+    )
 }

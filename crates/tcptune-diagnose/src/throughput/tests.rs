@@ -167,11 +167,15 @@ fn a_64k_window_on_100mbit_20ms_is_receiver_window_limited_with_the_bdp_buffer()
     assert!(d.problem);
     let r = d.evidence.cwnd_over_window.unwrap();
     assert!((r - 800.0 * 1448.0 / 65536.0).abs() < 1e-9, "{r}");
-    // window/RTT = 65536 B / 20 ms = 26.2 Mbit/s; the result is that bound.
+    // window/RTT over the minimum RTT (18 ms): 65536 B / 18 ms = 29.1 Mbit/s, the most that
+    // window carries; at its 20 ms smoothed RTT the flow got 90% of it.
     let w = &d.bounds[0];
     assert_eq!(w.model, "window/RTT");
-    assert!((w.rate_bps.bps() - 65536.0 * 8.0 / 0.02).abs() < 1.0);
-    assert!((w.achieved_fraction - 1.0).abs() < 0.01);
+    assert!(
+        (w.rate_bps.bps() - 65536.0 * 8.0 / 0.018).abs() < 1.0,
+        "{w:?}"
+    );
+    assert!((w.achieved_fraction - 0.9).abs() < 0.01, "{w:?}");
     let b = buffers(&crate::engine::query(
         "100mbit".parse().unwrap(),
         Dur::from_millis(20),
@@ -254,8 +258,10 @@ fn parallel_streams_get_one_recommendation_per_knob_the_largest_need() {
     };
     let mut streams = Vec::new();
     for (id, rtt) in [(1u32, 20_000u32), (2, 30_000), (3, 25_000)] {
+        // A 64 KiB window per RTT: the longer the RTT, the less each tick carries.
         let s = Series {
             rtt_us: rtt,
+            bytes_per_tick: base().bytes_per_tick * 20_000 / rtt as u64,
             ..base()
         };
         let mut d = run(&s, &c);
@@ -452,6 +458,7 @@ fn cpu_bound_ends_are_cpu_limited_not_network_without_a_problem() {
             percent: 99.0,
             cores: 1.0,
             softirq_percent: None,
+            wait_percent: None,
         },
         CpuUse {
             end: End::Receiver,
@@ -459,6 +466,7 @@ fn cpu_bound_ends_are_cpu_limited_not_network_without_a_problem() {
             percent: 96.0,
             cores: 1.0,
             softirq_percent: None,
+            wait_percent: None,
         },
     ];
     let d = run_with(&s, &Context::default(), &cpu);
@@ -638,7 +646,14 @@ fn one_percent_loss_is_loss_limited_with_the_mathis_bound() {
     let m = d.bounds.iter().find(|b| b.model == "Mathis").unwrap();
     let want = 1448.0 * 8.0 / 0.02 * 1.5f64.sqrt() / p.sqrt();
     assert!((m.rate_bps.bps() - want).abs() < 1.0);
-    assert!(d.bounds.iter().any(|b| b.model == "PFTK"));
+    // PFTK (with timeouts) gives less than this flow carried: shown as not a bound, with why.
+    let pftk = d
+        .bounds_not_shown
+        .iter()
+        .find(|b| b.model == "PFTK")
+        .unwrap();
+    assert!(pftk.why.contains("timeout term"), "{}", pftk.why);
+    assert!(d.bounds.iter().any(|b| b.model == "Mathis"));
     assert!(d.recommendations.iter().any(|r| r.knob == Knob::FindLoss));
 }
 

@@ -85,6 +85,7 @@ pub(super) fn host_cpu(
         percent: busy * 100.0,
         cores: 1.0,
         softirq_percent: Some(softirq * 100.0),
+        wait_percent: None,
     })
 }
 
