@@ -189,7 +189,8 @@ impl CpuUse {
     fn bound(&self) -> bool {
         self.load() >= CPU_BOUND
     }
-    fn describe(&self) -> String {
+    /// The figure in words: "the sender's process used 97% of a core".
+    pub fn describe(&self) -> String {
         let who = match self.end {
             End::Sender => "the sender",
             End::Receiver => "the receiver",
@@ -215,7 +216,7 @@ impl CpuUse {
                     .softirq_percent
                     .map(|s| format!(", softirq {s:.0}%"))
                     .unwrap_or_default();
-                format!("{who}'s CPUs were {:.0}% busy{soft}", self.percent)
+                format!("the CPUs of {who} were {:.0}% busy{soft}", self.percent)
             }
         }
     }

@@ -1,6 +1,14 @@
 //! The machine's CPU time counters (the aggregate `cpu` line of `/proc/stat`): how busy every
 //! CPU was between two readings, softirq and hypervisor steal included. The test reads it around
 //! a loopback run (both ends on this host), benchmarks and timing tests for steal.
+//!
+//! Also this process's run-queue wait ([`RunDelays`]): the time its threads were runnable but
+//! waited for a CPU (`/proc/self/task/*/schedstat`, the scheduler's `run_delay`). A busy
+//! neighbour turns a CPU-bound process's running time into waiting time, so running plus
+//! waiting says whether it wanted the CPU, where running alone would say "92%, not bound".
+
+use std::collections::HashMap;
+use std::time::Duration;
 
 /// Clock ticks since boot, summed over CPUs.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -51,9 +59,62 @@ impl CpuTicks {
     }
 }
 
+/// The run-queue wait of each of this process's threads, by thread id.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RunDelays(HashMap<u32, u64>);
+
+impl RunDelays {
+    /// Reads every thread's `schedstat` now; `None` where the kernel has no schedstats.
+    pub fn now() -> Option<RunDelays> {
+        let mut m = HashMap::new();
+        for entry in std::fs::read_dir("/proc/self/task").ok()?.flatten() {
+            let Some(tid) = entry.file_name().to_str().and_then(|t| t.parse().ok()) else {
+                continue;
+            };
+            // A thread that ended between the listing and the read has nothing to add.
+            if let Ok(text) = std::fs::read_to_string(entry.path().join("schedstat")) {
+                if let Some(d) = RunDelays::parse(&text) {
+                    m.insert(tid, d);
+                }
+            }
+        }
+        (!m.is_empty()).then_some(RunDelays(m))
+    }
+
+    /// The run delay (ns) of one `schedstat` line: `runtime_ns run_delay_ns timeslices`.
+    pub fn parse(line: &str) -> Option<u64> {
+        line.split_whitespace().nth(1)?.parse().ok()
+    }
+
+    /// The wait of the threads alive at `later` since `self`; a thread started in between
+    /// counts whole. (Threads that ended in between are lost: read `later` before joining.)
+    pub fn waited_until(&self, later: &RunDelays) -> Duration {
+        let ns: u64 = later
+            .0
+            .iter()
+            .map(|(tid, &d)| d.saturating_sub(self.0.get(tid).copied().unwrap_or(0)))
+            .sum();
+        Duration::from_nanos(ns)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn run_delay_is_the_second_field_and_new_threads_count_whole() {
+        assert_eq!(RunDelays::parse("123456 7890 42\n"), Some(7890));
+        assert_eq!(RunDelays::parse("123456"), None);
+        let a = RunDelays(HashMap::from([(1, 100), (2, 50)]));
+        let b = RunDelays(HashMap::from([(1, 400), (3, 25)]));
+        // Thread 1 waited 300 more, thread 3 (new) 25; thread 2 ended and is not counted.
+        assert_eq!(a.waited_until(&b), Duration::from_nanos(325));
+        // This process has at least its own thread, and its run delay never goes down.
+        let x = RunDelays::now().expect("schedstat");
+        let y = RunDelays::now().expect("schedstat");
+        assert!(x.waited_until(&y) < Duration::from_secs(1));
+    }
 
     #[test]
     fn busy_softirq_and_steal_shares() {

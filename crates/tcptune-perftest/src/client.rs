@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use tcptune_diagnose::advice::{HostSettings, KnownSettings};
 use tcptune_diagnose::engine::{self, CpuScope, CpuUse};
-use tcptune_diagnose::throughput::{diagnose_stream, diagnose_test, StreamInput, TestContext};
+use tcptune_diagnose::throughput::{
+    diagnose_bidir, diagnose_stream, diagnose_test, StreamInput, TestContext,
+};
 use tcptune_diagnose::Sample;
 use tcptune_model::kernel::{CongestionControl, KernelSource, KernelVersion};
 use tcptune_model::{Bytes, Dur, Rate};
@@ -73,20 +75,23 @@ fn first_socket_option(first: Option<std::os::fd::BorrowedFd<'_>>, opt: i32) -> 
         .unwrap_or(0)
 }
 
-/// The test context the diagnosis needs, from the parameters. `sender_cc` is the sending
-/// socket's congestion control as that end reported it; `settings` this host's values, which
-/// are the peer's too when the peer is this host (a loopback test).
+/// The test context the diagnosis needs, from the parameters, for the direction in which the
+/// client sends (`client_sends`) or receives. `sender_cc` is the sending socket's congestion
+/// control as that end reported it; `settings` this host's values, which are the peer's too
+/// when the peer is this host (a loopback test).
 pub fn context(
     params: &Params,
     path_rate: Option<Rate>,
     sender_cc: Option<&str>,
     settings: &HostSettings,
     peer_is_local: bool,
+    client_sends: bool,
 ) -> TestContext {
     let (kernel, kernel_source) = kernel();
-    let client_sends = params.direction != Direction::Reverse;
     let known = (settings != &HostSettings::default()).then(|| settings.clone());
     let peer = known.clone().filter(|_| peer_is_local);
+    // The sender's own settings where the sender is this client; the server's are its own.
+    let ours_send = client_sends;
     TestContext {
         path_rate,
         window: params.window.map(|w| Bytes::new(w as u64)),
@@ -108,8 +113,30 @@ pub fn context(
                 receiver: known,
             }
         },
+        // Both tcptune's sender and iperf3's write as fast as the socket takes unless a rate
+        // (-b, --fq-rate) or a byte or block count (-n, -k) sets the pace.
+        bulk_sender: params.bandwidth_bps.is_none()
+            && params.fqrate_bps.is_none()
+            && params.bytes == 0
+            && params.blocks == 0,
+        write_bytes: Some(u64::from(params.len)).filter(|&l| l > 0),
+        zerocopy: params.zerocopy && ours_send,
+        cores: (ours_send || peer_is_local).then(|| spare_cores(params, peer_is_local)),
         ..TestContext::default()
     }
+}
+
+/// The cores the sender's streams can have to themselves: this host's, less those the other
+/// end takes when it runs here too, halved again when both directions run (--bidir).
+fn spare_cores(params: &Params, peer_is_local: bool) -> u32 {
+    let ncpu = std::thread::available_parallelism().map_or(1, |n| n.get()) as u32;
+    let ends = if peer_is_local { 2 } else { 1 };
+    let directions = if params.direction == Direction::Bidirectional {
+        2
+    } else {
+        1
+    };
+    (ncpu / ends / directions).max(1)
 }
 
 fn session_err(e: SessionError) -> TestError {
@@ -522,6 +549,7 @@ pub fn run_with(
     };
     let (u0, s0) = sock::cpu_times();
     let host_cpu_at_start = tcptune_kernel::cpustat::CpuTicks::now();
+    let waits_at_start = tcptune_kernel::cpustat::RunDelays::now();
     let data = DataPhase::start(socks, &plan, cfg.sample_every, clock.0)
         .map_err(|e| TestError::io("starting the data streams", e))?;
     let t0 = data.started();
@@ -681,6 +709,10 @@ pub fn run_with(
     pump(&mut ctl, &mut s, &clock, |e| {
         matches!(e, ClientEvent::ExchangeResults)
     })?;
+    // Read while the stream threads still run: an ended thread's wait is lost.
+    let waited = waits_at_start
+        .zip(tcptune_kernel::cpustat::RunDelays::now())
+        .map(|(a, b)| a.waited_until(&b));
     let mut outcomes = data.finish();
     // Omitted bytes count for nothing (iperf3 reports and exchanges what followed -O).
     for (o, &b) in outcomes.iter_mut().zip(&at_omit_end) {
@@ -714,9 +746,76 @@ pub fn run_with(
         &server,
         server_samples,
         secs,
-        (own.cpu_util_user, own.cpu_util_system),
+        OwnCpu {
+            user: own.cpu_util_user,
+            system: own.cpu_util_system,
+            wait: waited.map(|w| w.as_secs_f64() / secs.max(1e-9) * 100.0),
+        },
         host_cpu,
     ))
+}
+
+/// This process's CPU over the data phase, percent of one core: user, system, and the time its
+/// threads waited for a CPU (None where the kernel keeps no schedstats).
+#[derive(Debug, Clone, Copy)]
+struct OwnCpu {
+    user: f64,
+    system: f64,
+    wait: Option<f64>,
+}
+
+/// CPU use of both ends' processes over the test (iperf3's figures), for the direction in which
+/// the client sends (`client_sends`). A tcptune end runs a thread per stream, so it can use up
+/// to that many cores; a stock iperf3 (3.12) one. The host's figure (both ends on this host) is
+/// shown but does not decide: other processes' load is in it.
+fn cpu_figures(
+    client_sends: bool,
+    own: OwnCpu,
+    server: &Results,
+    server_is_tcptune: bool,
+    host_cpu: Option<(f64, f64, f64)>,
+    parallel: u32,
+) -> Vec<CpuUse> {
+    let ncpu = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+    let nstreams = parallel.max(1) as f64;
+    let (ours_end, theirs_end) = if client_sends {
+        (engine::End::Sender, engine::End::Receiver)
+    } else {
+        (engine::End::Receiver, engine::End::Sender)
+    };
+    let mut cpu = vec![
+        CpuUse {
+            end: ours_end,
+            scope: CpuScope::Process,
+            percent: own.user + own.system,
+            cores: nstreams.min(ncpu),
+            softirq_percent: None,
+            wait_percent: own.wait,
+        },
+        CpuUse {
+            end: theirs_end,
+            scope: CpuScope::Process,
+            percent: server.cpu_util_total,
+            cores: if server_is_tcptune {
+                nstreams.min(ncpu)
+            } else {
+                1.0
+            },
+            softirq_percent: None,
+            wait_percent: None,
+        },
+    ];
+    if let Some((busy, softirq, _steal)) = host_cpu {
+        cpu.push(CpuUse {
+            end: engine::End::BothEnds,
+            scope: CpuScope::Host,
+            percent: busy * 100.0,
+            cores: 1.0,
+            softirq_percent: Some(softirq * 100.0),
+            wait_percent: None,
+        });
+    }
+    cpu
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -728,9 +827,10 @@ fn assemble(
     server: &Results,
     server_samples: Option<ServerSamples>,
     secs: f64,
-    (cu, cs): (f64, f64),
+    own_cpu: OwnCpu,
     host_cpu: Option<(f64, f64, f64)>,
 ) -> TestOutput {
+    let (cu, cs) = (own_cpu.user, own_cpu.system);
     let p = &cfg.params;
     let client_sends_main = p.direction != Direction::Reverse;
     let empty: Vec<Sample> = Vec::new();
@@ -745,65 +845,54 @@ fn assemble(
     let mut streams = Vec::new();
     let mut diag_main = Vec::new();
     let mut diag_rev = Vec::new();
-    let sender_cc = if client_sends_main {
-        outcomes.iter().find_map(|o| o.congestion.clone())
+    let peer_is_local = start
+        .connected
+        .first()
+        .and_then(|c| c.remote_host.parse::<std::net::IpAddr>().ok())
+        .is_some_and(|ip| ip.is_loopback());
+    // Each direction's sender: our streams' congestion control, or the server's.
+    let ours_cc = outcomes.iter().find_map(|o| o.congestion.clone());
+    let (main_cc, rev_cc) = if client_sends_main {
+        (ours_cc, server.congestion_used.clone())
     } else {
-        server.congestion_used.clone()
+        (server.congestion_used.clone(), ours_cc)
     };
     let ctx = context(
         p,
         cfg.path_rate,
-        sender_cc.as_deref(),
+        main_cc.as_deref(),
         &cfg.host_settings,
-        start
-            .connected
-            .first()
-            .and_then(|c| c.remote_host.parse::<std::net::IpAddr>().ok())
-            .is_some_and(|ip| ip.is_loopback()),
+        peer_is_local,
+        client_sends_main,
     );
-    // CPU of both ends' processes over the test (iperf3's figures). A tcptune end runs a
-    // thread per stream, so it can use up to that many cores; a stock iperf3 (3.12) one.
-    let ncpu = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
-    let nstreams = p.parallel.max(1) as f64;
-    let ours = CpuUse {
-        end: if client_sends_main {
-            engine::End::Sender
-        } else {
-            engine::End::Receiver
-        },
-        scope: CpuScope::Process,
-        percent: cu + cs,
-        cores: nstreams.min(ncpu),
-        softirq_percent: None,
-        wait_percent: None,
-    };
-    let theirs_cpu = CpuUse {
-        end: if client_sends_main {
-            engine::End::Receiver
-        } else {
-            engine::End::Sender
-        },
-        scope: CpuScope::Process,
-        percent: server.cpu_util_total,
-        cores: if server_samples.is_some() {
-            nstreams.min(ncpu)
-        } else {
-            1.0
-        },
-        softirq_percent: None,
-        wait_percent: None,
-    };
-    let mut cpu = vec![ours, theirs_cpu];
-    if let Some((busy, softirq, _steal)) = host_cpu {
-        cpu.push(CpuUse {
-            end: engine::End::BothEnds,
-            scope: CpuScope::Host,
-            percent: busy * 100.0,
-            cores: 1.0,
-            softirq_percent: Some(softirq * 100.0),
-            wait_percent: None,
-        });
-    }
+    let rev_ctx = context(
+        p,
+        cfg.path_rate,
+        rev_cc.as_deref(),
+        &cfg.host_settings,
+        peer_is_local,
+        !client_sends_main,
+    );
+    let cpu = cpu_figures(
+        client_sends_main,
+        own_cpu,
+        server,
+        server_samples.is_some(),
+        host_cpu,
+        p.parallel,
+    );
+    // The other direction of a bidirectional test: the same processes, the ends swapped.
+    let rev_cpu: Vec<CpuUse> = cpu
+        .iter()
+        .map(|c| CpuUse {
+            end: match c.end {
+                engine::End::Sender => engine::End::Receiver,
+                engine::End::Receiver => engine::End::Sender,
+                e => e,
+            },
+            ..*c
+        })
+        .collect();
     for o in &outcomes {
         let peer = theirs(o.id);
         let peer_bytes = peer.map(|x| x.bytes).unwrap_or(0);
@@ -845,10 +934,14 @@ fn assemble(
                 cpu: if o.sends == client_sends_main {
                     &cpu
                 } else {
-                    &[]
+                    &rev_cpu
                 },
             },
-            &ctx,
+            if o.sends == client_sends_main {
+                &ctx
+            } else {
+                &rev_ctx
+            },
         );
         if o.sends == client_sends_main {
             diag_main.push(d);
@@ -911,8 +1004,13 @@ fn assemble(
             })
             .collect(),
     };
-    diag_main.extend(diag_rev);
-    let diagnosis = diagnose_test(diag_main, &ctx);
+    // Each direction of a bidirectional test judged and summed on its own.
+    let diagnosis = if bidir {
+        diagnose_bidir(diag_main, diag_rev, &ctx, &rev_ctx)
+    } else {
+        diag_main.extend(diag_rev);
+        diagnose_test(diag_main, &ctx)
+    };
     let mut samples: Vec<StreamSamples> = outcomes
         .iter()
         .map(|o| StreamSamples {
@@ -1455,7 +1553,14 @@ fn run_udp(
         sums(true).ok_or(TestError::Session(SessionError::Ended))?;
     let rev = sums(false);
     let bidir = p.direction == Direction::Bidirectional;
-    let ctx = context(p, cfg.path_rate, None, &cfg.host_settings, false);
+    let ctx = context(
+        p,
+        cfg.path_rate,
+        None,
+        &cfg.host_settings,
+        false,
+        p.direction != Direction::Reverse,
+    );
     let end = End {
         streams: rows
             .iter()

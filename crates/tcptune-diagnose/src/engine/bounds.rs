@@ -48,18 +48,14 @@ pub fn bounds(e: &Evidence, ctx: &Context, rto: Option<Dur>) -> (Vec<Bound>, Vec
     let loss_models = invariants::loss_based(cc.as_deref());
     if let (Some(p), Some(mss), Some(rtt)) = (e.loss_ratio, e.mss_bytes, e.rtt_s) {
         match loss_bound(e) {
-            Some(_) if !loss_models => {
-                for model in ["Mathis", "PFTK"] {
-                    not_shown.push(NotShown {
-                        model: model.into(),
-                        why: format!(
-                            "it models a loss-based congestion control (Reno, CUBIC); this \
-                             flow ran {}, which does not set its rate from loss",
-                            cc.as_deref().unwrap_or("another")
-                        ),
-                    });
-                }
-            }
+            Some(_) if !loss_models => not_shown.push(NotShown {
+                model: "Mathis, PFTK".into(),
+                why: format!(
+                    "they model a loss-based congestion control (Reno, CUBIC); this flow ran \
+                     {}, which does not set its rate from loss",
+                    cc.as_deref().unwrap_or("another")
+                ),
+            }),
             Some((m, _)) => {
                 out.push(bound(
                     "Mathis",

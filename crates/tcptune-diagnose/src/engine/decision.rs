@@ -36,9 +36,13 @@ pub(super) fn window_bound(e: &Evidence) -> Option<Rate> {
     (r > Dur::ZERO).then(|| Rate::from_bytes_per(Bytes::new(w), r))
 }
 
+/// The busiest CPU figure of the given ends that is bound. A host's figure decides only where no
+/// process was measured: other processes' load is in it (a busy neighbour is not our limit).
 pub(super) fn cpu_bound<'e>(e: &'e Evidence, ends: &[End]) -> Option<&'e CpuUse> {
+    let processes = e.cpu.iter().any(|c| c.scope == CpuScope::Process);
     e.cpu
         .iter()
+        .filter(|c| !(processes && c.scope == CpuScope::Host))
         .filter(|c| ends.contains(&c.end) || c.end == End::BothEnds)
         .filter(|c| c.bound())
         .max_by(|a, b| a.load().total_cmp(&b.load()))
@@ -270,8 +274,9 @@ pub(super) fn window_short(ctx: &Context, e: &Evidence) -> bool {
 }
 
 /// A bulk sender (always more to send) whose socket often had nothing queued: it fell behind
-/// its own socket. Not the application's choice; the CPU decides it where its figures say so
-/// (the caller checks), otherwise the evidence conflicts.
+/// its own socket. Not the application's choice: a CPU decides it where the figures say so (its
+/// own process's, checked by the caller, or a host kept fully busy, here), otherwise the
+/// evidence conflicts and the verdict says what was measured.
 fn behind_bulk_sender(e: &Evidence, share: Option<f64>) -> Decision {
     let samples = e
         .app_limited_samples
@@ -280,19 +285,30 @@ fn behind_bulk_sender(e: &Evidence, share: Option<f64>) -> Decision {
     let idle = share
         .map(|s| format!(", and the kernel booked {} of the time as not busy", pct(s)))
         .unwrap_or_default();
-    let mut d = Decision::new(
-        Limit::ConflictingEvidence,
-        None,
-        format!(
-            "{samples}nothing waited to be sent{idle}, yet the sender is a bulk writer that \
-             always has more to send: it fell behind its socket"
-        ),
+    let behind = format!(
+        "{samples}nothing waited to be sent{idle}, yet the sender is a bulk writer that always \
+         has more to send: it fell behind its socket"
     );
-    d.missing.push(
+    if let Some(h) = e
+        .cpu
+        .iter()
+        .find(|c| c.scope == CpuScope::Host && c.bound())
+    {
+        return Decision::new(Limit::Cpu, None, format!("{behind} while {}", h.describe()));
+    }
+    let mut d = Decision::new(Limit::ConflictingEvidence, None, behind);
+    let measured: Vec<String> = e.cpu.iter().map(CpuUse::describe).collect();
+    d.missing.push(if measured.is_empty() {
         "the sending process's CPU time and run-queue wait over the test (it could not keep \
          its socket fed, and nothing else paced it)"
-            .into(),
-    );
+            .into()
+    } else {
+        format!(
+            "what kept the sender from writing: neither it nor the host was CPU-bound ({}), and \
+             nothing paced it",
+            measured.join("; ")
+        )
+    });
     d
 }
 

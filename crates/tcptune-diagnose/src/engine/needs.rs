@@ -185,17 +185,17 @@ pub fn needs(limit: Limit, e: &Evidence, ctx: &Context) -> Vec<Need> {
                 });
             }
         }
-        Limit::Cpu => out.push(Need {
-            knob: Knob::Cpu,
-            on: e
-                .cpu
-                .iter()
-                .find(|c| c.percent / 100.0 / c.cores.max(1e-9) >= CPU_BOUND)
+        Limit::Cpu => {
+            let on = decision::cpu_bound(e, &[End::Sender, End::Receiver])
                 .map(|c| c.end)
-                .unwrap_or(End::BothEnds),
-            value: Value::Advice,
-            why: cpu_advice(ctx),
-        }),
+                .unwrap_or(End::BothEnds);
+            out.push(Need {
+                knob: Knob::Cpu,
+                on,
+                value: Value::Advice,
+                why: cpu_advice(ctx, on),
+            })
+        }
         _ => {}
     }
     let n = &e.negotiated;
@@ -216,25 +216,32 @@ pub fn needs(limit: Limit, e: &Evidence, ctx: &Context) -> Vec<Need> {
     out
 }
 
-/// The CPU advice, naming only what the flow did not already have: zero copy, large writes,
-/// more streams while there are idle cores.
-fn cpu_advice(ctx: &Context) -> String {
+/// The CPU advice for the end that was bound, naming only what the flow did not already have:
+/// zero copy and large writes for a sender, more streams while there are cores to spare.
+fn cpu_advice(ctx: &Context, on: End) -> String {
     let mut ways = Vec::new();
-    if !ctx.zerocopy {
-        ways.push("zero-copy sends (-Z)".to_string());
-    }
-    if ctx
-        .write_bytes
-        .is_none_or(|w| w < advice::LARGE_WRITE_BYTES)
-    {
-        ways.push("larger writes (-l)".to_string());
+    if on != End::Receiver {
+        if !ctx.zerocopy {
+            ways.push("zero-copy sends (-Z)".to_string());
+        }
+        if ctx
+            .write_bytes
+            .is_none_or(|w| w < advice::LARGE_WRITE_BYTES)
+        {
+            ways.push("larger writes (-l)".to_string());
+        }
     }
     if ctx.cores.is_some_and(|c| ctx.streams.max(1) < c) {
         ways.push("streams on more cores (-P)".to_string());
     }
     ways.push("a host with spare CPU (or fewer other jobs on it)".to_string());
+    let who = match on {
+        End::Sender => "the sending process",
+        End::Receiver => "the receiving process (its reads and the kernel's copies to it)",
+        End::BothEnds => "the CPU",
+    };
     format!(
-        "the CPU, not the network, set this rate: {}; the path may carry more",
+        "{who}, not the network, set this rate: {}; the path may carry more",
         ways.join(", ")
     )
 }
