@@ -63,15 +63,29 @@ fn every_direction_against_our_server() {
             .iter()
             .filter(|s| s.at == SampledAt::Client)
             .all(|s| s.samples.len() >= 15));
-        assert_eq!(out.tcptune.diagnosis.streams.len(), want);
-        // Every sender was sampled (ours or the server's), so the limit is known.
-        for d in &out.tcptune.diagnosis.streams {
-            assert_ne!(
-                d.limit,
-                tcptune_diagnose::Limit::NotEnoughEvidence,
-                "{}",
-                d.verdict
-            );
+        // Each direction judged and summed on its own: the reverse one apart, for --bidir.
+        let diag = &out.tcptune.diagnosis;
+        let reverse = diag.reverse.as_deref();
+        assert_eq!(
+            diag.streams.len() + reverse.map_or(0, |r| r.streams.len()),
+            want
+        );
+        assert_eq!(reverse.is_some(), direction == Direction::Bidirectional);
+        for t in std::iter::once(diag).chain(reverse) {
+            let sum: f64 = t.streams.iter().map(|s| s.achieved_bps.bps()).sum();
+            assert!((t.achieved_bps.bps() - sum).abs() < 1.0, "{}", t.verdict);
+            // Every sender was sampled (ours or the server's), so the limit is known, and no
+            // verdict contradicts its evidence.
+            for d in &t.streams {
+                assert_ne!(
+                    d.limit,
+                    tcptune_diagnose::Limit::NotEnoughEvidence,
+                    "{}",
+                    d.verdict
+                );
+                let broken = tcptune_diagnose::engine::invariants::check(&d.diagnosis());
+                assert!(broken.is_empty(), "{}: {broken:?}", d.verdict);
+            }
         }
         if direction == Direction::Bidirectional {
             assert!(out.end.sum_sent_bidir_reverse.as_ref().unwrap().bytes > 1_000_000);
