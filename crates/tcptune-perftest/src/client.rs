@@ -5,6 +5,7 @@ use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use crate::peer::LocalPeer;
 use tcptune_diagnose::advice::{HostSettings, KnownSettings};
 use tcptune_diagnose::engine::{self, CpuScope, CpuUse};
 use tcptune_diagnose::throughput::{
@@ -550,6 +551,8 @@ pub fn run_with(
     let (u0, s0) = sock::cpu_times();
     let host_cpu_at_start = tcptune_kernel::cpustat::CpuTicks::now();
     let waits_at_start = tcptune_kernel::cpustat::RunDelays::now();
+    // The other end's sockets, when it runs here too and sends no samples of its own.
+    let mut peer = LocalPeer::new(&socks, cfg.sample_every);
     let data = DataPhase::start(socks, &plan, cfg.sample_every, clock.0)
         .map_err(|e| TestError::io("starting the data streams", e))?;
     let t0 = data.started();
@@ -595,6 +598,9 @@ pub fn run_with(
     let mut next = boundary(omitting, origin, next_tick);
     arm(next);
     loop {
+        if let Some(peer) = peer.as_mut() {
+            peer.sample(clock.now());
+        }
         let now = since(clock.now());
         let mut done = false;
         if let Some(b) = next.filter(|&b| now >= b) {
@@ -709,6 +715,9 @@ pub fn run_with(
     pump(&mut ctl, &mut s, &clock, |e| {
         matches!(e, ClientEvent::ExchangeResults)
     })?;
+    if let Some(peer) = peer.as_mut() {
+        peer.sample(clock.now());
+    }
     // Read while the stream threads still run: an ended thread's wait is lost.
     let waited = waits_at_start
         .zip(tcptune_kernel::cpustat::RunDelays::now())
@@ -738,6 +747,8 @@ pub fn run_with(
         .extension
         .as_ref()
         .and_then(|v| serde_json::from_value(v.clone()).ok());
+    let server_is_tcptune = server_samples.is_some();
+    let server_samples = server_samples.or_else(|| peer.map(LocalPeer::into_samples));
     Ok(assemble(
         cfg,
         start,
@@ -745,6 +756,7 @@ pub fn run_with(
         outcomes,
         &server,
         server_samples,
+        server_is_tcptune,
         secs,
         OwnCpu {
             user: own.cpu_util_user,
@@ -826,6 +838,7 @@ fn assemble(
     outcomes: Vec<StreamOutcome>,
     server: &Results,
     server_samples: Option<ServerSamples>,
+    server_is_tcptune: bool,
     secs: f64,
     own_cpu: OwnCpu,
     host_cpu: Option<(f64, f64, f64)>,
@@ -877,7 +890,7 @@ fn assemble(
         client_sends_main,
         own_cpu,
         server,
-        server_samples.is_some(),
+        server_is_tcptune,
         host_cpu,
         p.parallel,
     );
@@ -1020,7 +1033,7 @@ fn assemble(
             samples: o.samples.clone(),
         })
         .collect();
-    let have_server = server_samples.is_some();
+    let have_server = server_is_tcptune;
     if let Some(ss) = server_samples {
         samples.extend(ss.streams.into_iter().map(|s| StreamSamples {
             id: s.id,
