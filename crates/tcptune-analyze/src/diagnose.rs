@@ -67,6 +67,30 @@ fn dir_findings(name: &str, d: &DirStats, out: &mut Vec<String>) {
     }
 }
 
+/// What the holes were: the path's losses or reordering (filled later in the capture), or the
+/// capture's own drops (never filled, or data acknowledged that the capture never saw).
+fn gap_findings(r: &FlowReport, out: &mut Vec<String>) {
+    let sum = |f: fn(&crate::report::GapCounts) -> u64| f(&r.a_to_b.gaps) + f(&r.b_to_a.gaps);
+    let later = sum(|g| g.filled_later);
+    let retransmitted = sum(|g| g.filled_by_retransmission);
+    let never = sum(|g| g.never_filled);
+    if later > 0 {
+        out.push(format!(
+            "{later} of the {} previous-segment-not-captured holes were filled later in the \
+             capture ({retransmitted} by segments flagged as retransmissions): those packets were \
+             lost or reordered upstream of the capture point, not dropped by the capture",
+            r.flags.lost_segment
+        ));
+    }
+    if never > 0 || r.flags.ack_lost_segment > 0 {
+        out.push(format!(
+            "the capture missed packets ({never} holes never filled, {} ACKed-unseen): the \
+             capture point or its buffer dropped them, or the capture started mid-flow",
+            r.flags.ack_lost_segment
+        ));
+    }
+}
+
 /// Findings for one flow: each data direction's limit first, then the facts.
 pub fn diagnose(r: &FlowReport) -> Vec<String> {
     let mut out = Vec::new();
@@ -91,14 +115,7 @@ pub fn diagnose(r: &FlowReport) -> Vec<String> {
     }
     dir_findings("a->b", &r.a_to_b, &mut out);
     dir_findings("b->a", &r.b_to_a, &mut out);
-    let gaps = r.flags.lost_segment + r.flags.ack_lost_segment;
-    if gaps > 0 {
-        out.push(format!(
-            "the capture missed packets ({} previous-segment-not-captured, {} ACKed-unseen): \
-             the capture point or its buffer dropped them, or the capture started mid-flow",
-            r.flags.lost_segment, r.flags.ack_lost_segment
-        ));
-    }
+    gap_findings(r, &mut out);
     if r.flags.reused_ports > 0 {
         out.push(format!("ports reused {} times", r.flags.reused_ports));
     }

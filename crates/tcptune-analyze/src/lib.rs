@@ -10,6 +10,7 @@
 #![forbid(unsafe_code)]
 
 pub mod diagnose;
+pub mod gaps;
 pub mod join;
 pub mod report;
 pub mod seq;
@@ -28,7 +29,7 @@ use tcptune_wire::{
 };
 
 pub use report::{AnalyzeReport, Finished, FlagCounts, FlaggedPacket, FlowReport};
-use report::{DirStats, RttStats, Skipped, WindowStats};
+use report::{DirStats, GapCounts, RttStats, Skipped, WindowStats};
 use series::FlowSeries;
 use stats::DirAcc;
 use wireshark::{ConvState, Flags, SynCheck, Verdict};
@@ -329,6 +330,18 @@ impl Analyzer {
             u64::from(seg.window) << flow.ws.dirs[d].effective_shift()
         };
         let rexmt = flow.dirs[d].sent(now, seg, scaled, v.flags);
+        // What became of each hole: filled later (upstream loss or reordering) or never.
+        if v.flags.has(Flags::LOST_PACKET) {
+            flow.dirs[d].gaps.opened(v.why.nextseq, seg.seq);
+        } else {
+            // Wireshark's flags, not the byte count: a reordered original is below the highest
+            // sequence too, but it is not a retransmission.
+            flow.dirs[d].gaps.data(
+                seg.seq,
+                seg.seglen.unwrap_or(0),
+                v.flags.any_retransmission(),
+            );
+        }
         let mut rtt = None;
         if seg.has(th::ACK) {
             rtt = flow.dirs[1 - d].acked(seg.ack, now);
@@ -481,6 +494,11 @@ fn dir_stats(acc: &DirAcc, duration_ns: i64) -> DirStats {
         max_idle_s: ns_dur(acc.max_idle_ns),
         max_in_flight_bytes: Bytes::new(acc.max_in_flight),
         flags: acc.flags,
+        gaps: GapCounts {
+            filled_later: acc.gaps.filled_by_retransmission + acc.gaps.filled_late,
+            filled_by_retransmission: acc.gaps.filled_by_retransmission,
+            never_filled: acc.gaps.never_filled(),
+        },
     }
 }
 

@@ -198,6 +198,23 @@ pub struct DirStats {
     pub max_in_flight_bytes: Bytes,
     /// Wireshark flags on this direction's packets.
     pub flags: FlagCounts,
+    /// What became of its "previous segment not captured" holes.
+    pub gaps: GapCounts,
+}
+
+/// The holes Wireshark flags as "previous segment not captured", by what became of them. A hole
+/// filled later in the capture was lost or reordered upstream of the capture point; from one
+/// capture point a quick retransmission cannot always be told from a late original (Wireshark
+/// calls both "out of order" within an RTT), so the two are counted together.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct GapCounts {
+    /// Filled later by any segment: the packet was lost (or delayed) upstream of the capture.
+    pub filled_later: u64,
+    /// Of which by segments Wireshark flags as retransmissions.
+    pub filled_by_retransmission: u64,
+    /// Never filled in the capture: dropped by the capture point or its buffer, or before the
+    /// capture began.
+    pub never_filled: u64,
 }
 
 /// One TCP conversation (Wireshark's `tcp.stream`).

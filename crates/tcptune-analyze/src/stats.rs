@@ -89,6 +89,8 @@ pub struct DirAcc {
     pub flags: FlagCounts,
     /// Bytes in flight after each data segment: max seen.
     pub max_in_flight: u64,
+    /// What became of the holes in this direction's sequence space.
+    pub gaps: crate::gaps::Gaps,
 }
 
 impl DirAcc {

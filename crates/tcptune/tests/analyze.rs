@@ -336,3 +336,38 @@ fn joining_unrelated_or_unreadable_captures_is_refused() {
         "--packets",
     );
 }
+
+/// `loss.pcap` is a receiver's capture of a path that dropped 3% of data packets before it (see
+/// fixtures/README.md): every hole the capture shows is filled later by the sender's repair, so
+/// the verdict blames the path, not the capture, and compares the loss with its bound.
+#[test]
+fn holes_filled_later_are_upstream_loss_not_capture_drops() {
+    let f = fixture("loss.pcap");
+    let j = run(&["analyze", "--json", f.to_str().unwrap()]);
+    no_panic(&j);
+    let v = json(&j);
+    let flow = &v["result"]["flows"][0];
+    let holes = flow["flags"]["lost_segment"].as_u64().unwrap();
+    assert!(holes > 0);
+    assert_eq!(flow["a_to_b"]["gaps"]["filled_later"].as_u64(), Some(holes));
+    assert_eq!(flow["a_to_b"]["gaps"]["never_filled"].as_u64(), Some(0));
+    let findings: Vec<&str> = flow["diagnosis"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|x| x.as_str())
+        .collect();
+    assert!(
+        findings.iter().any(|x| x.contains("not dropped by the capture")),
+        "{findings:?}"
+    );
+    assert!(
+        !findings.iter().any(|x| x.contains("the capture missed packets")),
+        "{findings:?}"
+    );
+    // The loss was compared with the loss bound, as `test` does.
+    assert!(
+        findings.iter().any(|x| x.contains("Mathis bound")),
+        "{findings:?}"
+    );
+}

@@ -68,7 +68,12 @@ pub(super) fn bdp_bytes(ctx: &Context, e: &Evidence) -> Option<u64> {
     Some((rate.bytes_per_sec() / ctx.streams.max(1) as f64 * rtt.secs()).ceil() as u64)
 }
 
+/// The decision, with a class its own bound rules out turned into conflicting evidence.
 pub(super) fn decide(obs: &Observations<'_>, e: &Evidence, ctx: &Context) -> Decision {
+    invariants::checked(decide_unchecked(obs, e, ctx), e, ctx)
+}
+
+fn decide_unchecked(obs: &Observations<'_>, e: &Evidence, ctx: &Context) -> Decision {
     let sender_seen = !obs.sender.is_empty();
     let moved_any = moved(obs.sender, |i| i.bytes_sent) > 0
         || moved(obs.receiver, |i| i.bytes_received) > 0
@@ -337,6 +342,8 @@ pub(super) struct LossJudgement {
     /// "N retransmitted, loss p (Mathis bound …)[; reordering …]" when it holds; otherwise
     /// "N retransmitted (loss p), too few or too bunched to set this rate: …" (empty without loss).
     pub(super) words: String,
+    /// The words after the counts: " (Mathis bound …)[; reordering …]", or ", too few …".
+    pub(super) detail: String,
 }
 
 pub(super) fn judge_loss(e: &Evidence, ctx: &Context) -> LossJudgement {
@@ -372,12 +379,17 @@ pub(super) fn judge_loss(e: &Evidence, ctx: &Context) -> LossJudgement {
             );
         }
         let words = format!("{retransmitted} retransmitted, loss {}{m}", pct(loss));
-        return LossJudgement { holds: true, words };
+        return LossJudgement {
+            holds: true,
+            words,
+            detail: m,
+        };
     }
     if loss <= 0.0 {
         return LossJudgement {
             holds: false,
             words: String::new(),
+            detail: String::new(),
         };
     }
     // Losses that did not set the rate are still said, with why they did not.
@@ -396,6 +408,7 @@ pub(super) fn judge_loss(e: &Evidence, ctx: &Context) -> LossJudgement {
     LossJudgement {
         holds: false,
         words: format!("{retransmitted} retransmitted (loss {}){reason}", pct(loss)),
+        detail: reason,
     }
 }
 
@@ -500,11 +513,11 @@ pub(super) fn decide_capture(c: &CaptureEvidence, e: &Evidence, ctx: &Context) -
     // the MSS and the RTT it needs.
     let judged = judge_loss(e, ctx);
     if judged.holds {
-        return Decision::new(Limit::Loss, None, format!("{counts}: {}", judged.words));
+        return Decision::new(Limit::Loss, None, format!("{counts}{}", judged.detail));
     }
     let mut d = Decision::new(Limit::NotEnoughEvidence, None, String::new());
     if loss > 0.0 {
-        d.why = format!("{counts}: {}", judged.words);
+        d.why = format!("{counts}{}", judged.detail);
     }
     d.missing.push(
         "a capture shows windows and loss but not the sender's cwnd, send buffer or \

@@ -53,7 +53,12 @@ pub fn loss_based(congestion: Option<&str>) -> bool {
 /// the evidence gives one. Not for the send buffer: the kernel lets a writer past `sndbuf` by
 /// whole TSO segments (a 4 KiB SO_SNDBUF kept 46 segments in flight over 20 ms on 6.18), so
 /// the buffer over the RTT is no bound.
-pub fn class_bound(limit: Limit, e: &Evidence, in_effect: &InEffect) -> Option<(Rate, String)> {
+pub fn class_bound(
+    limit: Limit,
+    e: &Evidence,
+    congestion: Option<&str>,
+    streams: u32,
+) -> Option<(Rate, String)> {
     let rtt = e.min_rtt_s.or(e.rtt_s).filter(|r| *r > Dur::ZERO)?;
     match limit {
         Limit::ReceiverWindow => {
@@ -63,7 +68,7 @@ pub fn class_bound(limit: Limit, e: &Evidence, in_effect: &InEffect) -> Option<(
                 format!("its window {} over the minimum RTT {rtt}", size(w)),
             ))
         }
-        Limit::Loss if loss_based(in_effect.congestion.as_deref()) => {
+        Limit::Loss if loss_based(congestion) => {
             let (_, b) = loss_bound(e)?;
             Some((
                 Rate::from_bps(b.bps() * BEYOND_LOSS_BOUND / BOUND_SLACK),
@@ -76,7 +81,7 @@ pub fn class_bound(limit: Limit, e: &Evidence, in_effect: &InEffect) -> Option<(
         // A stream may take more than its even share, never more than the whole path.
         Limit::PathCapacity => e.path_goodput_bps.map(|g| {
             (
-                Rate::from_bps(g.bps() * in_effect.streams.max(1) as f64),
+                Rate::from_bps(g.bps() * streams.max(1) as f64),
                 "the path's payload rate (from --path-rate)".to_string(),
             )
         }),
@@ -114,7 +119,9 @@ pub fn check(d: &Diagnosis) -> Vec<Violation> {
             ));
         }
     }
-    if let (Some(a), Some((b, what))) = (achieved, class_bound(d.limit, e, &d.in_effect)) {
+    let ie = &d.in_effect;
+    let bound = class_bound(d.limit, e, ie.congestion.as_deref(), ie.streams);
+    if let (Some(a), Some((b, what))) = (achieved, bound) {
         if a > BOUND_SLACK * b.bps() {
             out.push(v(
                 "verdict_bound",
@@ -249,6 +256,55 @@ pub(super) fn not_a_bound(b: &Bound) -> Option<NotShown> {
     })
 }
 
+/// A class its own bound rules out, in words.
+pub(super) struct Conflict {
+    pub(super) verdict: String,
+    pub(super) missing: String,
+}
+
+/// The conflict when `limit`'s own bound allows well under what the flow carried.
+pub(super) fn ruled_out(
+    limit: Limit,
+    achieved: Option<Rate>,
+    bound: Option<(Rate, String)>,
+) -> Option<Conflict> {
+    let (a, (b, what)) = (achieved?, bound?);
+    (a.bps() > BOUND_SLACK * b.bps()).then(|| Conflict {
+        verdict: format!(
+            "{} at {a}: {} by the kernel's counters, but {what} allows {b}",
+            Limit::ConflictingEvidence.label(),
+            limit.label()
+        ),
+        missing: format!(
+            "what held the flow: the signs pointed to {limit}, but {what} allows only {b}, \
+             below the {a} it carried; samples over the whole transfer from both ends would \
+             decide"
+        ),
+    })
+}
+
+/// The decision with the class its own bound rules out turned into conflicting evidence (for
+/// `classify` as for `diagnose`: a conns row says what a test would).
+pub(super) fn checked(mut d: Decision, e: &Evidence, ctx: &Context) -> Decision {
+    let cc = ctx.congestion.map(|c| c.to_string());
+    let bound = class_bound(d.limit, e, cc.as_deref(), ctx.streams);
+    if let Some(conflict) = ruled_out(d.limit, e.achieved_bps, bound) {
+        let text = conflict.verdict;
+        // The verdict text is built from the decision: keep only the reason after the class.
+        let why = text
+            .split_once(": ")
+            .map(|(_, w)| w.to_string())
+            .unwrap_or(text);
+        d = Decision {
+            limit: Limit::ConflictingEvidence,
+            share: None,
+            why,
+            missing: vec![conflict.missing],
+        };
+    }
+    d
+}
+
 /// Makes `d` keep the promises it can be made to keep: bounds that are not bounds move to
 /// `bounds_not_shown`; a class its own bound rules out becomes conflicting evidence (its
 /// needs then are only the handshake options); advice that breaks a rule is dropped.
@@ -259,26 +315,13 @@ pub(super) fn enforce(d: &mut Diagnosis) {
     d.bounds = kept;
     d.bounds_not_shown
         .extend(moved.iter().filter_map(not_a_bound));
-    let achieved = d.evidence.achieved_bps;
-    let ruled_out = match (achieved, class_bound(d.limit, &d.evidence, &d.in_effect)) {
-        (Some(a), Some((b, what))) if a.bps() > BOUND_SLACK * b.bps() => Some((b, what)),
-        _ => None,
-    };
-    if let Some((b, what)) = ruled_out {
-        let was = d.limit;
+    let ie = &d.in_effect;
+    let bound = class_bound(d.limit, &d.evidence, ie.congestion.as_deref(), ie.streams);
+    if let Some(conflict) = ruled_out(d.limit, d.evidence.achieved_bps, bound) {
         d.limit = Limit::ConflictingEvidence;
         d.share = None;
-        d.missing.push(format!(
-            "what held the flow: the signs pointed to {was}, but {what} allows only {b}, below \
-             the {} it carried; samples over the whole transfer from both ends would decide",
-            achieved.unwrap_or(Rate::from_bps(0.0))
-        ));
-        d.verdict = format!(
-            "{} at {}: {} by the kernel's counters, but {what} allows {b}",
-            Limit::ConflictingEvidence.label(),
-            achieved.unwrap_or(Rate::from_bps(0.0)),
-            was.label()
-        );
+        d.verdict = conflict.verdict;
+        d.missing.push(conflict.missing);
         d.needs
             .retain(|n| matches!(n.knob, Knob::Sack | Knob::Timestamps | Knob::WindowScaling));
         d.recommendations = advice::advise(&d.needs, &d.in_effect);
