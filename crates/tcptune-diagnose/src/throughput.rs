@@ -343,3 +343,5 @@ impl fmt::Display for TestDiagnosis {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod wave3_tests;

@@ -358,11 +358,15 @@ fn holes_filled_later_are_upstream_loss_not_capture_drops() {
         .filter_map(|x| x.as_str())
         .collect();
     assert!(
-        findings.iter().any(|x| x.contains("not dropped by the capture")),
+        findings
+            .iter()
+            .any(|x| x.contains("not dropped by the capture")),
         "{findings:?}"
     );
     assert!(
-        !findings.iter().any(|x| x.contains("the capture missed packets")),
+        !findings
+            .iter()
+            .any(|x| x.contains("the capture missed packets")),
         "{findings:?}"
     );
     // The loss was compared with the loss bound, as `test` does.

@@ -11,27 +11,27 @@ use tcptune_model::Bytes;
 
 /// A sender's sample series: `n` samples every 100 ms with per-sample increments.
 #[derive(Clone)]
-struct Series {
-    mss: u32,
-    cwnd_segs: u32,
-    snd_wnd: u32,
-    rtt_us: u32,
-    bytes_per_tick: u64,
-    segs_retrans_per_tick: u32,
-    busy_per_tick_us: u64,
-    rwnd_per_tick_us: u64,
-    sndbuf_per_tick_us: u64,
-    options: u8,
-    sndbuf: u32,
-    wmem_queued: u32,
-    unacked: u32,
-    app_limited: bool,
+pub(super) struct Series {
+    pub(super) mss: u32,
+    pub(super) cwnd_segs: u32,
+    pub(super) snd_wnd: u32,
+    pub(super) rtt_us: u32,
+    pub(super) bytes_per_tick: u64,
+    pub(super) segs_retrans_per_tick: u32,
+    pub(super) busy_per_tick_us: u64,
+    pub(super) rwnd_per_tick_us: u64,
+    pub(super) sndbuf_per_tick_us: u64,
+    pub(super) options: u8,
+    pub(super) sndbuf: u32,
+    pub(super) wmem_queued: u32,
+    pub(super) unacked: u32,
+    pub(super) app_limited: bool,
     /// Bytes written and not yet sent: a bulk sender keeps its queue full.
-    notsent: u32,
+    pub(super) notsent: u32,
 }
 
 impl Series {
-    fn samples(&self, n: u64) -> Vec<Sample> {
+    pub(super) fn samples(&self, n: u64) -> Vec<Sample> {
         (0..=n)
             .map(|k| {
                 let bytes = self.bytes_per_tick * k;
@@ -75,7 +75,7 @@ impl Series {
     }
 }
 
-fn base() -> Series {
+pub(super) fn base() -> Series {
     Series {
         mss: 1448,
         cwnd_segs: 800,
@@ -95,7 +95,7 @@ fn base() -> Series {
     }
 }
 
-fn run_with(s: &Series, ctx: &Context, cpu: &[CpuUse]) -> StreamDiagnosis {
+pub(super) fn run_with(s: &Series, ctx: &Context, cpu: &[CpuUse]) -> StreamDiagnosis {
     let samples = s.samples(100);
     let received = samples.last().unwrap().info.bytes_acked.unwrap();
     diagnose_stream(
@@ -111,11 +111,11 @@ fn run_with(s: &Series, ctx: &Context, cpu: &[CpuUse]) -> StreamDiagnosis {
     )
 }
 
-fn run(s: &Series, ctx: &Context) -> StreamDiagnosis {
+pub(super) fn run(s: &Series, ctx: &Context) -> StreamDiagnosis {
     run_with(s, ctx, &[])
 }
 
-fn ctx(path: &str) -> Context {
+pub(super) fn ctx(path: &str) -> Context {
     Context {
         path_rate: Some(path.parse().unwrap()),
         kernel: KernelVersion::new(6, 18),
@@ -125,7 +125,7 @@ fn ctx(path: &str) -> Context {
 }
 
 /// This host as measured: 32 MiB maxima, BBR, every option on.
-fn host_32m() -> HostSettings {
+pub(super) fn host_32m() -> HostSettings {
     HostSettings {
         tcp_rmem: Some([4096, 131072, 33554432]),
         tcp_wmem: Some([4096, 16384, 33554432]),
@@ -140,7 +140,7 @@ fn host_32m() -> HostSettings {
 
 /// A recommendation is harmful if it lowers a known value without a fit, names a value in
 /// effect, or gives two values for one knob and end.
-fn harmful(recs: &[Recommendation], fit: bool) -> Vec<String> {
+pub(super) fn harmful(recs: &[Recommendation], fit: bool) -> Vec<String> {
     let mut bad = Vec::new();
     for (i, r) in recs.iter().enumerate() {
         if let (Some(c), Some(p)) = (&r.current, &r.proposed) {
