@@ -269,6 +269,7 @@ fn observe(
     samples: Vec<(Dur, DiagSocket)>,
     path_rate: Option<Rate>,
     streams: u32,
+    bulk_sender: bool,
 ) -> Option<Observed> {
     // The data connection is the one that moved the most bytes (iperf3 also has a control
     // connection on the same port).
@@ -314,6 +315,7 @@ fn observe(
         framing_bytes: tcptune_model::goodput::NETEM_FRAMING,
         // Parallel streams share the path: each is judged against its share.
         streams,
+        bulk_sender,
         ..Context::default()
     };
     // The whole series, so medians and per-sample evidence cover the trial; one sample (a
@@ -881,7 +883,10 @@ pub fn run(
         .and_then(|p| p.parse::<u32>().ok())
         .unwrap_or(1)
         .max(1);
-    if let Some(o) = observe(observed, path_rate, streams) {
+    // iperf3 writes as fast as the socket takes (the workloads have no rate cap): a bulk
+    // sender, never application limited. An http or command workload sets its own pace.
+    let bulk = s.get("workload.kind").is_none_or(|k| k == "iperf3");
+    if let Some(o) = observe(observed, path_rate, streams, bulk) {
         m.retransmits = m.retransmits.or(o.retransmits);
         m.rtt_min_s = o.rtt_min_s;
         m.rtt_mean_s = o.rtt_mean_s;
