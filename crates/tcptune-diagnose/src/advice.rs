@@ -47,6 +47,10 @@ pub enum Knob {
     Cpu,
     /// The receiving application reads too slowly (no setting).
     ReceiverReads,
+    /// An active queue manager at the bottleneck (no setting of these hosts).
+    Aqm,
+    /// `net.ipv4.tcp_notsent_lowat`: how much unsent data a socket may queue.
+    NotsentLowat,
 }
 
 impl Knob {
@@ -109,6 +113,9 @@ pub struct HostSettings {
     pub timestamps: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub window_scaling: Option<bool>,
+    /// `net.ipv4.tcp_notsent_lowat` (4294967295: unset).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notsent_lowat: Option<u64>,
 }
 
 impl HostSettings {
@@ -132,6 +139,7 @@ impl HostSettings {
             sack: flag("net.ipv4.tcp_sack"),
             timestamps: flag("net.ipv4.tcp_timestamps"),
             window_scaling: flag("net.ipv4.tcp_window_scaling"),
+            notsent_lowat: num("net.ipv4.tcp_notsent_lowat"),
         }
     }
 

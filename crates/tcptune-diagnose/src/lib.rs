@@ -21,6 +21,7 @@ pub mod conn;
 pub mod engine;
 mod figures;
 pub mod json;
+pub mod latency;
 mod rows;
 pub mod throughput;
 pub mod watch;

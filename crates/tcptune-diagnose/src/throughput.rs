@@ -100,6 +100,9 @@ pub struct TestDiagnosis {
     /// is the other host).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reverse: Option<Box<TestDiagnosis>>,
+    /// Latency under the load rose far beyond idle (from the test's latency probes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bufferbloat: Option<crate::latency::BloatFinding>,
     pub problem: bool,
 }
 
@@ -260,8 +263,23 @@ pub fn diagnose_test(mut streams: Vec<StreamDiagnosis>, ctx: &Context) -> TestDi
         recommendations,
         streams,
         reverse: None,
+        bufferbloat: None,
         problem,
     }
+}
+
+/// Adds a bufferbloat finding: its fixes join the test's recommendations (one per knob,
+/// checked against what is in effect), and it is a problem.
+pub fn add_bloat(t: &mut TestDiagnosis, finding: crate::latency::BloatFinding, ctx: &Context) {
+    let mut needs: Vec<crate::advice::Need> = t
+        .streams
+        .iter()
+        .flat_map(|s| s.needs.iter().cloned())
+        .collect();
+    needs.extend(finding.needs.iter().cloned());
+    t.recommendations = crate::advice::advise(&needs, &InEffect::of(ctx));
+    t.problem = true;
+    t.bufferbloat = Some(finding);
 }
 
 fn write_bounds(f: &mut fmt::Formatter<'_>, bounds: &[Bound], indent: &str) -> fmt::Result {
@@ -296,6 +314,9 @@ impl TestDiagnosis {
         }
         for n in not_shown {
             writeln!(f, "  {:<12} not shown: {}", n.model, n.why)?;
+        }
+        if let Some(b) = &self.bufferbloat {
+            writeln!(f, "Finding: {}", b.text)?;
         }
         if !self.recommendations.is_empty() {
             writeln!(f, "What would help:")?;

@@ -6,8 +6,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use crate::peer::LocalPeer;
+use crate::probe;
 use tcptune_diagnose::advice::{HostSettings, KnownSettings};
 use tcptune_diagnose::engine::{self, CpuScope, CpuUse};
+use tcptune_diagnose::latency::{DelayPlaces, LatencyReport, Probe, ProbeKind};
 use tcptune_diagnose::throughput::{
     diagnose_bidir, diagnose_stream, diagnose_test, StreamInput, TestContext,
 };
@@ -48,6 +50,8 @@ pub struct ClientConfig {
     pub cport: Option<u16>,
     /// Only this address family (`-4`, `-6`).
     pub family: Option<Family>,
+    /// Probe latency: round trips before the load and under it (`crate::probe`).
+    pub latency: bool,
 }
 
 fn kernel() -> (KernelVersion, KernelSource) {
@@ -388,6 +392,12 @@ pub fn run_with(
 ) -> Result<TestOutput, TestError> {
     let addr = resolve(&cfg.host, cfg.port, cfg.family)?;
     let clock = Clock::start();
+    // The idle round trip, before anything of the test loads the path.
+    let mut probes = if cfg.latency {
+        probe::idle(addr, probe::IDLE_PROBES, clock.0)
+    } else {
+        Vec::new()
+    };
     let started_at = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs())
@@ -555,6 +565,13 @@ pub fn run_with(
     let mut peer = LocalPeer::new(&socks, cfg.sample_every);
     let data = DataPhase::start(socks, &plan, cfg.sample_every, clock.0)
         .map_err(|e| TestError::io("starting the data streams", e))?;
+    // Round trips under the load, on their own thread (a failure to start one is no reason to
+    // fail the test: the latency figures are then absent).
+    let loaded = if cfg.latency {
+        probe::Loaded::start(addr, probe::LOADED_RATE_HZ, clock.0).ok()
+    } else {
+        None
+    };
     let t0 = data.started();
     let roles = data.ids();
     let ids: Vec<u32> = roles.iter().map(|r| r.0).collect();
@@ -710,6 +727,15 @@ pub fn run_with(
     }
     // The time the bytes took: until the senders stop (as iperf3 reports it).
     let secs = since(clock.now()) - origin;
+    if let Some(loaded) = loaded {
+        let mut under_load = loaded.finish();
+        tcptune_diagnose::latency::mark_ramp(
+            &mut under_load,
+            t0,
+            Dur::from_secs_f64(since(clock.now()).max(0.0)),
+        );
+        probes.extend(under_load);
+    }
     data.stop_senders();
     s.end_test(clock.now()).map_err(session_err)?;
     pump(&mut ctl, &mut s, &clock, |e| {
@@ -757,6 +783,7 @@ pub fn run_with(
         &server,
         server_samples,
         server_is_tcptune,
+        (cfg.latency).then_some(probes),
         secs,
         OwnCpu {
             user: own.cpu_util_user,
@@ -765,6 +792,72 @@ pub fn run_with(
         },
         host_cpu,
     ))
+}
+
+/// The latency report: the probes taken, the load connections' smoothed RTT as self probes,
+/// and where the added delay sits by the senders' own counters (medians over their samples).
+fn latency_report(
+    mut probes: Vec<Probe>,
+    senders: &[&[Sample]],
+    rate: Rate,
+    notsent_lowat: Option<u64>,
+) -> LatencyReport {
+    let mut queue_us = Vec::new();
+    let mut unsent = Vec::new();
+    let mut ce = 0u64;
+    for samples in senders {
+        for s in samples
+            .iter()
+            .filter(|s| s.info.bytes_acked.unwrap_or(0) > 0)
+        {
+            let i = &s.info;
+            if let Some(rtt) = i.srtt_us() {
+                probes.push(Probe {
+                    at_s: s.at_s,
+                    kind: ProbeKind::SelfStack,
+                    phase: tcptune_diagnose::latency::Phase::Loaded,
+                    rtt_s: Some(Dur::from_micros(rtt as u64)),
+                });
+                if let Some(m) = i.min_rtt() {
+                    queue_us.push((rtt as u64).saturating_sub(m as u64));
+                }
+            }
+            unsent.extend(i.notsent_bytes.map(u64::from));
+        }
+        if let (Some(a), Some(b)) = (samples.first(), samples.last()) {
+            let d = |x: &Sample| x.info.delivered_ce.map(u64::from);
+            ce += d(b).unwrap_or(0).saturating_sub(d(a).unwrap_or(0));
+        }
+    }
+    // The self probes' ramp, as the foreign ones' (the samples span the data phase).
+    let span = senders
+        .iter()
+        .flat_map(|v| v.iter().map(|s| s.at_s.nanos()));
+    if let (Some(a), Some(b)) = (span.clone().min(), span.max()) {
+        let mut own: Vec<Probe> = probes
+            .iter()
+            .filter(|p| p.kind == ProbeKind::SelfStack)
+            .copied()
+            .collect();
+        tcptune_diagnose::latency::mark_ramp(&mut own, Dur::from_nanos(a), Dur::from_nanos(b - a));
+        probes.retain(|p| p.kind != ProbeKind::SelfStack);
+        probes.extend(own);
+    }
+    let median = |mut v: Vec<u64>| {
+        v.sort_unstable();
+        v.get(v.len() / 2).copied()
+    };
+    let sender_unsent_bytes = median(unsent);
+    let places = DelayPlaces {
+        network_queue_s: median(queue_us).map(Dur::from_micros),
+        sender_unsent_bytes,
+        sender_queue_s: sender_unsent_bytes
+            .filter(|_| rate.bps() > 0.0)
+            .map(|b| Dur::from_secs_f64(b as f64 / rate.bytes_per_sec())),
+        notsent_lowat,
+        ecn_marks: (ce > 0).then_some(ce),
+    };
+    LatencyReport::of(probes, places)
 }
 
 /// This process's CPU over the data phase, percent of one core: user, system, and the time its
@@ -839,6 +932,7 @@ fn assemble(
     server: &Results,
     server_samples: Option<ServerSamples>,
     server_is_tcptune: bool,
+    probes: Option<Vec<Probe>>,
     secs: f64,
     own_cpu: OwnCpu,
     host_cpu: Option<(f64, f64, f64)>,
@@ -1017,13 +1111,47 @@ fn assemble(
             })
             .collect(),
     };
+    // The main direction's senders: where the self probes and the delay's places come from.
+    let main_senders: Vec<&[Sample]> = outcomes
+        .iter()
+        .filter(|o| o.sends == client_sends_main)
+        .map(|o| {
+            if o.sends {
+                o.samples.as_slice()
+            } else {
+                their_samples(o.id).as_slice()
+            }
+        })
+        .collect();
     // Each direction of a bidirectional test judged and summed on its own.
-    let diagnosis = if bidir {
+    let mut diagnosis = if bidir {
         diagnose_bidir(diag_main, diag_rev, &ctx, &rev_ctx)
     } else {
         diag_main.extend(diag_rev);
         diagnose_test(diag_main, &ctx)
     };
+    let latency = probes.map(|p| {
+        latency_report(
+            p,
+            &main_senders,
+            diagnosis.achieved_bps,
+            cfg.host_settings
+                .notsent_lowat
+                .filter(|_| client_sends_main),
+        )
+    });
+    if let Some(l) = &latency {
+        let in_effect = tcptune_diagnose::engine::InEffect::of(&ctx);
+        let bloat = tcptune_diagnose::latency::bloat(
+            &l.summary,
+            &l.places,
+            diagnosis.achieved_bps,
+            &in_effect,
+        );
+        if let Some(b) = bloat {
+            tcptune_diagnose::throughput::add_bloat(&mut diagnosis, b, &ctx);
+        }
+    }
     let mut samples: Vec<StreamSamples> = outcomes
         .iter()
         .map(|o| StreamSamples {
@@ -1051,6 +1179,7 @@ fn assemble(
             server_samples: have_server,
             streams: samples,
             diagnosis,
+            latency,
         },
         title: p.title.clone(),
         extra_data: p.extra_data.clone(),
@@ -1614,6 +1743,7 @@ fn run_udp(
             streams: Vec::new(),
             // UDP has no tcp_info: the diagnosis has nothing to judge.
             diagnosis: diagnose_test(Vec::new(), &ctx),
+            latency: None,
         },
         units: RateUnits::Auto,
     })

@@ -9,6 +9,7 @@ pub mod client;
 pub mod control;
 pub mod data;
 pub mod peer;
+pub mod probe;
 pub mod report;
 pub mod server;
 pub mod sock;

@@ -315,6 +315,9 @@ pub struct Extension {
     pub server_samples: bool,
     pub streams: Vec<StreamSamples>,
     pub diagnosis: TestDiagnosis,
+    /// Latency before and under the load (absent with --no-latency, -J and --json-stream).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub latency: Option<tcptune_diagnose::latency::LatencyReport>,
 }
 
 /// The result of `tcptune test`: iperf3's `-J` document (its `start`, `intervals`, `end`,
@@ -529,6 +532,9 @@ impl std::fmt::Display for TestOutput {
                 u.packets,
                 u.lost_percent.unwrap_or(0.0)
             );
+        }
+        if let Some(l) = &self.tcptune.latency {
+            write!(f, "{l}")?;
         }
         writeln!(f)?;
         write!(f, "{}", self.tcptune.diagnosis)

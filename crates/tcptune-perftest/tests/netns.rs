@@ -79,6 +79,7 @@ fn our_client(
     path_rate: Option<Rate>,
 ) -> TestOutput {
     let cfg = ClientConfig {
+        latency: false,
         host: host.into(),
         port,
         params,

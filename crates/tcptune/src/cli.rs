@@ -650,6 +650,10 @@ pub struct TestArgs {
     /// sizes buffers for it.
     #[arg(long, value_name = "RATE")]
     pub path_rate: Option<Rate>,
+    /// Skip the latency probes (the idle round trips before the load and the handshakes
+    /// during it): no responsiveness (RPM), bufferbloat grade or finding.
+    #[arg(long)]
+    pub no_latency: bool,
 }
 
 impl TestArgs {

@@ -135,6 +135,7 @@ pub(super) fn host_32m() -> HostSettings {
         sack: Some(true),
         timestamps: Some(true),
         window_scaling: Some(true),
+        notsent_lowat: None,
     }
 }
 

@@ -37,6 +37,7 @@ pub fn start_server(cfg: ServerConfig) -> Running {
 
 pub fn cfg(addr: SocketAddr, params: Params) -> ClientConfig {
     ClientConfig {
+        latency: false,
         host: addr.ip().to_string(),
         port: addr.port(),
         params,

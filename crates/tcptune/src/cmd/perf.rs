@@ -563,6 +563,8 @@ fn run_test(
         ),
         bind: args.bind,
         cport: args.cport,
+        // iperf3's own document (-J, --json-stream) stays iperf3's: no probes before it starts.
+        latency: !args.no_latency && matches!(mode, Mode::Text | Mode::Envelope),
         family: if args.v4 {
             Some(Family::V4)
         } else if args.v6 {

@@ -1,0 +1,3 @@
+//! Helpers shared by the CLI tests.
+
+pub mod lab;
