@@ -60,6 +60,12 @@ pub fn kernel_version() -> Option<KernelVersion> {
     kernel_release()?.parse::<KernelVersion>().ok()
 }
 
+/// The running kernel's version with its source: `Detected`, or `Assumed` as
+/// [`KernelVersion::ASSUMED`] when the release cannot be read or parsed.
+pub fn kernel_version_or_assumed() -> (KernelVersion, tcptune_model::kernel::KernelSource) {
+    KernelVersion::detected_or_assumed(kernel_version())
+}
+
 /// The `tcp_info` tail layout of the running kernel (6.18 when the version is unknown).
 pub fn running_tail_layout() -> TailLayout {
     kernel_version()

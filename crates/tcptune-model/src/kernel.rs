@@ -41,6 +41,20 @@ impl KernelVersion {
     /// The first kernel where the window is `buffer × scaling_ratio / 256`.
     pub const SCALING_RATIO_SINCE: KernelVersion = KernelVersion { major: 6, minor: 6 };
 
+    /// The kernel assumed when neither the user nor the host says which one runs (the one
+    /// fallback: `model buffers`, the audit, `test` and the engine all use it): 6.6, the first
+    /// with the per-socket scaling_ratio, whose conservative starting ratio of 50% equals the
+    /// older rule's half (tcp_adv_win_scale 1), so the window comes out the same either side.
+    pub const ASSUMED: KernelVersion = Self::SCALING_RATIO_SINCE;
+
+    /// A kernel read from a host (`Detected`), or [`KernelVersion::ASSUMED`] when none could be.
+    pub fn detected_or_assumed(read: Option<KernelVersion>) -> (KernelVersion, KernelSource) {
+        match read {
+            Some(k) => (k, KernelSource::Detected),
+            None => (Self::ASSUMED, KernelSource::Assumed),
+        }
+    }
+
     pub const fn new(major: u16, minor: u16) -> Self {
         KernelVersion { major, minor }
     }

@@ -4,7 +4,8 @@
 
 use schemars::JsonSchema;
 use serde::Serialize;
-use tcptune_model::goodput::goodput_ceiling;
+use tcptune_model::goodput::{goodput_ceiling, tcp_ip_header_bytes, NETEM_FRAMING};
+use tcptune_model::kernel::{KernelVersion, WindowRule};
 use tcptune_model::mathis::{mathis_bps, MathisConstant};
 use tcptune_model::{Bytes, Dur, Probability, Rate};
 
@@ -68,15 +69,17 @@ pub fn theory(s: &Settings) -> Theory {
     };
     let rtt = delay("up").secs() + delay("down").secs();
     let rtt_s = (rtt > 0.0).then_some(rtt);
-    // The window a receiver can advertise: an explicit SO_RCVBUF v gives 2v × ratio; autotuning
-    // grows to tcp_rmem[2] × ratio. The ratio is taken as ½ (6.6+ kernels' floor).
-    let window = match s.get("workload.window") {
-        Some(v) => v.parse::<Bytes>().ok().map(|b| b.get() as f64),
+    // The window a receiver can advertise: an explicit SO_RCVBUF v makes a buffer of 2v;
+    // autotuning grows one to tcp_rmem[2]. The kernel's window rule makes window of its share:
+    // the assumed kernel's (6.6+, its starting ratio of ½, the floor a socket measures up from).
+    let share = WindowRule::for_kernel(KernelVersion::ASSUMED, None, None).payload_fraction();
+    let buffer = match s.get("workload.window") {
+        Some(v) => v.parse::<Bytes>().ok().map(|b| 2.0 * b.get() as f64),
         None => s
             .get(&format!("{receiver}.sysctl.net.ipv4.tcp_rmem"))
-            .and_then(|v| v.split_whitespace().nth(2)?.parse::<f64>().ok())
-            .map(|max| max / 2.0),
+            .and_then(|v| v.split_whitespace().nth(2)?.parse::<f64>().ok()),
     };
+    let window = buffer.map(|b| b * share);
     let window_bound_bps = window.zip(rtt_s).map(|(w, r)| w * 8.0 / r);
     // The path MTU: the smaller of the hosts' MTUs when set, else Ethernet's 1500.
     let mtu = ["client.mtu", "server.mtu"]
@@ -89,7 +92,8 @@ pub fn theory(s: &Settings) -> Theory {
             .map(String::as_str)
             == Some("0")
     });
-    let mss = mtu - if timestamps_off { 40.0 } else { 52.0 };
+    let header = tcp_ip_header_bytes(false, !timestamps_off);
+    let mss = mtu - header as f64;
     let loss = link("loss")
         .and_then(|v| v.parse::<Probability>().ok())
         .map(Probability::get)
@@ -106,12 +110,12 @@ pub fn theory(s: &Settings) -> Theory {
     // overhead (the emulator counts 14 bytes, an Ethernet header, unless told otherwise).
     let overhead = link("overhead")
         .and_then(|v| v.trim().parse::<f64>().ok())
-        .unwrap_or(14.0);
+        .unwrap_or(NETEM_FRAMING as f64);
     let payload_rate = rate.map(|r| {
         goodput_ceiling(
             Rate::from_bps(r),
             mss as u32,
-            (mtu - mss) as u32,
+            header,
             overhead.max(0.0) as u32,
         )
         .bps()

@@ -196,8 +196,8 @@ pub fn audit(state: &HostState, input: &AuditInput) -> Audit {
     let adv = state
         .sysctl("net.ipv4.tcp_adv_win_scale")
         .and_then(|v| v.trim().parse().ok());
-    // Without a known kernel, assume a recent one (the 6.6+ rule).
-    let kernel = state.kernel.unwrap_or(KernelVersion::SCALING_RATIO_SINCE);
+    // Without a known kernel, the one every command assumes.
+    let kernel = state.kernel.unwrap_or(KernelVersion::ASSUMED);
     let rule = WindowRule::for_kernel(kernel, None, adv);
     let fraction = rule.payload_fraction();
     let cc = state
