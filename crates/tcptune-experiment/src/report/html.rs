@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use tcptune_report::html::{Block, Page};
 
-use super::figures::Figures;
+use super::figures::{Figure, Figures};
 use super::results::{Exporter, Results};
 use super::summary::{failure_causes, mbit, PointSummary};
 use super::tables::{failures_table, join_table, realised_table};
@@ -84,11 +84,7 @@ fn goodput_sections(page: &mut Page, figures: &Figures) {
     let figures_blocks = vec![Block::Svg(figures.goodput.clone()), Block::Text(caption)];
     page.section("Goodput against the swept setting", figures_blocks);
     if !figures.over_time.is_empty() {
-        let grid = figures
-            .over_time
-            .iter()
-            .map(|f| (f.caption.clone(), f.svg.clone()))
-            .collect();
+        let grid = captioned(&figures.over_time);
         page.section(
             "Over time, every point and every measured trial",
             vec![Block::Grid(grid)],
@@ -236,14 +232,18 @@ fn capture_section(page: &mut Page, figures: &Figures) {
             table.clone(),
         ];
         if !figures.capture_graphs.is_empty() {
-            let grid = figures
-                .capture_graphs
-                .iter()
-                .map(|f| (f.caption.clone(), f.svg.clone()))
-                .collect();
+            let grid = captioned(&figures.capture_graphs);
             blocks.push(Block::Text("The first captured trial of each point: its time-sequence graph (segments, ACKs, the receive window's edge, retransmissions), the advertised window with bytes in flight, and its RTT samples.".into()));
             blocks.push(Block::Grid(grid));
         }
         page.section("What the captures show", blocks);
     }
+}
+
+/// Figures as the page's grid takes them: (caption, SVG).
+fn captioned(figures: &[Figure]) -> Vec<(String, String)> {
+    figures
+        .iter()
+        .map(|f| (f.caption.clone(), f.svg.clone()))
+        .collect()
 }
