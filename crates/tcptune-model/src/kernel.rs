@@ -344,6 +344,29 @@ mod tests {
     }
 
     #[test]
+    fn an_unknown_kernel_is_the_assumed_one_whose_window_is_the_older_rules_too() {
+        let v = KernelVersion::new(6, 12);
+        assert_eq!(
+            KernelVersion::detected_or_assumed(Some(v)),
+            (v, KernelSource::Detected)
+        );
+        assert_eq!(
+            KernelVersion::detected_or_assumed(None),
+            (KernelVersion::ASSUMED, KernelSource::Assumed)
+        );
+        // Either side of 6.6 a default host advertises half its buffer: assuming 6.6 gives the
+        // same window as the older rule would.
+        let assumed = WindowRule::for_kernel(KernelVersion::ASSUMED, None, None);
+        let older = WindowRule::for_kernel(KernelVersion::new(6, 1), None, None);
+        assert!(KernelVersion::ASSUMED.has_scaling_ratio());
+        assert_eq!(assumed.payload_fraction(), older.payload_fraction());
+        assert_eq!(
+            assumed.window_from_space(1 << 20),
+            older.window_from_space(1 << 20)
+        );
+    }
+
+    #[test]
     fn window_rules_match_the_kernel_arithmetic() {
         let old = WindowRule::for_kernel(KernelVersion::new(6, 1), None, None);
         assert_eq!(old, WindowRule::AdvWinScale { adv_win_scale: 1 });
