@@ -296,7 +296,14 @@ impl ConvState {
         let (seq, ack, fl) = (seg.seq, seg.ack, seg.flags);
         let window = u32::from(seg.window);
         let sfr = fl & (th::SYN | th::FIN | th::RST) != 0;
-        let f = &mut v.flags.0;
+        let facts = Seg {
+            seq,
+            ack,
+            fl,
+            window,
+            seglen,
+            sfr,
+        };
         v.why = Why {
             nextseq: fwd.nextseq,
             rev_lastack: rev.lastack,
@@ -310,79 +317,8 @@ impl ConvState {
             rev_base: rev.base_seq,
         };
 
-        'fwd: {
-            // ZERO WINDOW PROBE: one byte at the next expected sequence number while the peer
-            // advertises a zero window. Nothing else in this block applies to it.
-            if seglen == 1 && seq == fwd.nextseq && rev.window == 0 {
-                *f |= Flags::ZERO_WINDOW_PROBE;
-                break 'fwd;
-            }
-            // ZERO WINDOW
-            if window == 0 && !sfr {
-                *f |= Flags::ZERO_WINDOW;
-            }
-            // LOST SEGMENT (previous segment not captured)
-            if fwd.nextseq != 0 && seq::gt(seq, fwd.nextseq) && fl & th::RST == 0 {
-                *f |= Flags::LOST_PACKET;
-            }
-            // KEEP-ALIVE: 0 or 1 byte starting one before the next expected byte.
-            if (seglen == 0 || seglen == 1) && seq == fwd.nextseq.wrapping_sub(1) && !sfr {
-                *f |= Flags::KEEP_ALIVE;
-            }
-            // WINDOW UPDATE
-            if seglen == 0
-                && window != 0
-                && window != fwd.window
-                && seq == fwd.nextseq
-                && ack == fwd.lastack
-                && !sfr
-            {
-                *f |= Flags::WINDOW_UPDATE;
-            }
-            // WINDOW FULL: the segment ends exactly at the peer's advertised right edge.
-            if seglen > 0 && rev.win_scale != -1 && !sfr {
-                let shift = if rev.is_first_ack || rev.win_scale == -2 {
-                    0
-                } else {
-                    rev.win_scale as u32
-                };
-                let edge = rev.lastack.wrapping_add(rev.window.wrapping_shl(shift));
-                v.why.window_edge = edge;
-                if seq.wrapping_add(seglen) == edge {
-                    *f |= Flags::WINDOW_FULL;
-                }
-            }
-            let same_ack = seglen == 0 && seq == fwd.nextseq && ack == fwd.lastack && !sfr;
-            // KEEP-ALIVE ACK
-            if same_ack
-                && window != 0
-                && window == fwd.window
-                && rev.lastsegmentflags.has(Flags::KEEP_ALIVE)
-            {
-                *f |= Flags::KEEP_ALIVE_ACK;
-                break 'fwd;
-            }
-            // ZERO WINDOW PROBE ACK (4.0: the ACK must repeat exactly)
-            if same_ack
-                && window == 0
-                && window == fwd.window
-                && rev.lastsegmentflags.has(Flags::ZERO_WINDOW_PROBE)
-            {
-                *f |= Flags::ZERO_WINDOW_PROBE_ACK;
-                break 'fwd;
-            }
-            // DUPLICATE ACK
-            if same_ack && window != 0 && window == fwd.window {
-                fwd.dupacknum = if fwd.dupacknum == u32::MAX {
-                    1
-                } else {
-                    fwd.dupacknum + 1
-                };
-                *f |= Flags::DUPLICATE_ACK;
-                v.dupack_num = fwd.dupacknum;
-                v.dupack_frame = fwd.lastnondupack;
-            }
-        }
+        forward_flags(fwd, rev, facts, v);
+        let f = &mut v.flags.0;
         if ack != fwd.lastack {
             fwd.lastnondupack = frame;
             fwd.dupacknum = 0;
@@ -402,32 +338,7 @@ impl ConvState {
         }
 
         // RETRANSMISSION / FAST / SPURIOUS / OUT-OF-ORDER
-        if (seglen > 0 || fl & (th::SYN | th::FIN) != 0) && *f & Flags::KEEP_ALIVE == 0 {
-            let mut seq_not_advanced = fwd.nextseq != 0 && seq::lt(seq, fwd.nextseq);
-            if seglen > 1 && fwd.nextseq.wrapping_sub(1) == seq {
-                // New data right after a zero-window probe byte.
-                seq_not_advanced = false;
-            }
-            let t_fast = now.wrapping_sub(rev.lastack_time) as u64;
-            let t_ooo = now.wrapping_sub(fwd.nextseq_time) as u64;
-            let syn_fin = u32::from(fl & (th::SYN | th::FIN) != 0);
-            if seglen > 0 && rev.lastack != 0 && seq::le(seq.wrapping_add(seglen), rev.lastack) {
-                *f |= Flags::SPURIOUS_RETRANSMISSION;
-            } else if seq_not_advanced
-                && rev.dupacknum >= 2
-                && rev.lastack == seq
-                && t_fast < 20_000_000
-            {
-                *f |= Flags::FAST_RETRANSMISSION;
-            } else if seq_not_advanced
-                && t_ooo < ooo_threshold as u64
-                && fwd.nextseq != seq.wrapping_add(seglen).wrapping_add(syn_fin)
-            {
-                *f |= Flags::OUT_OF_ORDER;
-            } else if seq_not_advanced {
-                *f |= Flags::RETRANSMISSION;
-            }
-        }
+        retransmission_flags(fwd, rev, facts, now, ooo_threshold, f);
 
         // Bookkeeping: advance nextseq (not for a zero-window probe), the continuous edge, and
         // remember this packet's ACK, window and flags.
@@ -456,6 +367,145 @@ impl ConvState {
         // Every packet's ACK field (even without the ACK flag) removes what it covers.
         rev.unacked.ack(ack);
     }
+}
+
+/// The rules on a segment against its direction's last one and the peer's window (Wireshark's
+/// first block, in its order): zero window and its probe, lost segment, keep-alive, window
+/// update, window full, keep-alive ACK, zero-window-probe ACK and duplicate ACK.
+fn forward_flags(fwd: &mut DirState, rev: &DirState, seg: Seg, v: &mut Verdict) {
+    let Seg {
+        seq,
+        ack,
+        fl,
+        window,
+        seglen,
+        sfr,
+    } = seg;
+    let f = &mut v.flags.0;
+    // ZERO WINDOW PROBE: one byte at the next expected sequence number while the peer
+    // advertises a zero window. Nothing else in this block applies to it.
+    if seglen == 1 && seq == fwd.nextseq && rev.window == 0 {
+        *f |= Flags::ZERO_WINDOW_PROBE;
+        return;
+    }
+    // ZERO WINDOW
+    if window == 0 && !sfr {
+        *f |= Flags::ZERO_WINDOW;
+    }
+    // LOST SEGMENT (previous segment not captured)
+    if fwd.nextseq != 0 && seq::gt(seq, fwd.nextseq) && fl & th::RST == 0 {
+        *f |= Flags::LOST_PACKET;
+    }
+    // KEEP-ALIVE: 0 or 1 byte starting one before the next expected byte.
+    if (seglen == 0 || seglen == 1) && seq == fwd.nextseq.wrapping_sub(1) && !sfr {
+        *f |= Flags::KEEP_ALIVE;
+    }
+    // WINDOW UPDATE
+    if seglen == 0
+        && window != 0
+        && window != fwd.window
+        && seq == fwd.nextseq
+        && ack == fwd.lastack
+        && !sfr
+    {
+        *f |= Flags::WINDOW_UPDATE;
+    }
+    // WINDOW FULL: the segment ends exactly at the peer's advertised right edge.
+    if seglen > 0 && rev.win_scale != -1 && !sfr {
+        let shift = if rev.is_first_ack || rev.win_scale == -2 {
+            0
+        } else {
+            rev.win_scale as u32
+        };
+        let edge = rev.lastack.wrapping_add(rev.window.wrapping_shl(shift));
+        v.why.window_edge = edge;
+        if seq.wrapping_add(seglen) == edge {
+            *f |= Flags::WINDOW_FULL;
+        }
+    }
+    let same_ack = seglen == 0 && seq == fwd.nextseq && ack == fwd.lastack && !sfr;
+    // KEEP-ALIVE ACK
+    if same_ack
+        && window != 0
+        && window == fwd.window
+        && rev.lastsegmentflags.has(Flags::KEEP_ALIVE)
+    {
+        *f |= Flags::KEEP_ALIVE_ACK;
+        return;
+    }
+    // ZERO WINDOW PROBE ACK (4.0: the ACK must repeat exactly)
+    if same_ack
+        && window == 0
+        && window == fwd.window
+        && rev.lastsegmentflags.has(Flags::ZERO_WINDOW_PROBE)
+    {
+        *f |= Flags::ZERO_WINDOW_PROBE_ACK;
+        return;
+    }
+    // DUPLICATE ACK
+    if same_ack && window != 0 && window == fwd.window {
+        fwd.dupacknum = if fwd.dupacknum == u32::MAX {
+            1
+        } else {
+            fwd.dupacknum + 1
+        };
+        *f |= Flags::DUPLICATE_ACK;
+        v.dupack_num = fwd.dupacknum;
+        v.dupack_frame = fwd.lastnondupack;
+    }
+}
+
+/// Retransmission, fast or spurious, or out-of-order: what a segment that does not advance
+/// the sequence is (Wireshark's order of tests).
+fn retransmission_flags(
+    fwd: &DirState,
+    rev: &DirState,
+    seg: Seg,
+    now: i64,
+    ooo_threshold: i64,
+    f: &mut u16,
+) {
+    let Seg {
+        seq, fl, seglen, ..
+    } = seg;
+    if (seglen > 0 || fl & (th::SYN | th::FIN) != 0) && *f & Flags::KEEP_ALIVE == 0 {
+        let mut seq_not_advanced = fwd.nextseq != 0 && seq::lt(seq, fwd.nextseq);
+        if seglen > 1 && fwd.nextseq.wrapping_sub(1) == seq {
+            // New data right after a zero-window probe byte.
+            seq_not_advanced = false;
+        }
+        let t_fast = now.wrapping_sub(rev.lastack_time) as u64;
+        let t_ooo = now.wrapping_sub(fwd.nextseq_time) as u64;
+        let syn_fin = u32::from(fl & (th::SYN | th::FIN) != 0);
+        if seglen > 0 && rev.lastack != 0 && seq::le(seq.wrapping_add(seglen), rev.lastack) {
+            *f |= Flags::SPURIOUS_RETRANSMISSION;
+        } else if seq_not_advanced
+            && rev.dupacknum >= 2
+            && rev.lastack == seq
+            && t_fast < 20_000_000
+        {
+            *f |= Flags::FAST_RETRANSMISSION;
+        } else if seq_not_advanced
+            && t_ooo < ooo_threshold as u64
+            && fwd.nextseq != seq.wrapping_add(seglen).wrapping_add(syn_fin)
+        {
+            *f |= Flags::OUT_OF_ORDER;
+        } else if seq_not_advanced {
+            *f |= Flags::RETRANSMISSION;
+        }
+    }
+}
+
+/// What the rules read of one segment.
+#[derive(Debug, Clone, Copy)]
+struct Seg {
+    seq: u32,
+    ack: u32,
+    fl: u16,
+    window: u32,
+    seglen: u32,
+    /// SYN, FIN or RST set.
+    sfr: bool,
 }
 
 /// Wireshark's `TCP_MAX_UNACKED_SEGMENTS`.

@@ -44,6 +44,7 @@ use std::collections::{BinaryHeap, VecDeque};
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use tcptune_wire::header::Ip;
 
 use crate::config::{ConfigError, Distribution, JitterOrder, LinkConfig, Loss};
 use crate::rng::Rng;
@@ -80,11 +81,7 @@ pub fn corrupt_ip(pkt: &mut [u8], rng: &mut Rng) {
     if pkt.is_empty() {
         return;
     }
-    let hdr = match pkt[0] >> 4 {
-        4 => usize::from(pkt[0] & 0x0f) * 4,
-        6 => 40,
-        _ => 0,
-    };
+    let hdr = Ip::new(pkt).map_or(0, Ip::header_len);
     let start = if hdr < pkt.len() { hdr } else { 0 };
     let i = start + rng.below((pkt.len() - start) as u64) as usize;
     pkt[i] ^= 1 << rng.below(8);

@@ -139,6 +139,97 @@ struct Parser<'a> {
 }
 
 impl Parser<'_> {
+    /// The `[[paired]]` groups: lists of equal length whose i-th values go together.
+    fn paired(&self, root: &Table) -> Result<Vec<Paired>, SpecError> {
+        let mut paired = Vec::new();
+        match root.get("paired") {
+            None => {}
+            Some(Item::ArrayOfTables(a)) => {
+                for t in a.iter() {
+                    let axes = self.lists(t, "paired")?;
+                    let n = axes.first().map(|a| a.values.len()).unwrap_or(0);
+                    if let Some(bad) = axes.iter().find(|a| a.values.len() != n) {
+                        return Err(self.err(
+                            t.span(),
+                            format!(
+                            "paired lists must have equal lengths: '{}' has {} values, '{}' has {n}",
+                            bad.key, bad.values.len(), axes[0].key
+                        ),
+                        ));
+                    }
+                    let rows = (0..n)
+                        .map(|i| axes.iter().map(|a| a.values[i].clone()).collect())
+                        .collect();
+                    paired.push(Paired {
+                        keys: axes.into_iter().map(|a| a.key).collect(),
+                        rows,
+                    });
+                }
+            }
+            Some(i) => {
+                return Err(self.err(i.span(), "'paired' must be a list of tables: [[paired]]"))
+            }
+        }
+        Ok(paired)
+    }
+
+    /// A setting may vary in one place only: one `[sweep]` list or one `[[paired]]` group.
+    fn swept_once(&self, sweep: &[Axis], paired: &[Paired]) -> Result<(), SpecError> {
+        let mut seen = std::collections::BTreeSet::new();
+        for k in sweep
+            .iter()
+            .map(|a| &a.key)
+            .chain(paired.iter().flat_map(|g| g.keys.iter()))
+        {
+            // Each group may name its rows; labels are not settings.
+            if k != LABEL && !seen.insert(k.clone()) {
+                return Err(self.err(
+                    None,
+                    format!("'{k}' is swept twice; list it in one [sweep] or [[paired]] only"),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The points and trials a spec makes, counted before anything is expanded, against the
+    /// limits.
+    fn check_size(
+        &self,
+        root: &Table,
+        sweep: &[Axis],
+        paired: &[Paired],
+        repetitions: u32,
+        warmup: bool,
+    ) -> Result<(), SpecError> {
+        // Counted before anything is expanded: a few short lists multiply into more points than
+        // memory holds.
+        let points = sweep
+            .iter()
+            .map(|a| a.values.len() as u128)
+            .chain(paired.iter().map(|g| g.rows.len() as u128))
+            .fold(1u128, |n, k| n.saturating_mul(k));
+        if points > MAX_POINTS as u128 {
+            return Err(self.err(
+                root.get("sweep").and_then(|i| i.span()),
+                format!(
+                    "the sweep makes {points} points, more than the {MAX_POINTS} a spec may have; sweep fewer values or split the spec"
+                ),
+            ));
+        }
+        let trials = points * (u128::from(repetitions) + u128::from(warmup));
+        if trials > MAX_TRIALS as u128 {
+            return Err(self.err(
+                root.get("repetitions").and_then(|i| i.span()),
+                format!(
+                    "{points} points × {repetitions} repetitions{} make {trials} trials, more than the {MAX_TRIALS} a spec may have; lower repetitions or sweep fewer values",
+                    if warmup { " + 1 warm-up" } else { "" }
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     fn err(&self, span: Option<std::ops::Range<usize>>, message: impl Into<String>) -> SpecError {
         SpecError {
             line: line_of(self.text, span.map(|s| s.start)),
@@ -343,74 +434,10 @@ pub fn parse(text: &str, caps: &dyn Capabilities) -> Result<Spec, SpecError> {
         Some(Item::Table(t)) => p.lists(t, "sweep")?,
         Some(i) => return Err(p.err(i.span(), "'sweep' must be a table: [sweep]")),
     };
-    let mut paired = Vec::new();
-    match root.get("paired") {
-        None => {}
-        Some(Item::ArrayOfTables(a)) => {
-            for t in a.iter() {
-                let axes = p.lists(t, "paired")?;
-                let n = axes.first().map(|a| a.values.len()).unwrap_or(0);
-                if let Some(bad) = axes.iter().find(|a| a.values.len() != n) {
-                    return Err(p.err(
-                        t.span(),
-                        format!(
-                        "paired lists must have equal lengths: '{}' has {} values, '{}' has {n}",
-                        bad.key, bad.values.len(), axes[0].key
-                    ),
-                    ));
-                }
-                let rows = (0..n)
-                    .map(|i| axes.iter().map(|a| a.values[i].clone()).collect())
-                    .collect();
-                paired.push(Paired {
-                    keys: axes.into_iter().map(|a| a.key).collect(),
-                    rows,
-                });
-            }
-        }
-        Some(i) => return Err(p.err(i.span(), "'paired' must be a list of tables: [[paired]]")),
-    }
-    // A setting may vary in one place only.
-    let mut seen = std::collections::BTreeSet::new();
-    for k in sweep
-        .iter()
-        .map(|a| &a.key)
-        .chain(paired.iter().flat_map(|g| g.keys.iter()))
-    {
-        // Each group may name its rows; labels are not settings.
-        if k != LABEL && !seen.insert(k.clone()) {
-            return Err(p.err(
-                None,
-                format!("'{k}' is swept twice; list it in one [sweep] or [[paired]] only"),
-            ));
-        }
-    }
+    let paired = p.paired(root)?;
+    p.swept_once(&sweep, &paired)?;
     let repetitions = int_of("repetitions", 1, 100_000)?.unwrap_or(3) as u32;
-    // Counted before anything is expanded: a few short lists multiply into more points than
-    // memory holds.
-    let points = sweep
-        .iter()
-        .map(|a| a.values.len() as u128)
-        .chain(paired.iter().map(|g| g.rows.len() as u128))
-        .fold(1u128, |n, k| n.saturating_mul(k));
-    if points > MAX_POINTS as u128 {
-        return Err(p.err(
-            root.get("sweep").and_then(|i| i.span()),
-            format!(
-                "the sweep makes {points} points, more than the {MAX_POINTS} a spec may have; sweep fewer values or split the spec"
-            ),
-        ));
-    }
-    let trials = points * (u128::from(repetitions) + u128::from(warmup));
-    if trials > MAX_TRIALS as u128 {
-        return Err(p.err(
-            root.get("repetitions").and_then(|i| i.span()),
-            format!(
-                "{points} points × {repetitions} repetitions{} make {trials} trials, more than the {MAX_TRIALS} a spec may have; lower repetitions or sweep fewer values",
-                if warmup { " + 1 warm-up" } else { "" }
-            ),
-        ));
-    }
+    p.check_size(root, &sweep, &paired, repetitions, warmup)?;
     Ok(Spec {
         name,
         description: str_of("description")?.unwrap_or_default(),

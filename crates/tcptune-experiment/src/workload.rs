@@ -622,34 +622,7 @@ pub fn run(
     let (send_host, _recv_host) = sender(s);
     let server_addr = hosts.address("server");
 
-    let joined = capture.is_some_and(|c| c.server.is_some());
-    let mut caps = Vec::new();
-    if let Some(c) = capture {
-        for (host, path) in [("client", Some(c.client)), ("server", c.server)] {
-            let Some(path) = path else { continue };
-            let mut cmd = hosts.command(host, "tcpdump");
-            cmd.args(["-i", "any", "-s", &c.snaplen.to_string(), "-U"]);
-            if joined {
-                // Stamps as fine as the kernel takes them, each packet handed over at once, and
-                // an 8 MB buffer: a packet the capture dropped would pass for one the link lost.
-                cmd.args([
-                    "--time-stamp-precision=nano",
-                    "--immediate-mode",
-                    "-B",
-                    "8192",
-                ]);
-            }
-            cmd.arg("-w").arg(path);
-            cmd.args(["tcp", "port", &port.to_string()]);
-            let mut g = spawn(cmd)?;
-            if joined {
-                g.wait_for_line("listening on")
-                    .map_err(|e| format!("tcpdump on the {host}: {e}"))?;
-            }
-            caps.push((host, g));
-        }
-    }
-
+    let (joined, caps) = start_captures(hosts, port, capture)?;
     let (filter, recv_filter): (String, String) = match send_host {
         "client" => (format!("dport {port}"), format!("sport {port}")),
         _ => (format!("sport {port}"), format!("dport {port}")),
@@ -674,187 +647,18 @@ pub fn run(
         Ok(())
     };
 
+    let t = Trial {
+        hosts,
+        s,
+        port,
+        server_addr,
+        send_host,
+        duration,
+    };
     let (measured, observed) = match kind {
-        "iperf3" | "bulk" => {
-            // Short transfers first, so the client's TCP metrics cache knows the server (the
-            // only way a route's ssthresh reaches a connection: tcp_init_metrics reads the
-            // cache entry that an earlier connection to the destination left).
-            let primes: u32 = s
-                .get("workload.prime_connections")
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(0);
-            for _ in 0..primes {
-                let server = iperf3_server(hosts, port)?;
-                let mut cli = hosts.command("client", "iperf3");
-                cli.args([
-                    "-c",
-                    &server_addr.to_string(),
-                    "-p",
-                    &port.to_string(),
-                    "-n",
-                    "100K",
-                    "--json",
-                ]);
-                run_to_end(cli, Duration::from_secs(30))?;
-                // The one-off server exits after its test: let it close its sockets itself. A
-                // signal now would reset the connection, and a reset writes no metrics.
-                server.wait(Duration::from_secs(5));
-                // The cache entry is written as the connection reaches TIME_WAIT, an RTT after
-                // the client is done: the measured connection must not start before that.
-                let to_server: Filter = format!("dport {port}")
-                    .parse()
-                    .map_err(|e| format!("{e}"))?;
-                wait_closed(&hosts.netns("client"), &to_server, Duration::from_secs(5));
-            }
-            let server = iperf3_server(hosts, port)?;
-            start_receiver()?;
-            let sampler =
-                Sampler::start(hosts.netns(send_host), filter, Duration::from_millis(50))?;
-            let mut cli = hosts.command("client", "iperf3");
-            cli.args([
-                "-c",
-                &server_addr.to_string(),
-                "-p",
-                &port.to_string(),
-                "--json",
-            ]);
-            cli.args(["-t", &format!("{:.3}", duration.secs())]);
-            if send_host == "server" {
-                cli.arg("-R");
-            }
-            if let Some(p) = s.get("workload.parallel") {
-                cli.args(["-P", p]);
-            }
-            if let Some(cc) = s.get("workload.cc") {
-                cli.args(["-C", cc]);
-            }
-            if let Some(w) = s.get("workload.window").filter(|w| *w != "none") {
-                // iperf3 -w sets SO_SNDBUF and SO_RCVBUF on both ends' data sockets.
-                let w = w.parse::<Bytes>().map_err(|e| e.to_string())?;
-                cli.args(["-w", &w.get().to_string()]);
-            }
-            let out = run_to_end(cli, duration.std() + Duration::from_secs(30));
-            let samples = sampler.finish();
-            drop(server);
-            let out = out?;
-            let v: serde_json::Value = serde_json::from_slice(&out.stdout)
-                .map_err(|e| format!("iperf3 printed no JSON result ({e})"))?;
-            if let Some(err) = v.get("error").and_then(|e| e.as_str()) {
-                return Err(format!("iperf3: {err}"));
-            }
-            let recv = &v["end"]["sum_received"];
-            let m = Measurement {
-                goodput_bps: recv["bits_per_second"]
-                    .as_f64()
-                    .ok_or("iperf3 reported no throughput")?,
-                bytes: recv["bytes"].as_u64().unwrap_or(0),
-                duration_s: recv["seconds"].as_f64().unwrap_or(duration.secs()),
-                retransmits: v["end"]["sum_sent"]["retransmits"].as_u64(),
-                ..Default::default()
-            };
-            (m, samples?)
-        }
-        "http" => {
-            let size = s
-                .get("workload.file_size")
-                .and_then(|b| b.parse::<Bytes>().ok())
-                .unwrap_or(Bytes::new(100_000_000));
-            let dir =
-                std::env::temp_dir().join(format!("tcptune-http-{}-{port}", std::process::id()));
-            std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
-            let file = std::fs::File::create(dir.join("file")).map_err(|e| e.to_string())?;
-            file.set_len(size.get()).map_err(|e| e.to_string())?;
-            let mut srv = hosts.command("server", "python3");
-            srv.args([
-                "-m",
-                "http.server",
-                &port.to_string(),
-                "--bind",
-                &server_addr.to_string(),
-                "--directory",
-            ])
-            .arg(&dir);
-            let server = spawn(srv)?;
-            let listening = wait_listening(&hosts.netns("server"), port, Duration::from_secs(10));
-            start_receiver()?;
-            let sampler =
-                Sampler::start(hosts.netns(send_host), filter, Duration::from_millis(50))?;
-            let mut cli = hosts.command("client", "curl");
-            let host = match server_addr {
-                IpAddr::V6(a) => format!("[{a}]"),
-                IpAddr::V4(a) => a.to_string(),
-            };
-            cli.args([
-                "-sS",
-                "-o",
-                "/dev/null",
-                "-w",
-                "%{size_download} %{time_total}",
-            ]);
-            cli.args(["--max-time", &format!("{:.0}", duration.secs().max(1.0))]);
-            cli.arg(format!("http://{host}:{port}/file"));
-            let out = listening.and_then(|()| {
-                run_to_end_allowing(cli, duration.std() + Duration::from_secs(30), &[0, 28])
-            });
-            let samples = sampler.finish();
-            drop(server);
-            let _ = std::fs::remove_dir_all(&dir);
-            let out = out?;
-            let text = String::from_utf8_lossy(&out.stdout);
-            let mut it = text.split_whitespace();
-            let bytes: u64 = it
-                .next()
-                .and_then(|b| b.parse().ok())
-                .ok_or("curl reported no size")?;
-            let secs: f64 = it
-                .next()
-                .and_then(|t| t.parse().ok())
-                .ok_or("curl reported no time")?;
-            let m = Measurement {
-                goodput_bps: bytes as f64 * 8.0 / secs.max(1e-9),
-                bytes,
-                duration_s: secs,
-                ..Default::default()
-            };
-            (m, samples?)
-        }
-        "command" => {
-            let server = match s.get("workload.server_command") {
-                Some(c) => {
-                    let mut cmd = hosts.command("server", "sh");
-                    cmd.args(["-c", c]);
-                    Some(spawn(cmd)?)
-                }
-                None => None,
-            };
-            start_receiver()?;
-            let sampler =
-                Sampler::start(hosts.netns(send_host), filter, Duration::from_millis(50))?;
-            let started = Instant::now();
-            let client = s
-                .get("workload.client_command")
-                .ok_or("workload kind command needs workload.client_command")?;
-            let mut cmd = hosts.command("client", "sh");
-            cmd.args(["-c", client]);
-            let out = run_to_end(cmd, duration.std() + Duration::from_secs(30));
-            let secs = started.elapsed().as_secs_f64();
-            let samples = sampler.finish()?;
-            drop(server);
-            out?;
-            // Goodput from what the busiest connection had acknowledged.
-            let bytes = samples
-                .iter()
-                .filter_map(|(_, s)| s.info.as_ref()?.bytes_acked)
-                .max()
-                .unwrap_or(0);
-            let m = Measurement {
-                goodput_bps: bytes as f64 * 8.0 / secs.max(1e-9),
-                bytes,
-                duration_s: secs,
-                ..Default::default()
-            };
-            (m, samples)
-        }
+        "iperf3" | "bulk" => run_iperf3(&t, filter, &mut start_receiver)?,
+        "http" => run_http(&t, filter, &mut start_receiver)?,
+        "command" => run_command(&t, filter, &mut start_receiver)?,
         other => return Err(format!("workload kind '{other}' is unknown")),
     };
     if joined {
@@ -904,6 +708,274 @@ pub fn run(
         receiver_series,
         capture_problems,
     })
+}
+
+/// What every workload kind needs to know about the trial.
+#[derive(Clone, Copy)]
+struct Trial<'a> {
+    hosts: &'a dyn Hosts,
+    s: &'a Settings,
+    port: u16,
+    server_addr: IpAddr,
+    /// The host whose socket sends the data ("client" or "server").
+    send_host: &'static str,
+    duration: Dur,
+}
+
+/// What a workload kind returns: its own measurement and the sender's sampled sockets.
+type Measured = Result<(Measurement, Vec<(Dur, DiagSocket)>), String>;
+
+/// iperf3 (or a bulk transfer): primed connections first when asked, then one timed test.
+fn run_iperf3(
+    t: &Trial,
+    filter: Filter,
+    start_receiver: &mut dyn FnMut() -> Result<(), String>,
+) -> Measured {
+    let Trial {
+        hosts,
+        s,
+        port,
+        server_addr,
+        duration,
+        ..
+    } = *t;
+    // Short transfers first, so the client's TCP metrics cache knows the server (the
+    // only way a route's ssthresh reaches a connection: tcp_init_metrics reads the
+    // cache entry that an earlier connection to the destination left).
+    let primes: u32 = s
+        .get("workload.prime_connections")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    for _ in 0..primes {
+        let server = iperf3_server(hosts, port)?;
+        let mut cli = hosts.command("client", "iperf3");
+        cli.args([
+            "-c",
+            &server_addr.to_string(),
+            "-p",
+            &port.to_string(),
+            "-n",
+            "100K",
+            "--json",
+        ]);
+        run_to_end(cli, Duration::from_secs(30))?;
+        // The one-off server exits after its test: let it close its sockets itself. A
+        // signal now would reset the connection, and a reset writes no metrics.
+        server.wait(Duration::from_secs(5));
+        // The cache entry is written as the connection reaches TIME_WAIT, an RTT after
+        // the client is done: the measured connection must not start before that.
+        let to_server: Filter = format!("dport {port}")
+            .parse()
+            .map_err(|e| format!("{e}"))?;
+        wait_closed(&hosts.netns("client"), &to_server, Duration::from_secs(5));
+    }
+    let server = iperf3_server(hosts, port)?;
+    start_receiver()?;
+    let sampler = Sampler::start(hosts.netns(t.send_host), filter, Duration::from_millis(50))?;
+    let mut cli = hosts.command("client", "iperf3");
+    cli.args([
+        "-c",
+        &server_addr.to_string(),
+        "-p",
+        &port.to_string(),
+        "--json",
+    ]);
+    cli.args(["-t", &format!("{:.3}", duration.secs())]);
+    if t.send_host == "server" {
+        cli.arg("-R");
+    }
+    if let Some(p) = s.get("workload.parallel") {
+        cli.args(["-P", p]);
+    }
+    if let Some(cc) = s.get("workload.cc") {
+        cli.args(["-C", cc]);
+    }
+    if let Some(w) = s.get("workload.window").filter(|w| *w != "none") {
+        // iperf3 -w sets SO_SNDBUF and SO_RCVBUF on both ends' data sockets.
+        let w = w.parse::<Bytes>().map_err(|e| e.to_string())?;
+        cli.args(["-w", &w.get().to_string()]);
+    }
+    let out = run_to_end(cli, duration.std() + Duration::from_secs(30));
+    let samples = sampler.finish();
+    drop(server);
+    let out = out?;
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .map_err(|e| format!("iperf3 printed no JSON result ({e})"))?;
+    if let Some(err) = v.get("error").and_then(|e| e.as_str()) {
+        return Err(format!("iperf3: {err}"));
+    }
+    let recv = &v["end"]["sum_received"];
+    let m = Measurement {
+        goodput_bps: recv["bits_per_second"]
+            .as_f64()
+            .ok_or("iperf3 reported no throughput")?,
+        bytes: recv["bytes"].as_u64().unwrap_or(0),
+        duration_s: recv["seconds"].as_f64().unwrap_or(duration.secs()),
+        retransmits: v["end"]["sum_sent"]["retransmits"].as_u64(),
+        ..Default::default()
+    };
+    Ok((m, samples?))
+}
+
+/// An HTTP download of a sparse file from python3's http.server with curl.
+fn run_http(
+    t: &Trial,
+    filter: Filter,
+    start_receiver: &mut dyn FnMut() -> Result<(), String>,
+) -> Measured {
+    let Trial {
+        hosts,
+        s,
+        port,
+        server_addr,
+        duration,
+        ..
+    } = *t;
+    let size = s
+        .get("workload.file_size")
+        .and_then(|b| b.parse::<Bytes>().ok())
+        .unwrap_or(Bytes::new(100_000_000));
+    let dir = std::env::temp_dir().join(format!("tcptune-http-{}-{port}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    let file = std::fs::File::create(dir.join("file")).map_err(|e| e.to_string())?;
+    file.set_len(size.get()).map_err(|e| e.to_string())?;
+    let mut srv = hosts.command("server", "python3");
+    srv.args([
+        "-m",
+        "http.server",
+        &port.to_string(),
+        "--bind",
+        &server_addr.to_string(),
+        "--directory",
+    ])
+    .arg(&dir);
+    let server = spawn(srv)?;
+    let listening = wait_listening(&hosts.netns("server"), port, Duration::from_secs(10));
+    start_receiver()?;
+    let sampler = Sampler::start(hosts.netns(t.send_host), filter, Duration::from_millis(50))?;
+    let mut cli = hosts.command("client", "curl");
+    let host = match server_addr {
+        IpAddr::V6(a) => format!("[{a}]"),
+        IpAddr::V4(a) => a.to_string(),
+    };
+    cli.args([
+        "-sS",
+        "-o",
+        "/dev/null",
+        "-w",
+        "%{size_download} %{time_total}",
+    ]);
+    cli.args(["--max-time", &format!("{:.0}", duration.secs().max(1.0))]);
+    cli.arg(format!("http://{host}:{port}/file"));
+    let out = listening.and_then(|()| {
+        run_to_end_allowing(cli, duration.std() + Duration::from_secs(30), &[0, 28])
+    });
+    let samples = sampler.finish();
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = out?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut it = text.split_whitespace();
+    let bytes: u64 = it
+        .next()
+        .and_then(|b| b.parse().ok())
+        .ok_or("curl reported no size")?;
+    let secs: f64 = it
+        .next()
+        .and_then(|t| t.parse().ok())
+        .ok_or("curl reported no time")?;
+    let m = Measurement {
+        goodput_bps: bytes as f64 * 8.0 / secs.max(1e-9),
+        bytes,
+        duration_s: secs,
+        ..Default::default()
+    };
+    Ok((m, samples?))
+}
+
+/// The spec's own commands: an optional server command and the client command, timed.
+fn run_command(
+    t: &Trial,
+    filter: Filter,
+    start_receiver: &mut dyn FnMut() -> Result<(), String>,
+) -> Measured {
+    let Trial {
+        hosts, s, duration, ..
+    } = *t;
+    let server = match s.get("workload.server_command") {
+        Some(c) => {
+            let mut cmd = hosts.command("server", "sh");
+            cmd.args(["-c", c]);
+            Some(spawn(cmd)?)
+        }
+        None => None,
+    };
+    start_receiver()?;
+    let sampler = Sampler::start(hosts.netns(t.send_host), filter, Duration::from_millis(50))?;
+    let started = Instant::now();
+    let client = s
+        .get("workload.client_command")
+        .ok_or("workload kind command needs workload.client_command")?;
+    let mut cmd = hosts.command("client", "sh");
+    cmd.args(["-c", client]);
+    let out = run_to_end(cmd, duration.std() + Duration::from_secs(30));
+    let secs = started.elapsed().as_secs_f64();
+    let samples = sampler.finish()?;
+    drop(server);
+    out?;
+    // Goodput from what the busiest connection had acknowledged.
+    let bytes = samples
+        .iter()
+        .filter_map(|(_, s)| s.info.as_ref()?.bytes_acked)
+        .max()
+        .unwrap_or(0);
+    let m = Measurement {
+        goodput_bps: bytes as f64 * 8.0 / secs.max(1e-9),
+        bytes,
+        duration_s: secs,
+        ..Default::default()
+    };
+    Ok((m, samples))
+}
+
+/// A running tcpdump and the host it captures on.
+type Tcpdump = (&'static str, Guard);
+
+/// Starts tcpdump on each host that captures, waiting (for a joined capture) until it listens.
+fn start_captures(
+    hosts: &dyn Hosts,
+    port: u16,
+    capture: Option<Captures>,
+) -> Result<(bool, Vec<Tcpdump>), String> {
+    let joined = capture.is_some_and(|c| c.server.is_some());
+    let mut caps = Vec::new();
+    if let Some(c) = capture {
+        for (host, path) in [("client", Some(c.client)), ("server", c.server)] {
+            let Some(path) = path else { continue };
+            let mut cmd = hosts.command(host, "tcpdump");
+            cmd.args(["-i", "any", "-s", &c.snaplen.to_string(), "-U"]);
+            if joined {
+                // Stamps as fine as the kernel takes them, each packet handed over at once, and
+                // an 8 MB buffer: a packet the capture dropped would pass for one the link lost.
+                cmd.args([
+                    "--time-stamp-precision=nano",
+                    "--immediate-mode",
+                    "-B",
+                    "8192",
+                ]);
+            }
+            cmd.arg("-w").arg(path);
+            cmd.args(["tcp", "port", &port.to_string()]);
+            let mut g = spawn(cmd)?;
+            if joined {
+                g.wait_for_line("listening on")
+                    .map_err(|e| format!("tcpdump on the {host}: {e}"))?;
+            }
+            caps.push((host, g));
+        }
+    }
+
+    Ok((joined, caps))
 }
 
 #[cfg(test)]

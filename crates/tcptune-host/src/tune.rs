@@ -26,6 +26,8 @@ use std::path::Path;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use tcptune_kernel::sys::NetnsSysctls;
+use tcptune_os::sysctl::Access;
 
 use crate::audit::{Action, Audit};
 
@@ -547,13 +549,6 @@ pub struct LiveHost {
 }
 
 impl LiveHost {
-    fn in_ns<T: Send>(&self, f: impl FnOnce() -> io::Result<T> + Send) -> io::Result<T> {
-        match &self.netns {
-            Some(n) => tcptune_kernel::sys::in_netns(n, f).map_err(io::Error::other)?,
-            None => f(),
-        }
-    }
-
     fn ip(&self) -> std::process::Command {
         let mut c = std::process::Command::new("ip");
         if let Some(n) = &self.netns {
@@ -578,13 +573,11 @@ impl HostIo for LiveHost {
     }
 
     fn read_sysctl(&mut self, key: &str) -> io::Result<String> {
-        tcptune_os::sysctl::check_key(key)?;
-        self.in_ns(|| tcptune_os::sysctl::read(key))
+        NetnsSysctls(self.netns.as_deref()).read(key)
     }
 
     fn write_sysctl(&mut self, key: &str, value: &str) -> io::Result<()> {
-        tcptune_os::sysctl::check_key(key)?;
-        self.in_ns(|| tcptune_os::sysctl::write(key, value))
+        NetnsSysctls(self.netns.as_deref()).write(key, value)
     }
 
     fn read_txqueuelen(&mut self, dev: &str) -> io::Result<u32> {

@@ -60,6 +60,12 @@ pub fn kernel_version() -> Option<KernelVersion> {
     kernel_release()?.parse::<KernelVersion>().ok()
 }
 
+/// The running kernel's version with its source: `Detected`, or `Assumed` as
+/// [`KernelVersion::ASSUMED`] when the release cannot be read or parsed.
+pub fn kernel_version_or_assumed() -> (KernelVersion, tcptune_model::kernel::KernelSource) {
+    KernelVersion::detected_or_assumed(kernel_version())
+}
+
 /// The `tcp_info` tail layout of the running kernel (6.18 when the version is unknown).
 pub fn running_tail_layout() -> TailLayout {
     kernel_version()
@@ -516,6 +522,41 @@ pub fn in_netns<T: Send>(name: &str, f: impl FnOnce() -> T + Send) -> Result<T> 
             },
         }
     })
+}
+
+/// The sysctls of a named network namespace (`None`: the calling thread's own), as a
+/// [`tcptune_os::sysctl::Access`]: the one namespace-aware sysctl wrapper (the lab's settings
+/// and snapshots, `tune`'s `LiveHost`). Each call checks the key first (a bad key is named
+/// before any namespace is entered), then reads or writes on a helper thread inside the
+/// namespace (setns(2) moves only that thread).
+#[derive(Debug, Clone, Copy)]
+pub struct NetnsSysctls<'a>(pub Option<&'a str>);
+
+impl NetnsSysctls<'_> {
+    /// Runs `f` inside the namespace (or here), its error and the namespace's as `io::Error`.
+    pub fn run<T: Send>(&self, f: impl FnOnce() -> io::Result<T> + Send) -> io::Result<T> {
+        match self.0 {
+            Some(ns) => in_netns(ns, f).map_err(io::Error::other)?,
+            None => f(),
+        }
+    }
+
+    /// Where `key` lives as seen from inside the namespace: its own, a read-only global, or
+    /// missing.
+    pub fn scope(&self, key: &str) -> io::Result<tcptune_os::sysctl::Scope> {
+        self.run(|| Ok(tcptune_os::sysctl::scope(key)))
+    }
+}
+
+impl tcptune_os::sysctl::Access for NetnsSysctls<'_> {
+    fn read(&mut self, key: &str) -> io::Result<String> {
+        tcptune_os::sysctl::check_key(key)?;
+        self.run(|| tcptune_os::sysctl::read(key))
+    }
+    fn write(&mut self, key: &str, value: &str) -> io::Result<()> {
+        tcptune_os::sysctl::check_key(key)?;
+        self.run(|| tcptune_os::sysctl::write(key, value))
+    }
 }
 
 /// The named network namespaces (`ip netns list`), sorted.

@@ -15,6 +15,8 @@
 
 use std::collections::HashMap;
 
+use tcptune_wire::header::{udp_ports, Ipv4, Tcp, IPPROTO_TCP, IPPROTO_UDP};
+
 /// Bytes charged per wire packet besides the IP packet (the link's default overhead).
 pub const OVERHEAD_BYTES: u64 = 14;
 
@@ -45,34 +47,32 @@ pub struct Key {
 /// Decodes a raw IPv4 packet (a TUN capture: no link header) as the link sees it. `mtu` sizes
 /// the wire packets a TCP super-packet stands for. None for anything but IPv4 TCP/UDP.
 pub fn decode(ts_ns: i64, ip: &[u8], mtu: u32) -> Option<Seen> {
-    if ip.len() < 20 || ip[0] >> 4 != 4 {
-        return None;
-    }
-    let ihl = usize::from(ip[0] & 0x0f) * 4;
-    let total = u64::from(u16::from_be_bytes([ip[2], ip[3]]));
-    let proto = ip[9];
-    let l4 = ip.get(ihl..)?;
+    let h = Ipv4::new(ip).filter(|h| h.version() == 4)?;
+    let ihl = h.header_len();
+    let total = u64::from(h.total_len());
+    let proto = h.protocol();
+    let l4 = h.payload()?;
     match proto {
-        6 if l4.len() >= 20 => {
-            let thl = usize::from(l4[12] >> 4) * 4;
-            let hdr = (ihl + thl) as u64;
+        IPPROTO_TCP => {
+            let tcp = Tcp::new(l4)?;
+            let hdr = (ihl + tcp.header_len()) as u64;
             let payload = total.saturating_sub(hdr);
             let mss = u64::from(mtu).saturating_sub(hdr).max(1);
             let segs = payload.div_ceil(mss).max(1);
-            let seq = u32::from_be_bytes([l4[4], l4[5], l4[6], l4[7]]);
             Some(Seen {
                 ts_ns,
                 wire_bytes: total + (segs - 1) * hdr + segs * OVERHEAD_BYTES,
                 key: (payload > 0).then(|| Key {
                     proto,
-                    sport: u16::from_be_bytes([l4[0], l4[1]]),
-                    dport: u16::from_be_bytes([l4[2], l4[3]]),
-                    end: seq.wrapping_add(payload as u32),
+                    sport: tcp.src_port(),
+                    dport: tcp.dst_port(),
+                    end: tcp.seq().wrapping_add(payload as u32),
                     len: payload as u32,
                 }),
             })
         }
-        17 if l4.len() >= 8 => {
+        IPPROTO_UDP => {
+            let (sport, dport) = udp_ports(l4)?;
             // iperf3's datagram: seconds, microseconds, then a 32-bit counter.
             let counter = l4
                 .get(16..20)
@@ -82,8 +82,8 @@ pub fn decode(ts_ns: i64, ip: &[u8], mtu: u32) -> Option<Seen> {
                 wire_bytes: total + OVERHEAD_BYTES,
                 key: counter.map(|end| Key {
                     proto,
-                    sport: u16::from_be_bytes([l4[0], l4[1]]),
-                    dport: u16::from_be_bytes([l4[2], l4[3]]),
+                    sport,
+                    dport,
                     end,
                     len: 1,
                 }),

@@ -1,13 +1,15 @@
-//! The lab's OS edge: running `ip`, sysctls inside a namespace (through `tcptune_os::sysctl`), finding
-//! and stopping the lab's processes, and noticing SIGINT/SIGTERM during setup.
+//! The lab's OS edge: running `ip`, sysctls inside a namespace (through
+//! `tcptune_kernel::sys::NetnsSysctls`, the one namespace-aware wrapper), finding and stopping
+//! the lab's processes, and noticing SIGINT/SIGTERM during setup.
 
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
-use tcptune_os::sysctl;
 
+use tcptune_kernel::sys::NetnsSysctls;
 use tcptune_os::process::{self as sys_process, Signal};
+use tcptune_os::sysctl::{self, Access};
 
 use crate::LabError;
 
@@ -45,44 +47,20 @@ pub fn in_netns<T: Send>(
     tcptune_kernel::sys::in_netns(ns, f).map_err(std::io::Error::other)?
 }
 
-/// Runs `f` in `ns` (None: on this thread, in the namespace this process is in).
-fn in_ns<T: Send>(
-    ns: Option<&str>,
-    f: impl FnOnce() -> std::io::Result<T> + Send,
-) -> std::io::Result<T> {
-    match ns {
-        Some(ns) => in_netns(ns, f),
-        None => f(),
-    }
-}
-
 /// Reads a sysctl in `ns` (None: the namespace this process is in), trimmed.
 pub fn read_sysctl(ns: Option<&str>, key: &str) -> std::io::Result<String> {
-    in_ns(ns, || sysctl::read(key).map(|v| v.trim().to_string()))
+    NetnsSysctls(ns).read(key).map(|v| v.trim().to_string())
 }
 
 /// Where a sysctl lives, as seen from inside `ns`: writable there (the namespace's own), or
 /// read-only (a global such as net.core.rmem_max), or missing.
 pub fn sysctl_scope(ns: &str, key: &str) -> std::io::Result<sysctl::Scope> {
-    in_netns(ns, || Ok(sysctl::scope(key)))
-}
-
-/// The sysctls of `ns` (None: this process's namespace), for [`sysctl::Snapshot`].
-pub struct Sysctls<'a>(pub Option<&'a str>);
-
-impl sysctl::Access for Sysctls<'_> {
-    fn read(&mut self, key: &str) -> std::io::Result<String> {
-        read_sysctl(self.0, key)
-    }
-    fn write(&mut self, key: &str, value: &str) -> std::io::Result<()> {
-        in_ns(self.0, || sysctl::write(key, value))
-    }
+    NetnsSysctls(Some(ns)).scope(key)
 }
 
 /// Writes a sysctl in `ns` (None: this process's namespace).
 pub fn write_sysctl(ns: Option<&str>, key: &str, value: &str) -> Result<(), LabError> {
-    use sysctl::Access;
-    Sysctls(ns).write(key, value).map_err(|e| {
+    NetnsSysctls(ns).write(key, value).map_err(|e| {
         LabError::Input(format!(
             "the kernel refused {key}={value} ({e}); check the value's format with `sysctl {key}`"
         ))

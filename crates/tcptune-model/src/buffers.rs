@@ -211,6 +211,58 @@ pub fn buffers(q: &BufferQuery) -> Result<Buffers, ModelError> {
     };
 
     let scaling_ratio_assumed = q.kernel.has_scaling_ratio() && q.scaling_ratio.is_none();
+    let caveats = caveats(q, window, rmem, wmem, min_flows);
+
+    Ok(Buffers {
+        rate_bps: q.rate,
+        rtt_s: q.rtt,
+        flows: q.flows,
+        flow_sharing: q.sharing,
+        flow_rate_bps: flow_rate,
+        kernel: q.kernel,
+        kernel_source: q.kernel_source,
+        window_rule: rule,
+        scaling_ratio_assumed,
+        congestion_control: q.cc,
+        window_bytes: window,
+        tcp_rmem_max_bytes: rmem,
+        tcp_rmem_headroom_bytes: headroom,
+        sndbuf_factor: q.cc.sndbuf_expand_factor(),
+        tcp_wmem_max_bytes: wmem,
+        so_rcvbuf_bytes: Bytes::new(so_rcvbuf),
+        rmem_max_bytes: Bytes::new(so_rcvbuf),
+        so_sndbuf_bytes: Bytes::new(so_sndbuf),
+        wmem_max_bytes: Bytes::new(so_sndbuf),
+        rcv_wscale: kernel::rcv_wscale(rmem.get()),
+        exceeds_max_window,
+        min_flows,
+        memory,
+        formula: format!(
+            "window = rate{} × RTT; tcp_rmem max = smallest buffer with {}; tcp_wmem max = {} × \
+             window; SO_*BUF = buffer / 2; memory = N × buffer",
+            match q.sharing {
+                FlowSharing::Shared => " / N",
+                FlowSharing::PerFlow => "",
+            },
+            rule,
+            q.cc.sndbuf_expand_factor()
+        ),
+        caveats,
+    })
+}
+
+/// The caveats `buffers` prints under its figures: what was assumed about the kernel, what the
+/// figures do not cap, and the path's and the sizes' limits.
+fn caveats(
+    q: &BufferQuery,
+    window: Bytes,
+    rmem: Bytes,
+    wmem: Bytes,
+    min_flows: Option<u64>,
+) -> Vec<String> {
+    let scaling_ratio_assumed = q.kernel.has_scaling_ratio() && q.scaling_ratio.is_none();
+    // `buffers` sets min_flows exactly when one flow needs more than the largest window.
+    let exceeds_max_window = min_flows.is_some();
     let mut caveats = Vec::new();
     match q.kernel_source {
         KernelSource::Assumed => caveats.push(format!(
@@ -294,43 +346,7 @@ pub fn buffers(q: &BufferQuery) -> Result<Buffers, ModelError> {
                 .into(),
         );
     }
-
-    Ok(Buffers {
-        rate_bps: q.rate,
-        rtt_s: q.rtt,
-        flows: q.flows,
-        flow_sharing: q.sharing,
-        flow_rate_bps: flow_rate,
-        kernel: q.kernel,
-        kernel_source: q.kernel_source,
-        window_rule: rule,
-        scaling_ratio_assumed,
-        congestion_control: q.cc,
-        window_bytes: window,
-        tcp_rmem_max_bytes: rmem,
-        tcp_rmem_headroom_bytes: headroom,
-        sndbuf_factor: q.cc.sndbuf_expand_factor(),
-        tcp_wmem_max_bytes: wmem,
-        so_rcvbuf_bytes: Bytes::new(so_rcvbuf),
-        rmem_max_bytes: Bytes::new(so_rcvbuf),
-        so_sndbuf_bytes: Bytes::new(so_sndbuf),
-        wmem_max_bytes: Bytes::new(so_sndbuf),
-        rcv_wscale: kernel::rcv_wscale(rmem.get()),
-        exceeds_max_window,
-        min_flows,
-        memory,
-        formula: format!(
-            "window = rate{} × RTT; tcp_rmem max = smallest buffer with {}; tcp_wmem max = {} × \
-             window; SO_*BUF = buffer / 2; memory = N × buffer",
-            match q.sharing {
-                FlowSharing::Shared => " / N",
-                FlowSharing::PerFlow => "",
-            },
-            rule,
-            q.cc.sndbuf_expand_factor()
-        ),
-        caveats,
-    })
+    caveats
 }
 
 impl std::fmt::Display for Buffers {

@@ -41,6 +41,20 @@ impl KernelVersion {
     /// The first kernel where the window is `buffer × scaling_ratio / 256`.
     pub const SCALING_RATIO_SINCE: KernelVersion = KernelVersion { major: 6, minor: 6 };
 
+    /// The kernel assumed when neither the user nor the host says which one runs (the one
+    /// fallback: `model buffers`, the audit, `test` and the engine all use it): 6.6, the first
+    /// with the per-socket scaling_ratio, whose conservative starting ratio of 50% equals the
+    /// older rule's half (tcp_adv_win_scale 1), so the window comes out the same either side.
+    pub const ASSUMED: KernelVersion = Self::SCALING_RATIO_SINCE;
+
+    /// A kernel read from a host (`Detected`), or [`KernelVersion::ASSUMED`] when none could be.
+    pub fn detected_or_assumed(read: Option<KernelVersion>) -> (KernelVersion, KernelSource) {
+        match read {
+            Some(k) => (k, KernelSource::Detected),
+            None => (Self::ASSUMED, KernelSource::Assumed),
+        }
+    }
+
     pub const fn new(major: u16, minor: u16) -> Self {
         KernelVersion { major, minor }
     }
@@ -327,6 +341,29 @@ mod tests {
             let e = bad.parse::<KernelVersion>().unwrap_err().to_string();
             assert!(e.contains("major.minor"), "{bad}: {e}");
         }
+    }
+
+    #[test]
+    fn an_unknown_kernel_is_the_assumed_one_whose_window_is_the_older_rules_too() {
+        let v = KernelVersion::new(6, 12);
+        assert_eq!(
+            KernelVersion::detected_or_assumed(Some(v)),
+            (v, KernelSource::Detected)
+        );
+        assert_eq!(
+            KernelVersion::detected_or_assumed(None),
+            (KernelVersion::ASSUMED, KernelSource::Assumed)
+        );
+        // Either side of 6.6 a default host advertises half its buffer: assuming 6.6 gives the
+        // same window as the older rule would.
+        let assumed = WindowRule::for_kernel(KernelVersion::ASSUMED, None, None);
+        let older = WindowRule::for_kernel(KernelVersion::new(6, 1), None, None);
+        assert!(KernelVersion::ASSUMED.has_scaling_ratio());
+        assert_eq!(assumed.payload_fraction(), older.payload_fraction());
+        assert_eq!(
+            assumed.window_from_space(1 << 20),
+            older.window_from_space(1 << 20)
+        );
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! Reading packet captures: a streaming pcap/pcapng reader ([`capture`]) and zero-copy views of
-//! the link, IP and TCP headers of each frame ([`packet`]).
+//! the link, IP and TCP headers of each frame ([`packet`]), over the raw IP and TCP header
+//! views ([`header`]) the emulator and the lab read packets with too.
 //!
 //! Nothing here allocates per packet: a frame borrows the reader's buffer until the next call,
 //! and the header view borrows the frame. Lengths come from the IP header and the frame's
@@ -9,6 +10,7 @@
 #![forbid(unsafe_code)]
 
 pub mod capture;
+pub mod header;
 pub mod packet;
 pub mod write;
 

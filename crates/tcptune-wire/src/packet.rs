@@ -8,6 +8,7 @@
 //! a [`SkipReason`] rather than an error: a capture is expected to contain them.
 
 use crate::capture::{Frame, LinkType};
+use crate::header::{Ipv4, Ipv6, Tcp};
 
 /// An IP address as 16 bytes (IPv4 in the first four, the rest zero) plus its family, so a
 /// flow key is one fixed-size value.
@@ -537,22 +538,21 @@ fn tunnel(proto: u8, payload: &[u8], reported: usize, depth: u8) -> Parsed {
 
 #[inline]
 fn parse_ipv4(ip: &[u8], reported: usize, depth: u8) -> Parsed {
-    if ip.len() < 20 {
+    let Some(h) = Ipv4::new(ip) else {
         return Err(SkipReason::Malformed("IPv4 header cut short"));
-    }
-    if ip[0] >> 4 != 4 {
+    };
+    if h.version() != 4 {
         return Err(SkipReason::Malformed("IPv4 version field is not 4"));
     }
-    let ihl = usize::from(ip[0] & 0x0f) * 4;
+    let ihl = h.header_len();
     if ihl < 20 {
         return Err(SkipReason::Malformed("IPv4 header length below 20"));
     }
-    let total = usize::from(be16(ip, 2));
-    let frag = be16(ip, 6);
-    if frag & 0x3fff != 0 {
+    let total = usize::from(h.total_len());
+    if h.is_fragment() {
         return Err(SkipReason::Fragment);
     }
-    let proto = ip[9];
+    let proto = h.protocol();
     if !matches!(proto, 6 | 4 | 41 | 47 | 17 | 137) {
         return Err(SkipReason::NotTcp);
     }
@@ -565,36 +565,27 @@ fn parse_ipv4(ip: &[u8], reported: usize, depth: u8) -> Parsed {
     if ip_len < ihl || ip.len() < ihl {
         return Err(SkipReason::Malformed("IPv4 length shorter than its header"));
     }
-    let src = Addr::v4([ip[12], ip[13], ip[14], ip[15]]);
-    let dst = Addr::v4([ip[16], ip[17], ip[18], ip[19]]);
-    transport(
-        proto,
-        (src, dst, be16(ip, 4)),
-        &ip[ihl..],
-        ip_len - ihl,
-        depth,
-    )
+    let src = Addr::v4(h.src());
+    let dst = Addr::v4(h.dst());
+    transport(proto, (src, dst, h.id()), &ip[ihl..], ip_len - ihl, depth)
 }
 
 fn parse_ipv6(ip: &[u8], reported: usize, depth: u8) -> Parsed {
-    if ip.len() < 40 {
+    let Some(h) = Ipv6::new(ip) else {
         return Err(SkipReason::Malformed("IPv6 header cut short"));
-    }
-    if ip[0] >> 4 != 6 {
+    };
+    if h.version() != 6 {
         return Err(SkipReason::Malformed("IPv6 version field is not 6"));
     }
-    let payload = usize::from(be16(ip, 4));
-    let mut src = [0u8; 16];
-    let mut dst = [0u8; 16];
-    src.copy_from_slice(&ip[8..24]);
-    dst.copy_from_slice(&ip[24..40]);
+    let payload = usize::from(h.payload_len());
+    let (src, dst) = (h.src(), h.dst());
     let avail = reported.saturating_sub(40);
     let mut left = if payload == 0 {
         avail
     } else {
         payload.min(avail)
     };
-    let mut next = ip[6];
+    let mut next = h.next_header();
     let mut off = 40;
     loop {
         match next {
@@ -640,10 +631,10 @@ fn parse_ipv6(ip: &[u8], reported: usize, depth: u8) -> Parsed {
 }
 
 fn parse_tcp(src: Addr, dst: Addr, t: &[u8], reported: usize, ip_id: u16) -> Parsed {
-    if t.len() < 20 {
+    let Some(h) = Tcp::new(t) else {
         return Err(SkipReason::Malformed("TCP header cut short"));
-    }
-    let hlen = u16::from(t[12] >> 4) * 4;
+    };
+    let hlen = h.header_len() as u16;
     let seglen = (reported >= usize::from(hlen)).then(|| (reported - usize::from(hlen)) as u32);
     let opt_end = usize::from(hlen).min(t.len());
     let options = if opt_end > 20 {
@@ -654,12 +645,12 @@ fn parse_tcp(src: Addr, dst: Addr, t: &[u8], reported: usize, ip_id: u16) -> Par
     Ok(TcpSegment {
         src,
         dst,
-        sport: be16(t, 0),
-        dport: be16(t, 2),
-        seq: be32(t, 4),
-        ack: be32(t, 8),
-        flags: be16(t, 12) & 0x0fff,
-        window: be16(t, 14),
+        sport: h.src_port(),
+        dport: h.dst_port(),
+        seq: h.seq(),
+        ack: h.ack(),
+        flags: h.flags12(),
+        window: h.window(),
         hlen,
         seglen,
         options,

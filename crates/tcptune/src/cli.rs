@@ -954,3 +954,31 @@ pub struct AnalyzeArgs {
     #[arg(long, default_value_t = 8, value_name = "N", requires = "graphs")]
     pub graph_flows: usize,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The link options of `lab up`/`lab set` are the link keys of `tcptune_lab::keys::LINK`
+    /// (the key's name with `-` for `_`; `jitter_order`'s one value besides the default is the
+    /// switch `--jitter-fifo`), plus `--direction` and `--seed`, which are not settings of a
+    /// direction's link: a key added to the table without its option, or an option without its
+    /// key, fails here.
+    #[test]
+    fn link_options_are_the_link_keys() {
+        let cmd = <LinkArgs as clap::Args>::augment_args(clap::Command::new("link"));
+        let options: std::collections::BTreeSet<String> = cmd
+            .get_arguments()
+            .filter_map(|a| a.get_long().map(str::to_string))
+            .collect();
+        let mut from_keys: std::collections::BTreeSet<String> = tcptune_lab::keys::LINK
+            .iter()
+            .map(|k| match k.name {
+                "jitter_order" => "jitter-fifo".to_string(),
+                name => name.replace('_', "-"),
+            })
+            .collect();
+        from_keys.extend(["direction".to_string(), "seed".to_string()]);
+        assert_eq!(options, from_keys);
+    }
+}

@@ -16,6 +16,8 @@
 //! verified first, so a corrupted packet is never hidden inside a super-packet whose checksum
 //! the kernel would recompute: it is written on its own and rejected by the receiver.
 
+use tcptune_wire::header::{Ip, Ipv4, Ipv6, Tcp, IPPROTO_TCP};
+
 use super::tun::VNET_HDR_LEN;
 
 const NEEDS_CSUM: u8 = 1;
@@ -66,31 +68,28 @@ fn parse(frame: &[u8]) -> Option<Seg> {
     }
     let partial = frame[0] & NEEDS_CSUM != 0;
     let ip = &frame[VNET_HDR_LEN..];
-    let (v6, ip_len, total) = match ip[0] >> 4 {
-        4 => {
-            let ihl = usize::from(ip[0] & 0x0f) * 4;
-            let total = usize::from(u16::from_be_bytes([*ip.get(2)?, *ip.get(3)?]));
+    let (v6, ip_len, total) = match Ip::new(ip)? {
+        Ip::V4(h) => {
             // Protocol TCP, not a fragment (only DF may be set).
-            if *ip.get(9)? != 6 || ip[6] & 0x3f != 0 || ip[7] != 0 || ihl < 20 {
+            if h.protocol() != IPPROTO_TCP || h.is_fragment() || h.header_len() < 20 {
                 return None;
             }
-            (false, ihl, total)
+            (false, h.header_len(), usize::from(h.total_len()))
         }
-        6 => {
+        Ip::V6(h) => {
             // No extension headers: next header TCP.
-            let plen = usize::from(u16::from_be_bytes([*ip.get(4)?, *ip.get(5)?]));
-            if *ip.get(6)? != 6 {
+            if h.next_header() != IPPROTO_TCP {
                 return None;
             }
-            (true, 40, 40 + plen)
+            (true, 40, 40 + usize::from(h.payload_len()))
         }
-        _ => return None,
     };
     if total != ip.len() || ip.len() < ip_len + 20 {
         return None;
     }
     let tcp = &ip[ip_len..];
-    let tcp_len = usize::from(tcp[12] >> 4) * 4;
+    let th = Tcp::new(tcp)?;
+    let tcp_len = th.header_len();
     if tcp_len < 20 || tcp.len() < tcp_len {
         return None;
     }
@@ -107,8 +106,8 @@ fn parse(frame: &[u8]) -> Option<Seg> {
         v6,
         ip_len,
         tcp_len,
-        seq: u32::from_be_bytes([tcp[4], tcp[5], tcp[6], tcp[7]]),
-        flags: tcp[13],
+        seq: th.seq(),
+        flags: th.flags(),
         payload: tcp.len() - tcp_len,
     })
 }
@@ -200,18 +199,20 @@ pub fn segment(frame: &[u8]) -> Option<Vec<Vec<u8>>> {
     };
     let mss = usize::from(u16::from_le_bytes([frame[4], frame[5]]));
     let ip = &frame[VNET_HDR_LEN..];
+    // The IP version is the offload's (the virtio header's GSO type), as the kernel set it.
     let ip_len = if v6 {
-        if ip.len() < 40 || ip[6] != 6 {
+        if Ipv6::new(ip)?.next_header() != IPPROTO_TCP {
             return None;
         }
         40
     } else {
-        if ip.len() < 20 || ip[9] != 6 {
+        let h = Ipv4::new(ip)?;
+        if h.protocol() != IPPROTO_TCP {
             return None;
         }
-        usize::from(ip[0] & 0x0f) * 4
+        h.header_len()
     };
-    let tcp_len = usize::from(*ip.get(ip_len + 12)? >> 4) * 4;
+    let tcp_len = Tcp::new(ip.get(ip_len..)?)?.header_len();
     let hdr = ip_len + tcp_len;
     if mss == 0 || ip.len() <= hdr || tcp_len < 20 {
         return None;

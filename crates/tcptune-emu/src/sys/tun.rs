@@ -14,6 +14,7 @@ use std::path::Path;
 use tcptune_os::tun::{
     TunError, IFF_NO_PI, IFF_TUN, IFF_VNET_HDR, TUN_F_CSUM, TUN_F_TSO4, TUN_F_TSO6,
 };
+use tcptune_wire::header::{Ip, Tcp, IPPROTO_TCP};
 
 use crate::pipeline::{corrupt_ip, Packet};
 use crate::rng::Rng;
@@ -141,16 +142,12 @@ impl Frame {
     /// Length of IP + TCP headers, if the packet is TCP.
     fn l3l4_header_len(&self) -> Option<usize> {
         let ip = self.ip();
-        let (l3, proto) = match ip.first()? >> 4 {
-            4 => (usize::from(ip[0] & 0x0f) * 4, *ip.get(9)?),
-            6 => (40, *ip.get(6)?),
-            _ => return None,
-        };
-        if proto != 6 {
+        let h = Ip::new(ip)?;
+        if h.protocol() != IPPROTO_TCP {
             return None;
         }
-        let doff = usize::from(ip.get(l3 + 12)? >> 4) * 4;
-        Some(l3 + doff)
+        let l3 = h.header_len();
+        Some(l3 + Tcp::new(ip.get(l3..)?)?.header_len())
     }
 }
 

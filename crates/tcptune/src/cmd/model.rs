@@ -1,16 +1,12 @@
 //! `tcptune model …`: the closed-form models of `tcptune-model`, printed.
 
 use anyhow::Context;
-use tcptune_model::kernel::{self, KernelSource, KernelVersion};
+use tcptune_model::kernel::{self, KernelSource};
 use tcptune_model::{bdp, buffers, cubic, mathis, pftk, ramp};
 
 use crate::cli::{BuffersArgs, MathisArgs, ModelCommand, PathArgs, PftkArgs, RampArgs};
 use crate::outcome::Outcome;
 use crate::output::emit;
-
-/// The kernel assumed when neither `--kernel` nor the running kernel is known: the first with
-/// the scaling-ratio rule, whose conservative 50 % equals the old rule's half.
-const ASSUMED_KERNEL: KernelVersion = KernelVersion::new(6, 6);
 
 /// The path components a model reads.
 #[derive(Clone, Copy)]
@@ -87,10 +83,7 @@ fn run_buffers(a: &BuffersArgs) -> anyhow::Result<buffers::Buffers> {
     refuse_unused("buffers", &a.path, RATE)?;
     let (kernel, kernel_source) = match a.kernel {
         Some(k) => (k, KernelSource::Given),
-        None => match tcptune_kernel::sys::kernel_version() {
-            Some(k) => (k, KernelSource::Detected),
-            None => (ASSUMED_KERNEL, KernelSource::Assumed),
-        },
+        None => tcptune_kernel::sys::kernel_version_or_assumed(),
     };
     // Each kernel has one window rule: the other rule's input would be ignored.
     if a.scaling_ratio.is_some() && !kernel.has_scaling_ratio() {
