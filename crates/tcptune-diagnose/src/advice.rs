@@ -392,52 +392,73 @@ fn recommend(n: &Need, in_effect: &InEffect) -> Option<Recommendation> {
                 ),
             }
         }
-        (Value::Name(name), Some(key)) => {
-            let host_cur = host.and_then(|h| h.congestion_control.clone());
-            match (in_effect.congestion.clone(), host_cur) {
-                // What the flow ran is what is in effect, whatever the host's default.
-                (Some(f), _) if f == *name => None,
-                // Not known: the flow ran the host's default.
-                (None, Some(h)) if h == *name => None,
-                (Some(f), Some(h)) if h == *name => rec(
-                    format!(
-                        "{}: this flow ran {f}, which its application chose (TCP_CONGESTION, \
-                         `-C {f}`); the host's default {key} is already {name}: let the \
-                         application use the default",
-                        n.why
-                    ),
-                    None,
-                    Some(f),
-                    Some(name.clone()),
-                ),
-                (flow, Some(h)) if flow.as_ref().is_none_or(|f| *f == h) => rec(
-                    format!("{}: {key} is {h} now", n.why),
-                    Some(format!("sysctl -w {key}={name}")),
-                    Some(h),
-                    Some(name.clone()),
-                ),
-                (Some(f), _) => rec(
-                    format!(
-                        "{}: this flow ran {f}, which its application chose (`-C {name}` for \
-                         the test, TCP_CONGESTION in an application)",
-                        n.why
-                    ),
-                    None,
-                    Some(f),
-                    Some(name.clone()),
-                ),
-                (None, _) => rec(
-                    format!(
-                        "{} ({key}={name}, if the sender does not run it already)",
-                        n.why
-                    ),
-                    None,
-                    None,
-                    Some(name.clone()),
-                ),
-            }
-        }
+        (Value::Name(name), Some(key)) => recommend_name(n, name, key, host, in_effect),
         _ => rec(n.why.clone(), None, None, None),
+    }
+}
+
+/// A named setting (the congestion control): checked against what the flow ran, then the
+/// host's default.
+fn recommend_name(
+    n: &Need,
+    name: &String,
+    key: &str,
+    host: Option<&HostSettings>,
+    in_effect: &InEffect,
+) -> Option<Recommendation> {
+    let on = where_(n.on).to_string();
+    let rec = |change: String, command: Option<String>, current: Option<String>, proposed| {
+        Some(Recommendation {
+            on: on.clone(),
+            change,
+            command,
+            knob: n.knob,
+            current,
+            proposed,
+        })
+    };
+    let host_cur = host.and_then(|h| h.congestion_control.clone());
+    match (in_effect.congestion.clone(), host_cur) {
+        // What the flow ran is what is in effect, whatever the host's default.
+        (Some(f), _) if f == *name => None,
+        // Not known: the flow ran the host's default.
+        (None, Some(h)) if h == *name => None,
+        (Some(f), Some(h)) if h == *name => rec(
+            format!(
+                "{}: this flow ran {f}, which its application chose (TCP_CONGESTION, \
+                 `-C {f}`); the host's default {key} is already {name}: let the \
+                 application use the default",
+                n.why
+            ),
+            None,
+            Some(f),
+            Some(name.clone()),
+        ),
+        (flow, Some(h)) if flow.as_ref().is_none_or(|f| *f == h) => rec(
+            format!("{}: {key} is {h} now", n.why),
+            Some(format!("sysctl -w {key}={name}")),
+            Some(h),
+            Some(name.clone()),
+        ),
+        (Some(f), _) => rec(
+            format!(
+                "{}: this flow ran {f}, which its application chose (`-C {name}` for \
+                 the test, TCP_CONGESTION in an application)",
+                n.why
+            ),
+            None,
+            Some(f),
+            Some(name.clone()),
+        ),
+        (None, _) => rec(
+            format!(
+                "{} ({key}={name}, if the sender does not run it already)",
+                n.why
+            ),
+            None,
+            None,
+            Some(name.clone()),
+        ),
     }
 }
 

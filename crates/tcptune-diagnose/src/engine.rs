@@ -294,7 +294,7 @@ impl Default for Context {
             window: None,
             rate_cap: None,
             congestion: None,
-            kernel: KernelVersion::new(6, 6),
+            kernel: KernelVersion::ASSUMED,
             kernel_source: KernelSource::Assumed,
             streams: 1,
             settings: KnownSettings::default(),

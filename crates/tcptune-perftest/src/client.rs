@@ -55,10 +55,7 @@ pub struct ClientConfig {
 }
 
 fn kernel() -> (KernelVersion, KernelSource) {
-    match tcptune_kernel::sys::kernel_version() {
-        Some(v) => (v, KernelSource::Detected),
-        None => (KernelVersion::new(6, 6), KernelSource::Assumed),
-    }
+    tcptune_kernel::sys::kernel_version_or_assumed()
 }
 
 /// One data connection as iperf3's `start.connected[]` lists it (TCP and UDP alike).

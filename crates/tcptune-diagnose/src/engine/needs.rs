@@ -18,148 +18,30 @@ pub(crate) fn query(rate: Rate, rtt: Dur, ctx: &Context) -> BufferQuery {
     }
 }
 
+/// Buffers sized for the path, with the rate and RTT they were sized for.
+type Sized = (tcptune_model::buffers::Buffers, Rate, Dur);
+
 /// The needs a limit implies, from the evidence that shows it.
 pub fn needs(limit: Limit, e: &Evidence, ctx: &Context) -> Vec<Need> {
     let mut out = Vec::new();
     // The RTT the flow measured (a window-limited flow builds no queue, so this is the path's
     // RTT plus the hosts' own delay, which the window must cover too).
     let rtt = e.rtt_s.or(e.min_rtt_s).filter(|r| *r > Dur::ZERO);
-    let sized = match (ctx.path_rate, rtt) {
+    let sized: Option<Sized> = match (ctx.path_rate, rtt) {
         (Some(rate), Some(rtt)) => buffers(&query(rate, rtt, ctx)).ok().map(|b| (b, rate, rtt)),
         _ => None,
     };
-    let note =
-        |rate: Rate, rtt: Dur, w: Bytes| format!("BDP {rate} × {rtt} = {} per flow", size(w.get()));
-    let buffer_need = |out: &mut Vec<Need>, end: End, measured: Option<u64>, recv: bool| {
-        let (sys, core, name) = if recv {
-            (Knob::TcpRmemMax, Knob::RmemMax, "receive")
-        } else {
-            (Knob::TcpWmemMax, Knob::WmemMax, "send")
-        };
-        // The buffer measured limited this flow: a maximum below twice it cannot be the fix;
-        // nor one below 64 KiB, the kernel's own smallest default maximum.
-        let floor = measured.map(|m| (2 * m).max(MIN_MAXIMUM)).unwrap_or(0);
-        match &sized {
-            Some((b, rate, rtt)) => {
-                let want = if recv {
-                    b.tcp_rmem_max_bytes.get()
-                } else {
-                    b.tcp_wmem_max_bytes.get()
-                };
-                let n = want.max(floor);
-                let mut why = format!(
-                    "let the {name} buffer grow to {} so the window covers the BDP: {}",
-                    size(n),
-                    note(b.flow_rate_bps, *rtt, b.window_bytes)
-                );
-                if !recv {
-                    why += &format!(", {}× the window for the send buffer", b.sndbuf_factor);
-                }
-                let _ = rate;
-                out.push(Need {
-                    knob: sys,
-                    on: end,
-                    value: Value::AtLeast(n),
-                    why,
-                });
-                if let Some(w) = ctx.window {
-                    let (so, max) = if recv {
-                        (b.so_rcvbuf_bytes.get(), b.rmem_max_bytes.get())
-                    } else {
-                        (b.so_sndbuf_bytes.get(), b.wmem_max_bytes.get())
-                    };
-                    if so > w.get() {
-                        out.push(Need {
-                            knob: Knob::SocketBuffer,
-                            on: end,
-                            value: Value::AtLeast(so),
-                            why: format!(
-                                "-w {} fixes the {name} buffer and turns autotuning off: drop \
-                                 it, or ask for {}",
-                                size(w.get()),
-                                size(so)
-                            ),
-                        });
-                        out.push(Need {
-                            knob: core,
-                            on: end,
-                            value: Value::AtLeast(max),
-                            why: format!("so the kernel allows -w {}", size(so)),
-                        });
-                    }
-                }
-            }
-            // Neither the path's rate nor the receiver's buffer: the window that held the flow
-            // still says the knob, and a size that must be exceeded.
-            None if recv && floor == 0 && e.peer_window_bytes.is_some_and(|w| w > 0) => {
-                let w = e.peer_window_bytes.unwrap_or(0);
-                let n = (4 * w).max(MIN_MAXIMUM);
-                out.push(Need {
-                    knob: sys,
-                    on: end,
-                    value: Value::AtLeast(n),
-                    why: format!(
-                        "its window {} held this flow, and a window is about half the buffer \
-                         that gives it: at least twice that buffer, {} (give --path-rate RATE \
-                         to size it to the bandwidth-delay product)",
-                        size(w),
-                        size(n)
-                    ),
-                })
-            }
-            None if floor > 0 => out.push(Need {
-                knob: sys,
-                on: end,
-                value: Value::AtLeast(floor),
-                why: format!(
-                    "the {name} buffer of {} limited this flow; at least twice it (give \
-                     --path-rate RATE to size it to the bandwidth-delay product)",
-                    size(floor / 2)
-                ),
-            }),
-            None => {}
-        }
-    };
     match limit {
-        Limit::ReceiverWindow => {
-            let covers_bdp = matches!(
-                (ctx.path_rate, rtt, e.peer_window_bytes),
-                (Some(rate), Some(r), Some(w))
-                    if w as f64 >= rate.bytes_per_sec() / ctx.streams.max(1) as f64 * r.secs()
-            );
-            // The buffer is large but the window it advertised small: data sat unread in it.
-            let backlog = matches!(
-                (e.receiver_buffer_bytes, e.peer_window_bytes),
-                (Some(b), Some(w)) if (w as f64) < UNREAD_BACKLOG * b as f64 / 2.0
-            );
-            let reads_slowly = covers_bdp || backlog;
-            if reads_slowly {
-                out.push(Need {
-                    knob: Knob::ReceiverReads,
-                    on: End::Receiver,
-                    value: Value::Advice,
-                    why: if covers_bdp {
-                        format!(
-                            "its window {} already covers the BDP, yet was often full: the \
-                             receiving application reads too slowly (larger reads, a faster \
-                             reader); a larger buffer would not help",
-                            size(e.peer_window_bytes.unwrap_or(0))
-                        )
-                    } else {
-                        format!(
-                            "its window {} is a small part of its {} receive buffer: the data \
-                             sat unread, so the receiving application (or its CPU) reads too \
-                             slowly; a larger buffer would not help",
-                            size(e.peer_window_bytes.unwrap_or(0)),
-                            size(e.receiver_buffer_bytes.unwrap_or(0))
-                        )
-                    },
-                });
-            } else {
-                buffer_need(&mut out, End::Receiver, e.receiver_buffer_bytes, true);
-            }
-        }
-        Limit::SendBuffer => buffer_need(&mut out, End::Sender, e.send_buffer_bytes, false),
+        Limit::ReceiverWindow => receiver_window_needs(&mut out, e, ctx, rtt, sized.as_ref()),
+        Limit::SendBuffer => buffer_need(
+            &mut out,
+            End::Sender,
+            e.send_buffer_bytes,
+            false,
+            sized.as_ref(),
+            e,
+            ctx,
+        ),
         Limit::Loss => {
             let m = e
                 .loss_ratio
@@ -198,6 +80,12 @@ pub fn needs(limit: Limit, e: &Evidence, ctx: &Context) -> Vec<Need> {
         }
         _ => {}
     }
+    option_needs(&mut out, e);
+    out
+}
+
+/// SACK, timestamps or window scaling off: each is a need of its own.
+fn option_needs(out: &mut Vec<Need>, e: &Evidence) {
     let n = &e.negotiated;
     for (on, knob, name) in [
         (n.sack, Knob::Sack, "SACK"),
@@ -213,7 +101,164 @@ pub fn needs(limit: Limit, e: &Evidence, ctx: &Context) -> Vec<Need> {
             });
         }
     }
-    out
+}
+
+/// A receiver's window held the flow: a larger buffer where the window was short of the BDP,
+/// or the reader where it was not (or data sat unread in a large buffer).
+fn receiver_window_needs(
+    out: &mut Vec<Need>,
+    e: &Evidence,
+    ctx: &Context,
+    rtt: Option<Dur>,
+    sized: Option<&Sized>,
+) {
+    let covers_bdp = matches!(
+        (ctx.path_rate, rtt, e.peer_window_bytes),
+        (Some(rate), Some(r), Some(w))
+            if w as f64 >= rate.bytes_per_sec() / ctx.streams.max(1) as f64 * r.secs()
+    );
+    // The buffer is large but the window it advertised small: data sat unread in it.
+    let backlog = matches!(
+        (e.receiver_buffer_bytes, e.peer_window_bytes),
+        (Some(b), Some(w)) if (w as f64) < UNREAD_BACKLOG * b as f64 / 2.0
+    );
+    let reads_slowly = covers_bdp || backlog;
+    if reads_slowly {
+        out.push(Need {
+            knob: Knob::ReceiverReads,
+            on: End::Receiver,
+            value: Value::Advice,
+            why: if covers_bdp {
+                format!(
+                    "its window {} already covers the BDP, yet was often full: the \
+                         receiving application reads too slowly (larger reads, a faster \
+                         reader); a larger buffer would not help",
+                    size(e.peer_window_bytes.unwrap_or(0))
+                )
+            } else {
+                format!(
+                    "its window {} is a small part of its {} receive buffer: the data \
+                         sat unread, so the receiving application (or its CPU) reads too \
+                         slowly; a larger buffer would not help",
+                    size(e.peer_window_bytes.unwrap_or(0)),
+                    size(e.receiver_buffer_bytes.unwrap_or(0))
+                )
+            },
+        });
+    } else {
+        buffer_need(
+            out,
+            End::Receiver,
+            e.receiver_buffer_bytes,
+            true,
+            sized,
+            e,
+            ctx,
+        );
+    }
+}
+
+/// A buffer maximum (and, under `-w`, the socket buffer and its core limit) that lets the
+/// window cover the BDP; without the path's rate, twice the buffer that limited the flow, or
+/// four times the window that did.
+fn buffer_need(
+    out: &mut Vec<Need>,
+    end: End,
+    measured: Option<u64>,
+    recv: bool,
+    sized: Option<&Sized>,
+    e: &Evidence,
+    ctx: &Context,
+) {
+    let note =
+        |rate: Rate, rtt: Dur, w: Bytes| format!("BDP {rate} × {rtt} = {} per flow", size(w.get()));
+    let (sys, core, name) = if recv {
+        (Knob::TcpRmemMax, Knob::RmemMax, "receive")
+    } else {
+        (Knob::TcpWmemMax, Knob::WmemMax, "send")
+    };
+    // The buffer measured limited this flow: a maximum below twice it cannot be the fix;
+    // nor one below 64 KiB, the kernel's own smallest default maximum.
+    let floor = measured.map(|m| (2 * m).max(MIN_MAXIMUM)).unwrap_or(0);
+    match &sized {
+        Some((b, _, rtt)) => {
+            let want = if recv {
+                b.tcp_rmem_max_bytes.get()
+            } else {
+                b.tcp_wmem_max_bytes.get()
+            };
+            let n = want.max(floor);
+            let mut why = format!(
+                "let the {name} buffer grow to {} so the window covers the BDP: {}",
+                size(n),
+                note(b.flow_rate_bps, *rtt, b.window_bytes)
+            );
+            if !recv {
+                why += &format!(", {}× the window for the send buffer", b.sndbuf_factor);
+            }
+            out.push(Need {
+                knob: sys,
+                on: end,
+                value: Value::AtLeast(n),
+                why,
+            });
+            if let Some(w) = ctx.window {
+                let (so, max) = if recv {
+                    (b.so_rcvbuf_bytes.get(), b.rmem_max_bytes.get())
+                } else {
+                    (b.so_sndbuf_bytes.get(), b.wmem_max_bytes.get())
+                };
+                if so > w.get() {
+                    out.push(Need {
+                        knob: Knob::SocketBuffer,
+                        on: end,
+                        value: Value::AtLeast(so),
+                        why: format!(
+                            "-w {} fixes the {name} buffer and turns autotuning off: drop \
+                             it, or ask for {}",
+                            size(w.get()),
+                            size(so)
+                        ),
+                    });
+                    out.push(Need {
+                        knob: core,
+                        on: end,
+                        value: Value::AtLeast(max),
+                        why: format!("so the kernel allows -w {}", size(so)),
+                    });
+                }
+            }
+        }
+        // Neither the path's rate nor the receiver's buffer: the window that held the flow
+        // still says the knob, and a size that must be exceeded.
+        None if recv && floor == 0 && e.peer_window_bytes.is_some_and(|w| w > 0) => {
+            let w = e.peer_window_bytes.unwrap_or(0);
+            let n = (4 * w).max(MIN_MAXIMUM);
+            out.push(Need {
+                knob: sys,
+                on: end,
+                value: Value::AtLeast(n),
+                why: format!(
+                    "its window {} held this flow, and a window is about half the buffer \
+                     that gives it: at least twice that buffer, {} (give --path-rate RATE \
+                     to size it to the bandwidth-delay product)",
+                    size(w),
+                    size(n)
+                ),
+            })
+        }
+        None if floor > 0 => out.push(Need {
+            knob: sys,
+            on: end,
+            value: Value::AtLeast(floor),
+            why: format!(
+                "the {name} buffer of {} limited this flow; at least twice it (give \
+                 --path-rate RATE to size it to the bandwidth-delay product)",
+                size(floor / 2)
+            ),
+        }),
+        None => {}
+    }
 }
 
 /// The CPU advice for the end that was bound, naming only what the flow did not already have:
