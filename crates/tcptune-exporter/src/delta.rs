@@ -111,10 +111,10 @@ mod tests {
     fn busy_time_splits_by_the_chronographs_and_idle_time_by_delivery() {
         let ctx = Context::default();
         let a = sample(0, 1000, 100_000, 50_000, 0);
-        let b = sample(1000, 901_000, 700_000, 450_000, 100_000);
+        let b = sample(1000, 901_000, 700_000, 550_000, 100_000);
         let d = between(Some(&a), &b, Some(Dur::from_millis(1000)), &ctx);
         assert_eq!(d.delivered, 900_000);
-        assert!((d.seconds[index(Limit::ReceiverWindow)] - 0.4).abs() < 1e-9);
+        assert!((d.seconds[index(Limit::ReceiverWindow)] - 0.5).abs() < 1e-9);
         assert!((d.seconds[index(Limit::SendBuffer)] - 0.1).abs() < 1e-9);
         assert!((d.seconds[index(Limit::Application)] - 0.4).abs() < 1e-9);
         let total: f64 = d.seconds.iter().sum();

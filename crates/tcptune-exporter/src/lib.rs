@@ -26,3 +26,6 @@ pub use agg::{Aggregator, Config, OTHER};
 /// allocation range 9100-9999 (fully allocated since 2023) and below Linux's ephemeral range
 /// (32768-60999), so no outgoing connection can be holding it.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:19241";
+
+#[cfg(test)]
+mod agg_tests;
