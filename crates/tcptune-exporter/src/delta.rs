@@ -41,12 +41,14 @@ fn d64(a: Option<u64>, b: Option<u64>) -> u64 {
     b.unwrap_or(0).saturating_sub(a.unwrap_or(0))
 }
 
-/// The class of busy time neither receiver-window nor send-buffer limited: what the engine
-/// says of the interval when it names a network-side class, else the network (cwnd, pacing).
+/// The class of busy time the chronographs do not split (neither receiver-window nor
+/// send-buffer limited by the kernel's clock): the engine's verdict on the interval, which
+/// also reads the samples (a full send buffer the clock booked as cwnd-limited, loss, the
+/// path's capacity); a verdict that is not a limit of busy time leaves it to the network.
 fn rest_of_busy(prev: Option<&Sample>, cur: &Sample, ctx: &Context) -> Limit {
     match verdict(prev, cur, ctx).limit {
-        l @ (Limit::Loss | Limit::PathCapacity | Limit::Cpu | Limit::Network) => l,
-        _ => Limit::Network,
+        Limit::Application | Limit::Idle | Limit::NotEnoughEvidence => Limit::Network,
+        l => l,
     }
 }
 

@@ -160,81 +160,81 @@ impl Families {
             },
             registry: Registry::default(),
         };
-        r.register("tcptune_limit_seconds", "Time connections spent under each limit class of tcptune's diagnosis engine (busy time split by the kernel's chronographs, the rest of busy time classified by the engine, idle time as application or idle).", f.limit_seconds.clone());
+        r.register("tcptune_limit_seconds", "Time connections spent under each limit class of tcptune's diagnosis engine (busy time split by the kernel's chronographs, the rest of busy time classified by the engine, idle time as application or idle)", f.limit_seconds.clone());
         r.register(
             "tcptune_delivered_bytes",
-            "Bytes the peers acknowledged (tcpi_bytes_acked).",
+            "Bytes the peers acknowledged (tcpi_bytes_acked)",
             f.delivered.clone(),
         );
         r.register(
             "tcptune_retransmitted_bytes",
-            "Bytes retransmitted (tcpi_bytes_retrans).",
+            "Bytes retransmitted (tcpi_bytes_retrans)",
             f.retransmitted.clone(),
         );
         r.register(
             "tcptune_rto_events",
-            "Retransmission timeouts (tcpi_total_rto, Linux 6.7 and later).",
+            "Retransmission timeouts (tcpi_total_rto, Linux 6.7 and later)",
             f.rto.clone(),
         );
         r.register(
             "tcptune_connections_opened",
-            "Connections first seen since the exporter started (in a dump or by their destroy event).",
+            "Connections first seen since the exporter started (in a dump or by their destroy event)",
             f.opened.clone(),
         );
         r.register(
             "tcptune_connections_closed",
-            "Connections closed since the exporter started.",
+            "Connections closed since the exporter started",
             f.closed.clone(),
         );
         r.register(
             "tcptune_connections",
-            "Connections now, by TCP state.",
+            "Connections now, by TCP state",
             f.by_state.clone(),
         );
         r.register(
             "tcptune_connections_limited",
-            "Connections now, by the limit class of their last interval.",
+            "Connections now, by the limit class of their last interval",
             f.by_limit.clone(),
         );
         r.register(
             "tcptune_rtt_seconds",
-            "Smoothed RTT of connections that delivered data in a poll interval.",
+            "Smoothed RTT of connections that delivered data in a poll interval",
             f.rtt.clone(),
         );
         r.register(
             "tcptune_rtt_inflation_seconds",
-            "Smoothed RTT minus minimum RTT (the queue) of connections that delivered data in a poll interval.",
+            "Smoothed RTT minus minimum RTT (the queue) of connections that delivered data in a poll interval",
             f.inflation.clone(),
         );
         r.register(
             "tcptune_delivery_rate_bytes_per_second",
-            "Delivery-rate samples that were not application-limited.",
+            "Delivery-rate samples that were not application-limited",
             f.rate.clone(),
         );
         let h = &f.health;
         r.register(
             "tcptune_exporter_poll_duration_seconds",
-            "Time one poll (dumps of every namespace) took.",
+            "Time one poll (dumps of every namespace) took",
             h.poll_seconds.clone(),
         );
         r.register(
             "tcptune_exporter_sockets",
-            "Sockets seen in the last poll.",
+            "Sockets seen in the last poll",
             h.sockets.clone(),
         );
         r.register(
             "tcptune_exporter_groups",
-            "Groups admitted (the overflow group not included).",
+            "Groups admitted (the overflow group not included)",
             h.groups.clone(),
         );
-        r.register("tcptune_exporter_overflow_connections", "Connections counted in group=\"other\" because --max-series admitted no more groups.", h.overflow.clone());
-        r.register("tcptune_exporter_destroy_events_dropped", "Connections that disappeared without a destroy event (their last interval is lost).", h.destroy_dropped.clone());
+        r.register("tcptune_exporter_overflow_connections", "Connections counted in group=\"other\" because --max-series admitted no more groups", h.overflow.clone());
+        r.register("tcptune_exporter_destroy_events_dropped", "Connections that disappeared without a destroy event (their last interval is lost)", h.destroy_dropped.clone());
         r.register(
             "tcptune_exporter_dump_errors",
-            "sock_diag dumps that failed.",
+            "sock_diag dumps that failed",
             h.dump_errors.clone(),
         );
-        r.register("tcptune_exporter_polls", "Polls done.", h.polls.clone());
+        r.register("tcptune_exporter_polls", "Polls done", h.polls.clone());
         Families { registry: r, ..f }
     }
 
