@@ -118,10 +118,7 @@ impl Aggregator {
     }
 
     pub(crate) fn group_name(&self, i: usize) -> &str {
-        self.groups
-            .get(i)
-            .map(|g| g.name())
-            .unwrap_or(OTHER)
+        self.groups.get(i).map(|g| g.name()).unwrap_or(OTHER)
     }
 
     /// The group of a connection, admitting it while there is room; a connection whose group
@@ -140,7 +137,10 @@ impl Aggregator {
             let g = self.families.group(&name, &self.limits);
             self.groups.push(g);
             self.group_index.insert(name, self.groups.len() - 1);
-            self.families.health.groups.set((self.groups.len() - 1) as i64);
+            self.families
+                .health
+                .groups
+                .set((self.groups.len() - 1) as i64);
             return self.groups.len() - 1;
         }
         if count_overflow {
@@ -182,7 +182,12 @@ impl Aggregator {
     /// One dump of `netns` taken at `now`.
     pub fn dump(&mut self, netns: Option<&str>, socks: &[DiagSocket], now: Dur) {
         let key_ns = netns.map(str::to_string);
-        let baseline = self.ns.entry(key_ns.clone()).or_default().last_dump.is_none();
+        let baseline = self
+            .ns
+            .entry(key_ns.clone())
+            .or_default()
+            .last_dump
+            .is_none();
         let mut present = HashSet::with_capacity(socks.len());
         for s in socks {
             let unconnected = s.dst.port() == 0 && s.dst.ip().is_unspecified();
@@ -202,7 +207,10 @@ impl Aggregator {
                 info,
                 skmem: s.skmem,
             };
-            let known = self.conns.remove(&key).or_else(|| self.missing.remove(&key));
+            let known = self
+                .conns
+                .remove(&key)
+                .or_else(|| self.missing.remove(&key));
             let mut c = match known {
                 Some(c) => c,
                 None => {
@@ -284,7 +292,10 @@ impl Aggregator {
             info,
             skmem: s.skmem,
         };
-        let known = self.conns.remove(&key).or_else(|| self.missing.remove(&key));
+        let known = self
+            .conns
+            .remove(&key)
+            .or_else(|| self.missing.remove(&key));
         let (group, from) = match known {
             Some(c) => (c.group, Some(c.last)),
             None => {

@@ -26,7 +26,9 @@ fn sock(cookie: u64, port: u16, acked: u64, busy: u64, rwnd: u64) -> DiagSocket 
     DiagSocket {
         state: 1,
         src: format!("10.0.0.1:{port}").parse().unwrap(),
-        dst: format!("10.0.0.2:{}", 40000 + cookie % 20000).parse().unwrap(),
+        dst: format!("10.0.0.2:{}", 40000 + cookie % 20000)
+            .parse()
+            .unwrap(),
         ifindex: 0,
         cookie,
         timer: 0,
@@ -83,24 +85,51 @@ fn a_connection_followed_across_polls_adds_its_differences() {
     a.finish(s(1));
     let m = scrape(&a);
     assert_eq!(get(&m, "tcptune_delivered_bytes_total{group=\"all\"}"), 0.0);
-    assert_eq!(get(&m, "tcptune_connections{group=\"all\",state=\"ESTAB\"}"), 1.0);
-    a.dump(None, &[sock(1, 5201, 1_050_000, 1_700_000, 600_000)], s(1000));
+    assert_eq!(
+        get(&m, "tcptune_connections{group=\"all\",state=\"ESTAB\"}"),
+        1.0
+    );
+    a.dump(
+        None,
+        &[sock(1, 5201, 1_050_000, 1_700_000, 600_000)],
+        s(1000),
+    );
     a.finish(s(1));
     let m = scrape(&a);
     assert_eq!(get(&m, "tcptune_delivered_bytes_total{group=\"all\"}"), 1e6);
-    assert_eq!(get(&m, "tcptune_retransmitted_bytes_total{group=\"all\"}"), 10_000.0);
-    let secs = |l: &str| get(&m, &format!("tcptune_limit_seconds_total{{group=\"all\",limit=\"{l}\"}}"));
+    assert_eq!(
+        get(&m, "tcptune_retransmitted_bytes_total{group=\"all\"}"),
+        10_000.0
+    );
+    let secs = |l: &str| {
+        get(
+            &m,
+            &format!("tcptune_limit_seconds_total{{group=\"all\",limit=\"{l}\"}}"),
+        )
+    };
     assert!((secs("receiver_window") - 0.6).abs() < 1e-9);
     // Busy but not window-limited: the engine's class for the rest (no loss: the network).
     assert!((secs("network") - 0.2).abs() < 1e-9);
     assert!((secs("application") - 0.2).abs() < 1e-9);
     assert_eq!(
-        get(&m, "tcptune_connections_limited{group=\"all\",limit=\"receiver_window\"}"),
+        get(
+            &m,
+            "tcptune_connections_limited{group=\"all\",limit=\"receiver_window\"}"
+        ),
         1.0
     );
     assert_eq!(get(&m, "tcptune_rtt_seconds_count{group=\"all\"}"), 1.0);
-    assert_eq!(get(&m, "tcptune_delivery_rate_bytes_per_second_count{group=\"all\"}"), 1.0);
-    assert_eq!(get(&m, "tcptune_connections_opened_total{group=\"all\"}"), 0.0);
+    assert_eq!(
+        get(
+            &m,
+            "tcptune_delivery_rate_bytes_per_second_count{group=\"all\"}"
+        ),
+        1.0
+    );
+    assert_eq!(
+        get(&m, "tcptune_connections_opened_total{group=\"all\"}"),
+        0.0
+    );
 }
 
 #[test]
@@ -115,11 +144,26 @@ fn closes_add_the_last_difference_from_the_destroy_event() {
     a.dump(None, &[], s(2000));
     a.finish(s(1));
     let m = scrape(&a);
-    assert_eq!(get(&m, "tcptune_delivered_bytes_total{group=\"all\"}"), 2000.0 + 1500.0 + 777.0);
-    assert_eq!(get(&m, "tcptune_connections_opened_total{group=\"all\"}"), 1.0);
-    assert_eq!(get(&m, "tcptune_connections_closed_total{group=\"all\"}"), 2.0);
-    assert_eq!(get(&m, "tcptune_connections{group=\"all\",state=\"ESTAB\"}"), 0.0);
-    assert_eq!(get(&m, "tcptune_exporter_destroy_events_dropped_total"), 0.0);
+    assert_eq!(
+        get(&m, "tcptune_delivered_bytes_total{group=\"all\"}"),
+        2000.0 + 1500.0 + 777.0
+    );
+    assert_eq!(
+        get(&m, "tcptune_connections_opened_total{group=\"all\"}"),
+        1.0
+    );
+    assert_eq!(
+        get(&m, "tcptune_connections_closed_total{group=\"all\"}"),
+        2.0
+    );
+    assert_eq!(
+        get(&m, "tcptune_connections{group=\"all\",state=\"ESTAB\"}"),
+        0.0
+    );
+    assert_eq!(
+        get(&m, "tcptune_exporter_destroy_events_dropped_total"),
+        0.0
+    );
 }
 
 #[test]
@@ -132,15 +176,27 @@ fn a_destroy_event_after_the_dump_that_missed_the_socket_still_counts() {
     a.dump(None, &[], s(2000));
     a.finish(s(1));
     let m = scrape(&a);
-    assert_eq!(get(&m, "tcptune_delivered_bytes_total{group=\"all\"}"), 9000.0);
-    assert_eq!(get(&m, "tcptune_exporter_destroy_events_dropped_total"), 0.0);
+    assert_eq!(
+        get(&m, "tcptune_delivered_bytes_total{group=\"all\"}"),
+        9000.0
+    );
+    assert_eq!(
+        get(&m, "tcptune_exporter_destroy_events_dropped_total"),
+        0.0
+    );
     // A socket gone from two dumps without an event lost it: counted as dropped and closed.
     a.dump(None, &[sock(3, 443, 0, 0, 0)], s(3000));
     a.dump(None, &[], s(4000));
     a.dump(None, &[], s(5000));
     let m = scrape(&a);
-    assert_eq!(get(&m, "tcptune_exporter_destroy_events_dropped_total"), 1.0);
-    assert_eq!(get(&m, "tcptune_connections_closed_total{group=\"all\"}"), 2.0);
+    assert_eq!(
+        get(&m, "tcptune_exporter_destroy_events_dropped_total"),
+        1.0
+    );
+    assert_eq!(
+        get(&m, "tcptune_connections_closed_total{group=\"all\"}"),
+        2.0
+    );
 }
 
 #[test]
@@ -156,9 +212,18 @@ fn hundreds_of_short_connections_between_polls_sum_exactly() {
     a.dump(None, &[], s(1000));
     a.finish(s(1));
     let m = scrape(&a);
-    assert_eq!(get(&m, "tcptune_delivered_bytes_total{group=\"perf\"}"), sent as f64);
-    assert_eq!(get(&m, "tcptune_connections_opened_total{group=\"perf\"}"), 500.0);
-    assert_eq!(get(&m, "tcptune_connections_closed_total{group=\"perf\"}"), 500.0);
+    assert_eq!(
+        get(&m, "tcptune_delivered_bytes_total{group=\"perf\"}"),
+        sent as f64
+    );
+    assert_eq!(
+        get(&m, "tcptune_connections_opened_total{group=\"perf\"}"),
+        500.0
+    );
+    assert_eq!(
+        get(&m, "tcptune_connections_closed_total{group=\"perf\"}"),
+        500.0
+    );
 }
 
 #[test]
@@ -173,11 +238,21 @@ fn groups_past_the_series_cap_fold_into_other() {
     a.destroyed(None, &sock(3, 5201, 300, 0, 0), s(3));
     a.finish(s(1));
     let m = scrape(&a);
-    assert_eq!(get(&m, "tcptune_delivered_bytes_total{group=\"web\"}"), 100.0);
-    assert_eq!(get(&m, "tcptune_delivered_bytes_total{group=\"other\"}"), 500.0);
+    assert_eq!(
+        get(&m, "tcptune_delivered_bytes_total{group=\"web\"}"),
+        100.0
+    );
+    assert_eq!(
+        get(&m, "tcptune_delivered_bytes_total{group=\"other\"}"),
+        500.0
+    );
     assert_eq!(get(&m, "tcptune_exporter_overflow_connections_total"), 2.0);
     assert!(!m.keys().any(|k| k.contains("group=\"db\"")));
-    let samples = a.encode(false).lines().filter(|l| !l.starts_with('#')).count();
+    let samples = a
+        .encode(false)
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .count();
     assert!(samples <= cap, "{samples} samples > --max-series {cap}");
     assert!(Aggregator::new(Config {
         grouping: Grouping::default(),
@@ -211,12 +286,19 @@ fn counters_never_go_backwards_whatever_the_kernel_says() {
         }
         a.dump(None, &socks, s(poll * 1000));
         if next() % 3 == 0 {
-            a.destroyed(None, &sock(next() % 30, 443, next() % 1_000_000, 0, 0), s(poll * 1000 + 500));
+            a.destroyed(
+                None,
+                &sock(next() % 30, 443, next() % 1_000_000, 0, 0),
+                s(poll * 1000 + 500),
+            );
         }
         a.finish(s(1));
         let now = scrape(&a);
         for (k, v) in &now {
-            let counter = k.contains("_total") || k.contains("_bucket") || k.contains("_count") || k.contains("_sum");
+            let counter = k.contains("_total")
+                || k.contains("_bucket")
+                || k.contains("_count")
+                || k.contains("_sum");
             if counter {
                 let b = before.get(k).copied().unwrap_or(0.0);
                 assert!(*v >= b, "{k} went from {b} to {v} at poll {poll}");

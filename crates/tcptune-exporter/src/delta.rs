@@ -12,7 +12,10 @@ pub const CLASSES: usize = Limit::ALL.len();
 
 /// The index of a class in [`Limit::ALL`].
 pub fn index(l: Limit) -> usize {
-    Limit::ALL.iter().position(|&x| x == l).unwrap_or(CLASSES - 1)
+    Limit::ALL
+        .iter()
+        .position(|&x| x == l)
+        .unwrap_or(CLASSES - 1)
 }
 
 /// One socket's interval.
@@ -68,7 +71,8 @@ pub fn between(prev: Option<&Sample>, cur: &Sample, wall: Option<Dur>, ctx: &Con
     let mut d = Delta {
         delivered,
         retransmitted: d64(a.bytes_retrans, b.bytes_retrans),
-        rto: u64::from(b.total_rto.unwrap_or(0)).saturating_sub(u64::from(a.total_rto.unwrap_or(0))),
+        rto: u64::from(b.total_rto.unwrap_or(0))
+            .saturating_sub(u64::from(a.total_rto.unwrap_or(0))),
         seconds: [0.0; CLASSES],
     };
     d.seconds[index(Limit::ReceiverWindow)] = us(rwnd);

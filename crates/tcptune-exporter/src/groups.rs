@@ -134,7 +134,10 @@ impl GroupMap {
                     return Err(err(format!("group name '{name}' must be 1-64 letters, digits, '-', '_', '.' or ':' and not 'other'"), v.span()));
                 }
                 let Some(arr) = v.as_array() else {
-                    return Err(err(format!("'{name}' must be a list, e.g. {name} = [80, \"8000-8080\"]"), v.span()));
+                    return Err(err(
+                        format!("'{name}' must be a list, e.g. {name} = [80, \"8000-8080\"]"),
+                        v.span(),
+                    ));
                 };
                 for e in arr.iter() {
                     let bad = |what: &str| err(format!("'{name}': {what}"), e.span());
@@ -175,7 +178,9 @@ impl GroupMap {
                 .iter()
                 .find(|(lo, hi, _)| (*lo..=*hi).contains(&p))
         };
-        find(local).or_else(|| find(remote)).map(|(_, _, n)| n.as_str())
+        find(local)
+            .or_else(|| find(remote))
+            .map(|(_, _, n)| n.as_str())
     }
 
     fn peer(&self, ip: IpAddr) -> Option<&str> {
@@ -278,7 +283,11 @@ mod tests {
         );
         // An outgoing connection is named by the remote port; IPv4-mapped peers match.
         assert_eq!(
-            g.group(&key("[::ffff:10.0.0.1]:50000", "[::ffff:198.19.1.1]:443", None)),
+            g.group(&key(
+                "[::ffff:10.0.0.1]:50000",
+                "[::ffff:198.19.1.1]:443",
+                None
+            )),
             "web/lab/unknown"
         );
         assert_eq!(

@@ -184,7 +184,9 @@ mod tests {
         let e = bind(addr).unwrap_err();
         assert_eq!(
             e.to_string(),
-            format!("cannot listen on {addr}: the port is in use; pick another with --listen ADDR:PORT")
+            format!(
+                "cannot listen on {addr}: the port is in use; pick another with --listen ADDR:PORT"
+            )
         );
     }
 }

@@ -227,8 +227,16 @@ impl Families {
             "Groups admitted (the overflow group not included)",
             h.groups.clone(),
         );
-        r.register("tcptune_exporter_overflow_connections", "Connections counted in group=\"other\" because --max-series admitted no more groups", h.overflow.clone());
-        r.register("tcptune_exporter_destroy_events_dropped", "Connections that disappeared without a destroy event (their last interval is lost)", h.destroy_dropped.clone());
+        r.register(
+            "tcptune_exporter_overflow_connections",
+            "Connections counted in group=\"other\" because --max-series admitted no more groups",
+            h.overflow.clone(),
+        );
+        r.register(
+            "tcptune_exporter_destroy_events_dropped",
+            "Connections that disappeared without a destroy event (their last interval is lost)",
+            h.destroy_dropped.clone(),
+        );
         r.register(
             "tcptune_exporter_dump_errors",
             "sock_diag dumps that failed",

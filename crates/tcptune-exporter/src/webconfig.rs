@@ -79,11 +79,22 @@ impl WebConfig {
                 match k {
                     "basic_auth_users" => {}
                     "tls_server_config" => return Err(WebConfigError::Tls),
-                    "http_server_config" => return Err(err("http_server_config is not supported by tcptune exporter; leave it out".into())),
-                    _ => return Err(err(format!("unknown section '{k}'; tcptune exporter reads basic_auth_users"))),
+                    "http_server_config" => {
+                        return Err(err(
+                            "http_server_config is not supported by tcptune exporter; leave it out"
+                                .into(),
+                        ))
+                    }
+                    _ => {
+                        return Err(err(format!(
+                            "unknown section '{k}'; tcptune exporter reads basic_auth_users"
+                        )))
+                    }
                 }
                 if !(v.is_empty() || v == "{}") {
-                    return Err(err(format!("'{k}' holds 'user: bcrypt-hash' lines, indented under it")));
+                    return Err(err(format!(
+                        "'{k}' holds 'user: bcrypt-hash' lines, indented under it"
+                    )));
                 }
                 section = Some(k.to_string());
                 continue;
@@ -123,7 +134,10 @@ impl WebConfig {
             .strip_prefix("Basic ")
             .and_then(|b| base64_decode(b.trim()))
             .and_then(|d| String::from_utf8(d).ok())
-            .and_then(|s| s.split_once(':').map(|(u, p)| (u.to_string(), p.to_string())))
+            .and_then(|s| {
+                s.split_once(':')
+                    .map(|(u, p)| (u.to_string(), p.to_string()))
+            })
         else {
             return false;
         };
@@ -202,16 +216,26 @@ mod tests {
     #[test]
     fn unsupported_or_bad_files_are_refused_in_one_sentence() {
         let e = WebConfig::parse("tls_server_config:\n  cert_file: a\n").unwrap_err();
-        assert!(e.to_string().contains("TLS (tls_server_config) is not supported"));
+        assert!(e
+            .to_string()
+            .contains("TLS (tls_server_config) is not supported"));
         let e = WebConfig::parse("basic_auth_users:\n  alice: plain\n").unwrap_err();
         assert_eq!(e.to_string(), "web config line 2: the password of 'alice' is not a bcrypt hash (make one with `htpasswd -nBC 10 \"\" | tr -d ':'`)");
         let e = WebConfig::parse("users:\n").unwrap_err();
-        assert!(e.to_string().starts_with("web config line 1: unknown section 'users'"));
+        assert!(e
+            .to_string()
+            .starts_with("web config line 1: unknown section 'users'"));
     }
 
     #[test]
     fn base64_round_trips_rfc4648_vectors() {
-        for (enc, dec) in [("", ""), ("Zg==", "f"), ("Zm8=", "fo"), ("Zm9v", "foo"), ("Zm9vYg", "foob")] {
+        for (enc, dec) in [
+            ("", ""),
+            ("Zg==", "f"),
+            ("Zm8=", "fo"),
+            ("Zm9v", "foo"),
+            ("Zm9vYg", "foob"),
+        ] {
             assert_eq!(base64_decode(enc).unwrap(), dec.as_bytes());
         }
         assert!(base64_decode("Z").is_none());

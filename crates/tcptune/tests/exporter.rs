@@ -180,7 +180,10 @@ fn prometheus(dir: &TempDir, target: SocketAddr) -> (Kill, SocketAddr) {
     let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
     let child = Command::new("prometheus")
         .arg(format!("--config.file={}", cfg.display()))
-        .arg(format!("--storage.tsdb.path={}", dir.path().join("data").display()))
+        .arg(format!(
+            "--storage.tsdb.path={}",
+            dir.path().join("data").display()
+        ))
         .arg(format!("--web.listen-address={addr}"))
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -222,7 +225,11 @@ fn prometheus_sees_each_transfers_limit_and_its_bytes() {
     let (_line, _, addr2) = DelayLine::new(&a2, &b2, 72, Duration::from_millis(10));
     let dir = TempDir::new("exporter-prom");
     let map = dir.path().join("groups.toml");
-    std::fs::write(&map, "[ports]\nrwnd = [5301]\napp = [5302]\nsndbuf = [5303]\n").unwrap();
+    std::fs::write(
+        &map,
+        "[ports]\nrwnd = [5301]\napp = [5302]\nsndbuf = [5303]\n",
+    )
+    .unwrap();
     let (_exp, exp_addr) = exporter(&[
         "--netns",
         a1.name(),
@@ -235,17 +242,51 @@ fn prometheus_sees_each_transfers_limit_and_its_bytes() {
         "200ms",
     ]);
     let (_prom, prom) = prometheus(&dir, exp_addr);
-    wait_for("the exporter's baseline poll", Duration::from_secs(30), || {
-        metric(&get(exp_addr, "/metrics", None).1, "tcptune_exporter_polls_total") >= 1.0
-    });
+    wait_for(
+        "the exporter's baseline poll",
+        Duration::from_secs(30),
+        || {
+            metric(
+                &get(exp_addr, "/metrics", None).1,
+                "tcptune_exporter_polls_total",
+            ) >= 1.0
+        },
+    );
     let stop = Arc::new(AtomicBool::new(false));
     let t = [
         // The receiver reads 4 KiB every 2 ms through a 4 KiB buffer: its window sets the pace.
-        transfer(&a1, &b1, &addr1, 5301, (None, Some(4096)), (4096, Some(Duration::from_millis(2))), (65536, None), &stop),
+        transfer(
+            &a1,
+            &b1,
+            &addr1,
+            5301,
+            (None, Some(4096)),
+            (4096, Some(Duration::from_millis(2))),
+            (65536, None),
+            &stop,
+        ),
         // 1 KiB every 50 ms: the application has nothing to send most of the time.
-        transfer(&a1, &b1, &addr1, 5302, (None, None), (65536, None), (1024, Some(Duration::from_millis(50))), &stop),
+        transfer(
+            &a1,
+            &b1,
+            &addr1,
+            5302,
+            (None, None),
+            (65536, None),
+            (1024, Some(Duration::from_millis(50))),
+            &stop,
+        ),
         // An 8 KiB send buffer on a 20 ms path, drained by a fast reader.
-        transfer(&a2, &b2, &addr2, 5303, (Some(4096), None), (1 << 20, None), (65536, None), &stop),
+        transfer(
+            &a2,
+            &b2,
+            &addr2,
+            5303,
+            (Some(4096), None),
+            (1 << 20, None),
+            (65536, None),
+            &stop,
+        ),
     ];
     std::thread::sleep(Duration::from_secs(6)); // the transfers' length, not a synchronisation
     stop.store(true, Ordering::SeqCst);
@@ -257,10 +298,17 @@ fn prometheus_sees_each_transfers_limit_and_its_bytes() {
     ] {
         let delivered = format!("tcptune_delivered_bytes_total{{group=\"{group}\"}}");
         // Until Prometheus has scraped the poll after the connection closed.
-        wait_for(&format!("{group}'s closed count in Prometheus"), Duration::from_secs(30), || {
-            std::thread::sleep(Duration::from_millis(200)); // pacing the queries
-            scalar(prom, &format!("tcptune_connections_closed_total{{group=\"{group}\"}}")) >= 1.0
-        });
+        wait_for(
+            &format!("{group}'s closed count in Prometheus"),
+            Duration::from_secs(30),
+            || {
+                std::thread::sleep(Duration::from_millis(200)); // pacing the queries
+                scalar(
+                    prom,
+                    &format!("tcptune_connections_closed_total{{group=\"{group}\"}}"),
+                ) >= 1.0
+            },
+        );
         let got = scalar(prom, &delivered);
         assert!(
             (got - read as f64).abs() <= 0.05 * read as f64,
@@ -268,7 +316,11 @@ fn prometheus_sees_each_transfers_limit_and_its_bytes() {
         );
         let top = promql(prom, &format!("topk(1, sum by (limit) (tcptune_limit_seconds_total{{group=\"{group}\",limit!=\"idle\"}}))"));
         let share = scalar(prom, &format!("sum(tcptune_limit_seconds_total{{group=\"{group}\",limit=\"{limit}\"}}) / sum(tcptune_limit_seconds_total{{group=\"{group}\",limit!=\"idle\"}})"));
-        let all = promql(prom, &format!("tcptune_limit_seconds_total{{group=\"{group}\"}} > 0"));
+        let all = promql(
+            prom,
+            &format!("tcptune_limit_seconds_total{{group=\"{group}\"}} > 0"),
+        );
+        eprintln!("{group}: {limit} share {share:.3}, delivered {got} of {read} read");
         assert_eq!(top[0]["metric"]["limit"], limit, "{group}: {all:?}");
         assert!(share >= 0.8, "{group}: {limit} share {share}: {all:?}");
     }
@@ -281,10 +333,24 @@ fn prometheus_sees_each_transfers_limit_and_its_bytes() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    check.stdin.take().unwrap().write_all(body.as_bytes()).unwrap();
+    check
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(body.as_bytes())
+        .unwrap();
     let out = check.wait_with_output().unwrap();
-    assert!(out.status.success(), "promtool: {}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert!(out.stdout.is_empty() && out.stderr.is_empty(), "promtool: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "promtool: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.stdout.is_empty() && out.stderr.is_empty(),
+        "promtool: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 #[test]
@@ -295,9 +361,16 @@ fn hundreds_of_short_connections_sum_to_what_was_sent() {
     let (a, b) = (Netns::new("shorta"), Netns::new("shortb"));
     let (_, addr) = veth_pair(&a, &b, 73);
     let (_exp, exp) = exporter(&["--netns", a.name(), "--interval", "1s"]);
-    wait_for("the exporter's baseline poll", Duration::from_secs(30), || {
-        metric(&get(exp, "/metrics", None).1, "tcptune_exporter_polls_total") >= 1.0
-    });
+    wait_for(
+        "the exporter's baseline poll",
+        Duration::from_secs(30),
+        || {
+            metric(
+                &get(exp, "/metrics", None).1,
+                "tcptune_exporter_polls_total",
+            ) >= 1.0
+        },
+    );
     let l = in_ns(&b, || listen(&format!("{addr}:5310"), None));
     let received = Arc::new(AtomicU64::new(0));
     let r = received.clone();
@@ -320,7 +393,10 @@ fn hundreds_of_short_connections_sum_to_what_was_sent() {
     let series = "tcptune_delivered_bytes_total{group=\"all\"}";
     wait_for("every close counted", Duration::from_secs(30), || {
         std::thread::sleep(Duration::from_millis(100)); // pacing the scrapes
-        metric(&get(exp, "/metrics", None).1, "tcptune_connections_closed_total{group=\"all\"}") >= 300.0
+        metric(
+            &get(exp, "/metrics", None).1,
+            "tcptune_connections_closed_total{group=\"all\"}",
+        ) >= 300.0
     });
     let body = get(exp, "/metrics", None).1;
     let delivered = metric(&body, series);
@@ -328,8 +404,14 @@ fn hundreds_of_short_connections_sum_to_what_was_sent() {
         (delivered - sent as f64).abs() <= 0.01 * sent as f64,
         "delivered {delivered} vs sent {sent}\n{body}"
     );
-    assert_eq!(metric(&body, "tcptune_connections_opened_total{group=\"all\"}"), 300.0);
-    assert_eq!(metric(&body, "tcptune_exporter_destroy_events_dropped_total"), 0.0);
+    assert_eq!(
+        metric(&body, "tcptune_connections_opened_total{group=\"all\"}"),
+        300.0
+    );
+    assert_eq!(
+        metric(&body, "tcptune_exporter_destroy_events_dropped_total"),
+        0.0
+    );
 }
 
 #[test]
@@ -342,19 +424,31 @@ fn bad_input_is_one_sentence_and_exit_2_and_a_wrong_password_401() {
         assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
         assert!(err.contains(needle), "{args:?}: {err}");
     };
-    fails(&["--netns", "tt-no-such-namespace"], "network namespace 'tt-no-such-namespace' does not exist");
+    fails(
+        &["--netns", "tt-no-such-namespace"],
+        "network namespace 'tt-no-such-namespace' does not exist",
+    );
     let busy = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = busy.local_addr().unwrap().to_string();
     fails(&["--listen", &port], "the port is in use");
     let map = dir.path().join("g.toml");
     std::fs::write(&map, "[ports]\nweb = [\"90000\"]\n").unwrap();
-    fails(&["--group-by", "port", "--groups", map.to_str().unwrap()], "group map line 2");
+    fails(
+        &["--group-by", "port", "--groups", map.to_str().unwrap()],
+        "group map line 2",
+    );
     fails(&["--group-by", "port"], "needs a group map file");
-    fails(&["--group-by", "vlan"], "unknown --group-by dimension 'vlan'");
+    fails(
+        &["--group-by", "vlan"],
+        "unknown --group-by dimension 'vlan'",
+    );
     fails(&["--max-series", "10"], "--max-series 10 is too small");
     let web = dir.path().join("web.yml");
     std::fs::write(&web, "tls_server_config:\n  cert_file: x.pem\n").unwrap();
-    fails(&["--web-config", web.to_str().unwrap()], "TLS (tls_server_config) is not supported");
+    fails(
+        &["--web-config", web.to_str().unwrap()],
+        "TLS (tls_server_config) is not supported",
+    );
     if !tcptune_testkit::is_root() {
         // Reading the default namespace's sockets needs no privilege, but keep to what CI runs.
         return;
@@ -369,5 +463,8 @@ fn bad_input_is_one_sentence_and_exit_2_and_a_wrong_password_401() {
     assert_eq!(status, 200, "{body}");
     let v: Value = serde_json::from_str(&body).unwrap();
     assert!(v["connections"].is_array(), "{v}");
-    assert_eq!(get(addr, "/connections?top=0", Some("YWxpY2U6czNjcmV0")).0, 400);
+    assert_eq!(
+        get(addr, "/connections?top=0", Some("YWxpY2U6czNjcmV0")).0,
+        400
+    );
 }
