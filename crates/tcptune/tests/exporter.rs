@@ -173,7 +173,8 @@ fn prometheus(dir: &TempDir, target: SocketAddr) -> (Kill, SocketAddr) {
     std::fs::write(
         &cfg,
         format!(
-            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n  - job_name: tcptune\n    static_configs:\n      - targets: ['{target}']\n"
+            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nrule_files:\n  - '{}'\nscrape_configs:\n  - job_name: tcptune\n    static_configs:\n      - targets: ['{target}']\n",
+            dist("rules.yml").display()
         ),
     )
     .unwrap();
@@ -195,6 +196,64 @@ fn prometheus(dir: &TempDir, target: SocketAddr) -> (Kill, SocketAddr) {
         TcpStream::connect(addr).is_ok() && get(addr, "/-/ready", None).0 == 200
     });
     (p, addr)
+}
+
+/// A file the package ships with the exporter (crates/tcptune-exporter/dist).
+fn dist(name: &str) -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tcptune-exporter/dist")
+        .join(name)
+}
+
+/// Every query of the shipped dashboard and every recorded series of the shipped rules
+/// returns series from a Prometheus that scraped the exporter; the rules load and pass
+/// `promtool check rules`.
+fn dashboard_and_rules_answer(prom: SocketAddr) {
+    let check = Command::new("promtool")
+        .args(["check", "rules"])
+        .arg(dist("rules.yml"))
+        .output()
+        .unwrap();
+    assert!(
+        check.status.success(),
+        "{}",
+        String::from_utf8_lossy(&check.stdout)
+    );
+    let dash: Value =
+        serde_json::from_str(&std::fs::read_to_string(dist("grafana-dashboard.json")).unwrap())
+            .unwrap();
+    let mut exprs = Vec::new();
+    for panel in dash["panels"].as_array().unwrap() {
+        for t in panel["targets"].as_array().unwrap() {
+            exprs.push(t["expr"].as_str().unwrap().to_string());
+        }
+    }
+    assert!(exprs.len() >= 8);
+    let (_, rules) = get(prom, "/api/v1/rules", None);
+    let rules: Value = serde_json::from_str(&rules).unwrap();
+    for g in rules["data"]["groups"].as_array().unwrap() {
+        for r in g["rules"].as_array().unwrap() {
+            assert_eq!(r["health"], "ok", "{r}");
+            if r["type"] == "recording" {
+                exprs.push(r["name"].as_str().unwrap().to_string());
+            }
+        }
+    }
+    assert!(
+        exprs.iter().any(|e| e.starts_with("tcptune:")),
+        "no recording rules loaded"
+    );
+    for e in exprs {
+        let q = e
+            .replace("$instance", ".*")
+            .replace("$group", ".*")
+            .replace("$__rate_interval", "1m");
+        // Rules are evaluated on their own clock: a recorded series may be a second behind.
+        wait_for(&format!("series for {q}"), Duration::from_secs(30), || {
+            std::thread::sleep(Duration::from_millis(200)); // pacing the queries
+            !promql(prom, &q).is_empty()
+        });
+    }
 }
 
 /// An instant PromQL query's result vector.
@@ -324,7 +383,8 @@ fn prometheus_sees_each_transfers_limit_and_its_bytes() {
         assert_eq!(top[0]["metric"]["limit"], limit, "{group}: {all:?}");
         assert!(share >= 0.8, "{group}: {limit} share {share}: {all:?}");
     }
-    // The scrape is clean for promtool, and its size does not depend on the connections.
+    dashboard_and_rules_answer(prom);
+    // The scrape is clean for promtool.
     let (_, body) = get(exp_addr, "/metrics", None);
     let mut check = Command::new("promtool")
         .args(["check", "metrics"])
