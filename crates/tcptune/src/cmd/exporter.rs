@@ -12,7 +12,7 @@ use tcptune_exporter::groups::{Dimension, GroupMap, Grouping};
 use tcptune_exporter::http::{bind, serve, Shared};
 use tcptune_exporter::webconfig::WebConfig;
 use tcptune_exporter::{poll, Aggregator, Config};
-use tcptune_kernel::sys;
+use tcptune_kernel::{sys, KernelError};
 use tcptune_model::Dur;
 
 use crate::cli::ExporterArgs;
@@ -66,7 +66,12 @@ pub fn run(args: &ExporterArgs) -> anyhow::Result<Outcome> {
     } else {
         args.netns.iter().cloned().map(Some).collect()
     };
-    let targets = poll::open(&names)?;
+    let targets = poll::open(&names).map_err(|e| match e {
+        KernelError::Socket(ref io) if io.kind() == std::io::ErrorKind::PermissionDenied => {
+            anyhow::anyhow!("subscribing to the kernel's TCP destroy events needs CAP_NET_ADMIN; run as root or grant the capability (the shipped systemd unit does)")
+        }
+        e => e.into(),
+    })?;
     let agg = Aggregator::new(Config {
         grouping,
         max_series: args.max_series,
