@@ -309,3 +309,37 @@ fn counters_never_go_backwards_whatever_the_kernel_says() {
     let m = before;
     assert!(get(&m, "tcptune_delivered_bytes_total{group=\"web\"}") > 0.0);
 }
+
+#[test]
+fn connections_rank_by_time_lost_to_fixable_limits() {
+    let mut a = agg(vec![Dimension::Port], 10_000);
+    a.dump(
+        None,
+        &[
+            sock(1, 443, 0, 0, 0),
+            sock(2, 5201, 0, 0, 0),
+            sock(3, 5432, 0, 0, 0),
+        ],
+        s(0),
+    );
+    a.dump(
+        None,
+        &[
+            sock(1, 443, 1000, 900_000, 300_000),
+            sock(2, 5201, 1000, 900_000, 800_000),
+            // Busy, but not window- or buffer-limited: nothing fixable.
+            sock(3, 5432, 1000, 900_000, 0),
+        ],
+        s(1000),
+    );
+    let top = a.top(5);
+    assert_eq!(top.followed, 3);
+    let cookies: Vec<u64> = top.connections.iter().map(|c| c.cookie).collect();
+    assert_eq!(cookies, [2, 1]);
+    let c = &top.connections[0];
+    assert_eq!(c.group, "perf");
+    assert!((c.fixable_s - 0.8).abs() < 1e-9, "{c:?}");
+    assert!((c.limit_s["receiver_window"] - 0.8).abs() < 1e-9);
+    assert!(!c.verdict.text.is_empty());
+    assert_eq!(a.top(1).connections.len(), 1);
+}
