@@ -6,7 +6,7 @@
 //! admitted until `--max-series` would be passed; later groups' connections are folded into
 //! `group="other"` and counted.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::net::SocketAddr;
 
 use tcptune_diagnose::{Context, Limit, Sample};
@@ -52,6 +52,48 @@ pub(crate) struct Conn {
     pub seconds: [f64; CLASSES],
     /// The class of its last interval.
     pub current: Option<Limit>,
+}
+
+/// Adds one socket's interval to its group's series.
+fn add(g: &GroupMetrics, d: &Delta, last: &Sample) {
+    g.delivered.inc_by(d.delivered);
+    g.retransmitted.inc_by(d.retransmitted);
+    g.rto.inc_by(d.rto);
+    for (c, s) in g.limit_seconds.iter().zip(d.seconds) {
+        if s > 0.0 {
+            c.inc_by(s);
+        }
+    }
+    // Path figures only from connections that moved data in the interval.
+    if d.delivered == 0 {
+        return;
+    }
+    let i = &last.info;
+    if let Some(rtt) = i.rtt_us.filter(|&r| r > 0) {
+        g.rtt.observe(f64::from(rtt) / 1e6);
+        if let Some(min) = i.min_rtt_us.filter(|&m| m > 0 && m != u32::MAX) {
+            g.inflation
+                .observe(f64::from(rtt.saturating_sub(min)) / 1e6);
+        }
+    }
+    // gRFC A80's rule: only samples that were not application-limited.
+    if i.delivery_rate_app_limited == Some(false) {
+        if let Some(r) = i.delivery_rate_bytes_per_s.filter(|&r| r > 0) {
+            g.rate.observe(r as f64);
+        }
+    }
+}
+
+impl Conn {
+    /// Takes an interval `d` that ended with the sample `cur`, in `state`.
+    fn took(&mut self, d: &Delta, state: u8, cur: Sample) {
+        for (t, s) in self.seconds.iter_mut().zip(d.seconds) {
+            *t += s;
+        }
+        self.current = d.dominant().or(self.current);
+        self.state = state;
+        self.last = cur;
+    }
 }
 
 /// Per namespace: whether the first dump (the baseline) was taken and when the last was.
@@ -149,38 +191,9 @@ impl Aggregator {
         0
     }
 
-    fn add(&self, group: usize, d: &Delta, last: &Sample) {
-        let g = &self.groups[group];
-        g.delivered.inc_by(d.delivered);
-        g.retransmitted.inc_by(d.retransmitted);
-        g.rto.inc_by(d.rto);
-        for (c, s) in g.limit_seconds.iter().zip(d.seconds) {
-            if s > 0.0 {
-                c.inc_by(s);
-            }
-        }
-        // Path figures only from connections that moved data in the interval.
-        if d.delivered == 0 {
-            return;
-        }
-        let i = &last.info;
-        if let Some(rtt) = i.rtt_us.filter(|&r| r > 0) {
-            g.rtt.observe(f64::from(rtt) / 1e6);
-            if let Some(min) = i.min_rtt_us.filter(|&m| m > 0 && m != u32::MAX) {
-                g.inflation
-                    .observe(f64::from(rtt.saturating_sub(min)) / 1e6);
-            }
-        }
-        // gRFC A80's rule: only samples that were not application-limited.
-        if i.delivery_rate_app_limited == Some(false) {
-            if let Some(r) = i.delivery_rate_bytes_per_s.filter(|&r| r > 0) {
-                g.rate.observe(r as f64);
-            }
-        }
-    }
-
-    /// One dump of `netns` taken at `now`.
-    pub fn dump(&mut self, netns: Option<&str>, socks: &[DiagSocket], now: Dur) {
+    /// One dump of `netns` taken at `now` (the sockets are consumed: their `tcp_info` moves
+    /// into the state kept per cookie, with no copy).
+    pub fn dump(&mut self, netns: Option<&str>, socks: Vec<DiagSocket>, now: Dur) {
         let key_ns = netns.map(str::to_string);
         let baseline = self
             .ns
@@ -188,37 +201,42 @@ impl Aggregator {
             .or_default()
             .last_dump
             .is_none();
-        let mut present = HashSet::with_capacity(socks.len());
-        for s in socks {
+        for mut s in socks {
             let unconnected = s.dst.port() == 0 && s.dst.ip().is_unspecified();
             if unconnected {
                 continue;
             }
             self.seen += 1;
-            let Some(info) = s.info.clone() else {
-                let g = self.group_of(netns, s, false);
+            let Some(info) = s.info.take() else {
+                let g = self.group_of(netns, &s, false);
                 *self.stateless.entry((g, s.state)).or_default() += 1;
                 continue;
             };
             let key = (key_ns.clone(), s.cookie);
-            present.insert(s.cookie);
             let cur = Sample {
                 at_s: now,
                 info,
                 skmem: s.skmem,
             };
-            let known = self
-                .conns
-                .remove(&key)
-                .or_else(|| self.missing.remove(&key));
-            let mut c = match known {
-                Some(c) => c,
+            if let Some(c) = self.conns.get_mut(&key) {
+                // Followed since an earlier poll: the difference.
+                let wall = Dur::from_nanos(now.nanos().saturating_sub(c.last.at_s.nanos()));
+                let d = between(Some(&c.last), &cur, Some(wall), &self.cfg.ctx);
+                add(&self.groups[c.group], &d, &cur);
+                c.took(&d, s.state, cur);
+                continue;
+            }
+            let (mut c, from) = match self.missing.remove(&key) {
+                Some(c) => {
+                    let from = c.last.clone();
+                    (c, Some(from))
+                }
                 None => {
-                    let group = self.group_of(netns, s, true);
+                    let group = self.group_of(netns, &s, true);
                     if !baseline {
                         self.groups[group].opened.inc();
                     }
-                    Conn {
+                    let c = Conn {
                         group,
                         local: s.src,
                         remote: s.dst,
@@ -226,27 +244,20 @@ impl Aggregator {
                         last: cur.clone(),
                         seconds: [0.0; CLASSES],
                         current: None,
-                    }
+                    };
+                    (c, None)
                 }
             };
-            // A connection followed since an earlier poll contributes the difference; a new
-            // one (after the baseline) its whole life so far; the baseline nothing.
-            let from = if c.last.at_s < now {
-                Some(&c.last)
-            } else {
-                None
-            };
+            // A new connection (after the baseline) contributes its whole life so far; one
+            // back from the missing, the difference; the baseline nothing.
             if !baseline || from.is_some() {
-                let w = from.map(|f| Dur::from_nanos(now.nanos().saturating_sub(f.at_s.nanos())));
-                let d = between(from, &cur, w, &self.cfg.ctx);
-                self.add(c.group, &d, &cur);
-                for (t, s) in c.seconds.iter_mut().zip(d.seconds) {
-                    *t += s;
-                }
-                c.current = d.dominant().or(c.current);
+                let w = from
+                    .as_ref()
+                    .map(|f| Dur::from_nanos(now.nanos().saturating_sub(f.at_s.nanos())));
+                let d = between(from.as_ref(), &cur, w, &self.cfg.ctx);
+                add(&self.groups[c.group], &d, &cur);
+                c.took(&d, s.state, cur);
             }
-            c.state = s.state;
-            c.last = cur;
             self.conns.insert(key, c);
         }
         // Connections of this namespace the dump did not show: their destroy event is due; one
@@ -263,11 +274,12 @@ impl Aggregator {
                 self.groups[c.group].closed.inc();
             }
         }
+        // Every connection the dump showed has its last sample from `now`.
         let gone: Vec<_> = self
             .conns
-            .keys()
-            .filter(|(n, cookie)| *n == key_ns && !present.contains(cookie))
-            .cloned()
+            .iter()
+            .filter(|((n, _), c)| *n == key_ns && c.last.at_s < now)
+            .map(|(k, _)| k.clone())
             .collect();
         for k in gone {
             if let Some(c) = self.conns.remove(&k) {
@@ -309,7 +321,7 @@ impl Aggregator {
             }
         };
         let d = between(from.as_ref(), &last, None, &self.cfg.ctx);
-        self.add(group, &d, &last);
+        add(&self.groups[group], &d, &last);
         self.groups[group].closed.inc();
     }
 

@@ -81,7 +81,7 @@ fn get(m: &HashMap<String, f64>, series: &str) -> f64 {
 fn a_connection_followed_across_polls_adds_its_differences() {
     let mut a = agg(vec![], 10_000);
     // The baseline: what happened before the exporter started is not counted.
-    a.dump(None, &[sock(1, 5201, 50_000, 900_000, 0)], s(0));
+    a.dump(None, vec![sock(1, 5201, 50_000, 900_000, 0)], s(0));
     a.finish(s(1));
     let m = scrape(&a);
     assert_eq!(get(&m, "tcptune_delivered_bytes_total{group=\"all\"}"), 0.0);
@@ -91,7 +91,7 @@ fn a_connection_followed_across_polls_adds_its_differences() {
     );
     a.dump(
         None,
-        &[sock(1, 5201, 1_050_000, 1_700_000, 600_000)],
+        vec![sock(1, 5201, 1_050_000, 1_700_000, 600_000)],
         s(1000),
     );
     a.finish(s(1));
@@ -135,13 +135,13 @@ fn a_connection_followed_across_polls_adds_its_differences() {
 #[test]
 fn closes_add_the_last_difference_from_the_destroy_event() {
     let mut a = agg(vec![], 10_000);
-    a.dump(None, &[sock(1, 443, 1000, 0, 0)], s(0));
-    a.dump(None, &[sock(1, 443, 3000, 0, 0)], s(1000));
+    a.dump(None, vec![sock(1, 443, 1000, 0, 0)], s(0));
+    a.dump(None, vec![sock(1, 443, 3000, 0, 0)], s(1000));
     // Closes after the second poll; its final counters come with the destroy event.
     a.destroyed(None, &sock(1, 443, 4500, 10_000, 0), s(1500));
     // Opens and closes between polls: its whole life.
     a.destroyed(None, &sock(2, 443, 777, 5000, 0), s(1600));
-    a.dump(None, &[], s(2000));
+    a.dump(None, vec![], s(2000));
     a.finish(s(1));
     let m = scrape(&a);
     assert_eq!(
@@ -169,11 +169,11 @@ fn closes_add_the_last_difference_from_the_destroy_event() {
 #[test]
 fn a_destroy_event_after_the_dump_that_missed_the_socket_still_counts() {
     let mut a = agg(vec![], 10_000);
-    a.dump(None, &[sock(1, 443, 0, 0, 0)], s(0));
+    a.dump(None, vec![sock(1, 443, 0, 0, 0)], s(0));
     // Closed just before this dump; its event is read after it.
-    a.dump(None, &[], s(1000));
+    a.dump(None, vec![], s(1000));
     a.destroyed(None, &sock(1, 443, 9000, 0, 0), s(1001));
-    a.dump(None, &[], s(2000));
+    a.dump(None, vec![], s(2000));
     a.finish(s(1));
     let m = scrape(&a);
     assert_eq!(
@@ -185,9 +185,9 @@ fn a_destroy_event_after_the_dump_that_missed_the_socket_still_counts() {
         0.0
     );
     // A socket gone from two dumps without an event lost it: counted as dropped and closed.
-    a.dump(None, &[sock(3, 443, 0, 0, 0)], s(3000));
-    a.dump(None, &[], s(4000));
-    a.dump(None, &[], s(5000));
+    a.dump(None, vec![sock(3, 443, 0, 0, 0)], s(3000));
+    a.dump(None, vec![], s(4000));
+    a.dump(None, vec![], s(5000));
     let m = scrape(&a);
     assert_eq!(
         get(&m, "tcptune_exporter_destroy_events_dropped_total"),
@@ -202,14 +202,14 @@ fn a_destroy_event_after_the_dump_that_missed_the_socket_still_counts() {
 #[test]
 fn hundreds_of_short_connections_between_polls_sum_exactly() {
     let mut a = agg(vec![Dimension::Port], 10_000);
-    a.dump(None, &[], s(0));
+    a.dump(None, vec![], s(0));
     let mut sent = 0;
     for i in 0..500u64 {
         let bytes = 1000 + i * 37;
         sent += bytes;
         a.destroyed(None, &sock(100 + i, 5201, bytes, 2000, 0), s(10 + i));
     }
-    a.dump(None, &[], s(1000));
+    a.dump(None, vec![], s(1000));
     a.finish(s(1));
     let m = scrape(&a);
     assert_eq!(
@@ -232,7 +232,7 @@ fn groups_past_the_series_cap_fold_into_other() {
     let cap = fixed_series() + 2 * series_per_group();
     let mut a = agg(vec![Dimension::Port], cap);
     assert_eq!(a.max_groups(), 1);
-    a.dump(None, &[], s(0));
+    a.dump(None, vec![], s(0));
     a.destroyed(None, &sock(1, 443, 100, 0, 0), s(1));
     a.destroyed(None, &sock(2, 5432, 200, 0, 0), s(2));
     a.destroyed(None, &sock(3, 5201, 300, 0, 0), s(3));
@@ -284,7 +284,7 @@ fn counters_never_go_backwards_whatever_the_kernel_says() {
             let busy = next() % 2_000_000;
             socks.push(sock(c, port, next() % 1_000_000, busy, busy / 2));
         }
-        a.dump(None, &socks, s(poll * 1000));
+        a.dump(None, socks, s(poll * 1000));
         if next() % 3 == 0 {
             a.destroyed(
                 None,
@@ -315,7 +315,7 @@ fn connections_rank_by_time_lost_to_fixable_limits() {
     let mut a = agg(vec![Dimension::Port], 10_000);
     a.dump(
         None,
-        &[
+        vec![
             sock(1, 443, 0, 0, 0),
             sock(2, 5201, 0, 0, 0),
             sock(3, 5432, 0, 0, 0),
@@ -324,7 +324,7 @@ fn connections_rank_by_time_lost_to_fixable_limits() {
     );
     a.dump(
         None,
-        &[
+        vec![
             sock(1, 443, 1000, 900_000, 300_000),
             sock(2, 5201, 1000, 900_000, 800_000),
             // Busy, but not window- or buffer-limited: nothing fixable.

@@ -67,7 +67,7 @@ pub fn run(
             let now = since(start);
             let Ok(mut a) = agg.lock() else { return };
             match socks {
-                Ok(socks) => a.dump(t.netns.as_deref(), &socks, now),
+                Ok(socks) => a.dump(t.netns.as_deref(), socks, now),
                 Err(_) => {
                     a.families().health.dump_errors.inc();
                 }

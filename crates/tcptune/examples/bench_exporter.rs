@@ -45,13 +45,20 @@ fn hold(ns: &str, conns: usize) {
         "the open-file limit ({now}) is below {want}; raise it with ulimit -n"
     );
     let sockets = tcptune_kernel::sys::in_netns(ns, || {
-        let l = TcpListener::bind("127.0.0.1:0").unwrap();
-        tcptune_os::socket::listen(l.as_fd(), conns as i32 + 16).unwrap();
-        let addr: SocketAddr = l.local_addr().unwrap();
-        let keep: Vec<TcpStream> = (0..conns)
-            .map(|_| TcpStream::connect(addr).unwrap())
+        // One listener per 20,000 connections: the ephemeral ports (28,232) bound how many
+        // connections one source address can open to one destination.
+        let listeners: Vec<TcpListener> = (0..conns.div_ceil(20_000))
+            .map(|_| {
+                let l = TcpListener::bind("127.0.0.1:0").unwrap();
+                tcptune_os::socket::listen(l.as_fd(), 20_000 + 16).unwrap();
+                l
+            })
             .collect();
-        (l, keep)
+        let addrs: Vec<SocketAddr> = listeners.iter().map(|l| l.local_addr().unwrap()).collect();
+        let keep: Vec<TcpStream> = (0..conns)
+            .map(|i| TcpStream::connect(addrs[i % addrs.len()]).unwrap())
+            .collect();
+        (listeners, keep)
     })
     .unwrap();
     println!("ready");
