@@ -324,7 +324,7 @@ fn prometheus_sees_each_transfers_limit_and_its_bytes() {
             (65536, None),
             &stop,
         ),
-        // 1 KiB every 50 ms: the application has nothing to send most of the time.
+        // 1 KiB every 100 ms: the application has nothing to send most of the time.
         transfer(
             &a1,
             &b1,
@@ -332,7 +332,7 @@ fn prometheus_sees_each_transfers_limit_and_its_bytes() {
             5302,
             (None, None),
             (65536, None),
-            (1024, Some(Duration::from_millis(50))),
+            (1024, Some(Duration::from_millis(100))),
             &stop,
         ),
         // An 8 KiB send buffer on a 20 ms path, drained by a fast reader.
