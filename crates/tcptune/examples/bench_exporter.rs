@@ -76,6 +76,16 @@ fn cpu_ticks(pid: u32) -> u64 {
     f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap()
 }
 
+/// Resident memory of a process, MB.
+fn rss_mb(pid: u32) -> f64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        .map_or(0.0, |kb| kb / 1024.0)
+}
+
 /// GET /metrics: (latency, body bytes).
 fn scrape(addr: &str) -> Option<(Duration, usize)> {
     let t = Instant::now();
@@ -107,6 +117,7 @@ fn spawn_in(ns: &str, argv: &[&str]) -> Proc {
 }
 
 struct Figures {
+    rss_mb: f64,
     cpu_pct: f64,
     scrape: Duration,
     bytes: usize,
@@ -127,6 +138,7 @@ fn measure(pid: u32, addr: &str, tck: f64) -> Figures {
     }
     let secs = t0.elapsed().as_secs_f64();
     Figures {
+        rss_mb: rss_mb(pid),
         cpu_pct: (cpu_ticks(pid) - c0) as f64 / tck / secs * 100.0,
         scrape: median(lat),
         bytes,
@@ -199,14 +211,16 @@ fn run_size(tcptune: &str, conns: usize, tck: f64) {
     let b = measure(node.0.id(), NODE_ADDR, tck);
     tcptune_os::netns::setns(home.as_fd()).unwrap();
     println!(
-        "{conns:>6} connections ({:>6} sockets): tcptune exporter {:>5.2}% of a core, scrape {:>6.2} ms, {:>6} B | node_exporter tcpstat {:>5.2}%, scrape {:>6.2} ms, {:>5} B | CPU ratio {:.2}x, scrape-latency ratio {:.2}x",
+        "{conns:>6} connections ({:>6} sockets): tcptune exporter {:>5.2}% of a core, scrape {:>6.2} ms, {:>6} B, {:>5.0} MB | node_exporter tcpstat {:>5.2}%, scrape {:>6.2} ms, {:>5} B, {:>4.0} MB | CPU ratio {:.2}x, scrape-latency ratio {:.2}x",
         2 * conns,
         a.cpu_pct,
         a.scrape.as_secs_f64() * 1e3,
         a.bytes,
+        a.rss_mb,
         b.cpu_pct,
         b.scrape.as_secs_f64() * 1e3,
         b.bytes,
+        b.rss_mb,
         a.cpu_pct / b.cpu_pct.max(1e-9),
         a.scrape.as_secs_f64() / b.scrape.as_secs_f64().max(1e-9),
     );
