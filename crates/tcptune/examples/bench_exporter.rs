@@ -146,6 +146,12 @@ fn measure(pid: u32, addr: &str, tck: f64) -> Figures {
 }
 
 fn run_size(tcptune: &str, conns: usize, tck: f64) {
+    let want = (conns + 1000) as u64;
+    let can = tcptune_os::process::raise_open_file_limit(want).unwrap_or(0);
+    if can < want {
+        println!("{conns:>6} connections: skipped, the open-file limit here is {can} (needs {want}; raise the hard limit)");
+        return;
+    }
     let ns = Ns(format!("tt-h4-benchexp-{}-{conns}", std::process::id()));
     assert!(Command::new("ip")
         .args(["netns", "add", &ns.0])
