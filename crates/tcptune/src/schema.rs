@@ -58,5 +58,10 @@ pub fn all() -> Vec<SchemaEntry> {
         entry::<tcptune_experiment::plan::CheckedPlan>("lab-run-check", "lab run --check"),
         entry::<tcptune_analyze::AnalyzeReport>("analyze", "analyze"),
         entry::<tcptune_analyze::join::JoinReport>("analyze-join", "analyze A B"),
+        // Served over HTTP as it is, without the envelope.
+        line_entry::<tcptune_exporter::top::Connections>(
+            "exporter-connections",
+            "exporter (GET /connections)",
+        ),
     ]
 }

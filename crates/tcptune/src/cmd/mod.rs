@@ -8,6 +8,7 @@ mod analyze;
 mod audit;
 mod conns;
 mod experiment;
+mod exporter;
 mod generate;
 mod lab;
 mod model;
@@ -50,6 +51,13 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
                 );
             }
             watch::run(args, cli.json)
+        }
+        Command::Exporter(args) => {
+            no_json(
+                cli.json,
+                "the exporter serves its results over HTTP (/connections is JSON)",
+            )?;
+            exporter::run(&args)
         }
         Command::Serve(args) => {
             no_json(

@@ -1,0 +1,345 @@
+//! The aggregator on a virtual clock: deltas, closes by destroy event, lost destroy events,
+//! the series cap's overflow group, and counters that never go backwards.
+
+use std::collections::HashMap;
+
+use tcptune_diagnose::Context;
+use tcptune_kernel::{CongName, DiagSocket, TcpInfo};
+use tcptune_model::Dur;
+
+use crate::agg::{Aggregator, Config};
+use crate::groups::{Dimension, GroupMap, Grouping};
+use crate::metrics::{fixed_series, series_per_group};
+
+fn agg(by: Vec<Dimension>, max_series: usize) -> Aggregator {
+    let map = GroupMap::parse("[ports]\nweb = [443]\nperf = [5201]\ndb = [5432]\n").unwrap();
+    Aggregator::new(Config {
+        grouping: Grouping::new(by, map).unwrap(),
+        max_series,
+        ctx: Context::default(),
+    })
+    .unwrap()
+}
+
+/// A socket's counters: (bytes acked, busy µs, rwnd-limited µs).
+fn sock(cookie: u64, port: u16, acked: u64, busy: u64, rwnd: u64) -> DiagSocket {
+    DiagSocket {
+        state: 1,
+        src: format!("10.0.0.1:{port}").parse().unwrap(),
+        dst: format!("10.0.0.2:{}", 40000 + cookie % 20000)
+            .parse()
+            .unwrap(),
+        ifindex: 0,
+        cookie,
+        timer: 0,
+        timer_retrans: 0,
+        timer_expires_ms: 0,
+        rqueue_bytes: 0,
+        wqueue_bytes: 0,
+        uid: 0,
+        inode: 0,
+        info: Some(TcpInfo {
+            bytes_acked: Some(acked),
+            bytes_retrans: Some(acked / 100),
+            busy_time_us: Some(busy),
+            rwnd_limited_us: Some(rwnd),
+            sndbuf_limited_us: Some(0),
+            rtt_us: Some(2000),
+            min_rtt_us: Some(500),
+            delivery_rate_bytes_per_s: Some(1_000_000),
+            delivery_rate_app_limited: Some(false),
+            ..TcpInfo::default()
+        }),
+        skmem: None,
+        congestion: Some(CongName::new("cubic")),
+        bbr: None,
+        shutdown: None,
+    }
+}
+
+fn s(ms: u64) -> Dur {
+    Dur::from_millis(ms)
+}
+
+/// Every sample of a scrape in the text format: series (name and labels) → value.
+fn scrape(a: &Aggregator) -> HashMap<String, f64> {
+    a.encode(false)
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| {
+            let (k, v) = l.rsplit_once(' ')?;
+            Some((k.to_string(), v.parse().ok()?))
+        })
+        .collect()
+}
+
+fn get(m: &HashMap<String, f64>, series: &str) -> f64 {
+    m.get(series).copied().unwrap_or(0.0)
+}
+
+#[test]
+fn a_connection_followed_across_polls_adds_its_differences() {
+    let mut a = agg(vec![], 10_000);
+    // The baseline: what happened before the exporter started is not counted.
+    a.dump(None, vec![sock(1, 5201, 50_000, 900_000, 0)], s(0));
+    a.finish(s(1));
+    let m = scrape(&a);
+    assert_eq!(get(&m, "tcptune_delivered_bytes_total{group=\"all\"}"), 0.0);
+    assert_eq!(
+        get(&m, "tcptune_connections{group=\"all\",state=\"ESTAB\"}"),
+        1.0
+    );
+    a.dump(
+        None,
+        vec![sock(1, 5201, 1_050_000, 1_700_000, 600_000)],
+        s(1000),
+    );
+    a.finish(s(1));
+    let m = scrape(&a);
+    assert_eq!(get(&m, "tcptune_delivered_bytes_total{group=\"all\"}"), 1e6);
+    assert_eq!(
+        get(&m, "tcptune_retransmitted_bytes_total{group=\"all\"}"),
+        10_000.0
+    );
+    let secs = |l: &str| {
+        get(
+            &m,
+            &format!("tcptune_limit_seconds_total{{group=\"all\",limit=\"{l}\"}}"),
+        )
+    };
+    assert!((secs("receiver_window") - 0.6).abs() < 1e-9);
+    // Busy but not window-limited: the engine's class for the rest (no loss: the network).
+    assert!((secs("network") - 0.2).abs() < 1e-9);
+    assert!((secs("application") - 0.2).abs() < 1e-9);
+    assert_eq!(
+        get(
+            &m,
+            "tcptune_connections_limited{group=\"all\",limit=\"receiver_window\"}"
+        ),
+        1.0
+    );
+    assert_eq!(get(&m, "tcptune_rtt_seconds_count{group=\"all\"}"), 1.0);
+    assert_eq!(
+        get(
+            &m,
+            "tcptune_delivery_rate_bytes_per_second_count{group=\"all\"}"
+        ),
+        1.0
+    );
+    assert_eq!(
+        get(&m, "tcptune_connections_opened_total{group=\"all\"}"),
+        0.0
+    );
+}
+
+#[test]
+fn closes_add_the_last_difference_from_the_destroy_event() {
+    let mut a = agg(vec![], 10_000);
+    a.dump(None, vec![sock(1, 443, 1000, 0, 0)], s(0));
+    a.dump(None, vec![sock(1, 443, 3000, 0, 0)], s(1000));
+    // Closes after the second poll; its final counters come with the destroy event.
+    a.destroyed(None, &sock(1, 443, 4500, 10_000, 0), s(1500));
+    // Opens and closes between polls: its whole life.
+    a.destroyed(None, &sock(2, 443, 777, 5000, 0), s(1600));
+    a.dump(None, vec![], s(2000));
+    a.finish(s(1));
+    let m = scrape(&a);
+    assert_eq!(
+        get(&m, "tcptune_delivered_bytes_total{group=\"all\"}"),
+        2000.0 + 1500.0 + 777.0
+    );
+    assert_eq!(
+        get(&m, "tcptune_connections_opened_total{group=\"all\"}"),
+        1.0
+    );
+    assert_eq!(
+        get(&m, "tcptune_connections_closed_total{group=\"all\"}"),
+        2.0
+    );
+    assert_eq!(
+        get(&m, "tcptune_connections{group=\"all\",state=\"ESTAB\"}"),
+        0.0
+    );
+    assert_eq!(
+        get(&m, "tcptune_exporter_destroy_events_dropped_total"),
+        0.0
+    );
+}
+
+#[test]
+fn a_destroy_event_after_the_dump_that_missed_the_socket_still_counts() {
+    let mut a = agg(vec![], 10_000);
+    a.dump(None, vec![sock(1, 443, 0, 0, 0)], s(0));
+    // Closed just before this dump; its event is read after it.
+    a.dump(None, vec![], s(1000));
+    a.destroyed(None, &sock(1, 443, 9000, 0, 0), s(1001));
+    a.dump(None, vec![], s(2000));
+    a.finish(s(1));
+    let m = scrape(&a);
+    assert_eq!(
+        get(&m, "tcptune_delivered_bytes_total{group=\"all\"}"),
+        9000.0
+    );
+    assert_eq!(
+        get(&m, "tcptune_exporter_destroy_events_dropped_total"),
+        0.0
+    );
+    // A socket gone from two dumps without an event lost it: counted as dropped and closed.
+    a.dump(None, vec![sock(3, 443, 0, 0, 0)], s(3000));
+    a.dump(None, vec![], s(4000));
+    a.dump(None, vec![], s(5000));
+    let m = scrape(&a);
+    assert_eq!(
+        get(&m, "tcptune_exporter_destroy_events_dropped_total"),
+        1.0
+    );
+    assert_eq!(
+        get(&m, "tcptune_connections_closed_total{group=\"all\"}"),
+        2.0
+    );
+}
+
+#[test]
+fn hundreds_of_short_connections_between_polls_sum_exactly() {
+    let mut a = agg(vec![Dimension::Port], 10_000);
+    a.dump(None, vec![], s(0));
+    let mut sent = 0;
+    for i in 0..500u64 {
+        let bytes = 1000 + i * 37;
+        sent += bytes;
+        a.destroyed(None, &sock(100 + i, 5201, bytes, 2000, 0), s(10 + i));
+    }
+    a.dump(None, vec![], s(1000));
+    a.finish(s(1));
+    let m = scrape(&a);
+    assert_eq!(
+        get(&m, "tcptune_delivered_bytes_total{group=\"perf\"}"),
+        sent as f64
+    );
+    assert_eq!(
+        get(&m, "tcptune_connections_opened_total{group=\"perf\"}"),
+        500.0
+    );
+    assert_eq!(
+        get(&m, "tcptune_connections_closed_total{group=\"perf\"}"),
+        500.0
+    );
+}
+
+#[test]
+fn groups_past_the_series_cap_fold_into_other() {
+    // Room for the fixed series, `other` and exactly one group.
+    let cap = fixed_series() + 2 * series_per_group();
+    let mut a = agg(vec![Dimension::Port], cap);
+    assert_eq!(a.max_groups(), 1);
+    a.dump(None, vec![], s(0));
+    a.destroyed(None, &sock(1, 443, 100, 0, 0), s(1));
+    a.destroyed(None, &sock(2, 5432, 200, 0, 0), s(2));
+    a.destroyed(None, &sock(3, 5201, 300, 0, 0), s(3));
+    a.finish(s(1));
+    let m = scrape(&a);
+    assert_eq!(
+        get(&m, "tcptune_delivered_bytes_total{group=\"web\"}"),
+        100.0
+    );
+    assert_eq!(
+        get(&m, "tcptune_delivered_bytes_total{group=\"other\"}"),
+        500.0
+    );
+    assert_eq!(get(&m, "tcptune_exporter_overflow_connections_total"), 2.0);
+    assert!(!m.keys().any(|k| k.contains("group=\"db\"")));
+    let samples = a
+        .encode(false)
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .count();
+    assert!(samples <= cap, "{samples} samples > --max-series {cap}");
+    assert!(Aggregator::new(Config {
+        grouping: Grouping::default(),
+        max_series: cap - 1,
+        ctx: Context::default(),
+    })
+    .is_err());
+}
+
+#[test]
+fn counters_never_go_backwards_whatever_the_kernel_says() {
+    let mut a = agg(vec![Dimension::Port], 10_000);
+    // A seeded walk of counters that sometimes go down (a reused cookie, a wrapped field).
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut next = || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let mut before: HashMap<String, f64> = HashMap::new();
+    for poll in 0..50u64 {
+        let mut socks: Vec<DiagSocket> = Vec::new();
+        for c in 0..20u64 {
+            if next() % 4 == 0 {
+                continue;
+            }
+            let port = [443, 5201, 5432][(c % 3) as usize];
+            let busy = next() % 2_000_000;
+            socks.push(sock(c, port, next() % 1_000_000, busy, busy / 2));
+        }
+        a.dump(None, socks, s(poll * 1000));
+        if next() % 3 == 0 {
+            a.destroyed(
+                None,
+                &sock(next() % 30, 443, next() % 1_000_000, 0, 0),
+                s(poll * 1000 + 500),
+            );
+        }
+        a.finish(s(1));
+        let now = scrape(&a);
+        for (k, v) in &now {
+            let counter = k.contains("_total")
+                || k.contains("_bucket")
+                || k.contains("_count")
+                || k.contains("_sum");
+            if counter {
+                let b = before.get(k).copied().unwrap_or(0.0);
+                assert!(*v >= b, "{k} went from {b} to {v} at poll {poll}");
+            }
+        }
+        before = now;
+    }
+    let m = before;
+    assert!(get(&m, "tcptune_delivered_bytes_total{group=\"web\"}") > 0.0);
+}
+
+#[test]
+fn connections_rank_by_time_lost_to_fixable_limits() {
+    let mut a = agg(vec![Dimension::Port], 10_000);
+    a.dump(
+        None,
+        vec![
+            sock(1, 443, 0, 0, 0),
+            sock(2, 5201, 0, 0, 0),
+            sock(3, 5432, 0, 0, 0),
+        ],
+        s(0),
+    );
+    a.dump(
+        None,
+        vec![
+            sock(1, 443, 1000, 900_000, 300_000),
+            sock(2, 5201, 1000, 900_000, 800_000),
+            // Busy, but not window- or buffer-limited: nothing fixable.
+            sock(3, 5432, 1000, 900_000, 0),
+        ],
+        s(1000),
+    );
+    let top = a.top(5);
+    assert_eq!(top.followed, 3);
+    let cookies: Vec<u64> = top.connections.iter().map(|c| c.cookie).collect();
+    assert_eq!(cookies, [2, 1]);
+    let c = &top.connections[0];
+    assert_eq!(c.group, "perf");
+    assert!((c.fixable_s - 0.8).abs() < 1e-9, "{c:?}");
+    assert!((c.limit_s["receiver_window"] - 0.8).abs() < 1e-9);
+    assert!(!c.verdict.text.is_empty());
+    assert_eq!(a.top(1).connections.len(), 1);
+}

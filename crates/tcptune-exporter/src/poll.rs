@@ -1,0 +1,109 @@
+//! The poller: the kernel crate's sock_diag dumps every interval and its destroy events in
+//! between (read as they come, so a short connection's final counters are not left queued),
+//! fed to the aggregator with the time since the exporter started. The only I/O of the
+//! exporter besides HTTP, and all of it through `tcptune-kernel`.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tcptune_kernel::diag::ext;
+use tcptune_kernel::filter::state;
+use tcptune_kernel::{DestroyEvents, Diag, Filter, KernelError};
+use tcptune_model::Dur;
+
+use crate::agg::Aggregator;
+
+/// A namespace the exporter looks into (`None`: its own).
+pub struct Target {
+    pub netns: Option<String>,
+    diag: Diag,
+    events: DestroyEvents,
+}
+
+/// Opens a sock_diag socket and a destroy-event subscription in each namespace.
+pub fn open(names: &[Option<String>]) -> Result<Vec<Target>, KernelError> {
+    names
+        .iter()
+        .map(|n| {
+            let diag = Diag::open_maybe_in(n.as_deref())?;
+            let events = diag.destroy_events(n.as_deref())?;
+            Ok(Target {
+                netns: n.clone(),
+                diag,
+                events,
+            })
+        })
+        .collect()
+}
+
+/// Every socket but listeners (TIME-WAIT and SYN-RECV ones count in the state gauge).
+fn filter() -> Filter {
+    let mut f = Filter::default();
+    f.states = state::ALL & !(1 << state::LISTEN);
+    f
+}
+
+fn since(start: Instant) -> Dur {
+    Dur::from(start.elapsed())
+}
+
+/// Polls every `interval` until `stop` says so.
+pub fn run(
+    mut targets: Vec<Target>,
+    agg: &Arc<Mutex<Aggregator>>,
+    interval: Duration,
+    stop: &dyn Fn() -> bool,
+) {
+    let filter = filter();
+    let start = Instant::now();
+    let mut next = start;
+    // Destroy events are read in slices short enough to notice a stop signal promptly.
+    let slice = Duration::from_millis(100) / targets.len().max(1) as u32;
+    while !stop() {
+        let t0 = Instant::now();
+        for t in targets.iter_mut() {
+            // The dump runs outside the lock, so a scrape never waits for the kernel.
+            let socks = t.diag.dump(&filter, ext::ROWS);
+            let now = since(start);
+            let Ok(mut a) = agg.lock() else { return };
+            match socks {
+                Ok(socks) => a.dump(t.netns.as_deref(), socks, now),
+                Err(_) => {
+                    a.families().health.dump_errors.inc();
+                }
+            }
+        }
+        if let Ok(mut a) = agg.lock() {
+            a.finish(Dur::from(t0.elapsed()));
+        }
+        next += interval;
+        let now = Instant::now();
+        if next < now {
+            next = now; // fell behind: poll again now, no burst of catch-up polls
+        }
+        while Instant::now() < next && !stop() {
+            for t in targets.iter_mut() {
+                let wait = slice.min(next.saturating_duration_since(Instant::now()));
+                let events = match t.events.next(wait) {
+                    Ok(e) => e,
+                    Err(_) => {
+                        if let Ok(a) = agg.lock() {
+                            a.families().health.dump_errors.inc();
+                        }
+                        // Not a busy loop on a socket that keeps failing: wait out the slice.
+                        std::thread::sleep(wait);
+                        continue;
+                    }
+                };
+                if events.is_empty() {
+                    continue;
+                }
+                let now = since(start);
+                let Ok(mut a) = agg.lock() else { return };
+                for s in &events {
+                    a.destroyed(t.netns.as_deref(), s, now);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,273 @@
+//! Benchmark: `tcptune exporter` against node_exporter's tcpstat collector (Debian
+//! `prometheus-node-exporter`, every other collector off) over the same sockets in the same
+//! run. Run it with `bench/exporter` (as root: it makes a network namespace per size, removed
+//! at the end).
+//!
+//! For each size it opens that many loopback connections (twice as many sockets) in a fresh
+//! namespace, starts both exporters inside it, scrapes each once a second (tcptune polls every
+//! second on its own; node_exporter works when scraped) and prints, over a 10 s window, each
+//! one's CPU (user + system, as a share of one core), its median scrape latency and its scrape
+//! size, and the ratios.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsFd;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const WINDOW: u32 = 10;
+const TCPTUNE_ADDR: &str = "127.0.0.1:19241";
+const NODE_ADDR: &str = "127.0.0.1:9100";
+
+struct Ns(String);
+impl Drop for Ns {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
+    }
+}
+
+struct Proc(Child);
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `--hold NS CONNS`: opens the connections inside NS, says "ready", keeps them until stdin
+/// closes (a separate process, so the exporters' spawns do not copy its descriptors).
+fn hold(ns: &str, conns: usize) {
+    let want = (conns + 1000) as u64;
+    let now = tcptune_os::process::raise_open_file_limit(want).unwrap_or(0);
+    assert!(
+        now >= want,
+        "the open-file limit ({now}) is below {want}; raise it with ulimit -n"
+    );
+    let sockets = tcptune_kernel::sys::in_netns(ns, || {
+        // One listener per 20,000 connections: the ephemeral ports (28,232) bound how many
+        // connections one source address can open to one destination.
+        let listeners: Vec<TcpListener> = (0..conns.div_ceil(20_000))
+            .map(|_| {
+                let l = TcpListener::bind("127.0.0.1:0").unwrap();
+                tcptune_os::socket::listen(l.as_fd(), 20_000 + 16).unwrap();
+                l
+            })
+            .collect();
+        let addrs: Vec<SocketAddr> = listeners.iter().map(|l| l.local_addr().unwrap()).collect();
+        let keep: Vec<TcpStream> = (0..conns)
+            .map(|i| TcpStream::connect(addrs[i % addrs.len()]).unwrap())
+            .collect();
+        (listeners, keep)
+    })
+    .unwrap();
+    println!("ready");
+    std::io::stdout().flush().unwrap();
+    let _ = std::io::stdin().read_to_end(&mut Vec::new());
+    drop(sockets);
+}
+
+/// user + system ticks of a process.
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // Fields after the command name (which may hold spaces) in parentheses.
+    let rest = &stat[stat.rfind(')').unwrap() + 2..];
+    let f: Vec<&str> = rest.split(' ').collect();
+    f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap()
+}
+
+/// Resident memory of a process, MB.
+fn rss_mb(pid: u32) -> f64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        .map_or(0.0, |kb| kb / 1024.0)
+}
+
+/// GET /metrics: (latency, body bytes).
+fn scrape(addr: &str) -> Option<(Duration, usize)> {
+    let t = Instant::now();
+    let mut s = TcpStream::connect(addr).ok()?;
+    write!(s, "GET /metrics HTTP/1.0\r\nHost: bench\r\n\r\n").ok()?;
+    let mut resp = Vec::new();
+    s.read_to_end(&mut resp).ok()?;
+    let d = t.elapsed();
+    let head = resp.windows(4).position(|w| w == b"\r\n\r\n")?;
+    resp.starts_with(b"HTTP/1.")
+        .then_some((d, resp.len() - head - 4))
+}
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+fn spawn_in(ns: &str, argv: &[&str]) -> Proc {
+    Proc(
+        Command::new("ip")
+            .args(["netns", "exec", ns])
+            .args(argv)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    )
+}
+
+struct Figures {
+    rss_mb: f64,
+    cpu_pct: f64,
+    scrape: Duration,
+    bytes: usize,
+}
+
+fn measure(pid: u32, addr: &str, tck: f64) -> Figures {
+    let c0 = cpu_ticks(pid);
+    let t0 = Instant::now();
+    let mut lat = Vec::new();
+    let mut bytes = 0;
+    for i in 1..=WINDOW {
+        let (d, b) = scrape(addr).expect("scrape");
+        lat.push(d);
+        bytes = b;
+        // The scrape cadence (1 s), as Prometheus would.
+        let next = Duration::from_secs(u64::from(i));
+        std::thread::sleep(next.saturating_sub(t0.elapsed()));
+    }
+    let secs = t0.elapsed().as_secs_f64();
+    Figures {
+        rss_mb: rss_mb(pid),
+        cpu_pct: (cpu_ticks(pid) - c0) as f64 / tck / secs * 100.0,
+        scrape: median(lat),
+        bytes,
+    }
+}
+
+fn run_size(tcptune: &str, conns: usize, tck: f64) {
+    let want = (conns + 1000) as u64;
+    let can = tcptune_os::process::raise_open_file_limit(want).unwrap_or(0);
+    if can < want {
+        println!("{conns:>6} connections: skipped, the open-file limit here is {can} (needs {want}; raise the hard limit)");
+        return;
+    }
+    let ns = Ns(format!("tt-h4-benchexp-{}-{conns}", std::process::id()));
+    assert!(Command::new("ip")
+        .args(["netns", "add", &ns.0])
+        .status()
+        .unwrap()
+        .success());
+    Command::new("ip")
+        .args(["-n", &ns.0, "link", "set", "lo", "up"])
+        .status()
+        .unwrap();
+    let backlog = (conns + 16).to_string();
+    Command::new("ip")
+        .args(["netns", "exec", &ns.0, "sysctl", "-qw"])
+        .arg(format!("net.core.somaxconn={backlog}"))
+        .arg(format!("net.ipv4.tcp_max_syn_backlog={backlog}"))
+        .status()
+        .unwrap();
+    let mut holder = Command::new(std::env::current_exe().unwrap())
+        .args(["--hold", &ns.0, &conns.to_string()])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut ready = String::new();
+    BufReader::new(holder.stdout.take().unwrap())
+        .read_line(&mut ready)
+        .unwrap();
+    assert_eq!(ready.trim(), "ready", "the socket holder failed");
+    let ours = spawn_in(
+        &ns.0,
+        &[
+            tcptune,
+            "exporter",
+            "--listen",
+            TCPTUNE_ADDR,
+            "--interval",
+            "1s",
+        ],
+    );
+    let node = spawn_in(
+        &ns.0,
+        &[
+            "prometheus-node-exporter",
+            "--collector.disable-defaults",
+            "--collector.tcpstat",
+            &format!("--web.listen-address={NODE_ADDR}"),
+        ],
+    );
+    // This thread scrapes from inside the namespace.
+    let f = tcptune_os::netns::open(Path::new(&format!("/run/netns/{}", ns.0))).unwrap();
+    let home = tcptune_os::netns::open(Path::new("/proc/self/ns/net")).unwrap();
+    tcptune_os::netns::setns(f.as_fd()).unwrap();
+    let up = Instant::now();
+    while scrape(TCPTUNE_ADDR).is_none() || scrape(NODE_ADDR).is_none() {
+        assert!(
+            up.elapsed() < Duration::from_secs(30),
+            "the exporters did not start"
+        );
+        std::thread::sleep(Duration::from_millis(100)); // waiting for a server to listen
+    }
+    std::thread::sleep(Duration::from_secs(3)); // past tcptune's first polls (warm-up)
+    let a = measure(ours.0.id(), TCPTUNE_ADDR, tck);
+    let b = measure(node.0.id(), NODE_ADDR, tck);
+    tcptune_os::netns::setns(home.as_fd()).unwrap();
+    println!(
+        "{conns:>6} connections ({:>6} sockets): tcptune exporter {:>5.2}% of a core, scrape {:>6.2} ms, {:>6} B, {:>5.0} MB | node_exporter tcpstat {:>5.2}%, scrape {:>6.2} ms, {:>5} B, {:>4.0} MB | CPU ratio {:.2}x, scrape-latency ratio {:.2}x",
+        2 * conns,
+        a.cpu_pct,
+        a.scrape.as_secs_f64() * 1e3,
+        a.bytes,
+        a.rss_mb,
+        b.cpu_pct,
+        b.scrape.as_secs_f64() * 1e3,
+        b.bytes,
+        b.rss_mb,
+        a.cpu_pct / b.cpu_pct.max(1e-9),
+        a.scrape.as_secs_f64() / b.scrape.as_secs_f64().max(1e-9),
+    );
+    drop((ours, node));
+    drop(holder.stdin.take());
+    let _ = holder.wait();
+}
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let first = args.next();
+    if first.as_deref() == Some("--hold") {
+        let ns = args.next().expect("--hold NS CONNS");
+        let conns = args
+            .next()
+            .and_then(|s| s.parse().ok())
+            .expect("--hold NS CONNS");
+        return hold(&ns, conns);
+    }
+    let tcptune = first.expect("usage: bench_exporter TCPTUNE_BINARY [CONNECTIONS...]");
+    let sizes: Vec<usize> = args
+        .map(|s| s.parse().expect("a number of connections"))
+        .collect();
+    let sizes = if sizes.is_empty() {
+        vec![1000, 10_000]
+    } else {
+        sizes
+    };
+    let tck: f64 = String::from_utf8(
+        Command::new("getconf")
+            .arg("CLK_TCK")
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap()
+    .trim()
+    .parse()
+    .unwrap();
+    println!("exporter CPU over {WINDOW} s with a scrape every second, both inside one namespace:");
+    for n in sizes {
+        run_size(&tcptune, n, tck);
+    }
+}
