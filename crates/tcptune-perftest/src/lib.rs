@@ -8,6 +8,7 @@
 pub mod client;
 pub mod control;
 pub mod data;
+pub mod replay;
 pub mod report;
 pub mod server;
 pub mod sock;
