@@ -35,7 +35,10 @@ fn a_fresh_recording_replays_to_the_recorded_diagnosis() {
         assert!(recorded["context"].is_object(), "{direction:?}: no context");
         let again = replay(&doc).unwrap();
         assert_eq!(again.limit, out.tcptune.diagnosis.limit, "{direction:?}");
-        assert_eq!(again.verdict, out.tcptune.diagnosis.verdict, "{direction:?}");
+        assert_eq!(
+            again.verdict, out.tcptune.diagnosis.verdict,
+            "{direction:?}"
+        );
         for (a, b) in again.streams.iter().zip(&out.tcptune.diagnosis.streams) {
             assert_eq!(
                 (a.limit, &a.verdict, &a.recommendations),
@@ -43,7 +46,11 @@ fn a_fresh_recording_replays_to_the_recorded_diagnosis() {
             );
         }
         // Everything recorded, number for number.
-        assert_eq!(&serde_json::to_value(&again).unwrap(), recorded, "{direction:?}");
+        assert_eq!(
+            &serde_json::to_value(&again).unwrap(),
+            recorded,
+            "{direction:?}"
+        );
         assert_eq!(
             again.reverse.is_some(),
             direction == Direction::Bidirectional
