@@ -37,6 +37,9 @@ pub struct StreamInput<'a> {
 
 use crate::Sample;
 
+pub mod record;
+pub use record::ContextRecord;
+
 /// The diagnosis of one stream.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct StreamDiagnosis {
@@ -104,6 +107,10 @@ pub struct TestDiagnosis {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bufferbloat: Option<crate::latency::BloatFinding>,
     pub problem: bool,
+    /// What the engine knew of this direction besides the samples: a recorded test is judged
+    /// again from its samples and this ([`record`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<ContextRecord>,
 }
 
 /// The diagnosis of one stream.
@@ -265,6 +272,7 @@ pub fn diagnose_test(mut streams: Vec<StreamDiagnosis>, ctx: &Context) -> TestDi
         reverse: None,
         bufferbloat: None,
         problem,
+        context: Some(ContextRecord::from(ctx)),
     }
 }
 

@@ -131,7 +131,7 @@ impl JsonSchema for KernelVersion {
 }
 
 /// Where the kernel version a model used came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum KernelSource {
     /// Given on the command line (`--kernel`).
@@ -272,7 +272,7 @@ pub fn setsockopt_value_for(buffer: u64) -> u64 {
 }
 
 /// The congestion controls the models distinguish.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum CongestionControl {
     Reno,

@@ -10,6 +10,7 @@ pub mod control;
 pub mod data;
 pub mod peer;
 pub mod probe;
+pub mod replay;
 pub mod report;
 pub mod server;
 pub mod sock;

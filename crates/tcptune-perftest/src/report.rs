@@ -4,7 +4,7 @@
 //! `tcptune` object with the tcp_info samples and the diagnosis.
 
 use schemars::JsonSchema;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tcptune_diagnose::throughput::TestDiagnosis;
 use tcptune_diagnose::Sample;
 use tcptune_model::Rate;
@@ -289,7 +289,7 @@ pub struct End {
 }
 
 /// Which end took a stream's samples.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum SampledAt {
     Client,
@@ -297,7 +297,7 @@ pub enum SampledAt {
 }
 
 /// One stream's tcp_info samples, from one end.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct StreamSamples {
     pub id: u32,
     pub at: SampledAt,
