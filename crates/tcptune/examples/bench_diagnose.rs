@@ -632,6 +632,9 @@ fn main() {
     let pid = std::process::id() % 1000;
     let (mut right, mut total, mut harmful_n) = (0, 0, 0);
     let (mut conns_agree, mut conns_n, mut trial_agree, mut trial_n) = (0, 0, 0, 0);
+    // Cases where a tool failed (the test, conns or the experiment trial): no accuracy is
+    // printed then, as a failed run is no evidence either way.
+    let mut failed = 0;
     println!(
         "{:<34} {:<16} {:<18} {:<18} {:<18}",
         "case", "expected", "test", "conns (sender)", "experiment trial"
@@ -644,6 +647,7 @@ fn main() {
                 Ok(f) => f,
                 Err(e) => {
                     println!("{:<34} {:<16} FAILED: {e}", case.name, case.expect);
+                    failed += 1;
                     continue;
                 }
             };
@@ -657,6 +661,7 @@ fn main() {
                 Ok(l) => l.clone(),
                 Err(e) => format!("error: {e}"),
             };
+            failed += (f.conns.is_err() || matches!(f.trial, Some(Err(_)))) as usize;
             if let Ok(c) = &f.conns {
                 conns_n += 1;
                 conns_agree += (c == &f.limit) as usize;
@@ -682,6 +687,12 @@ fn main() {
                 println!("    verdict: {}", f.verdict);
             }
         }
+    }
+    if failed > 0 {
+        eprintln!(
+            "bench/diagnose: a tool failed in {failed} of {total} cases (above); no accuracy is printed"
+        );
+        std::process::exit(1);
     }
     println!(
         "right: {right} of {total} ({:.0}%, goal >= 95%); harmful recommendations: {harmful_n} \
