@@ -117,4 +117,52 @@ mod tests {
         });
         assert_eq!((v, runs.get()), (7, 2));
     }
+
+    /// The measurements the suite retries under steal, each a test of timing (a rate, a delay,
+    /// an RTT, shares the emulator drew while it kept pace). A new use must be added here, and
+    /// a test of a verdict, a diagnosis or a count must not be.
+    const TIMING: &[&str] = &[
+        "configured_rtt_matches_ping_and_tcp_min_rtt",
+        "tcp_goodput_is_the_payload_share_of_the_rate",
+        "window_limited_throughput_is_window_over_rtt",
+        "loss_duplication_and_reordering_shares_are_inside_binomial_intervals",
+        "queue_limit_bounds_the_delay_under_load",
+        "host_line_rate_makes_txqueuelen_the_nic_queue",
+        "join_delay",
+        "window_limited_goodput_matches_window_over_rtt",
+        "reno_under_random_loss_follows_mathis",
+    ];
+
+    #[test]
+    fn only_timing_tests_are_retried() {
+        let crates = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let mut found = Vec::new();
+        for krate in std::fs::read_dir(&crates).unwrap() {
+            let Ok(dir) = std::fs::read_dir(krate.unwrap().path().join("tests")) else {
+                continue;
+            };
+            for f in dir {
+                let p = f.unwrap().path();
+                if p.extension().is_none_or(|e| e != "rs") {
+                    continue;
+                }
+                let text = std::fs::read_to_string(&p).unwrap();
+                for (i, call) in text.match_indices("retry_when_starved(") {
+                    // The name is the first string literal after the call.
+                    let rest = &text[i + call.len()..];
+                    let name = rest.split('"').nth(1).unwrap_or("").to_string();
+                    found.push((p.display().to_string(), name));
+                }
+            }
+        }
+        assert!(found.len() >= TIMING.len(), "{found:?}");
+        let wrong: Vec<_> = found
+            .iter()
+            .filter(|(_, name)| !TIMING.contains(&name.as_str()))
+            .collect();
+        assert!(
+            wrong.is_empty(),
+            "retried under steal but not a test of timing: {wrong:?}"
+        );
+    }
 }
