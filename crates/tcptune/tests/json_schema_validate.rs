@@ -470,7 +470,7 @@ fn lab_commands_print_what_their_schemas_say() {
             let _ = tcptune(&["lab", "down", "--name", &self.0]).output();
         }
     }
-    let name = format!("tt-h2s{}", std::process::id() % 100_000);
+    let name = format!("t-sv{}", std::process::id() % 100_000);
     let mut c = Checked::default();
     let n = name.as_str();
     let guard = Down(name.clone());
