@@ -38,7 +38,7 @@ fn live_lossy_transfer_flags_equal_tshark() {
         return;
     }
     if let Some(why) = common::tshark_unusable() {
-        eprintln!("SKIP live_lossy_transfer_flags_equal_tshark: {why}");
+        tcptune_testkit::skip_without_tool("live_lossy_transfer_flags_equal_tshark", &why);
         return;
     }
     let ns = Netns::new("anlive");

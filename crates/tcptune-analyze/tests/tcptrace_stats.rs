@@ -90,7 +90,10 @@ fn statistics_where_tcptrace_could_differ_are_the_same_as_tcptrace() {
     assert_eq!(r.flags.zero_window_probe, 2);
 
     if Command::new("tcptrace").arg("-v").output().is_err() {
-        eprintln!("SKIP the tcptrace comparison: tcptrace is not installed (scripts/deps)");
+        tcptune_testkit::skip_without_tool(
+            "the tcptrace comparison",
+            "tcptrace is not installed (scripts/deps installs it)",
+        );
         return;
     }
     let path = std::env::temp_dir().join(format!("tcptune-stats-{}.pcap", std::process::id()));

@@ -1,14 +1,18 @@
 //! Cross-check against tshark 4.0: on every capture under `fixtures/`, each packet's Wireshark
 //! analysis flags (and duplicate-ACK number) from tcptune must equal tshark's, so every flag's
 //! count is equal flow by flow. tshark is installed by `scripts/deps`; without it (or with
-//! another major version, whose rules differ) the test says so and skips.
+//! another major version, whose rules differ) the test says so and skips, or fails when
+//! `TCPTUNE_REQUIRE_PRIVILEGED` is set (CI).
 
 mod common;
 
 #[test]
 fn flags_equal_tshark_packet_by_packet_on_every_fixture() {
     if let Some(why) = common::tshark_unusable() {
-        eprintln!("SKIP flags_equal_tshark_packet_by_packet_on_every_fixture: {why}");
+        tcptune_testkit::skip_without_tool(
+            "flags_equal_tshark_packet_by_packet_on_every_fixture",
+            &why,
+        );
         return;
     }
     let mut files = common::fixtures();

@@ -355,7 +355,7 @@ fn scenario(rng: &mut Rng, w: &mut PcapWriter<Vec<u8>>, t: &mut i64, flow: u16) 
 #[test]
 fn flags_equal_tshark_on_random_conversations() {
     if let Some(why) = common::tshark_unusable() {
-        eprintln!("SKIP flags_equal_tshark_on_random_conversations: {why}");
+        tcptune_testkit::skip_without_tool("flags_equal_tshark_on_random_conversations", &why);
         return;
     }
     let dir = std::env::temp_dir().join(format!("tcptune-random-{}", std::process::id()));

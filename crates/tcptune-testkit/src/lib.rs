@@ -39,6 +39,19 @@ pub fn privileged(test: &str) -> bool {
     false
 }
 
+/// A cross-check cannot run because its reference tool (tshark, tcptrace, chromium) is
+/// missing or not the version whose rules it compares against: prints SKIP, or, with
+/// `TCPTUNE_REQUIRE_PRIVILEGED` set (as `scripts/test` does as root, and so CI), panics, so the
+/// suite cannot pass without the check. `scripts/deps` installs every such tool.
+pub fn skip_without_tool(test: &str, why: &str) {
+    if std::env::var_os("TCPTUNE_REQUIRE_PRIVILEGED").is_some() {
+        panic!(
+            "{test}: {why} (TCPTUNE_REQUIRE_PRIVILEGED is set, so this fails instead of skipping)"
+        );
+    }
+    eprintln!("SKIP {test}: {why}");
+}
+
 fn privilege_problem() -> Option<String> {
     if !is_root() {
         return Some("needs root to create network namespaces (CI runs as root)".into());

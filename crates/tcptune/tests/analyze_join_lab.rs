@@ -315,55 +315,53 @@ fn join_counts_equal_the_emulators_for_loss_and_reordering() {
         return;
     }
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    tcptune_testkit::steal::retry_when_starved("join_loss_reordering", || {
-        let name = format!("t-jl{}", std::process::id() % 100_000);
-        let mut lab = Lab::up(
-            &name,
-            &[
-                "--delay",
-                "20ms",
-                "--seed",
-                "21",
-                "--host",
-                "both.sysctl.net.ipv6.conf.all.disable_ipv6=1",
-            ],
-        );
-        // Reordered packets skip the delay (netem's rule), so the minimum delay one way is
-        // ~0 and the NTP-style offset estimate would be off by half the delay: both captures
-        // are on this host's clock, which the join is told.
-        let (join, c) = run_stream(
-            &mut lab,
-            (6000, 0.0005),
-            (
-                &["--loss", "1%", "--reorder", "2%"],
-                &["--loss", "0", "--reorder", "0"],
-            ),
-            &server(None),
-            true,
-        );
-        let up = direction(&join, true);
-        eprintln!("join: {up}\nemulator: {c}");
-        assert!(up["upstream"].as_str().unwrap().ends_with("-client.pcap"));
-        assert!(c["dropped_loss"].as_u64().unwrap() > 10, "{c}");
-        assert!(c["reordered"].as_u64().unwrap() > 20, "{c}");
-        assert_eq!(up["lost_between"], c["dropped_loss"]);
-        assert_eq!(up["reordered"], c["reordered"]);
-        assert_eq!(up["duplicated"], 0);
-        assert_eq!(up["not_seen_upstream"], 0);
-        // Losses were repaired by needed retransmissions (one may repair several losses: Linux
-        // merges small segments when it retransmits), and only losses make them needed.
-        let needed = up["retransmissions_needed"].as_u64().unwrap();
-        assert!(
-            needed > 0 && needed <= c["dropped_loss"].as_u64().unwrap(),
-            "{up}"
-        );
-        // A fixed 20 ms: the delay of packets that were not reordered (which skip the delay).
-        let d = &up["delay"];
-        assert!((ms(&d["p50_s"]) - 20.0).abs() < 0.2, "{d}");
-        let down = direction(&join, false);
-        assert_eq!(down["lost_between"], 0);
-        assert_eq!(down["reordered"], 0);
-    });
+    let name = format!("t-jl{}", std::process::id() % 100_000);
+    let mut lab = Lab::up(
+        &name,
+        &[
+            "--delay",
+            "20ms",
+            "--seed",
+            "21",
+            "--host",
+            "both.sysctl.net.ipv6.conf.all.disable_ipv6=1",
+        ],
+    );
+    // Reordered packets skip the delay (netem's rule), so the minimum delay one way is
+    // ~0 and the NTP-style offset estimate would be off by half the delay: both captures
+    // are on this host's clock, which the join is told.
+    let (join, c) = run_stream(
+        &mut lab,
+        (6000, 0.0005),
+        (
+            &["--loss", "1%", "--reorder", "2%"],
+            &["--loss", "0", "--reorder", "0"],
+        ),
+        &server(None),
+        true,
+    );
+    let up = direction(&join, true);
+    eprintln!("join: {up}\nemulator: {c}");
+    assert!(up["upstream"].as_str().unwrap().ends_with("-client.pcap"));
+    assert!(c["dropped_loss"].as_u64().unwrap() > 10, "{c}");
+    assert!(c["reordered"].as_u64().unwrap() > 20, "{c}");
+    assert_eq!(up["lost_between"], c["dropped_loss"]);
+    assert_eq!(up["reordered"], c["reordered"]);
+    assert_eq!(up["duplicated"], 0);
+    assert_eq!(up["not_seen_upstream"], 0);
+    // Losses were repaired by needed retransmissions (one may repair several losses: Linux
+    // merges small segments when it retransmits), and only losses make them needed.
+    let needed = up["retransmissions_needed"].as_u64().unwrap();
+    assert!(
+        needed > 0 && needed <= c["dropped_loss"].as_u64().unwrap(),
+        "{up}"
+    );
+    // A fixed 20 ms: the delay of packets that were not reordered (which skip the delay).
+    let d = &up["delay"];
+    assert!((ms(&d["p50_s"]) - 20.0).abs() < 0.2, "{d}");
+    let down = direction(&join, false);
+    assert_eq!(down["lost_between"], 0);
+    assert_eq!(down["reordered"], 0);
 }
 
 #[test]
@@ -372,34 +370,32 @@ fn join_counts_duplicates_as_the_emulator_does() {
         return;
     }
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    tcptune_testkit::steal::retry_when_starved("join_duplicates", || {
-        let name = format!("t-jd{}", std::process::id() % 100_000);
-        let mut lab = Lab::up(
-            &name,
-            &[
-                "--delay",
-                "5ms",
-                "--seed",
-                "22",
-                "--host",
-                "both.sysctl.net.ipv6.conf.all.disable_ipv6=1",
-            ],
-        );
-        let (join, c) = run_stream(
-            &mut lab,
-            (3000, 0.001),
-            (&["--duplicate", "3%"], &["--duplicate", "0"]),
-            &server(None),
-            false,
-        );
-        let up = direction(&join, true);
-        eprintln!("join: {up}\nemulator: {c}");
-        assert!(c["duplicated"].as_u64().unwrap() > 20, "{c}");
-        assert_eq!(up["duplicated"], c["duplicated"]);
-        assert_eq!(up["lost_between"], 0);
-        assert_eq!(up["reordered"], c["reordered"]);
-        assert_eq!(up["not_seen_upstream"], 0);
-    });
+    let name = format!("t-jd{}", std::process::id() % 100_000);
+    let mut lab = Lab::up(
+        &name,
+        &[
+            "--delay",
+            "5ms",
+            "--seed",
+            "22",
+            "--host",
+            "both.sysctl.net.ipv6.conf.all.disable_ipv6=1",
+        ],
+    );
+    let (join, c) = run_stream(
+        &mut lab,
+        (3000, 0.001),
+        (&["--duplicate", "3%"], &["--duplicate", "0"]),
+        &server(None),
+        false,
+    );
+    let up = direction(&join, true);
+    eprintln!("join: {up}\nemulator: {c}");
+    assert!(c["duplicated"].as_u64().unwrap() > 20, "{c}");
+    assert_eq!(up["duplicated"], c["duplicated"]);
+    assert_eq!(up["lost_between"], 0);
+    assert_eq!(up["reordered"], c["reordered"]);
+    assert_eq!(up["not_seen_upstream"], 0);
 }
 
 /// The one-way delays the emulator drew for the first `n` packets entering its up direction

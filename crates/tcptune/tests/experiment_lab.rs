@@ -470,68 +470,66 @@ fn a_trial_captured_at_both_ends_reports_the_join_beside_the_emulators_counts() 
     if !tcptune_testkit::privileged("a_trial_captured_at_both_ends_reports_the_join") {
         return;
     }
-    tcptune_testkit::steal::retry_when_starved("experiment_join", || {
-        let dir = TempDir::new("exp-join");
-        let lab = format!("ttjoin{}", std::process::id() % 100_000);
-        let trials = run(&dir, &lab, JOIN_SPEC);
-        let out = dir.join("out");
-        assert_eq!(trials.len(), 1);
-        let m = &trials[0]["result"];
-        assert!(m.is_object(), "the trial failed: {}", trials[0]["error"]);
-        assert!(out.join(m["capture"].as_str().unwrap()).exists());
-        assert!(out.join(m["capture_server"].as_str().unwrap()).exists());
-        let join = &m["join"];
-        assert!(join.is_object(), "no join in {m}");
-        assert_eq!(join["problems"], Value::Null, "{join}");
-        assert!(
-            join["clock"].as_str().unwrap().contains("no offset"),
-            "{join}"
-        );
-        for dir in ["up", "down"] {
-            let (j, e, b) = (&join[dir], &m["link"][dir], &join["link_before"][dir]);
-            eprintln!("{dir}: join {j}\n{dir}: emulator {e}\n{dir}: before the workload {b}");
-            let n = |v: &Value, k: &str| v[k].as_u64().unwrap_or_else(|| panic!("{k} in {v}"));
-            // The emulator's counts over the trial's captures; a copy it made and then dropped
-            // left the far side one packet, as if neither had happened.
-            let d = |k: &str| n(e, k) - n(b, k);
-            let copies_dropped = d("copies_dropped");
-            let e = &serde_json::json!({
-                "packets_in": d("packets_in"),
-                "dropped": d("dropped_loss") + d("dropped_queue") + d("dropped_limit") - copies_dropped,
-                "dropped_loss": d("dropped_loss"),
-                "duplicated": d("duplicated") - copies_dropped,
-                "reordered": d("reordered"),
-            });
-            // Every packet on the link is the workload's TCP (IPv6 is off): the sender's
-            // capture saw each packet the emulator took in.
-            assert_eq!(n(j, "packets"), n(e, "packets_in"), "{dir}");
-            assert_eq!(n(j, "not_seen_upstream"), 0, "{dir}");
-            assert_eq!(n(j, "lost_between"), n(e, "dropped"), "{dir}");
-            assert_eq!(n(j, "duplicated"), n(e, "duplicated"), "{dir}");
-            assert_eq!(n(j, "reordered"), n(e, "reordered"), "{dir}");
-        }
-        // Enough of each impairment in the data's direction for the equalities to mean
-        // something.
-        let (j, e) = (&join["down"], &m["link"]["down"]);
-        for k in ["dropped_loss", "duplicated", "reordered"] {
-            assert!(e[k].as_u64().unwrap() >= 5, "{k}: {e}");
-        }
-        // Losses were repaired by needed retransmissions.
-        assert!(j["retransmissions_needed"].as_u64().unwrap() > 0, "{j}");
-        // The one-way delay: 5 ms ± 1 ms plus the time in the rate's queue.
-        let mean_ms = j["delay_mean_s"].as_f64().unwrap() * 1e3;
-        assert!(mean_ms > 4.0, "{j}");
+    let dir = TempDir::new("exp-join");
+    let lab = format!("ttjoin{}", std::process::id() % 100_000);
+    let trials = run(&dir, &lab, JOIN_SPEC);
+    let out = dir.join("out");
+    assert_eq!(trials.len(), 1);
+    let m = &trials[0]["result"];
+    assert!(m.is_object(), "the trial failed: {}", trials[0]["error"]);
+    assert!(out.join(m["capture"].as_str().unwrap()).exists());
+    assert!(out.join(m["capture_server"].as_str().unwrap()).exists());
+    let join = &m["join"];
+    assert!(join.is_object(), "no join in {m}");
+    assert_eq!(join["problems"], Value::Null, "{join}");
+    assert!(
+        join["clock"].as_str().unwrap().contains("no offset"),
+        "{join}"
+    );
+    for dir in ["up", "down"] {
+        let (j, e, b) = (&join[dir], &m["link"][dir], &join["link_before"][dir]);
+        eprintln!("{dir}: join {j}\n{dir}: emulator {e}\n{dir}: before the workload {b}");
+        let n = |v: &Value, k: &str| v[k].as_u64().unwrap_or_else(|| panic!("{k} in {v}"));
+        // The emulator's counts over the trial's captures; a copy it made and then dropped
+        // left the far side one packet, as if neither had happened.
+        let d = |k: &str| n(e, k) - n(b, k);
+        let copies_dropped = d("copies_dropped");
+        let e = &serde_json::json!({
+            "packets_in": d("packets_in"),
+            "dropped": d("dropped_loss") + d("dropped_queue") + d("dropped_limit") - copies_dropped,
+            "dropped_loss": d("dropped_loss"),
+            "duplicated": d("duplicated") - copies_dropped,
+            "reordered": d("reordered"),
+        });
+        // Every packet on the link is the workload's TCP (IPv6 is off): the sender's
+        // capture saw each packet the emulator took in.
+        assert_eq!(n(j, "packets"), n(e, "packets_in"), "{dir}");
+        assert_eq!(n(j, "not_seen_upstream"), 0, "{dir}");
+        assert_eq!(n(j, "lost_between"), n(e, "dropped"), "{dir}");
+        assert_eq!(n(j, "duplicated"), n(e, "duplicated"), "{dir}");
+        assert_eq!(n(j, "reordered"), n(e, "reordered"), "{dir}");
+    }
+    // Enough of each impairment in the data's direction for the equalities to mean
+    // something.
+    let (j, e) = (&join["down"], &m["link"]["down"]);
+    for k in ["dropped_loss", "duplicated", "reordered"] {
+        assert!(e[k].as_u64().unwrap() >= 5, "{k}: {e}");
+    }
+    // Losses were repaired by needed retransmissions.
+    assert!(j["retransmissions_needed"].as_u64().unwrap() > 0, "{j}");
+    // The one-way delay: 5 ms ± 1 ms plus the time in the rate's queue.
+    let mean_ms = j["delay_mean_s"].as_f64().unwrap() * 1e3;
+    assert!(mean_ms > 4.0, "{j}");
 
-        let html = std::fs::read_to_string(out.join("report.html")).unwrap();
-        assert!(html.contains("Both ends captured: the captures joined"));
-        for cell in ["emulator counted", "join found", "duplicated", "reordered"] {
-            assert!(html.contains(cell), "{cell} not in the report");
-        }
-        // The row of losses shows the join's count (one trial: the mean is the count).
-        let lost = format!("{:.1}", j["lost_between"].as_u64().unwrap() as f64);
-        assert!(html.contains(&lost), "{lost} not in the report");
-        // Nothing of the run's labs is left.
-        let st = tcptune(&["lab", "status", "--json"]);
-        assert!(!String::from_utf8_lossy(&st.stdout).contains(&format!("\"{lab}-")));
-    });
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(html.contains("Both ends captured: the captures joined"));
+    for cell in ["emulator counted", "join found", "duplicated", "reordered"] {
+        assert!(html.contains(cell), "{cell} not in the report");
+    }
+    // The row of losses shows the join's count (one trial: the mean is the count).
+    let lost = format!("{:.1}", j["lost_between"].as_u64().unwrap() as f64);
+    assert!(html.contains(&lost), "{lost} not in the report");
+    // Nothing of the run's labs is left.
+    let st = tcptune(&["lab", "status", "--json"]);
+    assert!(!String::from_utf8_lossy(&st.stdout).contains(&format!("\"{lab}-")));
 }

@@ -47,11 +47,17 @@ fn iperf(server: &[&str], client: &[&str], target: &str, port: u16, extra: &[&st
     serde_json::from_str(&out).expect("iperf3 JSON")
 }
 
+/// The received rate iperf3 reports; a report without one stops the benchmark (a ratio
+/// against a missing figure would be printed as 0).
 fn gbps(j: &Value) -> f64 {
-    j["end"]["sum_received"]["bits_per_second"]
-        .as_f64()
-        .unwrap_or(0.0)
-        / 1e9
+    let Some(bps) = j["end"]["sum_received"]["bits_per_second"].as_f64() else {
+        eprintln!(
+            "bench/lab: iperf3 reported no received rate: {}",
+            j["error"]
+        );
+        std::process::exit(1);
+    };
+    bps / 1e9
 }
 
 /// A tcpdump in a lab host's namespace, on its side of the link, one direction.

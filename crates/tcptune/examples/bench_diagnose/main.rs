@@ -465,6 +465,14 @@ fn main() {
         contradictions: tuned.contradictions + fresh.contradictions,
         failed: tuned.failed + fresh.failed,
     };
+    // A failed run is no evidence either way: no accuracy is printed then.
+    if all.failed > 0 {
+        eprintln!(
+            "bench/diagnose: a tool failed in {} of {} cases (above); no accuracy is printed",
+            all.failed, all.total
+        );
+        std::process::exit(1);
+    }
     println!("{}", tuned.line("cases the rules were tuned on"));
     println!("{}", fresh.line("cases added since, never tuned on"));
     println!(
