@@ -16,6 +16,7 @@ pub mod process;
 pub mod signal;
 pub mod socket;
 pub mod sysctl;
+pub mod tty;
 pub mod tun;
 pub mod uname;
 
