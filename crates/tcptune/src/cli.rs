@@ -134,13 +134,13 @@ pub enum Generate {
 #[derive(Args, Debug, Clone)]
 pub struct PathArgs {
     /// Bottleneck rate: 10gbit, 100mbit, 1.5mbps, 12MB/s.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     pub rate: Option<Rate>,
     /// Round-trip time: 1.58ms, 120us, 0.2s.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     pub rtt: Option<Dur>,
     /// Packet loss probability: 1%, 0.00018%, 1e-4.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     pub loss: Option<Probability>,
     /// The path in one option: rate=10gbit,rtt=1.58ms,loss=0.01%.
     #[arg(long, value_name = "rate=…,rtt=…,loss=…")]
@@ -231,7 +231,7 @@ pub struct AuditArgs {
     #[arg(long, default_value_t = 1)]
     pub flows: u32,
     /// Memory all those flows' buffers may take: 1GiB, 512MB.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     pub memory: Option<Bytes>,
     /// Size the buffer maxima to this path (1.5× the need, at least 128 KiB), lowering maxima
     /// above it and raising those below: for hosts that serve this path only. Uses less
@@ -266,7 +266,7 @@ pub enum ModelCommand {
         #[command(flatten)]
         path: PathArgs,
         /// Window size: 65535, 64KiB, 4MB. Without it, the window --rate needs is computed.
-        #[arg(long)]
+        #[arg(long, allow_hyphen_values = true)]
         window: Option<Bytes>,
     },
     /// Socket buffers a path needs: tcp_rmem/tcp_wmem maxima, SO_RCVBUF/SO_SNDBUF with
@@ -292,7 +292,7 @@ pub enum ModelCommand {
 pub struct MssArg {
     /// Maximum segment size (TCP payload per packet): 1448 is a 1500-byte MTU with TCP
     /// timestamps, 1460 without.
-    #[arg(long, default_value = "1448")]
+    #[arg(long, allow_hyphen_values = true, default_value = "1448")]
     pub mss: Bytes,
 }
 
@@ -307,13 +307,13 @@ pub struct BuffersArgs {
     #[arg(long)]
     pub per_flow: bool,
     /// Memory the host may spend on these buffers (per role): 512MiB, 2GB.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     pub memory: Option<Bytes>,
     /// Kernel to model (6.1, 6.18); default: the running kernel.
     #[arg(long)]
     pub kernel: Option<KernelVersion>,
     /// Measured payload share of receive buffers, 6.6+ (0.66, 86%); default 50%.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     pub scaling_ratio: Option<Probability>,
     /// net.ipv4.tcp_adv_win_scale, before 6.6 (default 1: half the buffer is window).
     #[arg(long, allow_hyphen_values = true, value_parser = clap::value_parser!(i8).range(-31..=31))]
@@ -330,7 +330,7 @@ pub struct MathisArgs {
     #[command(flatten)]
     pub mss: MssArg,
     /// Compute the largest loss rate that still allows this rate (instead of the bound).
-    #[arg(long, conflicts_with = "loss")]
+    #[arg(long, allow_hyphen_values = true, conflicts_with = "loss")]
     pub target_rate: Option<Rate>,
     /// Use C = √(3/4) for delayed ACKs (default √(3/2)).
     #[arg(long)]
@@ -347,13 +347,13 @@ pub struct PftkArgs {
     #[command(flatten)]
     pub mss: MssArg,
     /// Retransmission timeout T0.
-    #[arg(long, default_value = "200ms")]
+    #[arg(long, allow_hyphen_values = true, default_value = "200ms")]
     pub rto: Dur,
     /// Packets acknowledged per ACK (2 with delayed ACKs).
     #[arg(long = "b", default_value_t = 2)]
     pub packets_per_ack: u32,
     /// Receive window cap Wmax: 65535, 4MiB.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     pub window: Option<Bytes>,
 }
 
@@ -381,10 +381,10 @@ pub struct RampArgs {
     #[arg(long, default_value = "cubic")]
     pub cc: CongestionControl,
     /// Share of the path rate to reach: 90%, 0.5.
-    #[arg(long, default_value = "90%")]
+    #[arg(long, allow_hyphen_values = true, default_value = "90%")]
     pub target: Probability,
     /// Receive window cap: 65535, 4MiB.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     pub window: Option<Bytes>,
 }
 
@@ -406,7 +406,7 @@ pub struct SockArgs {
     #[arg(long, short = 'p')]
     pub processes: bool,
     /// The path's bottleneck rate, when known: verdicts then compare windows with the BDP.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     pub rate: Option<Rate>,
 }
 
@@ -418,7 +418,7 @@ pub struct ConnsArgs {
     #[arg(long)]
     pub all: bool,
     /// Take a second sample after this long and report rates and limit shares over it.
-    #[arg(long, value_name = "DURATION")]
+    #[arg(long, allow_hyphen_values = true, value_name = "DURATION")]
     pub over: Option<Dur>,
 }
 
@@ -427,13 +427,13 @@ pub struct WatchArgs {
     #[command(flatten)]
     pub sock: SockArgs,
     /// Time between samples: 1s, 100ms; down to 1ms when watching one connection.
-    #[arg(long, default_value = "1s", conflicts_with = "closed")]
+    #[arg(long, allow_hyphen_values = true, default_value = "1s", conflicts_with = "closed")]
     pub interval: Dur,
     /// Stop after this many samples (default: until interrupted).
     #[arg(long)]
     pub count: Option<u64>,
     /// Stop after this long (default: until interrupted).
-    #[arg(long, value_name = "DURATION")]
+    #[arg(long, allow_hyphen_values = true, value_name = "DURATION")]
     pub duration: Option<Dur>,
     /// Show one connection in detail with its history (the filter must match exactly one, or
     /// give its cookie with --cookie).
@@ -648,7 +648,7 @@ pub struct TestArgs {
     pub udp_counters_64bit: bool,
     /// The path's bottleneck rate, when known: the diagnosis compares the result with it and
     /// sizes buffers for it.
-    #[arg(long, value_name = "RATE")]
+    #[arg(long, allow_hyphen_values = true, value_name = "RATE")]
     pub path_rate: Option<Rate>,
 }
 
