@@ -204,7 +204,8 @@ impl Rate {
 impl FromStr for Rate {
     type Err = UnitError;
     fn from_str(input: &str) -> Result<Self, UnitError> {
-        let (value, unit) = split_number(input).ok_or_else(|| malformed(input, "rate", "100mbit or 12MB/s"))?;
+        let (value, unit) =
+            split_number(input).ok_or_else(|| malformed(input, "rate", "100mbit or 12MB/s"))?;
         let unknown = || UnitError::UnknownUnit {
             input: input.into(),
             kind: "rate",
@@ -349,7 +350,8 @@ impl Bytes {
 impl FromStr for Bytes {
     type Err = UnitError;
     fn from_str(input: &str) -> Result<Self, UnitError> {
-        let (value, unit) = split_number(input).ok_or_else(|| malformed(input, "size", "4096, 85KB or 16MiB"))?;
+        let (value, unit) =
+            split_number(input).ok_or_else(|| malformed(input, "size", "4096, 85KB or 16MiB"))?;
         let (mult, prefix, base) = split_prefix(unit);
         let lower = base.to_ascii_lowercase();
         let per_unit = if base.is_empty() {
@@ -520,7 +522,8 @@ impl From<std::time::Duration> for Dur {
 impl FromStr for Dur {
     type Err = UnitError;
     fn from_str(input: &str) -> Result<Self, UnitError> {
-        let (value, unit) = split_number(input).ok_or_else(|| malformed(input, "duration", "1.58ms or 0.2s"))?;
+        let (value, unit) =
+            split_number(input).ok_or_else(|| malformed(input, "duration", "1.58ms or 0.2s"))?;
         let ns_per = match unit {
             "ns" => 1.0,
             "us" | "µs" | "μs" | "usec" => 1e3,
@@ -601,7 +604,8 @@ impl Probability {
 impl FromStr for Probability {
     type Err = UnitError;
     fn from_str(input: &str) -> Result<Self, UnitError> {
-        let (value, unit) = split_number(input).ok_or_else(|| malformed(input, "probability", PROB_FORMS))?;
+        let (value, unit) =
+            split_number(input).ok_or_else(|| malformed(input, "probability", PROB_FORMS))?;
         let p = match unit {
             "%" => value / 100.0,
             "" if value <= 1.0 => value,
@@ -646,10 +650,22 @@ mod tests {
             e.to_string(),
             "'-5mbit' is negative; a rate is zero or more, such as 100mbit or 12MB/s"
         );
-        assert!(matches!("-3ms".parse::<Dur>(), Err(UnitError::Negative { .. })));
-        assert!(matches!("-1KiB".parse::<Bytes>(), Err(UnitError::Negative { .. })));
-        assert!(matches!("-1%".parse::<Probability>(), Err(UnitError::Negative { .. })));
-        assert!(matches!("x".parse::<Rate>(), Err(UnitError::Malformed { .. })));
+        assert!(matches!(
+            "-3ms".parse::<Dur>(),
+            Err(UnitError::Negative { .. })
+        ));
+        assert!(matches!(
+            "-1KiB".parse::<Bytes>(),
+            Err(UnitError::Negative { .. })
+        ));
+        assert!(matches!(
+            "-1%".parse::<Probability>(),
+            Err(UnitError::Negative { .. })
+        ));
+        assert!(matches!(
+            "x".parse::<Rate>(),
+            Err(UnitError::Malformed { .. })
+        ));
     }
 
     use super::*;

@@ -427,7 +427,12 @@ pub struct WatchArgs {
     #[command(flatten)]
     pub sock: SockArgs,
     /// Time between samples: 1s, 100ms; down to 1ms when watching one connection.
-    #[arg(long, allow_hyphen_values = true, default_value = "1s", conflicts_with = "closed")]
+    #[arg(
+        long,
+        allow_hyphen_values = true,
+        default_value = "1s",
+        conflicts_with = "closed"
+    )]
     pub interval: Dur,
     /// Stop after this many samples (default: until interrupted).
     #[arg(long)]

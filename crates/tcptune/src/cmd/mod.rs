@@ -10,6 +10,7 @@ mod conns;
 mod experiment;
 mod generate;
 mod lab;
+mod manpage;
 mod model;
 pub mod perf;
 mod report;
