@@ -162,17 +162,25 @@ pub enum Family {
 }
 
 fn resolve(host: &str, port: u16, family: Option<Family>) -> Result<SocketAddr, TestError> {
-    (host, port)
-        .to_socket_addrs()
-        .ok()
-        .and_then(|mut a| {
-            a.find(|a| match family {
-                None => true,
-                Some(Family::V4) => a.is_ipv4(),
-                Some(Family::V6) => a.is_ipv6(),
-            })
-        })
-        .ok_or_else(|| TestError::Resolve(host.to_string()))
+    let Ok(addrs) = (host, port).to_socket_addrs() else {
+        return Err(TestError::Resolve(host.to_string()));
+    };
+    let addrs: Vec<SocketAddr> = addrs.collect();
+    let wanted = |a: &&SocketAddr| match family {
+        None => true,
+        Some(Family::V4) => a.is_ipv4(),
+        Some(Family::V6) => a.is_ipv6(),
+    };
+    match (addrs.iter().find(wanted), family) {
+        (Some(a), _) => Ok(*a),
+        // The name (or address) is fine; it has no address of the family -4/-6 asks for.
+        (None, Some(f)) if !addrs.is_empty() => Err(TestError::Family {
+            host: host.to_string(),
+            asked: if f == Family::V4 { "IPv4" } else { "IPv6" },
+            flag: if f == Family::V4 { "-4" } else { "-6" },
+        }),
+        _ => Err(TestError::Resolve(host.to_string())),
+    }
 }
 
 struct Ticker {
@@ -940,8 +948,16 @@ fn assemble(
         },
         title: p.title.clone(),
         extra_data: p.extra_data.clone(),
-        server_output_json: server.server_output_json.clone(),
-        server_output_text: server.server_output_text.clone(),
+        // Only when asked: iperf3 3.12's server keeps --get-server-output for the tests after
+        // one that asked, and iperf3's client shows it only when it asked.
+        server_output_json: server
+            .server_output_json
+            .clone()
+            .filter(|_| p.get_server_output),
+        server_output_text: server
+            .server_output_text
+            .clone()
+            .filter(|_| p.get_server_output),
         units: RateUnits::Auto,
     }
 }
@@ -1485,8 +1501,16 @@ fn run_udp(
         end,
         title: p.title.clone(),
         extra_data: p.extra_data.clone(),
-        server_output_json: server.server_output_json.clone(),
-        server_output_text: server.server_output_text.clone(),
+        // Only when asked: iperf3 3.12's server keeps --get-server-output for the tests after
+        // one that asked, and iperf3's client shows it only when it asked.
+        server_output_json: server
+            .server_output_json
+            .clone()
+            .filter(|_| p.get_server_output),
+        server_output_text: server
+            .server_output_text
+            .clone()
+            .filter(|_| p.get_server_output),
         tcptune: Extension {
             sample_period_s: cfg.sample_every.as_secs_f64(),
             server_samples: false,

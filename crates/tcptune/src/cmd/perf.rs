@@ -205,7 +205,7 @@ pub fn rewrite_argv(argv: Vec<OsString>) -> Argv {
             }
             "-v" | "--version" => {
                 return Argv::Print(format!(
-                    "tcptune {} (iperf3-compatible: control protocol of iperf 3.x, TCP)\n",
+                    "tcptune {} (iperf3-compatible: control protocol of iperf 3.x, TCP and UDP tests)\n",
                     env!("CARGO_PKG_VERSION")
                 ))
             }
