@@ -426,6 +426,7 @@ pub fn run_with(
         return run_udp(cfg, p, ctx, ctl, s, on_start, on_interval);
     }
     let mut socks = Vec::new();
+    let mut initial = sock::Buffers::default();
     for i in 0..count {
         // --cport: the streams take consecutive ports from it.
         let port = cfg
@@ -449,8 +450,13 @@ pub fn run_with(
                 })
             }),
         };
-        let d = match sock::connect(&addr, &opts, cfg.connect_timeout) {
-            Ok(d) => d,
+        let d = match sock::connect_reporting(&addr, &opts, cfg.connect_timeout) {
+            Ok((d, b)) => {
+                if i == 0 {
+                    initial = b;
+                }
+                d
+            }
             Err(e) => {
                 // Tell the server at once (iperf3 does), so it does not wait for the streams.
                 s.terminate();
@@ -482,12 +488,6 @@ pub fn run_with(
         })
         .collect();
     let fds: Vec<i32> = connected.iter().map(|c| c.socket).collect();
-    let buf = |opt: i32| {
-        first_socket_option(
-            socks.first().map(|s| std::os::fd::AsFd::as_fd(&s.sock)),
-            opt,
-        )
-    };
     let start = Start {
         connected,
         version: format!("tcptune {}", env!("CARGO_PKG_VERSION")),
@@ -502,8 +502,9 @@ pub fn run_with(
         tcp_mss_default: p.mss.is_none().then_some(tcp_mss_default),
         target_bitrate: p.bandwidth_bps.unwrap_or(0),
         sock_bufsize: p.window.unwrap_or(0),
-        sndbuf_actual: buf(libc::SO_SNDBUF),
-        rcvbuf_actual: buf(libc::SO_RCVBUF),
+        // As iperf3: the buffers before the connection (the send buffer grows after it).
+        sndbuf_actual: initial.sndbuf,
+        rcvbuf_actual: initial.rcvbuf,
         test_start: TestStart {
             protocol: "TCP".into(),
             num_streams: p.parallel,
@@ -690,9 +691,16 @@ pub fn run_with(
         matches!(e, ClientEvent::ExchangeResults)
     })?;
     let mut outcomes = data.finish();
-    // Omitted bytes count for nothing (iperf3 reports and exchanges what followed -O).
+    // Omitted bytes count for nothing (iperf3 reports and exchanges what followed -O), nor
+    // do the omitted seconds' retransmissions: the samples start from the last one taken by
+    // the omit's end, the baseline of the counters that follow.
+    let omit_end = Dur::from_nanos(t0.nanos() + (omit * 1e9).round() as u64);
     for (o, &b) in outcomes.iter_mut().zip(&at_omit_end) {
         o.bytes = o.bytes.saturating_sub(b);
+        if p.omit_s > 0 {
+            let after = o.samples.partition_point(|s| s.at_s <= omit_end);
+            o.samples.drain(..after.saturating_sub(1));
+        }
     }
     let own = own_results(&outcomes, secs, (u0, s0));
     // Both ends on this host (loopback): how busy all its CPUs were, softirq included.

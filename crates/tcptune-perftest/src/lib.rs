@@ -5,6 +5,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod cjson;
 pub mod client;
 pub mod control;
 pub mod data;

@@ -94,6 +94,24 @@ pub fn system_info() -> String {
 
 /// Connects a TCP socket with `opts` set before the handshake, waiting at most `timeout`.
 pub fn connect(addr: &SocketAddr, opts: &DataOptions, timeout: Duration) -> io::Result<TcpStream> {
+    connect_reporting(addr, opts, timeout).map(|(s, _)| s)
+}
+
+/// A socket's buffer sizes (SO_SNDBUF, SO_RCVBUF), bytes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Buffers {
+    pub sndbuf: u32,
+    pub rcvbuf: u32,
+}
+
+/// [`connect`], also returning the buffers the socket had with its options set, before the
+/// connection: iperf3 reports those as `sndbuf_actual`/`rcvbuf_actual` (the kernel grows the
+/// send buffer when the handshake completes).
+pub fn connect_reporting(
+    addr: &SocketAddr,
+    opts: &DataOptions,
+    timeout: Duration,
+) -> io::Result<(TcpStream, Buffers)> {
     let owned = os_socket::socket_for(addr, Kind::Stream)?;
     let fd = owned.as_fd();
     if let Some(w) = opts.window {
@@ -113,6 +131,11 @@ pub fn connect(addr: &SocketAddr, opts: &DataOptions, timeout: Duration) -> io::
         }
         os_socket::bind(fd, &local)?;
     }
+    let size = |opt| get_int(fd, libc::SOL_SOCKET, opt).map(|v| v.max(0) as u32);
+    let buffers = Buffers {
+        sndbuf: size(libc::SO_SNDBUF)?,
+        rcvbuf: size(libc::SO_RCVBUF)?,
+    };
     // Connect with a deadline: the send timeout bounds a blocking connect on Linux.
     os_socket::set_timeval(fd, libc::SOL_SOCKET, libc::SO_SNDTIMEO, timeout)?;
     if let Err(e) = os_socket::connect(fd, addr) {
@@ -124,7 +147,7 @@ pub fn connect(addr: &SocketAddr, opts: &DataOptions, timeout: Duration) -> io::
     }
     let s = TcpStream::from(owned);
     s.set_write_timeout(None)?;
-    Ok(s)
+    Ok((s, buffers))
 }
 
 /// A UDP socket bound to `addr` with SO_REUSEADDR, as iperf3's UDP "listener": each stream

@@ -275,7 +275,9 @@ fn refused(args: &[OsString]) -> Option<String> {
 
 /// One `--json-stream` line: `{"event":NAME,"data":DATA}`, "event" first as iperf3 writes it.
 fn stream_event(name: &str, data: &serde_json::Value) -> String {
-    format!("{{\"event\":{},\"data\":{}}}", json!(name), data)
+    // Numbers as iperf3 (cJSON) writes them: `0`, not `0.0`.
+    let data = tcptune_perftest::cjson::to_compact(data);
+    format!("{{\"event\":{},\"data\":{data}}}", json!(name))
 }
 
 /// iperf3's JSON error document (`-J`), or its error event (`--json-stream`).
@@ -619,7 +621,8 @@ fn run_test(
         }
         Mode::Iperf => {
             if let Ok(mut o) = out.lock() {
-                serde_json::to_writer_pretty(&mut *o, &result)?;
+                // Numbers as iperf3 (cJSON) writes them: `"start": 0`, not `0.0`.
+                tcptune_perftest::cjson::write_pretty(&mut *o, &result)?;
                 writeln!(o)?;
                 o.flush()?;
             }
