@@ -9,6 +9,7 @@ mod audit;
 mod conns;
 mod experiment;
 mod generate;
+mod iperf3_argv;
 mod lab;
 mod manpage;
 mod model;
