@@ -9,6 +9,7 @@
 #![deny(clippy::undocumented_unsafe_blocks)]
 
 pub mod fs;
+pub mod localtime;
 pub mod netlink;
 pub mod netns;
 pub mod poll;

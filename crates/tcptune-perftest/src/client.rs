@@ -45,6 +45,12 @@ pub struct ClientConfig {
     pub cport: Option<u16>,
     /// Only this address family (`-4`, `-6`).
     pub family: Option<Family>,
+    /// Socket options of the data connections (`--bind-dev`, `--fq-rate`, `--snd-timeout`).
+    pub data_extra: sock::Extra,
+    /// Socket options of the control connection (`--bind-dev`, `--cntl-ka`).
+    pub control_extra: sock::Extra,
+    /// UDP datagrams with the don't-fragment bit (`--dont-fragment`).
+    pub dont_fragment: bool,
 }
 
 fn kernel() -> (KernelVersion, KernelSource) {
@@ -375,6 +381,7 @@ pub fn run_with(
     let local = |port: u16| cfg.bind.map(|ip| SocketAddr::new(ip, port));
     let ctl_opts = DataOptions {
         bind: local(0),
+        extra: cfg.control_extra.clone(),
         ..DataOptions::default()
     };
     let ctl_sock = sock::connect(&addr, &ctl_opts, cfg.connect_timeout)
@@ -449,6 +456,7 @@ pub fn run_with(
                     SocketAddr::new(any, port)
                 })
             }),
+            extra: cfg.data_extra.clone(),
         };
         let d = match sock::connect_reporting(&addr, &opts, cfg.connect_timeout) {
             Ok((d, b)) => {
@@ -552,7 +560,9 @@ pub fn run_with(
     // Where the current count started: 0, or the end of the omitted seconds.
     let mut origin = 0.0f64;
     let mut at_omit_end = vec![0u64; roles.len()];
-    let end_at = p.byte_limit().is_none().then_some(omit + p.time_s as f64);
+    // -t 0 (and no byte limit): no end; the test runs until interrupted, as iperf3's.
+    let forever = p.byte_limit().is_none() && p.time_s == 0;
+    let end_at = (p.byte_limit().is_none() && !forever).then_some(omit + p.time_s as f64);
     // The next interval's end, from `origin`.
     let mut next_tick = period;
     // Interval ends, the omit end and the test's end are boundaries: the stream threads note
@@ -623,7 +633,7 @@ pub fn run_with(
             next = boundary(omitting, origin, next_tick);
             arm(next);
         }
-        if end_at.is_none() && !omitting {
+        if end_at.is_none() && !omitting && !forever {
             let moved = if client_sends > 0 {
                 data.sent_total()
             } else {
@@ -992,8 +1002,28 @@ fn udp_stream(
         None => SocketAddr::from((std::net::Ipv6Addr::UNSPECIFIED, port)),
     };
     let u = sock::bind_udp(&local)?;
+    let fd = std::os::fd::AsFd::as_fd(&u);
     if let Some(w) = cfg.params.window {
-        sock::set_window(std::os::fd::AsFd::as_fd(&u), w)?;
+        sock::set_window(fd, w)?;
+    }
+    if let Some(dev) = &cfg.data_extra.bind_dev {
+        tcptune_os::socket::set_bytes(fd, libc::SOL_SOCKET, libc::SO_BINDTODEVICE, dev.as_bytes())?;
+    }
+    if cfg.dont_fragment {
+        // IPv4's DF bit (IPv6 never fragments on the way); the path MTU is then an error.
+        let v4 = sock::set_int(
+            fd,
+            libc::IPPROTO_IP,
+            libc::IP_MTU_DISCOVER,
+            libc::IP_PMTUDISC_DO,
+        );
+        let v6 = sock::set_int(
+            fd,
+            libc::IPPROTO_IPV6,
+            libc::IPV6_MTU_DISCOVER,
+            libc::IPV6_PMTUDISC_DO,
+        );
+        v4.or(v6)?;
     }
     u.connect(addr)?;
     u.set_read_timeout(Some(cfg.connect_timeout))?;
@@ -1135,7 +1165,9 @@ fn run_udp(
     let mut omitting = p.omit_s > 0;
     let mut origin = 0.0f64;
     let mut at_omit_end: Option<Vec<tcptune_perf::udp::UdpReceiver>> = None;
-    let end_at = p.byte_limit().is_none().then_some(omit + p.time_s as f64);
+    // -t 0 (and no byte limit): no end; the test runs until interrupted, as iperf3's.
+    let forever = p.byte_limit().is_none() && p.time_s == 0;
+    let end_at = (p.byte_limit().is_none() && !forever).then_some(omit + p.time_s as f64);
     let mut next_tick = period;
     let mut prev_at = 0.0;
     let mut prev: Vec<tcptune_perf::udp::UdpReceiver> = vec![Default::default(); roles.len()];
@@ -1240,7 +1272,7 @@ fn run_udp(
                     .filter(|(_, r)| r.1 || x.client_sends == 0)
                     .map(|(c, _)| c.bytes)
                     .sum();
-                moved >= p.byte_limit().unwrap_or(0)
+                !forever && moved >= p.byte_limit().unwrap_or(0)
             }
         };
         if omitting && now >= omit {

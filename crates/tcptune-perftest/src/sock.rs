@@ -55,6 +55,57 @@ pub struct DataOptions {
     pub tos: Option<u8>,
     /// Local address and port to bind before connecting (`-B`, `--cport`).
     pub bind: Option<SocketAddr>,
+    /// iperf3's options of the client's own sockets (none on the server).
+    pub extra: Extra,
+}
+
+/// iperf3's client options that are socket options of its own sockets: set by the client
+/// only (iperf3's server does not receive them either, except the fq rate for `-R`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Extra {
+    /// SO_BINDTODEVICE on every connection (`--bind-dev`).
+    pub bind_dev: Option<String>,
+    /// SO_MAX_PACING_RATE of the data connections, bytes/s (`--fq-rate`).
+    pub max_pacing_rate: Option<u64>,
+    /// TCP_USER_TIMEOUT of the data connections, ms (`--snd-timeout`).
+    pub user_timeout_ms: Option<u32>,
+    /// SO_KEEPALIVE with idle/interval/count (`--cntl-ka`; 0: the system's value).
+    pub keepalive: Option<(u32, u32, u32)>,
+}
+
+impl Extra {
+    /// Sets these options on `fd` (a TCP socket, before it connects).
+    pub fn apply(&self, fd: BorrowedFd<'_>) -> io::Result<()> {
+        if let Some(dev) = &self.bind_dev {
+            os_socket::set_bytes(fd, libc::SOL_SOCKET, libc::SO_BINDTODEVICE, dev.as_bytes())?;
+        }
+        if let Some(r) = self.max_pacing_rate {
+            // The 64-bit form (Linux 4.20+) keeps rates above 34 Gbit/s.
+            os_socket::set_bytes(
+                fd,
+                libc::SOL_SOCKET,
+                libc::SO_MAX_PACING_RATE,
+                &r.to_ne_bytes(),
+            )?;
+        }
+        if let Some(ms) = self.user_timeout_ms {
+            let ms = ms.min(i32::MAX as u32) as i32;
+            set_int(fd, libc::IPPROTO_TCP, libc::TCP_USER_TIMEOUT, ms)?;
+        }
+        if let Some((idle, intvl, cnt)) = self.keepalive {
+            set_int(fd, libc::SOL_SOCKET, libc::SO_KEEPALIVE, 1)?;
+            for (name, v) in [
+                (libc::TCP_KEEPIDLE, idle),
+                (libc::TCP_KEEPINTVL, intvl),
+                (libc::TCP_KEEPCNT, cnt),
+            ] {
+                if v > 0 {
+                    set_int(fd, libc::IPPROTO_TCP, name, v.min(i32::MAX as u32) as i32)?;
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 impl DataOptions {
@@ -124,6 +175,7 @@ pub fn connect_reporting(
         set_int(fd, libc::IPPROTO_TCP, libc::TCP_MAXSEG, m as i32)?;
     }
     opts.apply_common(fd)?;
+    opts.extra.apply(fd)?;
     if let Some(local) = opts.bind {
         if local.port() != 0 {
             // A --cport a test used a moment ago may still be in TIME_WAIT.

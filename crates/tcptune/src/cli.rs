@@ -84,7 +84,7 @@ pub enum Command {
     /// Run a throughput test against an iperf3 or tcptune server, sample TCP's variables while
     /// it runs, and diagnose what limited it; exit 1 if the diagnosis finds a problem.
     #[command(disable_version_flag = true)]
-    Test(TestArgs),
+    Test(Box<TestArgs>),
     /// iperf3's own command line: `tcptune iperf3 -c HOST -t 5 -P 4 -R -J` runs `test`,
     /// `tcptune iperf3 -s` runs `serve` (also when tcptune is run under the name `iperf3`).
     #[command(name = "iperf3", disable_help_flag = true)]
@@ -529,9 +529,9 @@ pub struct TestArgs {
     /// The server's port.
     #[arg(short = 'p', long, default_value_t = 5201)]
     pub port: u16,
-    /// Test length in seconds.
+    /// Test length in seconds (0: until interrupted, as iperf3's -t 0).
     #[arg(short = 't', long = "time", value_name = "SECS", default_value_t = 10,
-          value_parser = clap::value_parser!(u32).range(1..=86_400))]
+          value_parser = clap::value_parser!(u32).range(0..=86_400))]
     pub time: u32,
     /// Send this many bytes instead of running for a time: 100MB, 1GiB.
     #[arg(short = 'n', long = "bytes", visible_alias = "num", value_name = "BYTES",
@@ -572,10 +572,11 @@ pub struct TestArgs {
     /// Disable Nagle's algorithm on the data connections (TCP_NODELAY).
     #[arg(short = 'N', long = "no-delay")]
     pub no_delay: bool,
-    /// Rate cap per stream: 100mbit, 1gbit (iperf3's 100M also works).
-    #[arg(short = 'b', long = "bitrate", visible_alias = "bandwidth", value_name = "RATE",
-          value_parser = iperf_rate)]
-    pub bitrate: Option<Rate>,
+    /// Rate cap per stream: 100mbit, 1gbit (iperf3's 100M also works); RATE/BURST sends the
+    /// burst size to the server, as iperf3 does (tcptune's sender paces evenly at RATE).
+    #[arg(short = 'b', long = "bitrate", visible_alias = "bandwidth", value_name = "RATE[/BURST]",
+          value_parser = iperf_rate_burst)]
+    pub bitrate: Option<(Rate, Option<u32>)>,
     /// Seconds between interval reports (0 for none).
     #[arg(
         short = 'i',
@@ -655,6 +656,41 @@ pub struct TestArgs {
     /// sizes buffers for it.
     #[arg(long, allow_hyphen_values = true, value_name = "RATE")]
     pub path_rate: Option<Rate>,
+    /// The DSCP of the data connections, a number (46, 0x2e) or a name (EF, AF41, CS1); the
+    /// TOS byte is DSCP × 4 (iperf3's --dscp).
+    #[arg(long = "dscp", value_name = "DSCP", value_parser = parse_dscp, conflicts_with = "tos")]
+    pub dscp: Option<u8>,
+    /// Cap each data connection's pacing rate (SO_MAX_PACING_RATE, used by the fq qdisc and by
+    /// TCP's own pacing): 100M, 1gbit.
+    #[arg(long = "fq-rate", value_name = "RATE", value_parser = iperf_rate)]
+    pub fq_rate: Option<Rate>,
+    /// Bind every connection to this network device (SO_BINDTODEVICE).
+    #[arg(long = "bind-dev", value_name = "DEV")]
+    pub bind_dev: Option<String>,
+    /// Give up a data connection whose sent data stays unacknowledged this many milliseconds
+    /// (TCP_USER_TIMEOUT).
+    #[arg(long = "snd-timeout", value_name = "MS")]
+    pub snd_timeout: Option<u32>,
+    /// TCP keepalive on the control connection, optionally IDLE/INTERVAL/COUNT (seconds,
+    /// seconds, probes; an empty field keeps the system's value).
+    #[arg(long = "cntl-ka", value_name = "IDLE/INTERVAL/COUNT", num_args = 0..=1,
+          require_equals = true, default_missing_value = "", value_parser = parse_keepalive)]
+    pub cntl_ka: Option<(u32, u32, u32)>,
+    /// UDP: set the IPv4 don't-fragment bit (a datagram above the path MTU is then an error).
+    #[arg(long = "dont-fragment")]
+    pub dont_fragment: bool,
+    /// Pin tcptune to CPU N; with N,M the server is asked to pin itself to CPU M (iperf3 -A).
+    #[arg(short = 'A', long = "affinity", value_name = "N[,M]", value_parser = parse_affinity)]
+    pub affinity: Option<(u32, Option<u32>)>,
+    /// Prefix each line of text output with the time, formatted as strftime's FORMAT
+    /// (default "%c ", as iperf3's --timestamps).
+    #[arg(long = "timestamps", value_name = "FORMAT", num_args = 0..=1, require_equals = true,
+          default_missing_value = "%c ")]
+    pub timestamps: Option<String>,
+    /// iperf3's -d/--debug: accepted (tcptune prints no debug output).
+    #[arg(short = 'd', long = "debug", hide = true, num_args = 0..=1, require_equals = true,
+          default_missing_value = "1")]
+    pub debug: Option<String>,
 }
 
 impl TestArgs {
@@ -698,16 +734,94 @@ fn iperf_bytes(s: &str) -> Result<Bytes, String> {
 
 /// A rate in tcptune's units (100mbit, 12MB/s) or iperf3's (100M: bits/s, powers of 1000).
 fn iperf_rate(s: &str) -> Result<Rate, String> {
-    if let Some((_, burst)) = s.split_once('/').filter(|(_, b)| b.parse::<u32>().is_ok()) {
-        return Err(format!(
-            "a burst of {burst} packets (-b RATE/{burst}) is not supported; give the rate alone"
-        ));
-    }
     s.parse::<Rate>().or_else(|e| {
         iperf_suffixed(s, 1000.0)
             .map(Rate::from_bps)
             .ok_or_else(|| e.to_string())
     })
+}
+
+/// `-b RATE[/BURST]`: the rate and iperf3's burst of packets.
+fn iperf_rate_burst(s: &str) -> Result<(Rate, Option<u32>), String> {
+    match s.split_once('/') {
+        Some((rate, burst)) => {
+            let b = burst
+                .parse::<u32>()
+                .ok()
+                .filter(|b| (1..=1000).contains(b))
+                .ok_or_else(|| {
+                    format!("'{burst}' is not a burst size; give -b RATE/N with N from 1 to 1000")
+                })?;
+            Ok((iperf_rate(rate)?, Some(b)))
+        }
+        None => Ok((iperf_rate(s)?, None)),
+    }
+}
+
+/// A DSCP as iperf3 reads --dscp: a number (decimal, 0x hex, 0 octal) or a name.
+fn parse_dscp(s: &str) -> Result<u8, String> {
+    let named = match s.to_ascii_uppercase().as_str() {
+        "EF" => Some(46),
+        "VA" | "VOICE-ADMIT" => Some(44),
+        "LE" => Some(1),
+        n => n
+            .strip_prefix("CS")
+            .and_then(|d| d.parse::<u8>().ok())
+            .filter(|d| *d <= 7)
+            .map(|d| d << 3)
+            .or_else(|| {
+                let d = n.strip_prefix("AF")?.as_bytes();
+                match d {
+                    [c @ b'1'..=b'4', p @ b'1'..=b'3'] => {
+                        Some(((c - b'0') << 3) | ((p - b'0') << 1))
+                    }
+                    _ => None,
+                }
+            }),
+    };
+    named
+        .or_else(|| parse_tos(s).ok())
+        .filter(|d| *d < 64)
+        .ok_or_else(|| {
+            format!("'{s}' is not a DSCP; give 0..63 (e.g. 46) or a name such as EF, AF41, CS1")
+        })
+}
+
+/// `--cntl-ka[=IDLE/INTERVAL/COUNT]`: empty fields are 0 (the system's value).
+fn parse_keepalive(s: &str) -> Result<(u32, u32, u32), String> {
+    let mut v = [0u32; 3];
+    let fields: Vec<&str> = if s.is_empty() {
+        vec![]
+    } else {
+        s.split('/').collect()
+    };
+    if fields.len() > 3 {
+        return Err(format!(
+            "'{s}' has more than three fields; give IDLE/INTERVAL/COUNT"
+        ));
+    }
+    for (slot, f) in v.iter_mut().zip(fields) {
+        if !f.is_empty() {
+            *slot = f.parse().map_err(|_| {
+                format!(
+                    "'{f}' in '{s}' is not a whole number; give IDLE/INTERVAL/COUNT, e.g. 60/10/5"
+                )
+            })?;
+        }
+    }
+    Ok((v[0], v[1], v[2]))
+}
+
+/// `-A N[,M]`: this end's CPU and, optionally, the server's.
+fn parse_affinity(s: &str) -> Result<(u32, Option<u32>), String> {
+    let bad = || format!("'{s}' is not a CPU number; give -A N or -A N,M (N here, M the server)");
+    let (n, m) = match s.split_once(',') {
+        Some((n, m)) => (n, Some(m)),
+        None => (s, None),
+    };
+    let n = n.parse().map_err(|_| bad())?;
+    let m = m.map(|m| m.parse().map_err(|_| bad())).transpose()?;
+    Ok((n, m))
 }
 
 /// A TOS byte in decimal, hex (0x…) or octal (0…), as iperf3 reads -S.

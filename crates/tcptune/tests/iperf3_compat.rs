@@ -127,6 +127,14 @@ const INVOCATIONS: &[&str] = &[
     "-t 1 --cport CPORT -J",
     "-t 1 -f m --forceflush -J",
     "-t 1 --connect-timeout 3000 -J",
+    "-t 1 --dscp EF -J",
+    "-t 1 --dscp 10 -R -J",
+    "-t 2 --fq-rate 500M -J",
+    "-t 2 -b 200M/10 -J",
+    "-t 1 -A 0 -J",
+    "-t 1 --snd-timeout 5000 -J",
+    "-t 1 --bind-dev lo -J",
+    "-u -t 1 -b 10M --dont-fragment -J",
     "-u -t 2 -b 10M -J",
     "-u -t 2 -b 10M -R -J",
     "-u -t 2 -b 5M --bidir -J",
@@ -323,7 +331,16 @@ fn check_values(doc: &Value, reference: &Value, args: &[String], what: &str, exa
             );
         }
     }
+    if let Some(fq) = arg(args, "--fq-rate") {
+        // SO_MAX_PACING_RATE caps what TCP's own pacing sends.
+        let cap = fq.trim_end_matches('M').parse::<f64>().unwrap() * 1e6;
+        let rate = end["sum_sent"]["bits_per_second"].as_f64().unwrap();
+        // The first round trips go out before pacing applies.
+        assert!(rate < 1.25 * cap, "{what}: {rate} bit/s for --fq-rate {fq}");
+    }
     if let Some(b) = arg(args, "-b") {
+        // RATE/BURST: the burst changes how packets are spaced, not the rate.
+        let b = b.split('/').next().unwrap();
         let per_stream = b.trim_end_matches('M').parse::<f64>().unwrap() * 1e6;
         let streams: f64 = arg(args, "-P").map(|p| p.parse().unwrap()).unwrap_or(1.0);
         let rate = end["sum_sent"]["bits_per_second"].as_f64().unwrap();

@@ -7,12 +7,18 @@ use std::ffi::OsString;
 /// iperf3 options tcptune does not act on, each with the sentence that refuses it. Options
 /// tcptune implements are parsed by `test`/`serve` under iperf3's spellings.
 const REFUSED: &[(&[&str], &str)] = &[
-    (&["-d", "--debug"], "tcptune has no debug output; drop -d"),
-    (&["-F", "--file"], "sending or receiving a file (-F) is not supported; drop -F"),
-    (&["-A", "--affinity"], "CPU affinity (-A) is not supported; run tcptune under taskset instead"),
-    (&["--bind-dev"], "binding to a device (--bind-dev) is not supported; bind to its address with -B"),
-    (&["-L", "--flowlabel"], "IPv6 flow labels (-L) are not supported; drop -L"),
-    (&["--sctp", "--nstreams", "-X", "--xbind"], "SCTP is not supported; tcptune tests TCP"),
+    (
+        &["-F", "--file"],
+        "tcptune sends from memory and discards what it receives; drop -F",
+    ),
+    (
+        &["-L", "--flowlabel"],
+        "IPv6 flow labels are not set by tcptune; drop -L",
+    ),
+    (
+        &["--sctp", "--nstreams", "-X", "--xbind"],
+        "tcptune tests TCP and UDP; drop the SCTP options",
+    ),
     (
         &[
             "--username",
@@ -22,20 +28,67 @@ const REFUSED: &[(&[&str], &str)] = &[
             "--time-skew-threshold",
             "--use-pkcs1-padding",
         ],
-        "authentication is not supported; restrict clients with tcptune serve --allow CIDR",
+        "tcptune has no authentication; restrict clients with tcptune serve --allow CIDR",
     ),
-    (&["--fq-rate", "--pacing-timer"], "fair-queue pacing options are not supported; cap the rate with -b"),
     (
-        &["--repeating-payload", "--dont-fragment", "--gsro"],
-        "this UDP option is not supported; drop it (plain -u works)",
+        &["--pacing-timer"],
+        "tcptune paces -b with its own timer; drop --pacing-timer",
     ),
-    (&["--skip-rx-copy"], "--skip-rx-copy is not supported; drop it"),
-    (&["--timestamps"], "--timestamps is not supported; the JSON output (-J) has each interval's time"),
-    (&["--rcv-timeout", "--snd-timeout", "--cntl-ka"], "this timeout option is not supported; tcptune's own deadlines end a stuck test"),
-    (&["--server-bitrate-limit", "--idle-timeout"], "this server limit is not supported; restrict clients with tcptune serve --allow and --max-tests"),
-    (&["--dscp"], "--dscp is not supported; give the TOS byte with -S (DSCP × 4)"),
-    (&["-m", "--mptcp"], "MPTCP (-m) is not supported; drop -m"),
-    (&["--json-stream-full-output"], "--json-stream-full-output is not supported; use -J for the full document"),
+    (
+        &["--repeating-payload", "--gsro"],
+        "tcptune's UDP payload and sends are its own; drop it (plain -u works)",
+    ),
+    (
+        &["--skip-rx-copy"],
+        "tcptune's receiver always reads the data; drop --skip-rx-copy",
+    ),
+    (
+        &["--rcv-timeout"],
+        "tcptune's own deadlines end a stuck test; drop --rcv-timeout",
+    ),
+    (
+        &[
+            "--server-bitrate-limit",
+            "--idle-timeout",
+            "--server-max-duration",
+        ],
+        "tcptune serve has no such limit; restrict clients with --allow and --max-tests",
+    ),
+    (
+        &["-m", "--mptcp"],
+        "tcptune opens plain TCP connections; drop -m",
+    ),
+    (
+        &["--json-stream-full", "--json-stream-full-output"],
+        "tcptune streams no full document; use --json-stream for the events or -J for the document",
+    ),
+];
+
+/// Options iperf3's client takes that `tcptune serve` does not (iperf3 refuses the first ones
+/// on a server too, in these words).
+const CLIENT_ONLY: &[(&[&str], &str)] = &[
+    (
+        &[
+            "--dscp",
+            "--fq-rate",
+            "--snd-timeout",
+            "--cntl-ka",
+            "--dont-fragment",
+        ],
+        "some option you are trying to set is client only; give it to the client",
+    ),
+    (
+        &[
+            "-A",
+            "--affinity",
+            "--bind-dev",
+            "--timestamps",
+            "-J",
+            "--json",
+            "--json-stream",
+        ],
+        "tcptune serve logs one line per test and does not take this server option; drop it",
+    ),
 ];
 
 /// iperf3 options that take a value (so the scan skips it).
@@ -111,6 +164,9 @@ const WITH_VALUE: &[&str] = &[
 
 /// Accepted and without effect, because tcptune already does what they ask.
 const ALREADY: &[&str] = &[
+    // There is no debug output; iperf3's debug lines are for its developers.
+    "-d",
+    "--debug",
     // The text output always has the detail -V adds (CPU use, the settings).
     "-V",
     "--verbose",
@@ -220,6 +276,11 @@ pub fn rewrite_argv(argv: Vec<OsString>) -> Argv {
             )
         }
     };
+    if verb == "serve" {
+        if let Some(why) = refused_by(&out, CLIENT_ONLY) {
+            return Argv::Refuse(why, json);
+        }
+    }
     let mut full = vec![prog, verb.into()];
     if verb == "test" {
         // Scripts test iperf3's exit status: 0 for a completed test.
@@ -231,21 +292,31 @@ pub fn rewrite_argv(argv: Vec<OsString>) -> Argv {
 
 /// The sentence refusing the first option in `args` that tcptune does not act on.
 fn refused(args: &[OsString]) -> Option<String> {
+    refused_by(args, REFUSED)
+}
+
+/// The first option of `args` in `table`, refused in iperf3's words ("parameter error - …")
+/// with what to do instead.
+fn refused_by(args: &[OsString], table: &[(&[&str], &str)]) -> Option<String> {
+    let find = |opt: &str| {
+        table
+            .iter()
+            .find(|(names, _)| names.contains(&opt))
+            .map(|(_, why)| format!("{opt}: parameter error - {why}"))
+    };
     let mut i = 0;
     while i < args.len() {
         let s = args[i].to_string_lossy();
         let opt = s.split_once('=').map(|(o, _)| o).unwrap_or(&s);
-        if let Some((_, why)) = REFUSED.iter().find(|(names, _)| names.contains(&opt)) {
-            return Some(format!("{opt}: {why}"));
+        if let Some(why) = find(opt) {
+            return Some(why);
         }
-        // Attached short forms: -d3 (iperf3's debug level), -A2.
+        // Attached short forms: -F/tmp/x, -L5.
         let short = opt
             .get(..2)
             .filter(|_| opt.len() > 2 && !opt.starts_with("--"));
-        if let Some(short) = short {
-            if let Some((_, why)) = REFUSED.iter().find(|(names, _)| names.contains(&short)) {
-                return Some(format!("{short}: {why}"));
-            }
+        if let Some(why) = short.and_then(find) {
+            return Some(why);
         }
         i += if WITH_VALUE.contains(&opt) && !s.contains('=') {
             2
@@ -255,7 +326,6 @@ fn refused(args: &[OsString]) -> Option<String> {
     }
     None
 }
-
 
 #[cfg(test)]
 mod tests {
@@ -304,15 +374,18 @@ mod tests {
     #[test]
     fn options_tcptune_does_not_act_on_are_refused_in_one_sentence() {
         for (line, opt) in [
-            ("iperf3 -c h -A 2", "-A"),
-            ("iperf3 -c h --fq-rate 1G -J", "--fq-rate"),
+            ("iperf3 -c h -F /etc/hosts", "-F"),
+            ("iperf3 -c h -m -J", "-m"),
             ("tcptune test h --username bob", "--username"),
-            ("iperf3 -s -d", "-d"),
+            ("iperf3 -s --dscp EF", "--dscp"),
+            ("iperf3 -s -J", "-J"),
             ("tcptune serve --idle-timeout=5", "--idle-timeout"),
+            ("iperf3 -c h --json-stream-full", "--json-stream-full"),
         ] {
             match rewrite_argv(argv(line)) {
                 Argv::Refuse(why, _) => {
                     assert!(why.starts_with(opt), "{line}: {why}");
+                    assert!(why.contains(": parameter error - "), "{line}: {why}");
                     assert_eq!(why.matches(';').count(), 1, "{why}");
                 }
                 _ => panic!("{line} was not refused"),
@@ -332,13 +405,24 @@ mod tests {
             Argv::Parse(_)
         ));
         assert!(matches!(
-            rewrite_argv(argv("iperf3 -c h -d2")),
+            rewrite_argv(argv("iperf3 -c h -F/tmp/x")),
             Argv::Refuse(..)
         ));
+        // What tcptune implements now passes through to test (or is accepted without effect).
+        assert_eq!(
+            parsed(rewrite_argv(argv(
+                "iperf3 -c h -d --dscp EF --fq-rate 1G -A 0,1 --timestamps --cntl-ka=5/1/3"
+            ))),
+            "tcptune test --iperf3-exit-codes -c h --dscp EF --fq-rate 1G -A 0,1 --timestamps \
+             --cntl-ka=5/1/3"
+        );
+        assert_eq!(
+            parsed(rewrite_argv(argv("iperf3 -s -d -i 10 -f m"))),
+            "tcptune serve -i 10 -f m"
+        );
         assert!(matches!(
             rewrite_argv(argv("iperf3 --help")),
             Argv::Print(_)
         ));
     }
-
 }

@@ -84,15 +84,10 @@ pub fn serve(args: &ServeArgs) -> anyhow::Result<Outcome> {
         "-J/--json-stream on the server is not supported; the client's -J document has both \
          sides' figures (and --get-server-output the server's report)"
     );
-    anyhow::ensure!(
-        args.interval.is_none(),
-        "-i on the server is not supported; tcptune serve logs one line per test, and the \
-         client's -i sets its interval reports"
-    );
-    anyhow::ensure!(
-        args.format.is_none(),
-        "-f on the server is not supported; give -f to the client, whose output has the rates"
-    );
+    // -i and -f (iperf3 -s -i 10 -f m in service units) set the server's interval lines and
+    // their units; tcptune serve logs one line per test, so they are accepted and change
+    // nothing.
+    let _ = (&args.interval, &args.format);
     let allow = args
         .allow
         .iter()
@@ -208,6 +203,10 @@ fn params(args: &TestArgs) -> anyhow::Result<Params> {
         args.udp || !args.udp_counters_64bit,
         "--udp-counters-64bit applies to UDP tests only; add -u or drop it"
     );
+    anyhow::ensure!(
+        args.udp || !args.dont_fragment,
+        "--dont-fragment applies to UDP tests only; add -u or drop it"
+    );
     let limited = args.bytes.is_some() || args.blocks.is_some();
     Ok(Params {
         direction: if args.bidir {
@@ -227,7 +226,8 @@ fn params(args: &TestArgs) -> anyhow::Result<Params> {
         congestion: args.congestion.clone(),
         mss: args.mss,
         nodelay: args.no_delay,
-        tos: args.tos,
+        // --dscp is the TOS byte's upper six bits.
+        tos: args.tos.or(args.dscp.map(|d| d << 2)),
         protocol: if args.udp {
             tcptune_perf::Protocol::Udp
         } else {
@@ -237,8 +237,13 @@ fn params(args: &TestArgs) -> anyhow::Result<Params> {
         // iperf3's UDP default: 1 Mbit/s per stream.
         bandwidth_bps: args
             .bitrate
-            .map(|r| r.bps().round() as u64)
+            .map(|(r, _)| r.bps().round() as u64)
             .or(args.udp.then_some(1_000_000)),
+        burst: args.bitrate.and_then(|(_, b)| b),
+        // Sent as iperf3 sends it, so an iperf3 server paces its side of -R too.
+        fqrate_bps: args.fq_rate.map(|r| r.bps().round() as u64),
+        server_affinity: args.affinity.and_then(|(_, m)| m),
+        dont_fragment: args.dont_fragment,
         zerocopy: args.zerocopy,
         title: args.title.clone(),
         extra_data: args.extra_data.clone(),
@@ -320,7 +325,32 @@ fn run_test(
         } else {
             None
         },
+        data_extra: tcptune_perftest::sock::Extra {
+            bind_dev: args.bind_dev.clone(),
+            max_pacing_rate: args.fq_rate.map(|r| (r.bps() / 8.0).round() as u64),
+            user_timeout_ms: args.snd_timeout,
+            keepalive: None,
+        },
+        control_extra: tcptune_perftest::sock::Extra {
+            bind_dev: args.bind_dev.clone(),
+            keepalive: args.cntl_ka,
+            ..Default::default()
+        },
+        dont_fragment: args.dont_fragment,
     };
+    if let Some((cpu, _)) = args.affinity {
+        // Before the data threads start, so they inherit it.
+        tcptune_os::process::pin_to_cpu(cpu).with_context(|| {
+            format!("-A {cpu}: cannot pin to that CPU; give one of this host's CPUs")
+        })?;
+    }
+    let stamp = args.timestamps.as_deref();
+    if let Some(f) = stamp {
+        // A format strftime cannot use is refused before the test, not at its first line.
+        tcptune_os::localtime::strftime(f, 0).map_err(|e| {
+            anyhow::anyhow!("--timestamps={f}: {e}; give a strftime format such as '%c '")
+        })?;
+    }
     let event = |name: &str, data: &dyn erased::Ser| {
         if let Ok(mut o) = out.lock() {
             let _ = writeln!(o, "{}", stream_event(name, &data.value()));
@@ -336,14 +366,18 @@ fn run_test(
     let mut on_interval = |r: &tcptune_perftest::report::IntervalReport, ids: &[u32]| match mode {
         Mode::Stream => event("interval", r),
         Mode::Text => {
+            let mut text = String::new();
+            if !header {
+                text += &interval_header();
+                text.push('\n');
+                header = true;
+            }
+            for l in r.lines(ids, units) {
+                text += &l;
+                text.push('\n');
+            }
             if let Ok(mut o) = out.lock() {
-                if !header {
-                    let _ = writeln!(o, "{}", interval_header());
-                    header = true;
-                }
-                for l in r.lines(ids, units) {
-                    let _ = writeln!(o, "{l}");
-                }
+                let _ = o.write_all(stamped(&text, stamp).as_bytes());
                 let _ = o.flush();
             }
         }
@@ -356,14 +390,16 @@ fn run_test(
     match mode {
         Mode::Envelope => output::emit("test", &result, true)?,
         Mode::Text => {
+            let mut text = String::new();
+            if let Some(t) = &result.title {
+                text += &format!("{t}\n");
+            }
+            text += &result.to_string();
+            if let Some(t) = &result.server_output_text {
+                text += &format!("\nServer output:\n{t}");
+            }
             if let Ok(mut o) = out.lock() {
-                if let Some(t) = &result.title {
-                    let _ = writeln!(o, "{t}");
-                }
-                let _ = write!(o, "{result}");
-                if let Some(t) = &result.server_output_text {
-                    let _ = write!(o, "\nServer output:\n{t}");
-                }
+                let _ = o.write_all(stamped(&text, stamp).as_bytes());
                 let _ = o.flush();
             }
         }
@@ -395,6 +431,19 @@ fn run_test(
     })
 }
 
+/// `text` with each line prefixed by the time now, formatted by `format` (iperf3's
+/// `--timestamps`); unchanged without a format.
+fn stamped(text: &str, format: Option<&str>) -> String {
+    let Some(format) = format else {
+        return text.to_string();
+    };
+    let now = (tcptune_os::process::realtime_ns() / 1_000_000_000) as i64;
+    let prefix = tcptune_os::localtime::strftime(format, now).unwrap_or_default();
+    text.split_inclusive('\n')
+        .map(|l| format!("{prefix}{l}"))
+        .collect()
+}
+
 /// A serializable value behind a trait object (the stream's events carry different types).
 mod erased {
     pub trait Ser {
@@ -411,6 +460,19 @@ mod erased {
 mod tests {
     use super::*;
     use serde_json::Value;
+
+    #[test]
+    fn timestamps_prefix_every_line() {
+        assert_eq!(stamped("a\nb\n", None), "a\nb\n");
+        let t = stamped("a\nb\n", Some("[%Y] "));
+        let lines: Vec<&str> = t.lines().collect();
+        assert_eq!(lines.len(), 2);
+        assert!(
+            lines.iter().all(|l| l.starts_with("[20") && l.len() == 8),
+            "{t}"
+        );
+        assert!(t.ends_with("] b\n"), "{t}");
+    }
 
     #[test]
     fn errors_under_j_are_json() {
