@@ -514,6 +514,14 @@ pub struct ServeArgs {
     /// iperf3's -f on the server: refused (the client's -f sets the units it prints).
     #[arg(short = 'f', long = "format", hide = true, value_name = "UNIT")]
     pub format: Option<String>,
+    /// End any test that runs longer than this many seconds (iperf3's --server-max-duration).
+    #[arg(long = "server-max-duration", value_name = "SECS",
+          value_parser = clap::value_parser!(u32).range(1..=86_400))]
+    pub server_max_duration: Option<u32>,
+    /// iperf3's -d/--debug: accepted (tcptune prints no debug output).
+    #[arg(short = 'd', long = "debug", hide = true, num_args = 0..=1, require_equals = true,
+          default_missing_value = "1")]
+    pub debug: Option<String>,
 }
 
 /// `tcptune test HOST` (or `-c HOST`). Options use iperf3's letters and long names; those

@@ -229,3 +229,53 @@ fn a_server_command_line_with_i_and_f_serves_iperf3() {
     assert!(v.get("error").is_none(), "{v}");
     assert!(srv.0.wait().unwrap().success());
 }
+
+#[test]
+fn server_max_duration_ends_a_longer_test() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+        .to_string();
+    let mut srv = Kill(
+        Command::new(env!("CARGO_BIN_EXE_tcptune"))
+            .args([
+                "iperf3",
+                "-s",
+                "-p",
+                &port,
+                "--server-max-duration",
+                "1",
+                "-1",
+            ])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let lines = line_channel(srv.0.stdout.take().unwrap());
+    wait_for_line(&lines, Duration::from_secs(20), |l| {
+        l.starts_with("listening on")
+    })
+    .expect("tcptune serve ready");
+    let started = std::time::Instant::now();
+    let o = Command::new("iperf3")
+        .args(["-c", "127.0.0.1", "-p", &port, "-t", "30", "-J"])
+        .output()
+        .unwrap();
+    // Ended by the server after its 1 s (plus the handshake), not after the asked 30 s.
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "{:?}",
+        started.elapsed()
+    );
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(v.get("error").is_some(), "{v}");
+    let log = wait_for_line(&lines, Duration::from_secs(20), |l| {
+        l.contains("test failed")
+    })
+    .expect("the server logs the test it ended");
+    assert!(log.last().unwrap().contains("in time"), "{log:?}");
+    assert!(srv.0.wait().unwrap().success());
+}

@@ -47,11 +47,7 @@ const REFUSED: &[(&[&str], &str)] = &[
         "tcptune's own deadlines end a stuck test; drop --rcv-timeout",
     ),
     (
-        &[
-            "--server-bitrate-limit",
-            "--idle-timeout",
-            "--server-max-duration",
-        ],
+        &["--server-bitrate-limit", "--idle-timeout"],
         "tcptune serve has no such limit; restrict clients with --allow and --max-tests",
     ),
     (
@@ -93,6 +89,7 @@ const CLIENT_ONLY: &[(&[&str], &str)] = &[
 
 /// iperf3 options that take a value (so the scan skips it).
 const WITH_VALUE: &[&str] = &[
+    "--server-max-duration",
     "-p",
     "--port",
     "-f",

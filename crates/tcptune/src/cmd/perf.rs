@@ -114,6 +114,12 @@ pub fn serve(args: &ServeArgs) -> anyhow::Result<Outcome> {
         allow,
         max_tests: args.max_tests as usize,
         one_off: args.one_off,
+        timeouts: tcptune_perf::session::Timeouts {
+            max_duration: args
+                .server_max_duration
+                .map(|s| tcptune_model::Dur::from_millis(s as u64 * 1000)),
+            ..Default::default()
+        },
         ..ServerConfig::default()
     };
     let server = match Server::bind(cfg.clone()) {
