@@ -267,8 +267,23 @@ mod tests {
             nodelay: true,
             tos: Some(0x10),
             bind: Some(cport),
+            extra: Extra {
+                bind_dev: Some("lo".into()),
+                max_pacing_rate: Some(12_500_000),
+                user_timeout_ms: Some(5000),
+                keepalive: Some((60, 10, 0)),
+            },
         };
-        let c = connect(&l.local_addr().unwrap(), &opts, Duration::from_secs(5)).unwrap();
+        let (c, initial) =
+            connect_reporting(&l.local_addr().unwrap(), &opts, Duration::from_secs(5)).unwrap();
+        // The buffers before the handshake: -w's, doubled by the kernel.
+        assert_eq!(
+            initial,
+            Buffers {
+                sndbuf: 131072,
+                rcvbuf: 131072
+            }
+        );
         let (mut s, _) = l.accept().unwrap();
         let fd = c.as_fd();
         // -N, -S and -B/--cport.
@@ -278,6 +293,33 @@ mod tests {
         );
         assert_eq!(get_int(fd, libc::IPPROTO_IP, libc::IP_TOS).unwrap(), 0x10);
         assert_eq!(c.local_addr().unwrap(), cport);
+        // --fq-rate, --snd-timeout, --cntl-ka (a 0 field keeps the system's count).
+        let mut rate = [0u8; 8];
+        tcptune_os::socket::get_bytes(fd, libc::SOL_SOCKET, libc::SO_MAX_PACING_RATE, &mut rate)
+            .unwrap();
+        assert_eq!(u64::from_ne_bytes(rate), 12_500_000);
+        assert_eq!(
+            get_int(fd, libc::IPPROTO_TCP, libc::TCP_USER_TIMEOUT).unwrap(),
+            5000
+        );
+        assert_eq!(
+            get_int(fd, libc::SOL_SOCKET, libc::SO_KEEPALIVE).unwrap(),
+            1
+        );
+        assert_eq!(
+            get_int(fd, libc::IPPROTO_TCP, libc::TCP_KEEPIDLE).unwrap(),
+            60
+        );
+        assert_eq!(
+            get_int(fd, libc::IPPROTO_TCP, libc::TCP_KEEPINTVL).unwrap(),
+            10
+        );
+        // --bind-dev.
+        let mut dev = [0u8; 16];
+        let n =
+            tcptune_os::socket::get_bytes(fd, libc::SOL_SOCKET, libc::SO_BINDTODEVICE, &mut dev)
+                .unwrap();
+        assert_eq!(&dev[..n].split(|&b| b == 0).next().unwrap(), b"lo");
         // The kernel doubles SO_SNDBUF.
         assert_eq!(
             get_int(fd, libc::SOL_SOCKET, libc::SO_SNDBUF).unwrap(),

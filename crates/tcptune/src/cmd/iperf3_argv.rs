@@ -246,6 +246,10 @@ pub fn rewrite_argv(argv: Vec<OsString>) -> Argv {
                 ))
             }
             o if ALREADY.contains(&o) => {}
+            // Newer iperf3's debug level attached (-d3): no debug output either.
+            o if o.len() > 2
+                && o.starts_with("-d")
+                && o[2..].bytes().all(|b| b.is_ascii_digit()) => {}
             _ => out.push(a.clone()),
         }
         i += 1;
@@ -405,6 +409,10 @@ mod tests {
             rewrite_argv(argv("iperf3 -c h -F/tmp/x")),
             Argv::Refuse(..)
         ));
+        assert_eq!(
+            parsed(rewrite_argv(argv("iperf3 -c h -d3"))),
+            "tcptune test --iperf3-exit-codes -c h"
+        );
         // What tcptune implements now passes through to test (or is accepted without effect).
         assert_eq!(
             parsed(rewrite_argv(argv(
