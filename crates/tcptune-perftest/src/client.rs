@@ -1,7 +1,7 @@
 //! `tcptune test HOST`: the client side of one iperf3 test over real sockets, with interval
 //! reports while it runs, the final report in iperf3's shape, and the diagnosis.
 
-use std::net::{SocketAddr, ToSocketAddrs};
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
@@ -160,34 +160,8 @@ fn pump(
     }
 }
 
-/// The address family `-4`/`-6` ask for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Family {
-    V4,
-    V6,
-}
-
-fn resolve(host: &str, port: u16, family: Option<Family>) -> Result<SocketAddr, TestError> {
-    let Ok(addrs) = (host, port).to_socket_addrs() else {
-        return Err(TestError::Resolve(host.to_string()));
-    };
-    let addrs: Vec<SocketAddr> = addrs.collect();
-    let wanted = |a: &&SocketAddr| match family {
-        None => true,
-        Some(Family::V4) => a.is_ipv4(),
-        Some(Family::V6) => a.is_ipv6(),
-    };
-    match (addrs.iter().find(wanted), family) {
-        (Some(a), _) => Ok(*a),
-        // The name (or address) is fine; it has no address of the family -4/-6 asks for.
-        (None, Some(f)) if !addrs.is_empty() => Err(TestError::Family {
-            host: host.to_string(),
-            asked: if f == Family::V4 { "IPv4" } else { "IPv6" },
-            flag: if f == Family::V4 { "-4" } else { "-6" },
-        }),
-        _ => Err(TestError::Resolve(host.to_string())),
-    }
-}
+use crate::sock::resolve;
+pub use crate::sock::Family;
 
 struct Ticker {
     prev_at: f64,

@@ -3,7 +3,7 @@
 //! memory file (the zero-copy send). The system calls themselves are `tcptune-os`'s.
 
 use std::io::{self, Read};
-use std::net::{SocketAddr, TcpStream};
+use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::time::Duration;
 
@@ -245,6 +245,40 @@ impl ZeroCopySource {
     /// Sends up to one block on `sock`; returns the bytes sent.
     pub fn send(&self, sock: &TcpStream) -> io::Result<usize> {
         tcptune_os::fs::sendfile_from_start(sock.as_fd(), self.fd.as_fd(), self.len)
+    }
+}
+
+/// The address family `-4`/`-6` ask for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Family {
+    V4,
+    V6,
+}
+
+/// The address of `host:port` (a name or an address), of `family` when one is asked for.
+pub fn resolve(
+    host: &str,
+    port: u16,
+    family: Option<Family>,
+) -> Result<SocketAddr, crate::TestError> {
+    let Ok(addrs) = (host, port).to_socket_addrs() else {
+        return Err(crate::TestError::Resolve(host.to_string()));
+    };
+    let addrs: Vec<SocketAddr> = addrs.collect();
+    let wanted = |a: &&SocketAddr| match family {
+        None => true,
+        Some(Family::V4) => a.is_ipv4(),
+        Some(Family::V6) => a.is_ipv6(),
+    };
+    match (addrs.iter().find(wanted), family) {
+        (Some(a), _) => Ok(*a),
+        // The name (or address) is fine; it has no address of the family -4/-6 asks for.
+        (None, Some(f)) if !addrs.is_empty() => Err(crate::TestError::Family {
+            host: host.to_string(),
+            asked: if f == Family::V4 { "IPv4" } else { "IPv6" },
+            flag: if f == Family::V4 { "-4" } else { "-6" },
+        }),
+        _ => Err(crate::TestError::Resolve(host.to_string())),
     }
 }
 
