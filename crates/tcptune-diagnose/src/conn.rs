@@ -567,6 +567,16 @@ fn write_details(f: &mut impl fmt::Write, c: &Conn) -> fmt::Result {
             m.drops.unwrap_or(0)
         )?;
     }
+    if let Some(b) = &c.bbr {
+        writeln!(
+            f,
+            "    bbr: bw {} min_rtt {} pacing_gain {:.2} cwnd_gain {:.2}",
+            Rate::from_bps(b.bw_bytes_per_s as f64 * 8.0),
+            Dur::from_micros(b.min_rtt_us as u64),
+            b.pacing_gain,
+            b.cwnd_gain
+        )?;
+    }
     Ok(())
 }
 
@@ -659,6 +669,42 @@ mod tests {
             assert!(body.lines().count() >= 5000);
             assert!(body.lines().next().unwrap().contains(":1024 "));
         }
+    }
+
+    #[test]
+    fn all_shows_bbrs_model_in_text() {
+        let mut s = crate::recorded_sockets()
+            .into_iter()
+            .find(|s| s.info.is_some())
+            .unwrap();
+        s.bbr = Some(BbrInfo {
+            bw_bytes_per_s: 1_250_000,
+            min_rtt_us: 20_000,
+            pacing_gain: 739.0 / 256.0,
+            cwnd_gain: 2.0,
+        });
+        let (c, _) = Conn::new(s.clone(), Dur::ZERO, None, &Context::default(), true);
+        let text = ConnTable {
+            connections: vec![c],
+            all: true,
+        }
+        .to_string();
+        let line = text.lines().find(|l| l.starts_with("    bbr: ")).unwrap();
+        assert_eq!(
+            line,
+            format!(
+                "    bbr: bw {} min_rtt {} pacing_gain 2.89 cwnd_gain 2.00",
+                Rate::from_bps(10e6),
+                Dur::from_millis(20)
+            )
+        );
+        // Without --all, no details.
+        let (c, _) = Conn::new(s, Dur::ZERO, None, &Context::default(), false);
+        let brief = ConnTable {
+            connections: vec![c],
+            all: false,
+        };
+        assert!(!brief.to_string().contains("bbr:"));
     }
 
     #[test]

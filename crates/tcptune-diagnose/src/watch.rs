@@ -270,6 +270,61 @@ impl fmt::Display for DetailView<'_> {
     }
 }
 
+/// Where a table row continues when [`fit`] breaks it: under the LOCAL column, so the
+/// continued cells stay aligned with the header's continued names.
+pub const TABLE_INDENT: usize = 11;
+/// Where a detail view's line continues: under the values after the row names (`now      `).
+pub const DETAIL_INDENT: usize = 9;
+
+/// Fits a frame to a terminal `width` columns wide, so the terminal never wraps a line inside
+/// a word: a longer line is broken at its last space that fits (a single space is dropped
+/// there, so cells that follow keep their padding and stay aligned with the header broken at
+/// the same column) and continues on lines indented by `indent`. Only a word longer than a
+/// whole line is cut. Widths count characters (`µ` and `→` are one column).
+pub fn fit(frame: &str, width: usize, indent: usize) -> String {
+    let width = width.max(1);
+    // A terminal too narrow for the indent and some words gets no indent.
+    let indent = if width > indent + 8 { indent } else { 0 };
+    let mut out = String::with_capacity(frame.len() + frame.len() / 8);
+    for line in frame.split_inclusive('\n') {
+        let (body, nl) = match line.strip_suffix('\n') {
+            Some(b) => (b, "\n"),
+            None => (line, ""),
+        };
+        let mut rest = body;
+        let mut prefix = 0;
+        loop {
+            let room = width - prefix;
+            out.extend(std::iter::repeat_n(' ', prefix));
+            let Some((cut, _)) = rest.char_indices().nth(room) else {
+                out.push_str(rest);
+                break;
+            };
+            // The last space among the first room + 1 characters, if something is before it.
+            let head = &rest[..cut + 1];
+            let brk = head.rfind(' ').filter(|&i| !rest[..i].trim().is_empty());
+            let (shown, next) = match brk {
+                Some(i) => (&rest[..i], &rest[i + 1..]),
+                None => rest.split_at(cut),
+            };
+            out.push_str(shown.trim_end());
+            if next.trim().is_empty() {
+                break;
+            }
+            out.push('\n');
+            rest = next;
+            prefix = indent;
+        }
+        out.push_str(nl);
+    }
+    out
+}
+
+/// Whether keys typed at a watch ask it to stop (`q` or `Q`, as in `top`).
+pub fn quits(keys: &[u8]) -> bool {
+    keys.iter().any(|&k| k == b'q' || k == b'Q')
+}
+
 /// The line of a connection that closed: its final counters and the verdict they give alone.
 pub fn closed_line(l: &RecordLine, ctx: &Context) -> String {
     let i = &l.sample.info;
@@ -305,6 +360,49 @@ mod tests {
         record_line(Dur::from_millis(ms), None, &s, false)
             .unwrap()
             .sample
+    }
+
+    /// The words of a text, in order: what fitting must keep.
+    fn words(s: &str) -> Vec<&str> {
+        s.split_whitespace().collect()
+    }
+
+    #[test]
+    fn frames_fit_80_columns_without_breaking_words() {
+        let rows: Vec<Conn> = recorded()
+            .into_iter()
+            .map(|s| Conn::new(s, Dur::ZERO, None, &Context::default(), false).0)
+            .collect();
+        let table = crate::conn::ConnTable {
+            connections: rows,
+            all: false,
+        }
+        .to_string();
+        assert!(table.lines().any(|l| l.chars().count() > 80));
+        let fitted = fit(&table, 80, TABLE_INDENT);
+        assert!(fitted.lines().all(|l| l.chars().count() <= 80), "{fitted}");
+        assert_eq!(words(&fitted), words(&table));
+        // The header and each row break at the same column, so continued cells line up:
+        // the continued header starts with the PEER WND column, right-aligned like its cells.
+        let header = fitted.lines().nth(1).unwrap();
+        assert!(header.starts_with("            PEER WND"), "{header}");
+        // A line that fits is unchanged, and a narrow terminal still keeps words whole.
+        assert_eq!(fit("a b\nc\n", 80, 4), "a b\nc\n");
+        let v = "receiver window: the peer advertises 64 KiB, below the path's BDP";
+        let narrow = fit(v, 20, 4);
+        assert!(narrow.lines().all(|l| l.chars().count() <= 20), "{narrow}");
+        assert!(narrow.lines().skip(1).all(|l| l.starts_with("    ")));
+        assert_eq!(words(&narrow), words(v));
+        // Only a word longer than a line is cut.
+        assert_eq!(fit("abcdefghij", 4, 0), "abcd\nefgh\nij");
+    }
+
+    #[test]
+    fn q_quits() {
+        assert!(quits(b"q"));
+        assert!(quits(b"xxQ"));
+        assert!(!quits(b""));
+        assert!(!quits(b"\x1b[A"));
     }
 
     #[test]

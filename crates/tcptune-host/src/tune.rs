@@ -612,15 +612,24 @@ impl HostIo for LiveHost {
     }
 }
 
+/// The heading of a plan that has not been carried out.
+pub const DRY_RUN_HEADING: &str =
+    "# sysctl.d drop-in (dry run; --write installs it, --apply applies it now)";
+
 impl std::fmt::Display for Plan {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.write_headed(f, DRY_RUN_HEADING)
+    }
+}
+
+impl Plan {
+    /// The plan as text under `heading`, which says what was done with it (a dry run, written,
+    /// applied).
+    pub fn write_headed(&self, f: &mut impl std::fmt::Write, heading: &str) -> std::fmt::Result {
         if self.changes.is_empty() && self.host_only.is_empty() {
             return writeln!(f, "Nothing to change.");
         }
-        writeln!(
-            f,
-            "# sysctl.d drop-in (dry run; --write installs it, --apply applies it now)"
-        )?;
+        writeln!(f, "{heading}")?;
         write!(f, "{}", self.dropin)?;
         if !self.ip_commands.is_empty() {
             writeln!(f, "\n# ip commands")?;

@@ -20,12 +20,43 @@ pub struct TuneReport {
     /// The snapshot saved by --apply or restored by --rollback.
     pub snapshot: Option<Snapshot>,
     pub snapshot_path: Option<String>,
+    /// The command that undoes --apply, with the --netns and --snapshot it used.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub undo: Option<String>,
+}
+
+/// The command that rolls back an apply made with these options: as printed, it must find the
+/// snapshot, so it names the namespace and a snapshot file given by hand.
+pub fn undo_command(netns: Option<&str>, snapshot: Option<&std::path::Path>) -> String {
+    let mut cmd = String::from("tcptune tune --rollback");
+    if let Some(ns) = netns {
+        cmd += &format!(" --netns {}", shell_word(ns));
+    }
+    if let Some(p) = snapshot {
+        cmd += &format!(" --snapshot {}", shell_word(&p.display().to_string()));
+    }
+    cmd
+}
+
+/// `s` as one shell word: as it is when it has no special characters, else single-quoted.
+fn shell_word(s: &str) -> String {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "-_./:=+,@%".contains(c);
+    if !s.is_empty() && s.chars().all(plain) {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', r"'\''"))
+    }
 }
 
 impl std::fmt::Display for TuneReport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         if let Some(plan) = &self.plan {
-            write!(f, "{plan}")?;
+            let heading = match self.mode.as_str() {
+                "apply" => "# applied now (as a sysctl.d drop-in; --write installs it for boot)",
+                "write" => "# sysctl.d drop-in (installed by --write)",
+                _ => crate::tune::DRY_RUN_HEADING,
+            };
+            plan.write_headed(f, heading)?;
         }
         if let Some(w) = &self.wrote {
             writeln!(
@@ -36,8 +67,9 @@ impl std::fmt::Display for TuneReport {
         match (self.mode.as_str(), &self.snapshot, &self.snapshot_path) {
             ("apply", Some(s), Some(p)) => writeln!(
                 f,
-                "\napplied {} value(s); the previous values are saved in {p}; undo with `tcptune tune --rollback`",
-                s.sysctls.len() + s.txqueuelen.len()
+                "\napplied {} value(s); the previous values are saved in {p}; undo with `{}`",
+                s.sysctls.len() + s.txqueuelen.len(),
+                self.undo.as_deref().unwrap_or("tcptune tune --rollback")
             ),
             ("rollback", Some(s), Some(p)) => {
                 writeln!(f, "restored from {p}:")?;
@@ -51,5 +83,23 @@ impl std::fmt::Display for TuneReport {
             }
             _ => Ok(()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_undo_command_names_the_namespace_and_snapshot_used() {
+        assert_eq!(undo_command(None, None), "tcptune tune --rollback");
+        assert_eq!(
+            undo_command(Some("lab1"), Some(std::path::Path::new("/tmp/s.json"))),
+            "tcptune tune --rollback --netns lab1 --snapshot /tmp/s.json"
+        );
+        assert_eq!(
+            undo_command(None, Some(std::path::Path::new("/tmp/my snap's.json"))),
+            r"tcptune tune --rollback --snapshot '/tmp/my snap'\''s.json'"
+        );
     }
 }

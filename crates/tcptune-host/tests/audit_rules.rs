@@ -196,6 +196,36 @@ fn the_mistuned_host_gets_every_pitfall_named() {
 }
 
 #[test]
+fn the_send_buffers_rate_uses_the_factor_its_size_was_sized_with() {
+    // With bbr the sender needs 3× the BDP of send buffer; the rate the current maximum allows
+    // is that maximum over the same 3, not over 2. 100 Mbit/s × 100 ms: BDP 1.25 MB.
+    let mut s = state("old-distro-4.15.json");
+    s.sysctls
+        .insert("net.ipv4.tcp_congestion_control".into(), "bbr".into());
+    s.sysctls
+        .insert("net.ipv4.tcp_wmem".into(), "4096 16384 3000000".into());
+    for (cc, factor) in [("bbr", 3), ("cubic", 2)] {
+        s.sysctls
+            .insert("net.ipv4.tcp_congestion_control".into(), cc.into());
+        let a = audit(&s, &input("100mbit", "100ms"));
+        let w = finding(&a, "net.ipv4.tcp_wmem");
+        if factor == 2 {
+            // 2 × 1.25 MB fits under 3 MB.
+            assert_eq!(w.verdict, Verdict::Fine, "{}", w.why);
+            continue;
+        }
+        assert_eq!(w.verdict, Verdict::Change, "{}", w.why);
+        assert!(w.why.contains("3× the BDP"), "{}", w.why);
+        let bound = Rate::from_bytes_per(Bytes::new(3_000_000 / factor), "100ms".parse().unwrap());
+        assert!(
+            w.why.contains(&format!("holds one flow to about {bound}")),
+            "{}",
+            w.why
+        );
+    }
+}
+
+#[test]
 fn bbr_on_old_kernels_wants_fq() {
     let mut s = state("old-distro-4.15.json");
     s.sysctls

@@ -177,18 +177,22 @@ impl SkMemInfo {
     }
 }
 
-/// BBR's own view (`struct tcp_bbr_info`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+/// BBR's own view (`struct tcp_bbr_info`). The kernel keeps the gains in fixed point with 8
+/// fraction bits (`BBR_UNIT` = 256); they are given here as the real numbers they stand for.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct BbrInfo {
     /// Max-filtered bottleneck bandwidth estimate, bytes/s.
     pub bw_bytes_per_s: u64,
     /// BBR's minimum RTT, µs.
     pub min_rtt_us: u32,
-    /// Pacing gain × 256.
-    pub pacing_gain: u32,
-    /// Cwnd gain × 256.
-    pub cwnd_gain: u32,
+    /// Pacing gain (the kernel's value / 256: 2.89 in STARTUP, 1.0 cruising).
+    pub pacing_gain: f64,
+    /// Cwnd gain (the kernel's value / 256: 2.0 usually).
+    pub cwnd_gain: f64,
 }
+
+/// BBR's fixed-point unit (`BBR_SCALE` = 8 in net/ipv4/tcp_bbr.c).
+const BBR_UNIT: f64 = 256.0;
 
 impl BbrInfo {
     pub fn decode(p: &[u8]) -> Option<BbrInfo> {
@@ -199,8 +203,8 @@ impl BbrInfo {
         Some(BbrInfo {
             bw_bytes_per_s: w(0)? as u64 | (w(1)? as u64) << 32,
             min_rtt_us: w(2)?,
-            pacing_gain: w(3)?,
-            cwnd_gain: w(4)?,
+            pacing_gain: w(3)? as f64 / BBR_UNIT,
+            cwnd_gain: w(4)? as f64 / BBR_UNIT,
         })
     }
 }
@@ -464,6 +468,23 @@ pub fn exact_request(src: SocketAddr, dst: SocketAddr, ext: u8, seq: u32) -> Vec
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bbr_gains_are_real_numbers() {
+        // struct tcp_bbr_info as BBR's STARTUP sends it: gains 739 and 512 in 1/256 units.
+        let mut p = Vec::new();
+        for w in [1_250_000u32, 0, 20_000, 739, 512] {
+            p.extend(w.to_ne_bytes());
+        }
+        let b = BbrInfo::decode(&p).unwrap();
+        assert_eq!(b.bw_bytes_per_s, 1_250_000);
+        assert_eq!(b.min_rtt_us, 20_000);
+        assert_eq!(b.pacing_gain, 739.0 / 256.0);
+        assert_eq!(b.cwnd_gain, 2.0);
+        let j = serde_json::to_value(b).unwrap();
+        assert_eq!(j["pacing_gain"].as_f64().unwrap(), 2.88671875);
+        assert!(BbrInfo::decode(&p[..16]).is_none());
+    }
 
     #[test]
     fn dump_request_layout() {

@@ -62,9 +62,19 @@ macro_rules! field {
     };
 }
 
+/// Writes a rate of `u64::MAX` (the kernel's "unlimited") as JSON null: a script would read the
+/// number as 18 exabytes a second. Read back, null is `None`, which the accessors (and
+/// [`TcpInfo::pacing_rate`]) treat as unlimited too.
+fn unlimited_as_null<S: serde::Serializer>(v: &Option<u64>, s: S) -> Result<S::Ok, S::Error> {
+    match v {
+        Some(r) if *r != u64::MAX => s.serialize_some(r),
+        _ => s.serialize_none(),
+    }
+}
+
 /// Declares the plain fields once: the struct, and the decoder that fills it from offsets.
 macro_rules! tcp_info_struct {
-    ($( $(#[doc = $doc:literal])* $name:ident : $t:tt @ $off:literal ,)*) => {
+    ($( $(#[doc = $doc:literal])* $name:ident : $t:tt @ $off:literal $(=> $ser:literal)? ,)*) => {
         /// One decoded `struct tcp_info`. `None` means the kernel did not send the field (its
         /// struct is shorter); see the module documentation for units.
         #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -72,6 +82,7 @@ macro_rules! tcp_info_struct {
             /// How many bytes the kernel sent (104 … 280); tells which kernel fields exist.
             pub len: u16,
             $( $(#[doc = $doc])* #[serde(default, skip_serializing_if = "Option::is_none")]
+               $( #[serde(serialize_with = $ser)] )?
                pub $name: Option<$t>, )*
             /// Peer's window scale (byte 6, low nibble on little-endian hosts).
             #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -175,10 +186,11 @@ tcp_info_struct! {
     rcv_space: u32 @ 96,
     /// Retransmitted segments over the connection's life (including loss probes).
     total_retrans: u32 @ 100,
-    /// Pacing rate, bytes/s (u64::MAX: unlimited) (3.15).
-    pacing_rate_bytes_per_s: u64 @ 104,
-    /// Maximum pacing rate (SO_MAX_PACING_RATE), bytes/s (3.15).
-    max_pacing_rate_bytes_per_s: u64 @ 112,
+    /// Pacing rate, bytes/s (null: unlimited, the kernel's ~0) (3.15).
+    pacing_rate_bytes_per_s: u64 @ 104 => "unlimited_as_null",
+    /// Maximum pacing rate (SO_MAX_PACING_RATE), bytes/s (null: unlimited, the kernel's ~0)
+    /// (3.15).
+    max_pacing_rate_bytes_per_s: u64 @ 112 => "unlimited_as_null",
     /// Bytes acknowledged by the peer (RFC 4898 HCThruOctetsAcked) (4.2).
     bytes_acked: u64 @ 120,
     /// Bytes received in order (RFC 4898 HCThruOctetsReceived) (4.2).
@@ -462,6 +474,16 @@ mod tests {
         assert_eq!(i.ssthresh(), None);
         assert_eq!(i.pacing_rate(), None);
         assert_eq!(i.srtt_us(), None);
+        // Unlimited is null in JSON, not 18446744073709551615; a real rate stays a number.
+        let j = serde_json::to_value(&i).unwrap();
+        assert!(j["pacing_rate_bytes_per_s"].is_null(), "{j}");
+        assert_eq!(j["max_pacing_rate_bytes_per_s"], 0);
+        b[104..112].copy_from_slice(&1_250_000u64.to_ne_bytes());
+        b[112..120].copy_from_slice(&u64::MAX.to_ne_bytes());
+        let j = serde_json::to_value(TcpInfo::decode(&b, TailLayout::Linux6_18)).unwrap();
+        assert_eq!(j["pacing_rate_bytes_per_s"], 1_250_000);
+        assert!(j["max_pacing_rate_bytes_per_s"].is_null(), "{j}");
+        assert!(!j.to_string().contains(&u64::MAX.to_string()), "{j}");
     }
 
     proptest::proptest! {

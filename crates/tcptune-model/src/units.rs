@@ -31,6 +31,12 @@ pub enum UnitError {
         kind: &'static str,
         examples: &'static str,
     },
+    #[error("'{input}' is negative; a {kind} is zero or more, such as {examples}")]
+    Negative {
+        input: String,
+        kind: &'static str,
+        examples: &'static str,
+    },
     #[error("'{input}' has an unknown {kind} unit '{unit}'; accepted: {accepted}")]
     UnknownUnit {
         input: String,
@@ -50,6 +56,25 @@ const SIZE_FORMS: &str = "4096, 4096B, 85kB or 85KB (x1000), 16KiB or 16MiB (x10
 15.8Mbit (bits, converted to bytes)";
 const DUR_FORMS: &str = "120ns, 120us (or µs), 1.58ms, 0.2s, 2min";
 const PROB_FORMS: &str = "1%, 0.00018%, 1e-4, 0.01";
+
+/// The error of an input that is not a number and a unit: a negative one says so (clap hands
+/// `--rate -5mbit` through as a value, so this sentence is what the user sees).
+fn malformed(input: &str, kind: &'static str, examples: &'static str) -> UnitError {
+    let input = input.to_string();
+    if input.trim_start().starts_with('-') {
+        UnitError::Negative {
+            input,
+            kind,
+            examples,
+        }
+    } else {
+        UnitError::Malformed {
+            input,
+            kind,
+            examples,
+        }
+    }
+}
 
 /// Splits "1.58ms" into (1.58, "ms"). The number may use exponent notation.
 fn split_number(input: &str) -> Option<(f64, &str)> {
@@ -179,11 +204,8 @@ impl Rate {
 impl FromStr for Rate {
     type Err = UnitError;
     fn from_str(input: &str) -> Result<Self, UnitError> {
-        let (value, unit) = split_number(input).ok_or_else(|| UnitError::Malformed {
-            input: input.into(),
-            kind: "rate",
-            examples: "100mbit or 12MB/s",
-        })?;
+        let (value, unit) =
+            split_number(input).ok_or_else(|| malformed(input, "rate", "100mbit or 12MB/s"))?;
         let unknown = || UnitError::UnknownUnit {
             input: input.into(),
             kind: "rate",
@@ -328,11 +350,8 @@ impl Bytes {
 impl FromStr for Bytes {
     type Err = UnitError;
     fn from_str(input: &str) -> Result<Self, UnitError> {
-        let (value, unit) = split_number(input).ok_or_else(|| UnitError::Malformed {
-            input: input.into(),
-            kind: "size",
-            examples: "4096, 85KB or 16MiB",
-        })?;
+        let (value, unit) =
+            split_number(input).ok_or_else(|| malformed(input, "size", "4096, 85KB or 16MiB"))?;
         let (mult, prefix, base) = split_prefix(unit);
         let lower = base.to_ascii_lowercase();
         let per_unit = if base.is_empty() {
@@ -503,11 +522,8 @@ impl From<std::time::Duration> for Dur {
 impl FromStr for Dur {
     type Err = UnitError;
     fn from_str(input: &str) -> Result<Self, UnitError> {
-        let (value, unit) = split_number(input).ok_or_else(|| UnitError::Malformed {
-            input: input.into(),
-            kind: "duration",
-            examples: "1.58ms or 0.2s",
-        })?;
+        let (value, unit) =
+            split_number(input).ok_or_else(|| malformed(input, "duration", "1.58ms or 0.2s"))?;
         let ns_per = match unit {
             "ns" => 1.0,
             "us" | "µs" | "μs" | "usec" => 1e3,
@@ -588,11 +604,8 @@ impl Probability {
 impl FromStr for Probability {
     type Err = UnitError;
     fn from_str(input: &str) -> Result<Self, UnitError> {
-        let (value, unit) = split_number(input).ok_or_else(|| UnitError::Malformed {
-            input: input.into(),
-            kind: "probability",
-            examples: PROB_FORMS,
-        })?;
+        let (value, unit) =
+            split_number(input).ok_or_else(|| malformed(input, "probability", PROB_FORMS))?;
         let p = match unit {
             "%" => value / 100.0,
             "" if value <= 1.0 => value,
@@ -629,6 +642,32 @@ impl fmt::Display for Probability {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_negative_quantity_is_named_as_such() {
+        use super::*;
+        let e = "-5mbit".parse::<Rate>().unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "'-5mbit' is negative; a rate is zero or more, such as 100mbit or 12MB/s"
+        );
+        assert!(matches!(
+            "-3ms".parse::<Dur>(),
+            Err(UnitError::Negative { .. })
+        ));
+        assert!(matches!(
+            "-1KiB".parse::<Bytes>(),
+            Err(UnitError::Negative { .. })
+        ));
+        assert!(matches!(
+            "-1%".parse::<Probability>(),
+            Err(UnitError::Negative { .. })
+        ));
+        assert!(matches!(
+            "x".parse::<Rate>(),
+            Err(UnitError::Malformed { .. })
+        ));
+    }
+
     use super::*;
 
     fn rate(s: &str) -> f64 {

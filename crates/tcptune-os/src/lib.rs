@@ -9,6 +9,7 @@
 #![deny(clippy::undocumented_unsafe_blocks)]
 
 pub mod fs;
+pub mod localtime;
 pub mod netlink;
 pub mod netns;
 pub mod poll;
@@ -16,6 +17,7 @@ pub mod process;
 pub mod signal;
 pub mod socket;
 pub mod sysctl;
+pub mod tty;
 pub mod tun;
 pub mod uname;
 

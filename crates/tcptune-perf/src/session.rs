@@ -37,6 +37,8 @@ pub struct Timeouts {
     pub max_test: Dur,
     /// Each step of the results exchange and the goodbye.
     pub results: Dur,
+    /// The longest any test may run, whatever it asked (iperf3's `--server-max-duration`).
+    pub max_duration: Option<Dur>,
 }
 
 impl Default for Timeouts {
@@ -47,6 +49,7 @@ impl Default for Timeouts {
             grace: Dur::from_millis(10_000),
             max_test: Dur::from_millis(3_600_000),
             results: Dur::from_millis(10_000),
+            max_duration: None,
         }
     }
 }
@@ -523,12 +526,14 @@ impl ServerSession {
     }
 
     fn running_limit(&self, p: &Params) -> Dur {
-        if p.time_s == 0 {
+        let limit = if p.time_s == 0 {
             self.timeouts.max_test
         } else {
             let planned = Dur::from_millis((p.time_s as u64 + p.omit_s as u64) * 1000);
             add(planned, self.timeouts.grace)
-        }
+        };
+        // The server's own cap ends a longer test as a timeout.
+        self.timeouts.max_duration.map_or(limit, |m| limit.min(m))
     }
 
     /// After TEST_END: queues EXCHANGE_RESULTS; `own` is sent after the client's results.
@@ -1136,6 +1141,25 @@ mod tests {
         s.data_stream(cookie.as_bytes(), t(200)).unwrap();
         assert_eq!(s.deadline(), Some(t(200 + 32_000 + 10_000)));
         assert!(s.poll(t(42_200)).is_err());
+        // --server-max-duration caps a longer test (and one without an end).
+        for time_s in [30, 0] {
+            let capped = Timeouts {
+                max_duration: Some(Dur::from_millis(5_000)),
+                ..to
+            };
+            let params = Params {
+                time_s,
+                ..Params::default()
+            };
+            let mut c = ClientSession::new(cookie, params, t(0), capped);
+            let mut s = ServerSession::new(t(0), capped);
+            s.handle_input(&c.take_output(), t(0)).unwrap();
+            c.handle_input(&s.take_output(), t(0)).unwrap();
+            s.handle_input(&c.take_output(), t(0)).unwrap();
+            s.approve(t(100)).unwrap();
+            s.data_stream(cookie.as_bytes(), t(200)).unwrap();
+            assert_eq!(s.deadline(), Some(t(5_200)), "-t {time_s}");
+        }
         // EOF before the end is an error; after Done it is not.
         let mut s = ServerSession::new(t(0), to);
         assert!(s.handle_eof().is_err());

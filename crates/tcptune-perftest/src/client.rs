@@ -1,7 +1,7 @@
 //! `tcptune test HOST`: the client side of one iperf3 test over real sockets, with interval
 //! reports while it runs, the final report in iperf3's shape, and the diagnosis.
 
-use std::net::{SocketAddr, ToSocketAddrs};
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
@@ -52,6 +52,12 @@ pub struct ClientConfig {
     pub family: Option<Family>,
     /// Probe latency: round trips before the load and under it (`crate::probe`).
     pub latency: bool,
+    /// Socket options of the data connections (`--bind-dev`, `--fq-rate`, `--snd-timeout`).
+    pub data_extra: sock::Extra,
+    /// Socket options of the control connection (`--bind-dev`, `--cntl-ka`).
+    pub control_extra: sock::Extra,
+    /// UDP datagrams with the don't-fragment bit (`--dont-fragment`).
+    pub dont_fragment: bool,
 }
 
 fn kernel() -> (KernelVersion, KernelSource) {
@@ -183,26 +189,8 @@ fn pump(
     }
 }
 
-/// The address family `-4`/`-6` ask for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Family {
-    V4,
-    V6,
-}
-
-fn resolve(host: &str, port: u16, family: Option<Family>) -> Result<SocketAddr, TestError> {
-    (host, port)
-        .to_socket_addrs()
-        .ok()
-        .and_then(|mut a| {
-            a.find(|a| match family {
-                None => true,
-                Some(Family::V4) => a.is_ipv4(),
-                Some(Family::V6) => a.is_ipv6(),
-            })
-        })
-        .ok_or_else(|| TestError::Resolve(host.to_string()))
-}
+use crate::sock::resolve;
+pub use crate::sock::Family;
 
 struct Ticker {
     prev_at: f64,
@@ -402,6 +390,7 @@ pub fn run_with(
     let local = |port: u16| cfg.bind.map(|ip| SocketAddr::new(ip, port));
     let ctl_opts = DataOptions {
         bind: local(0),
+        extra: cfg.control_extra.clone(),
         ..DataOptions::default()
     };
     let ctl_sock = sock::connect(&addr, &ctl_opts, cfg.connect_timeout)
@@ -453,6 +442,7 @@ pub fn run_with(
         return run_udp(cfg, p, ctx, ctl, s, on_start, on_interval);
     }
     let mut socks = Vec::new();
+    let mut initial = sock::Buffers::default();
     for i in 0..count {
         // --cport: the streams take consecutive ports from it.
         let port = cfg
@@ -475,9 +465,15 @@ pub fn run_with(
                     SocketAddr::new(any, port)
                 })
             }),
+            extra: cfg.data_extra.clone(),
         };
-        let d = match sock::connect(&addr, &opts, cfg.connect_timeout) {
-            Ok(d) => d,
+        let d = match sock::connect_reporting(&addr, &opts, cfg.connect_timeout) {
+            Ok((d, b)) => {
+                if i == 0 {
+                    initial = b;
+                }
+                d
+            }
             Err(e) => {
                 // Tell the server at once (iperf3 does), so it does not wait for the streams.
                 s.terminate();
@@ -509,12 +505,6 @@ pub fn run_with(
         })
         .collect();
     let fds: Vec<i32> = connected.iter().map(|c| c.socket).collect();
-    let buf = |opt: i32| {
-        first_socket_option(
-            socks.first().map(|s| std::os::fd::AsFd::as_fd(&s.sock)),
-            opt,
-        )
-    };
     let start = Start {
         connected,
         version: format!("tcptune {}", env!("CARGO_PKG_VERSION")),
@@ -529,8 +519,9 @@ pub fn run_with(
         tcp_mss_default: p.mss.is_none().then_some(tcp_mss_default),
         target_bitrate: p.bandwidth_bps.unwrap_or(0),
         sock_bufsize: p.window.unwrap_or(0),
-        sndbuf_actual: buf(libc::SO_SNDBUF),
-        rcvbuf_actual: buf(libc::SO_RCVBUF),
+        // As iperf3: the buffers before the connection (the send buffer grows after it).
+        sndbuf_actual: initial.sndbuf,
+        rcvbuf_actual: initial.rcvbuf,
         test_start: TestStart {
             protocol: "TCP".into(),
             num_streams: p.parallel,
@@ -588,7 +579,9 @@ pub fn run_with(
     // Where the current count started: 0, or the end of the omitted seconds.
     let mut origin = 0.0f64;
     let mut at_omit_end = vec![0u64; roles.len()];
-    let end_at = p.byte_limit().is_none().then_some(omit + p.time_s as f64);
+    // -t 0 (and no byte limit): no end; the test runs until interrupted, as iperf3's.
+    let forever = p.byte_limit().is_none() && p.time_s == 0;
+    let end_at = (p.byte_limit().is_none() && !forever).then_some(omit + p.time_s as f64);
     // The next interval's end, from `origin`.
     let mut next_tick = period;
     // Interval ends, the omit end and the test's end are boundaries: the stream threads note
@@ -662,7 +655,7 @@ pub fn run_with(
             next = boundary(omitting, origin, next_tick);
             arm(next);
         }
-        if end_at.is_none() && !omitting {
+        if end_at.is_none() && !omitting && !forever {
             let moved = if client_sends > 0 {
                 data.sent_total()
             } else {
@@ -746,9 +739,16 @@ pub fn run_with(
         .zip(tcptune_kernel::cpustat::RunDelays::now())
         .map(|(a, b)| a.waited_until(&b));
     let mut outcomes = data.finish();
-    // Omitted bytes count for nothing (iperf3 reports and exchanges what followed -O).
+    // Omitted bytes count for nothing (iperf3 reports and exchanges what followed -O), nor
+    // do the omitted seconds' retransmissions: the samples start from the last one taken by
+    // the omit's end, the baseline of the counters that follow.
+    let omit_end = Dur::from_nanos(t0.nanos() + (omit * 1e9).round() as u64);
     for (o, &b) in outcomes.iter_mut().zip(&at_omit_end) {
         o.bytes = o.bytes.saturating_sub(b);
+        if p.omit_s > 0 {
+            let after = o.samples.partition_point(|s| s.at_s <= omit_end);
+            o.samples.drain(..after.saturating_sub(1));
+        }
     }
     let own = own_results(&outcomes, secs, (u0, s0));
     // Both ends on this host (loopback): how busy all its CPUs were, softirq included.
@@ -1180,8 +1180,16 @@ fn assemble(
         },
         title: p.title.clone(),
         extra_data: p.extra_data.clone(),
-        server_output_json: server.server_output_json.clone(),
-        server_output_text: server.server_output_text.clone(),
+        // Only when asked: iperf3 3.12's server keeps --get-server-output for the tests after
+        // one that asked, and iperf3's client shows it only when it asked.
+        server_output_json: server
+            .server_output_json
+            .clone()
+            .filter(|_| p.get_server_output),
+        server_output_text: server
+            .server_output_text
+            .clone()
+            .filter(|_| p.get_server_output),
         units: RateUnits::Auto,
     }
 }
@@ -1208,8 +1216,28 @@ fn udp_stream(
         None => SocketAddr::from((std::net::Ipv6Addr::UNSPECIFIED, port)),
     };
     let u = sock::bind_udp(&local)?;
+    let fd = std::os::fd::AsFd::as_fd(&u);
     if let Some(w) = cfg.params.window {
-        sock::set_window(std::os::fd::AsFd::as_fd(&u), w)?;
+        sock::set_window(fd, w)?;
+    }
+    if let Some(dev) = &cfg.data_extra.bind_dev {
+        tcptune_os::socket::set_bytes(fd, libc::SOL_SOCKET, libc::SO_BINDTODEVICE, dev.as_bytes())?;
+    }
+    if cfg.dont_fragment {
+        // IPv4's DF bit (IPv6 never fragments on the way); the path MTU is then an error.
+        let v4 = sock::set_int(
+            fd,
+            libc::IPPROTO_IP,
+            libc::IP_MTU_DISCOVER,
+            libc::IP_PMTUDISC_DO,
+        );
+        let v6 = sock::set_int(
+            fd,
+            libc::IPPROTO_IPV6,
+            libc::IPV6_MTU_DISCOVER,
+            libc::IPV6_PMTUDISC_DO,
+        );
+        v4.or(v6)?;
     }
     u.connect(addr)?;
     u.set_read_timeout(Some(cfg.connect_timeout))?;
@@ -1351,7 +1379,9 @@ fn run_udp(
     let mut omitting = p.omit_s > 0;
     let mut origin = 0.0f64;
     let mut at_omit_end: Option<Vec<tcptune_perf::udp::UdpReceiver>> = None;
-    let end_at = p.byte_limit().is_none().then_some(omit + p.time_s as f64);
+    // -t 0 (and no byte limit): no end; the test runs until interrupted, as iperf3's.
+    let forever = p.byte_limit().is_none() && p.time_s == 0;
+    let end_at = (p.byte_limit().is_none() && !forever).then_some(omit + p.time_s as f64);
     let mut next_tick = period;
     let mut prev_at = 0.0;
     let mut prev: Vec<tcptune_perf::udp::UdpReceiver> = vec![Default::default(); roles.len()];
@@ -1456,7 +1486,7 @@ fn run_udp(
                     .filter(|(_, r)| r.1 || x.client_sends == 0)
                     .map(|(c, _)| c.bytes)
                     .sum();
-                moved >= p.byte_limit().unwrap_or(0)
+                !forever && moved >= p.byte_limit().unwrap_or(0)
             }
         };
         if omitting && now >= omit {
@@ -1732,8 +1762,16 @@ fn run_udp(
         end,
         title: p.title.clone(),
         extra_data: p.extra_data.clone(),
-        server_output_json: server.server_output_json.clone(),
-        server_output_text: server.server_output_text.clone(),
+        // Only when asked: iperf3 3.12's server keeps --get-server-output for the tests after
+        // one that asked, and iperf3's client shows it only when it asked.
+        server_output_json: server
+            .server_output_json
+            .clone()
+            .filter(|_| p.get_server_output),
+        server_output_text: server
+            .server_output_text
+            .clone()
+            .filter(|_| p.get_server_output),
         tcptune: Extension {
             sample_period_s: cfg.sample_every.as_secs_f64(),
             server_samples: false,

@@ -5,6 +5,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod cjson;
 pub mod client;
 pub mod control;
 pub mod data;
@@ -29,6 +30,13 @@ use tcptune_perf::session::SessionError;
 pub enum TestError {
     #[error("cannot resolve '{0}'; give a host name or an IP address")]
     Resolve(String),
+    /// iperf3's words ("address family for hostname not supported") with what to change.
+    #[error("unable to connect to server: address family for hostname not supported ('{host}' has no {asked} address; leave out {flag} or give an {asked} address)")]
+    Family {
+        host: String,
+        asked: &'static str,
+        flag: &'static str,
+    },
     #[error("cannot connect to {addr}: {error}; is a server (tcptune serve or iperf3 -s) listening there?")]
     Connect {
         addr: SocketAddr,

@@ -3,7 +3,7 @@
 //! memory file (the zero-copy send). The system calls themselves are `tcptune-os`'s.
 
 use std::io::{self, Read};
-use std::net::{SocketAddr, TcpStream};
+use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::time::Duration;
 
@@ -55,6 +55,57 @@ pub struct DataOptions {
     pub tos: Option<u8>,
     /// Local address and port to bind before connecting (`-B`, `--cport`).
     pub bind: Option<SocketAddr>,
+    /// iperf3's options of the client's own sockets (none on the server).
+    pub extra: Extra,
+}
+
+/// iperf3's client options that are socket options of its own sockets: set by the client
+/// only (iperf3's server does not receive them either, except the fq rate for `-R`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Extra {
+    /// SO_BINDTODEVICE on every connection (`--bind-dev`).
+    pub bind_dev: Option<String>,
+    /// SO_MAX_PACING_RATE of the data connections, bytes/s (`--fq-rate`).
+    pub max_pacing_rate: Option<u64>,
+    /// TCP_USER_TIMEOUT of the data connections, ms (`--snd-timeout`).
+    pub user_timeout_ms: Option<u32>,
+    /// SO_KEEPALIVE with idle/interval/count (`--cntl-ka`; 0: the system's value).
+    pub keepalive: Option<(u32, u32, u32)>,
+}
+
+impl Extra {
+    /// Sets these options on `fd` (a TCP socket, before it connects).
+    pub fn apply(&self, fd: BorrowedFd<'_>) -> io::Result<()> {
+        if let Some(dev) = &self.bind_dev {
+            os_socket::set_bytes(fd, libc::SOL_SOCKET, libc::SO_BINDTODEVICE, dev.as_bytes())?;
+        }
+        if let Some(r) = self.max_pacing_rate {
+            // The 64-bit form (Linux 4.20+) keeps rates above 34 Gbit/s.
+            os_socket::set_bytes(
+                fd,
+                libc::SOL_SOCKET,
+                libc::SO_MAX_PACING_RATE,
+                &r.to_ne_bytes(),
+            )?;
+        }
+        if let Some(ms) = self.user_timeout_ms {
+            let ms = ms.min(i32::MAX as u32) as i32;
+            set_int(fd, libc::IPPROTO_TCP, libc::TCP_USER_TIMEOUT, ms)?;
+        }
+        if let Some((idle, intvl, cnt)) = self.keepalive {
+            set_int(fd, libc::SOL_SOCKET, libc::SO_KEEPALIVE, 1)?;
+            for (name, v) in [
+                (libc::TCP_KEEPIDLE, idle),
+                (libc::TCP_KEEPINTVL, intvl),
+                (libc::TCP_KEEPCNT, cnt),
+            ] {
+                if v > 0 {
+                    set_int(fd, libc::IPPROTO_TCP, name, v.min(i32::MAX as u32) as i32)?;
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 impl DataOptions {
@@ -94,6 +145,24 @@ pub fn system_info() -> String {
 
 /// Connects a TCP socket with `opts` set before the handshake, waiting at most `timeout`.
 pub fn connect(addr: &SocketAddr, opts: &DataOptions, timeout: Duration) -> io::Result<TcpStream> {
+    connect_reporting(addr, opts, timeout).map(|(s, _)| s)
+}
+
+/// A socket's buffer sizes (SO_SNDBUF, SO_RCVBUF), bytes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Buffers {
+    pub sndbuf: u32,
+    pub rcvbuf: u32,
+}
+
+/// [`connect`], also returning the buffers the socket had with its options set, before the
+/// connection: iperf3 reports those as `sndbuf_actual`/`rcvbuf_actual` (the kernel grows the
+/// send buffer when the handshake completes).
+pub fn connect_reporting(
+    addr: &SocketAddr,
+    opts: &DataOptions,
+    timeout: Duration,
+) -> io::Result<(TcpStream, Buffers)> {
     let owned = os_socket::socket_for(addr, Kind::Stream)?;
     let fd = owned.as_fd();
     if let Some(w) = opts.window {
@@ -106,6 +175,7 @@ pub fn connect(addr: &SocketAddr, opts: &DataOptions, timeout: Duration) -> io::
         set_int(fd, libc::IPPROTO_TCP, libc::TCP_MAXSEG, m as i32)?;
     }
     opts.apply_common(fd)?;
+    opts.extra.apply(fd)?;
     if let Some(local) = opts.bind {
         if local.port() != 0 {
             // A --cport a test used a moment ago may still be in TIME_WAIT.
@@ -113,6 +183,11 @@ pub fn connect(addr: &SocketAddr, opts: &DataOptions, timeout: Duration) -> io::
         }
         os_socket::bind(fd, &local)?;
     }
+    let size = |opt| get_int(fd, libc::SOL_SOCKET, opt).map(|v| v.max(0) as u32);
+    let buffers = Buffers {
+        sndbuf: size(libc::SO_SNDBUF)?,
+        rcvbuf: size(libc::SO_RCVBUF)?,
+    };
     // Connect with a deadline: the send timeout bounds a blocking connect on Linux.
     os_socket::set_timeval(fd, libc::SOL_SOCKET, libc::SO_SNDTIMEO, timeout)?;
     if let Err(e) = os_socket::connect(fd, addr) {
@@ -124,7 +199,7 @@ pub fn connect(addr: &SocketAddr, opts: &DataOptions, timeout: Duration) -> io::
     }
     let s = TcpStream::from(owned);
     s.set_write_timeout(None)?;
-    Ok(s)
+    Ok((s, buffers))
 }
 
 /// A UDP socket bound to `addr` with SO_REUSEADDR, as iperf3's UDP "listener": each stream
@@ -173,6 +248,40 @@ impl ZeroCopySource {
     }
 }
 
+/// The address family `-4`/`-6` ask for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Family {
+    V4,
+    V6,
+}
+
+/// The address of `host:port` (a name or an address), of `family` when one is asked for.
+pub fn resolve(
+    host: &str,
+    port: u16,
+    family: Option<Family>,
+) -> Result<SocketAddr, crate::TestError> {
+    let Ok(addrs) = (host, port).to_socket_addrs() else {
+        return Err(crate::TestError::Resolve(host.to_string()));
+    };
+    let addrs: Vec<SocketAddr> = addrs.collect();
+    let wanted = |a: &&SocketAddr| match family {
+        None => true,
+        Some(Family::V4) => a.is_ipv4(),
+        Some(Family::V6) => a.is_ipv6(),
+    };
+    match (addrs.iter().find(wanted), family) {
+        (Some(a), _) => Ok(*a),
+        // The name (or address) is fine; it has no address of the family -4/-6 asks for.
+        (None, Some(f)) if !addrs.is_empty() => Err(crate::TestError::Family {
+            host: host.to_string(),
+            asked: if f == Family::V4 { "IPv4" } else { "IPv6" },
+            flag: if f == Family::V4 { "-4" } else { "-6" },
+        }),
+        _ => Err(crate::TestError::Resolve(host.to_string())),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -192,8 +301,23 @@ mod tests {
             nodelay: true,
             tos: Some(0x10),
             bind: Some(cport),
+            extra: Extra {
+                bind_dev: Some("lo".into()),
+                max_pacing_rate: Some(12_500_000),
+                user_timeout_ms: Some(5000),
+                keepalive: Some((60, 10, 0)),
+            },
         };
-        let c = connect(&l.local_addr().unwrap(), &opts, Duration::from_secs(5)).unwrap();
+        let (c, initial) =
+            connect_reporting(&l.local_addr().unwrap(), &opts, Duration::from_secs(5)).unwrap();
+        // The buffers before the handshake: -w's, doubled by the kernel.
+        assert_eq!(
+            initial,
+            Buffers {
+                sndbuf: 131072,
+                rcvbuf: 131072
+            }
+        );
         let (mut s, _) = l.accept().unwrap();
         let fd = c.as_fd();
         // -N, -S and -B/--cport.
@@ -203,6 +327,33 @@ mod tests {
         );
         assert_eq!(get_int(fd, libc::IPPROTO_IP, libc::IP_TOS).unwrap(), 0x10);
         assert_eq!(c.local_addr().unwrap(), cport);
+        // --fq-rate, --snd-timeout, --cntl-ka (a 0 field keeps the system's count).
+        let mut rate = [0u8; 8];
+        tcptune_os::socket::get_bytes(fd, libc::SOL_SOCKET, libc::SO_MAX_PACING_RATE, &mut rate)
+            .unwrap();
+        assert_eq!(u64::from_ne_bytes(rate), 12_500_000);
+        assert_eq!(
+            get_int(fd, libc::IPPROTO_TCP, libc::TCP_USER_TIMEOUT).unwrap(),
+            5000
+        );
+        assert_eq!(
+            get_int(fd, libc::SOL_SOCKET, libc::SO_KEEPALIVE).unwrap(),
+            1
+        );
+        assert_eq!(
+            get_int(fd, libc::IPPROTO_TCP, libc::TCP_KEEPIDLE).unwrap(),
+            60
+        );
+        assert_eq!(
+            get_int(fd, libc::IPPROTO_TCP, libc::TCP_KEEPINTVL).unwrap(),
+            10
+        );
+        // --bind-dev.
+        let mut dev = [0u8; 16];
+        let n =
+            tcptune_os::socket::get_bytes(fd, libc::SOL_SOCKET, libc::SO_BINDTODEVICE, &mut dev)
+                .unwrap();
+        assert_eq!(&dev[..n].split(|&b| b == 0).next().unwrap(), b"lo");
         // The kernel doubles SO_SNDBUF.
         assert_eq!(
             get_int(fd, libc::SOL_SOCKET, libc::SO_SNDBUF).unwrap(),

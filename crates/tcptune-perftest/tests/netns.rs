@@ -92,6 +92,9 @@ fn our_client(
         bind: None,
         cport: None,
         family: None,
+        data_extra: Default::default(),
+        control_extra: Default::default(),
+        dont_fragment: false,
     };
     in_netns(ns.name(), move || client::run(&cfg, &mut |_, _| {}))
         .unwrap()

@@ -8,6 +8,12 @@ use tcptune_model::kernel::{CongestionControl, KernelVersion};
 use tcptune_model::ramp::Ssthresh;
 use tcptune_model::{Bytes, Dur, PathSpec, Probability, Rate};
 
+mod iperf_values;
+use iperf_values::{
+    iperf_bytes, iperf_rate, iperf_rate_burst, parse_affinity, parse_dscp, parse_keepalive,
+    parse_tos,
+};
+
 #[derive(Parser, Debug)]
 #[command(
     name = "tcptune",
@@ -86,7 +92,7 @@ pub enum Command {
     /// Run a throughput test against an iperf3 or tcptune server, sample TCP's variables while
     /// it runs, and diagnose what limited it; exit 1 if the diagnosis finds a problem.
     #[command(disable_version_flag = true)]
-    Test(TestArgs),
+    Test(Box<TestArgs>),
     /// iperf3's own command line: `tcptune iperf3 -c HOST -t 5 -P 4 -R -J` runs `test`,
     /// `tcptune iperf3 -s` runs `serve` (also when tcptune is run under the name `iperf3`).
     #[command(name = "iperf3", disable_help_flag = true)]
@@ -136,13 +142,13 @@ pub enum Generate {
 #[derive(Args, Debug, Clone)]
 pub struct PathArgs {
     /// Bottleneck rate: 10gbit, 100mbit, 1.5mbps, 12MB/s.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     pub rate: Option<Rate>,
     /// Round-trip time: 1.58ms, 120us, 0.2s.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     pub rtt: Option<Dur>,
     /// Packet loss probability: 1%, 0.00018%, 1e-4.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     pub loss: Option<Probability>,
     /// The path in one option: rate=10gbit,rtt=1.58ms,loss=0.01%.
     #[arg(long, value_name = "rate=…,rtt=…,loss=…")]
@@ -233,7 +239,7 @@ pub struct AuditArgs {
     #[arg(long, default_value_t = 1)]
     pub flows: u32,
     /// Memory all those flows' buffers may take: 1GiB, 512MB.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     pub memory: Option<Bytes>,
     /// Size the buffer maxima to this path (1.5× the need, at least 128 KiB), lowering maxima
     /// above it and raising those below: for hosts that serve this path only. Uses less
@@ -268,7 +274,7 @@ pub enum ModelCommand {
         #[command(flatten)]
         path: PathArgs,
         /// Window size: 65535, 64KiB, 4MB. Without it, the window --rate needs is computed.
-        #[arg(long)]
+        #[arg(long, allow_hyphen_values = true)]
         window: Option<Bytes>,
     },
     /// Socket buffers a path needs: tcp_rmem/tcp_wmem maxima, SO_RCVBUF/SO_SNDBUF with
@@ -294,7 +300,7 @@ pub enum ModelCommand {
 pub struct MssArg {
     /// Maximum segment size (TCP payload per packet): 1448 is a 1500-byte MTU with TCP
     /// timestamps, 1460 without.
-    #[arg(long, default_value = "1448")]
+    #[arg(long, allow_hyphen_values = true, default_value = "1448")]
     pub mss: Bytes,
 }
 
@@ -309,13 +315,13 @@ pub struct BuffersArgs {
     #[arg(long)]
     pub per_flow: bool,
     /// Memory the host may spend on these buffers (per role): 512MiB, 2GB.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     pub memory: Option<Bytes>,
     /// Kernel to model (6.1, 6.18); default: the running kernel.
     #[arg(long)]
     pub kernel: Option<KernelVersion>,
     /// Measured payload share of receive buffers, 6.6+ (0.66, 86%); default 50%.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     pub scaling_ratio: Option<Probability>,
     /// net.ipv4.tcp_adv_win_scale, before 6.6 (default 1: half the buffer is window).
     #[arg(long, allow_hyphen_values = true, value_parser = clap::value_parser!(i8).range(-31..=31))]
@@ -332,7 +338,7 @@ pub struct MathisArgs {
     #[command(flatten)]
     pub mss: MssArg,
     /// Compute the largest loss rate that still allows this rate (instead of the bound).
-    #[arg(long, conflicts_with = "loss")]
+    #[arg(long, allow_hyphen_values = true, conflicts_with = "loss")]
     pub target_rate: Option<Rate>,
     /// Use C = √(3/4) for delayed ACKs (default √(3/2)).
     #[arg(long)]
@@ -349,13 +355,13 @@ pub struct PftkArgs {
     #[command(flatten)]
     pub mss: MssArg,
     /// Retransmission timeout T0.
-    #[arg(long, default_value = "200ms")]
+    #[arg(long, allow_hyphen_values = true, default_value = "200ms")]
     pub rto: Dur,
     /// Packets acknowledged per ACK (2 with delayed ACKs).
     #[arg(long = "b", default_value_t = 2)]
     pub packets_per_ack: u32,
     /// Receive window cap Wmax: 65535, 4MiB.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     pub window: Option<Bytes>,
 }
 
@@ -383,10 +389,10 @@ pub struct RampArgs {
     #[arg(long, default_value = "cubic")]
     pub cc: CongestionControl,
     /// Share of the path rate to reach: 90%, 0.5.
-    #[arg(long, default_value = "90%")]
+    #[arg(long, allow_hyphen_values = true, default_value = "90%")]
     pub target: Probability,
     /// Receive window cap: 65535, 4MiB.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     pub window: Option<Bytes>,
 }
 
@@ -408,7 +414,7 @@ pub struct SockArgs {
     #[arg(long, short = 'p')]
     pub processes: bool,
     /// The path's bottleneck rate, when known: verdicts then compare windows with the BDP.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     pub rate: Option<Rate>,
 }
 
@@ -420,7 +426,7 @@ pub struct ConnsArgs {
     #[arg(long)]
     pub all: bool,
     /// Take a second sample after this long and report rates and limit shares over it.
-    #[arg(long, value_name = "DURATION")]
+    #[arg(long, allow_hyphen_values = true, value_name = "DURATION")]
     pub over: Option<Dur>,
 }
 
@@ -429,13 +435,18 @@ pub struct WatchArgs {
     #[command(flatten)]
     pub sock: SockArgs,
     /// Time between samples: 1s, 100ms; down to 1ms when watching one connection.
-    #[arg(long, default_value = "1s", conflicts_with = "closed")]
+    #[arg(
+        long,
+        allow_hyphen_values = true,
+        default_value = "1s",
+        conflicts_with = "closed"
+    )]
     pub interval: Dur,
     /// Stop after this many samples (default: until interrupted).
     #[arg(long)]
     pub count: Option<u64>,
     /// Stop after this long (default: until interrupted).
-    #[arg(long, value_name = "DURATION")]
+    #[arg(long, allow_hyphen_values = true, value_name = "DURATION")]
     pub duration: Option<Dur>,
     /// Show one connection in detail with its history (the filter must match exactly one, or
     /// give its cookie with --cookie).
@@ -511,6 +522,14 @@ pub struct ServeArgs {
     /// iperf3's -f on the server: refused (the client's -f sets the units it prints).
     #[arg(short = 'f', long = "format", hide = true, value_name = "UNIT")]
     pub format: Option<String>,
+    /// End any test that runs longer than this many seconds (iperf3's --server-max-duration).
+    #[arg(long = "server-max-duration", value_name = "SECS",
+          value_parser = clap::value_parser!(u32).range(1..=86_400))]
+    pub server_max_duration: Option<u32>,
+    /// iperf3's -d/--debug: accepted (tcptune prints no debug output).
+    #[arg(short = 'd', long = "debug", hide = true, num_args = 0..=1, require_equals = true,
+          default_missing_value = "1")]
+    pub debug: Option<String>,
 }
 
 /// `tcptune test HOST` (or `-c HOST`). Options use iperf3's letters and long names; those
@@ -526,9 +545,9 @@ pub struct TestArgs {
     /// The server's port.
     #[arg(short = 'p', long, default_value_t = 5201)]
     pub port: u16,
-    /// Test length in seconds.
+    /// Test length in seconds (0: until interrupted, as iperf3's -t 0).
     #[arg(short = 't', long = "time", value_name = "SECS", default_value_t = 10,
-          value_parser = clap::value_parser!(u32).range(1..=86_400))]
+          value_parser = clap::value_parser!(u32).range(0..=86_400))]
     pub time: u32,
     /// Send this many bytes instead of running for a time: 100MB, 1GiB.
     #[arg(short = 'n', long = "bytes", visible_alias = "num", value_name = "BYTES",
@@ -569,10 +588,11 @@ pub struct TestArgs {
     /// Disable Nagle's algorithm on the data connections (TCP_NODELAY).
     #[arg(short = 'N', long = "no-delay")]
     pub no_delay: bool,
-    /// Rate cap per stream: 100mbit, 1gbit (iperf3's 100M also works).
-    #[arg(short = 'b', long = "bitrate", visible_alias = "bandwidth", value_name = "RATE",
-          value_parser = iperf_rate)]
-    pub bitrate: Option<Rate>,
+    /// Rate cap per stream: 100mbit, 1gbit (iperf3's 100M also works); RATE/BURST sends the
+    /// burst size to the server, as iperf3 does (tcptune's sender paces evenly at RATE).
+    #[arg(short = 'b', long = "bitrate", visible_alias = "bandwidth", value_name = "RATE[/BURST]",
+          value_parser = iperf_rate_burst)]
+    pub bitrate: Option<(Rate, Option<u32>)>,
     /// Seconds between interval reports (0 for none).
     #[arg(
         short = 'i',
@@ -650,12 +670,47 @@ pub struct TestArgs {
     pub udp_counters_64bit: bool,
     /// The path's bottleneck rate, when known: the diagnosis compares the result with it and
     /// sizes buffers for it.
-    #[arg(long, value_name = "RATE")]
+    #[arg(long, allow_hyphen_values = true, value_name = "RATE")]
     pub path_rate: Option<Rate>,
     /// Skip the latency probes (the idle round trips before the load and the handshakes
     /// during it): no responsiveness (RPM), bufferbloat grade or finding.
     #[arg(long)]
     pub no_latency: bool,
+    /// The DSCP of the data connections, a number (46, 0x2e) or a name (EF, AF41, CS1); the
+    /// TOS byte is DSCP × 4 (iperf3's --dscp).
+    #[arg(long = "dscp", value_name = "DSCP", value_parser = parse_dscp, conflicts_with = "tos")]
+    pub dscp: Option<u8>,
+    /// Cap each data connection's pacing rate (SO_MAX_PACING_RATE, used by the fq qdisc and by
+    /// TCP's own pacing): 100M, 1gbit.
+    #[arg(long = "fq-rate", value_name = "RATE", value_parser = iperf_rate)]
+    pub fq_rate: Option<Rate>,
+    /// Bind every connection to this network device (SO_BINDTODEVICE).
+    #[arg(long = "bind-dev", value_name = "DEV")]
+    pub bind_dev: Option<String>,
+    /// Give up a data connection whose sent data stays unacknowledged this many milliseconds
+    /// (TCP_USER_TIMEOUT).
+    #[arg(long = "snd-timeout", value_name = "MS")]
+    pub snd_timeout: Option<u32>,
+    /// TCP keepalive on the control connection, optionally IDLE/INTERVAL/COUNT (seconds,
+    /// seconds, probes; an empty field keeps the system's value).
+    #[arg(long = "cntl-ka", value_name = "IDLE/INTERVAL/COUNT", num_args = 0..=1,
+          require_equals = true, default_missing_value = "", value_parser = parse_keepalive)]
+    pub cntl_ka: Option<(u32, u32, u32)>,
+    /// UDP: set the IPv4 don't-fragment bit (a datagram above the path MTU is then an error).
+    #[arg(long = "dont-fragment")]
+    pub dont_fragment: bool,
+    /// Pin tcptune to CPU N; with N,M the server is asked to pin itself to CPU M (iperf3 -A).
+    #[arg(short = 'A', long = "affinity", value_name = "N[,M]", value_parser = parse_affinity)]
+    pub affinity: Option<(u32, Option<u32>)>,
+    /// Prefix each line of text output with the time, formatted as strftime's FORMAT
+    /// (default "%c ", as iperf3's --timestamps).
+    #[arg(long = "timestamps", value_name = "FORMAT", num_args = 0..=1, require_equals = true,
+          default_missing_value = "%c ")]
+    pub timestamps: Option<String>,
+    /// iperf3's -d/--debug: accepted (tcptune prints no debug output).
+    #[arg(short = 'd', long = "debug", hide = true, num_args = 0..=1, require_equals = true,
+          default_missing_value = "1")]
+    pub debug: Option<String>,
 }
 
 impl TestArgs {
@@ -666,63 +721,6 @@ impl TestArgs {
             .or(self.host.as_deref())
             .unwrap_or("")
     }
-}
-
-/// A number with iperf3's one-letter suffix (k, m, g, t in either case), and that suffix's
-/// multiplier (`base` to the power of its position), as iperf3's `unit_atof` reads them.
-fn iperf_suffixed(s: &str, base: f64) -> Option<f64> {
-    let (num, mult) = match s.char_indices().last()? {
-        (i, c) if c.is_ascii_alphabetic() => {
-            let pow = match c.to_ascii_lowercase() {
-                'k' => 1,
-                'm' => 2,
-                'g' => 3,
-                't' => 4,
-                _ => return None,
-            };
-            (&s[..i], base.powi(pow))
-        }
-        _ => (s, 1.0),
-    };
-    let v: f64 = num.parse().ok()?;
-    (v.is_finite() && v >= 0.0).then_some(v * mult)
-}
-
-/// A size in tcptune's units (128KiB, 1MB) or iperf3's (128K, 1M: powers of 1024).
-fn iperf_bytes(s: &str) -> Result<Bytes, String> {
-    s.parse::<Bytes>().or_else(|e| {
-        iperf_suffixed(s, 1024.0)
-            .map(|v| Bytes::new(v.round() as u64))
-            .ok_or_else(|| e.to_string())
-    })
-}
-
-/// A rate in tcptune's units (100mbit, 12MB/s) or iperf3's (100M: bits/s, powers of 1000).
-fn iperf_rate(s: &str) -> Result<Rate, String> {
-    if let Some((_, burst)) = s.split_once('/').filter(|(_, b)| b.parse::<u32>().is_ok()) {
-        return Err(format!(
-            "a burst of {burst} packets (-b RATE/{burst}) is not supported; give the rate alone"
-        ));
-    }
-    s.parse::<Rate>().or_else(|e| {
-        iperf_suffixed(s, 1000.0)
-            .map(Rate::from_bps)
-            .ok_or_else(|| e.to_string())
-    })
-}
-
-/// A TOS byte in decimal, hex (0x…) or octal (0…), as iperf3 reads -S.
-fn parse_tos(s: &str) -> Result<u8, String> {
-    let v = if let Some(h) = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
-        u32::from_str_radix(h, 16)
-    } else if s.len() > 1 && s.starts_with('0') {
-        u32::from_str_radix(&s[1..], 8)
-    } else {
-        s.parse::<u32>()
-    };
-    v.ok()
-        .and_then(|v| u8::try_from(v).ok())
-        .ok_or_else(|| format!("'{s}' is not a TOS byte; give 0..255, e.g. 0x10 or 184"))
 }
 
 /// `--host`'s short help, from the lab's table of host keys.

@@ -183,14 +183,29 @@ fn tune_apply_and_rollback_in_a_namespace_from_the_cli() {
     ]);
     assert_eq!(again.status.code(), Some(2));
     assert!(stderr(&again).contains("snapshot already exists"));
-    let o = tcptune(&[
-        "tune",
-        "--netns",
-        ns.name(),
-        "--rollback",
-        "--snapshot",
-        &snap_s,
-    ]);
+    // The applied values are not called a dry run, and the undo hint, run as printed, finds
+    // the snapshot in the namespace.
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(!out.contains("dry run"), "{out}");
+    assert!(out.starts_with("# applied now"), "{out}");
+    let undo = out
+        .split("undo with `")
+        .nth(1)
+        .and_then(|r| r.split('`').next());
+    let undo: Vec<&str> = undo.unwrap_or_else(|| panic!("{out}")).split(' ').collect();
+    assert_eq!(
+        undo,
+        [
+            "tcptune",
+            "tune",
+            "--rollback",
+            "--netns",
+            ns.name(),
+            "--snapshot",
+            &snap_s
+        ]
+    );
+    let o = tcptune(&undo[1..]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert_eq!((read("tcp_sack"), read("tcp_rmem")), (sack, rmem));
     assert!(!snap.exists());

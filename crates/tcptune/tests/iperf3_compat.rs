@@ -127,6 +127,14 @@ const INVOCATIONS: &[&str] = &[
     "-t 1 --cport CPORT -J",
     "-t 1 -f m --forceflush -J",
     "-t 1 --connect-timeout 3000 -J",
+    "-t 1 --dscp EF -J",
+    "-t 1 --dscp 10 -R -J",
+    "-t 2 --fq-rate 500M -J",
+    "-t 2 -b 200M/10 -J",
+    "-t 1 -A 0 -J",
+    "-t 1 --snd-timeout 5000 -J",
+    "-t 1 --bind-dev lo -J",
+    "-u -t 1 -b 10M --dont-fragment -J",
     "-u -t 2 -b 10M -J",
     "-u -t 2 -b 10M -R -J",
     "-u -t 2 -b 5M --bidir -J",
@@ -323,7 +331,16 @@ fn check_values(doc: &Value, reference: &Value, args: &[String], what: &str, exa
             );
         }
     }
+    if let Some(fq) = arg(args, "--fq-rate") {
+        // SO_MAX_PACING_RATE caps what TCP's own pacing sends.
+        let cap = fq.trim_end_matches('M').parse::<f64>().unwrap() * 1e6;
+        let rate = end["sum_sent"]["bits_per_second"].as_f64().unwrap();
+        // The first round trips go out before pacing applies.
+        assert!(rate < 1.25 * cap, "{what}: {rate} bit/s for --fq-rate {fq}");
+    }
     if let Some(b) = arg(args, "-b") {
+        // RATE/BURST: the burst changes how packets are spaced, not the rate.
+        let b = b.split('/').next().unwrap();
         let per_stream = b.trim_end_matches('M').parse::<f64>().unwrap() * 1e6;
         let streams: f64 = arg(args, "-P").map(|p| p.parse().unwrap()).unwrap_or(1.0);
         let rate = end["sum_sent"]["bits_per_second"].as_f64().unwrap();
@@ -341,6 +358,43 @@ fn check_values(doc: &Value, reference: &Value, args: &[String], what: &str, exa
     for key in ["title", "extra_data"] {
         assert_eq!(doc.get(key), reference.get(key), "{what}: {key}");
     }
+    if exact && !args.iter().any(|a| a == "-u") {
+        // Our client reports the buffers before the connection, as iperf3 does (the kernel
+        // grows the send buffer after the handshake); both ends run on this host.
+        for key in ["sndbuf_actual", "rcvbuf_actual"] {
+            assert_eq!(
+                doc["start"][key], reference["start"][key],
+                "{what}: start.{key}"
+            );
+        }
+    }
+}
+
+/// Numbers written with a zero fraction (`0.0`, `12.0`): iperf3 (cJSON) writes those as
+/// integers, so a script checking types sees the drift.
+fn zero_fractions(raw: &[u8]) -> Vec<String> {
+    let text = String::from_utf8_lossy(raw);
+    let mut found = Vec::new();
+    let mut in_string = false;
+    let mut prev = '\0';
+    let mut token = String::new();
+    for c in text.chars() {
+        if in_string {
+            in_string = !(c == '"' && prev != '\\');
+        } else if c == '"' {
+            in_string = true;
+        } else if c.is_ascii_digit() || "+-.eE".contains(c) {
+            token.push(c);
+        } else {
+            if token.ends_with(".0") && token.starts_with(|d: char| d.is_ascii_digit() || d == '-')
+            {
+                found.push(token.clone());
+            }
+            token.clear();
+        }
+        prev = c;
+    }
+    found
 }
 
 fn args_for(inv: &str, cport: u16) -> Vec<String> {
@@ -418,6 +472,11 @@ fn iperf3_command_lines_against_tcptune_both_ways() {
             } else {
                 json_of(&o, &what)
             };
+            let drift = zero_fractions(&o.stdout);
+            assert!(
+                drift.is_empty(),
+                "{what}: iperf3 writes these as integers: {drift:?}"
+            );
             check_intervals(&ours, &args, &what, true);
             ours
         };

@@ -266,6 +266,17 @@ fn bad_input_is_one_sentence_and_exit_2() {
         "model", "buffers", "--rate", "1gbit", "--rtt", "1ms", "--flowz", "2",
     ]);
     assert!(e.contains("--flows"), "{e}");
+    // A negative quantity reaches the unit's own sentence, not clap's "unexpected argument".
+    for args in [
+        &["conns", "--rate", "-5mbit"][..],
+        &["model", "bdp", "--rate", "1gbit", "--rtt", "-3ms"],
+        &["watch", "--interval", "-1s"],
+        &["audit", "--profile", "lan", "--memory", "-1MiB"],
+    ] {
+        let e = usage_error(args);
+        assert!(e.contains("is negative;"), "{args:?}: {e}");
+        assert!(!e.contains("unexpected argument"), "{args:?}: {e}");
+    }
 }
 
 #[test]

@@ -72,6 +72,15 @@ fn man_pages_exist_per_command_and_render() {
     assert!(page.contains("--parallel"), "{page}");
     assert!(page.contains("Parallel streams"), "{page}");
     assert!(!page.contains(".TH"), "{page}");
+    // Exit codes and examples, on every page.
+    assert!(page.contains("EXIT STATUS"), "{page}");
+    assert!(page.contains("EXAMPLES"), "{page}");
+    assert!(page.contains("tcptune test 198.18.0.2 -t 5"), "{page}");
+    for name in &pages {
+        let roff = std::fs::read_to_string(dir.path().join(name)).unwrap();
+        assert!(roff.contains(".SH \"EXIT STATUS\""), "{name}");
+        assert!(roff.contains(".SH EXAMPLES"), "{name}");
+    }
 }
 
 #[test]

@@ -241,10 +241,7 @@ impl Ctx<'_> {
             return;
         }
         let value = format!("{min} {default} {target}");
-        let bound = Rate::from_bytes_per(
-            Bytes::new((max as f64 * self.fraction) as u64),
-            self.input.rtt_s,
-        );
+        let bound = Rate::from_bytes_per(self.window_of(key, max), self.input.rtt_s);
         let mut why = format!(
             "{reason}: {} is needed but the maximum is {}, which holds one flow to about {bound}",
             fmt_bytes(needed),
@@ -427,6 +424,19 @@ impl Ctx<'_> {
                 "ip-sysctl.rst tcp_rmem; net.rst rmem_max",
                 None,
             );
+        }
+    }
+}
+
+impl Ctx<'_> {
+    /// The window a buffer maximum of `max` bytes gives one flow: the receive side's share
+    /// advertised as window, or the send side's buffer over the same expand factor (2; 3 with
+    /// BBR) the needed size was computed with (the model's one rule, so the two agree).
+    fn window_of(&self, key: &str, max: u64) -> Bytes {
+        if key == "net.ipv4.tcp_wmem" {
+            buffers::window_of_send_buffer(Bytes::new(max), self.sender_cc)
+        } else {
+            Bytes::new((max as f64 * self.fraction) as u64)
         }
     }
 }

@@ -50,5 +50,8 @@ pub fn cfg(addr: SocketAddr, params: Params) -> ClientConfig {
         bind: None,
         cport: None,
         family: None,
+        data_extra: Default::default(),
+        control_extra: Default::default(),
+        dont_fragment: false,
     }
 }

@@ -154,6 +154,7 @@ pub fn tune(
             wrote: None,
             snapshot: Some(snap),
             snapshot_path: Some(snapshot_path.display().to_string()),
+            undo: None,
         };
         emit("tune", &report, json)?;
         return Ok(Outcome::Ok);
@@ -176,6 +177,7 @@ pub fn tune(
         wrote: None,
         snapshot: None,
         snapshot_path: None,
+        undo: None,
     };
     if let Some(file) = write {
         if args.netns.is_some() {
@@ -191,6 +193,10 @@ pub fn tune(
         report.mode = "apply".into();
         report.snapshot = Some(snap);
         report.snapshot_path = Some(snapshot_path.display().to_string());
+        report.undo = Some(tcptune_host::tune_report::undo_command(
+            args.netns.as_deref(),
+            snapshot,
+        ));
     }
     report.audit = Some(result);
     report.plan = Some(plan);

@@ -29,6 +29,7 @@ pub fn run(what: Generate, dir: &Path) -> anyhow::Result<Outcome> {
                 let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
                 if name.starts_with("tcptune") && name.ends_with(".1") {
                     let page = std::fs::read_to_string(&path).map_err(written)?;
+                    let page = super::manpage::with_sections(name.trim_end_matches(".1"), &page);
                     std::fs::write(&path, roff_glyphs(&page)).map_err(written)?;
                 }
             }

@@ -8,18 +8,21 @@
 
 use std::collections::HashSet;
 use std::fs::File;
-use std::io::{BufWriter, IsTerminal, Write};
+use std::io::{BufWriter, IsTerminal, Read, Write};
+use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context as _};
 use tcptune_diagnose::conn::{Conn, ConnTable, History, RecordLine};
 use tcptune_diagnose::watch::{
-    closed_filter, closed_line, closed_wanted, record_line, row_record, Detail, DetailView, Stop,
+    closed_filter, closed_line, closed_wanted, fit, quits, record_line, row_record, Detail,
+    DetailView, Stop, DETAIL_INDENT, TABLE_INDENT,
 };
 use tcptune_diagnose::{verdict, Sample};
 use tcptune_kernel::diag::ext;
 use tcptune_kernel::DiagSocket;
 use tcptune_model::Dur;
+use tcptune_os::process::Signal;
 
 use super::conns::{
     add_processes, context, host_cpu, parse_filter, sample_all, since, sort_by_rate, targets,
@@ -58,14 +61,78 @@ impl Sink {
     }
 }
 
-/// Sleeps until the next sample is due (the sampling clock, not a synchronisation).
-fn wait_until(next: &mut Instant, interval: Duration) {
-    *next += interval;
-    let now = Instant::now();
-    if *next > now {
-        std::thread::sleep(*next - now);
-    } else {
-        *next = now; // fell behind: do not try to catch up with a burst
+/// The terminal a live view draws on: whether stdout is one, its width, and key-at-a-time
+/// input from stdin while the view runs (so `q` quits; the terminal's settings come back when
+/// this drops, and on Ctrl-C, which ends the loop rather than the process).
+struct Screen {
+    tty: bool,
+    keys: Option<tcptune_os::tty::KeyInput>,
+}
+
+impl Screen {
+    fn open() -> Screen {
+        let tty = std::io::stdout().is_terminal();
+        let stdin = std::io::stdin();
+        // Keys only when both ends are the terminal: `watch < file` or a pipe reads nothing.
+        let keys = (tty && stdin.is_terminal())
+            .then(|| tcptune_os::tty::key_input(stdin.as_fd()).ok())
+            .flatten();
+        if keys.is_some() {
+            tcptune_os::signal::catch(&[Signal::Int, Signal::Term]);
+        }
+        Screen { tty, keys }
+    }
+
+    /// Writes one frame (cleared screen first on a terminal), fitted to the terminal's width
+    /// so no line wraps inside a word; one write, so the terminal never shows half a frame.
+    fn draw(&self, text: &str, indent: usize) {
+        let out = std::io::stdout();
+        let text = match tcptune_os::tty::columns(out.as_fd()).filter(|_| self.tty) {
+            Some(w) => fit(text, w as usize, indent),
+            None => text.to_string(),
+        };
+        let frame = format!("{}{text}", clear_screen(self.tty));
+        let mut out = out.lock();
+        out.write_all(frame.as_bytes()).ok();
+        out.flush().ok();
+    }
+
+    /// Waits until the next sample is due (the sampling clock, not a synchronisation), or
+    /// until `q` or a stop signal asks to quit: true then.
+    fn wait(&mut self, next: &mut Instant, interval: Duration) -> bool {
+        *next += interval;
+        let now = Instant::now();
+        if *next <= now {
+            *next = now; // fell behind: do not try to catch up with a burst
+            return self.quit_asked();
+        }
+        if self.keys.is_none() {
+            std::thread::sleep(*next - now);
+            return false;
+        }
+        loop {
+            let now = Instant::now();
+            if *next <= now {
+                return false;
+            }
+            let stdin = std::io::stdin();
+            let ready =
+                tcptune_os::poll::wait_readable(stdin.as_fd(), *next - now).unwrap_or(false);
+            if (ready && self.quit_asked()) || tcptune_os::signal::caught() {
+                return true;
+            }
+        }
+    }
+
+    /// Whether keys typed since the last look ask to quit (or a stop signal came).
+    fn quit_asked(&mut self) -> bool {
+        if self.keys.is_none() {
+            return false;
+        }
+        let mut buf = [0u8; 64];
+        // VMIN = 0: a read returns what was typed, or nothing, without blocking.
+        let n = std::io::stdin().lock().read(&mut buf).unwrap_or(0);
+        quits(&buf[..n]) || tcptune_os::signal::caught()
     }
 }
 
@@ -124,7 +191,7 @@ fn table(
     let start = Instant::now();
     let mut stop = Stop::new(args.count, args.duration);
     let mut history = History::default();
-    let tty = std::io::stdout().is_terminal();
+    let mut screen = Screen::open();
     let mut next = Instant::now();
     let mut cpu_before = tcptune_kernel::cpustat::CpuTicks::now();
     loop {
@@ -151,10 +218,8 @@ fn table(
             sort_by_rate(&mut rows);
             let total = rows.len();
             rows.truncate(args.top);
-            // One write per frame, so the terminal never shows a half-drawn table.
             let frame = format!(
-                "{}tcptune watch  t={:.1}s  {} connections (top {} by rate, every {})\n{}",
-                clear_screen(tty),
+                "tcptune watch  t={:.1}s  {} connections (top {} by rate, every {})\n{}",
                 t.secs(),
                 total,
                 rows.len(),
@@ -164,14 +229,11 @@ fn table(
                     all: false,
                 }
             );
-            let mut out = std::io::stdout().lock();
-            out.write_all(frame.as_bytes()).ok();
-            out.flush().ok();
+            screen.draw(&frame, TABLE_INDENT);
         }
-        if stop.tick(since(start)) {
+        if stop.tick(since(start)) || screen.wait(&mut next, args.interval.std()) {
             return Ok(Outcome::Ok);
         }
-        wait_until(&mut next, args.interval.std());
     }
 }
 
@@ -202,7 +264,7 @@ fn one(
     let ctx = context(&args.sock);
     let start = Instant::now();
     let mut stop = Stop::new(args.count, args.duration);
-    let tty = std::io::stdout().is_terminal();
+    let mut screen = Screen::open();
     let mut history = Detail::new(args.interval);
     let mut last_draw: Option<Instant> = None;
     let mut next = Instant::now();
@@ -225,19 +287,14 @@ fn one(
                     history: &history,
                     every: args.interval,
                 };
-                // One write per frame, so the terminal never shows a half-drawn view.
-                let frame = format!("{}{view}", clear_screen(tty));
-                let mut out = std::io::stdout().lock();
-                out.write_all(frame.as_bytes()).ok();
-                out.flush().ok();
+                screen.draw(&view.to_string(), DETAIL_INDENT);
                 last_draw = Some(Instant::now());
             }
         }
         sink.flush()?;
-        if stop.tick(since(start)) {
+        if stop.tick(since(start)) || screen.wait(&mut next, args.interval.std()) {
             return Ok(Outcome::Ok);
         }
-        wait_until(&mut next, args.interval.std());
         match diag.query(current.src, current.dst, ext::TCPTUNE)? {
             Some(s) if s.cookie == current.cookie => current = s,
             _ => {
