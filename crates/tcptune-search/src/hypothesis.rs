@@ -257,8 +257,14 @@ fn buffer_hypothesis(
     };
     let flows = u64::from(cfg.flows.max(1));
     let cap = cfg.max_memory_bytes / flows;
-    // At least double: a step smaller than that is lost in the noise of a short test.
-    let target = page_round(need.max(cur.saturating_mul(2))).min(cap);
+    // For a given path rate the need is the target, and a buffer that meets it is left
+    // alone; otherwise at least double: a smaller step is lost in the noise of a short test.
+    let target = match cfg.path_rate_bps {
+        Some(_) if page_round(need) <= cur => return,
+        Some(_) => page_round(need),
+        None => page_round(need.max(cur.saturating_mul(2))),
+    }
+    .min(cap);
     if target <= cur {
         out.1.push(NotTried {
             what: format!("{key} max above {cur}"),

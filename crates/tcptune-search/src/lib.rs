@@ -17,5 +17,5 @@ pub mod stats;
 mod tests;
 
 pub use hypothesis::{Config, Observation, Role, Settings};
-pub use report::Report;
+pub use report::{DryRun, Report, SearchOutput};
 pub use search::{Action, ArmKind, Event, Search};

@@ -196,3 +196,84 @@ impl fmt::Display for Report {
         write!(f, "\n{}", self.dropin)
     }
 }
+
+/// What `--dry-run` shows: the path as it is, the hypotheses and the trial each would get.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct DryRun {
+    /// The test of the path as it is.
+    pub baseline: crate::hypothesis::Observation,
+    pub hypotheses: Vec<crate::hypothesis::Hypothesis>,
+    pub not_tried: Vec<NotTried>,
+    /// The trial each hypothesis gets, in words.
+    pub trial: String,
+}
+
+/// What `tune --search` prints (`--json`: the `tune-search` schema).
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct SearchOutput {
+    /// "search" or "dry-run".
+    pub mode: String,
+    /// The test server, HOST:PORT.
+    pub server: String,
+    pub role: crate::hypothesis::Role,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub netns: Option<String>,
+    /// The values before the search, as the kernel printed them.
+    pub settings_before: Settings,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dry_run: Option<DryRun>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub report: Option<Report>,
+    /// The snapshot `tune --rollback` restores (absent when nothing was kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot_path: Option<String>,
+    /// The audit trail of every change with its evidence.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trail_path: Option<String>,
+}
+
+impl fmt::Display for SearchOutput {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(d) = &self.dry_run {
+            writeln!(
+                f,
+                "Path as it is ({}): {:.1} Mbit/s, {}",
+                self.server,
+                d.baseline.rate_bps / 1e6,
+                d.baseline.verdict
+            )?;
+            for h in &d.hypotheses {
+                let set: Vec<String> = h
+                    .changes
+                    .iter()
+                    .map(|(k, v)| format!("{k} = {v}"))
+                    .collect();
+                writeln!(f, "would try: {} ({})", set.join(", "), h.why)?;
+            }
+            if d.hypotheses.is_empty() {
+                writeln!(
+                    f,
+                    "no hypothesis: the diagnosis points to no setting of this host"
+                )?;
+            }
+            for n in &d.not_tried {
+                writeln!(f, "not tried: {}: {}", n.what, n.why)?;
+            }
+            return writeln!(f, "each as {}; nothing was changed (dry run)", d.trial);
+        }
+        if let Some(r) = &self.report {
+            write!(f, "{r}")?;
+        }
+        match &self.snapshot_path {
+            Some(p) => writeln!(
+                f,
+                "# snapshot: {p} (`tcptune tune --rollback` restores the values before the search)"
+            )?,
+            None => writeln!(f, "# nothing kept: every value is as it was")?,
+        }
+        if let Some(t) = &self.trail_path {
+            writeln!(f, "# audit trail: {t}")?;
+        }
+        Ok(())
+    }
+}

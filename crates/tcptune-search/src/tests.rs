@@ -272,3 +272,20 @@ fn hypotheses_follow_the_diagnosis_and_say_what_they_do_not_try() {
     assert!(h.iter().all(|h| h.kind != Kind::ReceiveBuffer), "{h:?}");
     assert!(not.iter().any(|n| n.why.contains("memory limit")));
 }
+
+#[test]
+fn with_the_path_rate_given_a_buffer_that_meets_it_is_left_alone() {
+    let path = FakePath::new(1);
+    let mut obs = FakePath::new(1).test(&settings(65536));
+    obs.limit = Limit::ReceiverWindow;
+    let mut cfg = Config::new(Role::Receiver, TEST_S);
+    cfg.path_rate_bps = Some(path.capacity_bps);
+    let (h, _) = hypotheses(&obs, &settings(65536), &cfg);
+    let grown = buffer_max(&h[0].changes[0].1).unwrap();
+    assert!(
+        grown as f64 >= 2.0 * path.bdp_bytes(),
+        "{grown} B holds the BDP's window"
+    );
+    let (h, _) = hypotheses(&obs, &settings(grown), &cfg);
+    assert!(h.is_empty(), "{h:?}");
+}
