@@ -195,6 +195,10 @@ fn drive(
                         .with_context(|| format!("cannot write {k} = {v}"))?;
                 }
                 trail.line("write", serde_json::json!({ "values": values }))?;
+                // Progress on stderr: stdout carries the report (or its JSON) alone.
+                for (k, v) in &values {
+                    eprintln!("tune --search: wrote {k} = {v}");
+                }
                 event = Event::Written;
             }
             Action::RunTest { arm } => {
@@ -206,6 +210,11 @@ fn drive(
                     "test",
                     serde_json::json!({ "arm": format!("{arm:?}"), "result": &obs }),
                 )?;
+                eprintln!(
+                    "tune --search: test {arm:?}: {:.1} Mbit/s, {}",
+                    obs.rate_bps / 1e6,
+                    obs.verdict
+                );
                 event = Event::Test(Box::new(obs));
             }
             Action::Done => return Ok(()),
