@@ -26,6 +26,8 @@ struct FakePath {
     buffer_matters: bool,
     /// A path that trades RTT for throughput past this buffer max (bytes): +30% rate, 3× RTT.
     bloat_above: Option<u64>,
+    /// Socket memory the test reports, as a multiple of the buffer maximum (overhead).
+    memory_factor: u64,
     rng: Rng,
 }
 
@@ -38,6 +40,7 @@ impl FakePath {
             competing: 0.0,
             buffer_matters: true,
             bloat_above: None,
+            memory_factor: 1,
             rng: Rng::new(seed),
         }
     }
@@ -76,7 +79,7 @@ impl FakePath {
             rate_bps: rate,
             srtt_s: Some(srtt),
             min_rtt_s: Some(self.rtt_s),
-            memory_bytes: Some(rmem),
+            memory_bytes: Some(rmem * self.memory_factor),
             limit: if limited {
                 Limit::ReceiverWindow
             } else {
@@ -288,4 +291,20 @@ fn with_the_path_rate_given_a_buffer_that_meets_it_is_left_alone() {
     );
     let (h, _) = hypotheses(&obs, &settings(grown), &cfg);
     assert!(h.is_empty(), "{h:?}");
+}
+
+#[test]
+fn a_change_whose_buffers_outgrow_the_memory_limit_is_rolled_back() {
+    let mut path = FakePath::new(11);
+    path.memory_factor = 2;
+    let mut cfg = Config::new(Role::Receiver, TEST_S);
+    cfg.max_memory_bytes = 1 << 20;
+    let (report, host) = drive(cfg, &mut path, settings(65536));
+    let step = &report.steps[0];
+    assert_eq!(step.outcome, Outcome::RolledBack, "{report}");
+    assert!(step.why.contains("guardrail: buffers held"), "{}", step.why);
+    assert_eq!(step.tests, 2, "judged on the first B test");
+    // Whatever it keeps afterwards holds within the limit.
+    let max = buffer_max(&host[RMEM]).unwrap();
+    assert!(max * path.memory_factor <= 1 << 20, "{report}");
 }
