@@ -145,6 +145,8 @@ pub struct Config {
     pub test_time_s: f64,
     /// A smaller buffer is kept while it holds the result within this share of the best.
     pub shrink_tolerance: f64,
+    /// Pairs a shrink trial runs (judged on the means: it keeps a result, it does not find one).
+    pub shrink_pairs: usize,
 }
 
 impl Config {
@@ -163,6 +165,7 @@ impl Config {
             max_time_s: 300.0,
             test_time_s,
             shrink_tolerance: 0.05,
+            shrink_pairs: 2,
         }
     }
 }
@@ -217,6 +220,41 @@ fn page_round(n: u64) -> u64 {
     n.div_ceil(4096) * 4096
 }
 
+/// The buffer maximum of `key` (tcp_rmem or tcp_wmem) that `rate_bps` × `rtt_s` needs, by the
+/// model's one sizing rule; `headroom` gives the receive autotuner its 2× (a step up), without
+/// it the window is the BDP exactly (the smallest worth trying when shrinking).
+pub fn buffer_need(
+    key: &str,
+    rate_bps: f64,
+    rtt_s: f64,
+    headroom: bool,
+    now: &Settings,
+    cfg: &Config,
+) -> Option<u64> {
+    let cc = now
+        .get(CC)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(CongestionControl::Cubic);
+    let q = BufferQuery {
+        rate: Rate::from_bps(rate_bps.max(Rate::MIN_BPS)),
+        rtt: Dur::from_secs_f64(rtt_s.max(1e-6)),
+        flows: cfg.flows.max(1),
+        sharing: FlowSharing::Shared,
+        memory_budget: None,
+        kernel: cfg.kernel,
+        kernel_source: KernelSource::Given,
+        scaling_ratio: None,
+        adv_win_scale: None,
+        cc,
+    };
+    let b = buffers(&q).ok()?;
+    Some(match (key == RMEM, headroom) {
+        (true, true) => b.tcp_rmem_headroom_bytes.get(),
+        (true, false) => b.tcp_rmem_max_bytes.get(),
+        (false, _) => b.tcp_wmem_max_bytes.get(),
+    })
+}
+
 fn buffer_hypothesis(
     key: &str,
     obs: &Observation,
@@ -233,27 +271,8 @@ fn buffer_hypothesis(
         .unwrap_or(obs.rate_bps * GROWTH)
         .max(Rate::MIN_BPS);
     let rtt = obs.min_rtt_s.or(obs.srtt_s).unwrap_or(0.001).max(1e-6);
-    let cc = now
-        .get(CC)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(CongestionControl::Cubic);
-    let q = BufferQuery {
-        rate: Rate::from_bps(rate),
-        rtt: Dur::from_secs_f64(rtt),
-        flows: cfg.flows.max(1),
-        sharing: FlowSharing::Shared,
-        memory_budget: None,
-        kernel: cfg.kernel,
-        kernel_source: KernelSource::Given,
-        scaling_ratio: None,
-        adv_win_scale: None,
-        cc,
-    };
-    let Ok(b) = buffers(&q) else { return };
-    let need = if receive {
-        b.tcp_rmem_headroom_bytes.get()
-    } else {
-        b.tcp_wmem_max_bytes.get()
+    let Some(need) = buffer_need(key, rate, rtt, true, now, cfg) else {
+        return;
     };
     let flows = u64::from(cfg.flows.max(1));
     let cap = cfg.max_memory_bytes / flows;

@@ -9,8 +9,8 @@
 //! buffer while the result stays within `shrink_tolerance` of the best.
 
 use crate::hypothesis::{
-    buffer_max, hypotheses, with_buffer_max, Config, Hypothesis, Kind, NotTried, Observation,
-    Settings, RMEM, WMEM,
+    buffer_max, buffer_need, hypotheses, with_buffer_max, Config, Hypothesis, Kind, NotTried,
+    Observation, Role, Settings, RMEM, WMEM,
 };
 use crate::report::{Outcome, Phase, Report, Step};
 use crate::stats::{mean, welch, Arm, Verdict};
@@ -67,6 +67,19 @@ struct Trial {
     evidence: String,
 }
 
+/// Shrinking one buffer: a bisection (in ratio) between a maximum that held the result and
+/// one that did not, ended when they are within 1.5× of each other.
+#[derive(Debug, Clone, Copy)]
+struct Shrink {
+    key: &'static str,
+    /// The smallest maximum known to hold the result.
+    good: u64,
+    /// The largest maximum known not to (0: none yet).
+    bad: u64,
+    /// The first candidate is the model's need for the best rate measured.
+    first: bool,
+}
+
 /// The search's state.
 pub struct Search {
     cfg: Config,
@@ -85,8 +98,7 @@ pub struct Search {
     steps: Vec<Step>,
     not_tried: Vec<NotTried>,
     shrink_queue: Vec<&'static str>,
-    /// Per buffer key: (smallest max known good, halving already failed).
-    shrink_state: Option<(&'static str, u64, bool)>,
+    shrink: Option<Shrink>,
     stopped: Option<String>,
     done: bool,
 }
@@ -112,7 +124,7 @@ impl Search {
             steps: Vec::new(),
             not_tried: Vec::new(),
             shrink_queue: Vec::new(),
-            shrink_state: None,
+            shrink: None,
             stopped: None,
             done: false,
         }
@@ -285,7 +297,11 @@ impl Search {
             ));
         }
         let pairs = t.b.len();
-        if pairs < cfg.min_pairs {
+        let enough = match t.phase {
+            Phase::Shrink => cfg.shrink_pairs,
+            Phase::Change => cfg.min_pairs,
+        };
+        if pairs < enough {
             return None;
         }
         let last = pairs >= cfg.max_pairs;
@@ -375,16 +391,22 @@ impl Search {
             }
             self.best_bps = self.best_bps.max(mean(&t.b));
             self.last_obs = t.last_b.clone();
-            if let Some((key, _, failed)) = self.shrink_state {
-                let max = buffer_max(&self.current[key]).unwrap_or(0);
-                self.shrink_state = Some((key, max, failed));
+            if let Some(sh) = self.shrink.as_mut() {
+                sh.good = buffer_max(&self.current[sh.key]).unwrap_or(sh.good);
+                sh.first = false;
             }
             self.b_in_effect = false;
             return self.next_hypothesis();
         }
         if t.phase == Phase::Shrink {
-            if let Some((key, good, _)) = self.shrink_state {
-                self.shrink_state = Some((key, good, true));
+            if let Some(sh) = self.shrink.as_mut() {
+                sh.bad = t
+                    .hyp
+                    .changes
+                    .first()
+                    .and_then(|(_, v)| buffer_max(v))
+                    .unwrap_or(sh.bad);
+                sh.first = false;
             }
         }
         self.last_obs = t.last_a.clone().or(self.last_obs.take());
@@ -425,7 +447,7 @@ impl Search {
         if let Some(why) = self.budget_left() {
             return self.stop(why);
         }
-        if self.shrink_state.is_none() && self.shrink_queue.is_empty() {
+        if self.shrink.is_none() && self.shrink_queue.is_empty() {
             if let Some(obs) = &self.last_obs {
                 let (hyps, not) = hypotheses(obs, &self.current, &self.cfg);
                 for n in not {
@@ -437,10 +459,15 @@ impl Search {
                     return self.begin(Phase::Change, h);
                 }
             }
-            // No hypothesis left: shrink the kept buffers.
+            // No hypothesis left: shrink this end's buffer and any other one kept.
+            let role_key = match self.cfg.role {
+                Role::Receiver => RMEM,
+                Role::Sender => WMEM,
+            };
             self.shrink_queue = [RMEM, WMEM]
                 .into_iter()
-                .filter(|k| self.current.get(*k) != self.original.get(*k))
+                .filter(|k| *k == role_key || self.current.get(*k) != self.original.get(*k))
+                .filter(|k| self.current.contains_key(*k))
                 .collect();
             if self.shrink_queue.is_empty() {
                 return self.finish_now();
@@ -449,52 +476,62 @@ impl Search {
         self.next_shrink()
     }
 
+    /// The next shrink trial: the model's need first, then halving until a size fails, then
+    /// bisecting until the kept size is within 1.5× of one that failed.
     fn next_shrink(&mut self) -> Action {
         loop {
-            if self.shrink_state.is_none() {
+            if self.shrink.is_none() {
                 let Some(key) = self.shrink_queue.pop() else {
                     return self.finish_now();
                 };
                 let good = buffer_max(&self.current[key]).unwrap_or(0);
-                self.shrink_state = Some((key, good, false));
+                // A kept buffer need not go below the original, which did not suffice.
+                let kept = self.current.get(key) != self.original.get(key);
+                let bad = match self.original.get(key).and_then(|v| buffer_max(v)) {
+                    Some(o) if kept => o,
+                    _ => 0,
+                };
+                self.shrink = Some(Shrink {
+                    key,
+                    good,
+                    bad,
+                    first: true,
+                });
             }
-            let Some((key, good, halving_failed)) = self.shrink_state else {
+            let Some(sh) = self.shrink else {
                 return self.finish_now();
             };
-            let floor = self
-                .original
-                .get(key)
-                .and_then(|v| buffer_max(v))
-                .unwrap_or(4096);
-            // Halve while that holds; after a halving fails, try three quarters once: the
-            // result is then within 1.5× of the smallest sufficient size.
-            let candidate = if halving_failed {
-                good / 4 * 3
-            } else {
-                good / 2
+            let need = self.last_obs.as_ref().and_then(|o| {
+                let rtt = o.min_rtt_s.or(o.srtt_s)?;
+                buffer_need(sh.key, self.best_bps, rtt, false, &self.current, &self.cfg)
+            });
+            let candidate = match need {
+                Some(n) if sh.first && n > sh.bad && n < sh.good => n,
+                _ if sh.bad == 0 => sh.good / 2,
+                _ => (sh.good as f64 * sh.bad as f64).sqrt() as u64,
             };
-            let candidate = (candidate / 4096 * 4096).max(floor);
-            let value = with_buffer_max(&self.current[key], candidate);
-            let fresh = value
-                .as_ref()
-                .is_some_and(|v| !self.tried.contains(&vec![(key.to_string(), v.clone())]));
+            let candidate = candidate.div_ceil(4096) * 4096;
+            let worth = (sh.good as f64) > 1.5 * sh.bad as f64 && candidate.max(65536) < sh.good;
+            let value = with_buffer_max(&self.current[sh.key], candidate.max(65536));
             match value {
-                Some(v) if candidate < good && fresh => {
-                    let flows = u64::from(self.cfg.flows.max(1));
-                    let kind = if key == RMEM {
+                Some(v)
+                    if worth && !self.tried.contains(&vec![(sh.key.to_string(), v.clone())]) =>
+                {
+                    let c = buffer_max(&v).unwrap_or(candidate);
+                    let kind = if sh.key == RMEM {
                         Kind::ReceiveBuffer
                     } else {
                         Kind::SendBuffer
                     };
                     let hyp = Hypothesis {
                         kind,
-                        changes: vec![(key.to_string(), v)],
-                        why: format!("shrink {key} max {good} → {candidate} B"),
-                        memory_bytes: Some(candidate * flows),
+                        changes: vec![(sh.key.to_string(), v)],
+                        why: format!("shrink {} max {} → {c} B", sh.key, sh.good),
+                        memory_bytes: Some(c * u64::from(self.cfg.flows.max(1))),
                     };
                     return self.begin(Phase::Shrink, hyp);
                 }
-                _ => self.shrink_state = None,
+                _ => self.shrink = None,
             }
         }
     }

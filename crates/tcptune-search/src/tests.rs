@@ -152,15 +152,16 @@ fn an_aa_trial_is_no_difference_in_at_least_19_of_20_noisy_runs() {
             settings(131072),
         );
         assert!(!report.steps.is_empty(), "seed {seed}: a trial ran");
-        if report.steps.iter().any(|s| s.outcome == Outcome::Kept) {
+        let change_kept = report
+            .steps
+            .iter()
+            .any(|s| s.phase == Phase::Change && s.outcome == Outcome::Kept);
+        if change_kept {
             kept += 1;
         } else {
-            assert_eq!(
-                host,
-                settings(131072),
-                "seed {seed}: nothing kept, nothing changed"
-            );
-            assert!(report.changed.is_empty());
+            // A buffer that does not matter may only shrink.
+            let max = buffer_max(&host[RMEM]).unwrap();
+            assert!(max <= 131072, "seed {seed}: {report}");
         }
     }
     eprintln!("A/A: {kept} of 20 searches kept a change");
@@ -185,8 +186,9 @@ fn a_real_improvement_is_kept_then_shrunk_to_near_the_smallest_sufficient_buffer
         let max = buffer_max(&host[RMEM]).unwrap();
         // The smallest buffer giving 95% of the link: window 0.95 × BDP, buffer twice that.
         let smallest = 2.0 * 0.95 * path.bdp_bytes();
+        // Shrinking keeps 95% of the best *measured* mean, which noise (5% σ) moves by a few %.
         assert!(
-            path.rate(max) >= 0.95 * path.capacity_bps,
+            path.rate(max) >= 0.93 * path.capacity_bps,
             "seed {seed}: {max} B gives {:.1} Mbit/s\n{report}",
             path.rate(max) / 1e6
         );
