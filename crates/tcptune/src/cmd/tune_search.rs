@@ -290,8 +290,17 @@ pub fn run(
     if s.dry_run {
         let baseline = tester.run()?;
         let trial = format!(
-            "A B A B … ({}–{} pairs of {} s tests), judged by Welch's t at 95%, within a budget of {} tests and {:.0} s",
-            cfg.min_pairs, cfg.max_pairs, s.test_time, cfg.max_tests, cfg.max_time_s
+            "A B A B … ({}–{} pairs of {} s tests), judged by Welch's t at 95%, within a budget of {} tests and {:.0} s; then {}'s maximum shrunk while the result holds within {:.0}% of the best",
+            cfg.min_pairs,
+            cfg.max_pairs,
+            s.test_time,
+            cfg.max_tests,
+            cfg.max_time_s,
+            match role {
+                Role::Receiver => tcptune_search::hypothesis::RMEM,
+                Role::Sender => tcptune_search::hypothesis::WMEM,
+            },
+            cfg.shrink_tolerance * 100.0
         );
         let (hypotheses, not_tried) = Search::new(cfg, before).plan(&baseline);
         out.mode = "dry-run".into();
