@@ -8,11 +8,15 @@ use tcptune_model::kernel::{CongestionControl, KernelVersion};
 use tcptune_model::ramp::Ssthresh;
 use tcptune_model::{Bytes, Dur, PathSpec, Probability, Rate};
 
+mod exporter;
 mod iperf_values;
+mod search;
+pub use exporter::ExporterArgs;
 use iperf_values::{
     iperf_bytes, iperf_rate, iperf_rate_burst, parse_affinity, parse_dscp, parse_keepalive,
     parse_tos,
 };
+pub use search::SearchArgs;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -60,6 +64,8 @@ pub enum Command {
         /// Snapshot file (default /var/lib/tcptune/tune-snapshot[-netns-NAME].json).
         #[arg(long, value_name = "FILE")]
         snapshot: Option<std::path::PathBuf>,
+        #[command(flatten)]
+        search: SearchArgs,
     },
     /// Redraw the HTML report, plots and summary.csv of an experiment's results directory; or
     /// with --against, compare its points with an earlier run's
@@ -953,37 +959,6 @@ pub struct AnalyzeArgs {
     /// Graph at most this many flows (the ones with the most data).
     #[arg(long, default_value_t = 8, value_name = "N", requires = "graphs")]
     pub graph_flows: usize,
-}
-
-/// `tcptune exporter`: see tcptune_exporter for the metrics.
-#[derive(Args, Debug)]
-pub struct ExporterArgs {
-    /// Address to serve /metrics and /connections on (loopback unless asked).
-    #[arg(long, value_name = "ADDR", default_value = tcptune_exporter::DEFAULT_LISTEN)]
-    pub listen: std::net::SocketAddr,
-    /// Look into these named network namespaces (`ip netns list`) instead of this one.
-    #[arg(long, value_name = "NAME", num_args = 1.., conflicts_with = "all_netns")]
-    pub netns: Vec<String>,
-    /// Look into this namespace and every named one that exists at start.
-    #[arg(long)]
-    pub all_netns: bool,
-    /// Group connections by: port (services named in --groups), cidr (peer networks named in
-    /// --groups), cc, netns; comma-separated. Default: one group, `all`.
-    #[arg(long, value_name = "DIM,...", value_delimiter = ',')]
-    pub group_by: Vec<String>,
-    /// The group map: a TOML file with [ports] (name = [80, "8000-8080"]) and [cidrs]
-    /// (name = ["198.18.0.0/15"]) tables.
-    #[arg(long, value_name = "FILE")]
-    pub groups: Option<std::path::PathBuf>,
-    /// Time between polls of the kernel's socket tables.
-    #[arg(long, default_value = "1s")]
-    pub interval: Dur,
-    /// The most series a scrape holds; groups past it are counted in group="other".
-    #[arg(long, value_name = "N", default_value_t = 2000)]
-    pub max_series: usize,
-    /// Web configuration in the Prometheus exporters' format (basic_auth_users).
-    #[arg(long, value_name = "FILE")]
-    pub web_config: Option<std::path::PathBuf>,
 }
 
 #[cfg(test)]

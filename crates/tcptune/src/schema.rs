@@ -46,6 +46,7 @@ pub fn all() -> Vec<SchemaEntry> {
         entry::<ramp::Ramp>("model-ramp", "model ramp"),
         entry::<tcptune_host::audit::Audit>("audit", "audit"),
         entry::<tcptune_host::tune_report::TuneReport>("tune", "tune"),
+        entry::<tcptune_search::SearchOutput>("tune-search", "tune --search"),
         entry::<tcptune_experiment::report::ReportResult>("report", "report"),
         entry::<tcptune_experiment::rerun::Rerun>("report-against", "report --against"),
         entry::<tcptune_diagnose::conn::ConnTable>("conns", "conns"),

@@ -98,7 +98,7 @@ pub fn audit(args: &AuditArgs, json: bool) -> anyhow::Result<Outcome> {
     })
 }
 
-fn default_snapshot(netns: Option<&str>) -> PathBuf {
+pub(crate) fn default_snapshot(netns: Option<&str>) -> PathBuf {
     let name = match netns {
         Some(n) => format!("tune-snapshot-netns-{n}.json"),
         None => "tune-snapshot.json".into(),

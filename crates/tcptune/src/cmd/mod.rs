@@ -17,6 +17,7 @@ mod model;
 pub mod perf;
 mod report;
 mod schema;
+mod tune_search;
 mod watch;
 
 pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
@@ -25,10 +26,17 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Audit(args) => audit::audit(&args, cli.json),
         Command::Tune {
             audit,
+            snapshot,
+            search,
+            ..
+        } if search.search => tune_search::run(&audit, &search, snapshot.as_deref(), cli.json),
+        Command::Tune {
+            audit,
             write,
             apply,
             rollback,
             snapshot,
+            ..
         } => audit::tune(
             &audit,
             write.as_deref(),

@@ -1,0 +1,388 @@
+//! Hypotheses: the changes the diagnosis points to, each a set of sysctl values to try.
+//!
+//! The diagnosis engine decides what limits the path (`tcptune-diagnose`); this module only
+//! turns its class and its recommended knobs into concrete values. Buffer maxima come from the
+//! one sizing rule (`tcptune_model::buffers::buffers`), for the path's rate when it is given
+//! and otherwise for a rate a few times the measured one (a window-limited flow cannot show the
+//! path's capacity, so the search grows the buffer in steps and lets each step prove itself).
+
+use std::collections::BTreeMap;
+
+use schemars::JsonSchema;
+use serde::Serialize;
+use tcptune_diagnose::advice::Knob;
+use tcptune_diagnose::engine::Limit;
+use tcptune_diagnose::throughput::TestDiagnosis;
+use tcptune_model::buffers::{buffers, BufferQuery, FlowSharing};
+use tcptune_model::kernel::{CongestionControl, KernelSource, KernelVersion};
+use tcptune_model::{Dur, Rate};
+
+pub const RMEM: &str = "net.ipv4.tcp_rmem";
+pub const WMEM: &str = "net.ipv4.tcp_wmem";
+pub const CC: &str = "net.ipv4.tcp_congestion_control";
+pub const CC_AVAILABLE: &str = "net.ipv4.tcp_available_congestion_control";
+pub const SACK: &str = "net.ipv4.tcp_sack";
+pub const TIMESTAMPS: &str = "net.ipv4.tcp_timestamps";
+pub const WINDOW_SCALING: &str = "net.ipv4.tcp_window_scaling";
+
+/// Every key the search may read; all but `CC_AVAILABLE` it may write.
+pub const KEYS: [&str; 7] = [
+    RMEM,
+    WMEM,
+    CC,
+    CC_AVAILABLE,
+    SACK,
+    TIMESTAMPS,
+    WINDOW_SCALING,
+];
+
+/// The keys the search may write (what a snapshot must hold before the first change).
+pub fn writable_keys() -> impl Iterator<Item = &'static str> {
+    KEYS.into_iter().filter(|k| *k != CC_AVAILABLE)
+}
+
+/// Without the path's rate, a buffer step sizes for this many times the measured rate.
+pub const GROWTH: f64 = 4.0;
+
+/// Sysctl values by key, exactly as the kernel prints them.
+pub type Settings = BTreeMap<String, String>;
+
+/// Which end of the test this host is: the one whose settings the search changes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    Sender,
+    Receiver,
+}
+
+/// One test's result, as the search uses it.
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+pub struct Observation {
+    /// Throughput the test achieved, bits per second.
+    pub rate_bps: f64,
+    /// Loaded RTT: the mean smoothed RTT of the test's streams, seconds.
+    pub srtt_s: Option<f64>,
+    /// The smallest RTT any stream saw, seconds.
+    pub min_rtt_s: Option<f64>,
+    /// Socket buffer memory the streams held (receive plus send buffers), bytes.
+    pub memory_bytes: Option<u64>,
+    /// The diagnosis's limit class.
+    pub limit: Limit,
+    /// Knobs the diagnosis recommends changing.
+    pub knobs: Vec<Knob>,
+    /// The diagnosis's one line: the evidence a change is tried on.
+    pub verdict: String,
+}
+
+impl Observation {
+    /// The search's view of a test's diagnosis.
+    pub fn from_diagnosis(d: &TestDiagnosis) -> Observation {
+        let srtts: Vec<f64> = d
+            .streams
+            .iter()
+            .filter_map(|s| s.evidence.rtt_s.map(Dur::secs))
+            .collect();
+        let min_rtt = d
+            .streams
+            .iter()
+            .filter_map(|s| s.evidence.min_rtt_s.map(Dur::secs))
+            .reduce(f64::min);
+        let mems: Vec<u64> = d
+            .streams
+            .iter()
+            .filter_map(|s| {
+                let e = &s.evidence;
+                match (e.receiver_buffer_bytes, e.send_buffer_bytes) {
+                    (None, None) => None,
+                    (r, w) => Some(r.unwrap_or(0) + w.unwrap_or(0)),
+                }
+            })
+            .collect();
+        let mut knobs: Vec<Knob> = Vec::new();
+        let all = d
+            .recommendations
+            .iter()
+            .chain(d.streams.iter().flat_map(|s| s.recommendations.iter()));
+        for r in all {
+            if !knobs.contains(&r.knob) {
+                knobs.push(r.knob);
+            }
+        }
+        Observation {
+            rate_bps: d.achieved_bps.bps(),
+            srtt_s: (!srtts.is_empty()).then(|| srtts.iter().sum::<f64>() / srtts.len() as f64),
+            min_rtt_s: min_rtt,
+            memory_bytes: (!mems.is_empty()).then(|| mems.iter().sum()),
+            limit: d.limit,
+            knobs,
+            verdict: d.verdict.clone(),
+        }
+    }
+}
+
+/// What the search is told about the path and the limits it must keep.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct Config {
+    pub role: Role,
+    /// Parallel streams per test.
+    pub flows: u32,
+    /// The path's rate when known, bits per second: buffer steps size for it directly.
+    pub path_rate_bps: Option<f64>,
+    pub kernel: KernelVersion,
+    /// Largest buffer memory all flows together may be given on this host, bytes.
+    pub max_memory_bytes: u64,
+    /// Largest growth of the loaded RTT a change may cause (0.5: +50%).
+    pub max_rtt_growth: f64,
+    /// Smallest gain worth keeping a change for (0.02: 2%).
+    pub min_gain: f64,
+    /// Pairs (A, B) before a trial is first judged, and the most a trial runs.
+    pub min_pairs: usize,
+    pub max_pairs: usize,
+    /// The budget: tests in all, and seconds in all.
+    pub max_tests: usize,
+    pub max_time_s: f64,
+    /// Each test's length, seconds (to stop before the budget runs out mid-test).
+    pub test_time_s: f64,
+    /// A smaller buffer is kept while it holds the result within this share of the best.
+    pub shrink_tolerance: f64,
+    /// Pairs a shrink trial runs (judged on the means: it keeps a result, it does not find one).
+    pub shrink_pairs: usize,
+}
+
+impl Config {
+    pub fn new(role: Role, test_time_s: f64) -> Config {
+        Config {
+            role,
+            flows: 1,
+            path_rate_bps: None,
+            kernel: KernelVersion::new(6, 6),
+            max_memory_bytes: 256 << 20,
+            max_rtt_growth: 0.5,
+            min_gain: 0.02,
+            min_pairs: 3,
+            max_pairs: 5,
+            max_tests: 25,
+            max_time_s: 300.0,
+            test_time_s,
+            shrink_tolerance: 0.05,
+            shrink_pairs: 2,
+        }
+    }
+}
+
+/// Which setting a hypothesis changes, so the shrink phase knows the buffers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    ReceiveBuffer,
+    SendBuffer,
+    CongestionControl,
+    Option,
+}
+
+/// One change to try.
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+pub struct Hypothesis {
+    pub kind: Kind,
+    /// The values it writes.
+    pub changes: Vec<(String, String)>,
+    /// Why the diagnosis points to it.
+    pub why: String,
+    /// Buffer memory all flows may take with it, bytes (buffer changes only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_bytes: Option<u64>,
+}
+
+/// A change the search does not try, and why.
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+pub struct NotTried {
+    pub what: String,
+    pub why: String,
+}
+
+/// The third field of a tcp_rmem/tcp_wmem value.
+pub fn buffer_max(v: &str) -> Option<u64> {
+    v.split_whitespace().nth(2)?.parse().ok()
+}
+
+/// `v` with its third field set to `max` (min and default kept, lowered if above it).
+pub fn with_buffer_max(v: &str, max: u64) -> Option<String> {
+    let f: Vec<u64> = v
+        .split_whitespace()
+        .map(|x| x.parse().ok())
+        .collect::<Option<_>>()?;
+    let [min, def, _] = f[..] else { return None };
+    Some(format!("{} {} {max}", min.min(max), def.min(max)))
+}
+
+/// Rounds up to a multiple of 4 KiB (pages: how the values are usually written).
+fn page_round(n: u64) -> u64 {
+    n.div_ceil(4096) * 4096
+}
+
+/// The buffer maximum of `key` (tcp_rmem or tcp_wmem) that `rate_bps` × `rtt_s` needs, by the
+/// model's one sizing rule; `headroom` gives the receive autotuner its 2× (a step up), without
+/// it the window is the BDP exactly (the smallest worth trying when shrinking).
+pub fn buffer_need(
+    key: &str,
+    rate_bps: f64,
+    rtt_s: f64,
+    headroom: bool,
+    now: &Settings,
+    cfg: &Config,
+) -> Option<u64> {
+    let cc = now
+        .get(CC)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(CongestionControl::Cubic);
+    let q = BufferQuery {
+        rate: Rate::from_bps(rate_bps.max(Rate::MIN_BPS)),
+        rtt: Dur::from_secs_f64(rtt_s.max(1e-6)),
+        flows: cfg.flows.max(1),
+        sharing: FlowSharing::Shared,
+        memory_budget: None,
+        kernel: cfg.kernel,
+        kernel_source: KernelSource::Given,
+        scaling_ratio: None,
+        adv_win_scale: None,
+        cc,
+    };
+    let b = buffers(&q).ok()?;
+    Some(match (key == RMEM, headroom) {
+        (true, true) => b.tcp_rmem_headroom_bytes.get(),
+        (true, false) => b.tcp_rmem_max_bytes.get(),
+        (false, _) => b.tcp_wmem_max_bytes.get(),
+    })
+}
+
+fn buffer_hypothesis(
+    key: &str,
+    obs: &Observation,
+    now: &Settings,
+    cfg: &Config,
+    out: &mut (Vec<Hypothesis>, Vec<NotTried>),
+) {
+    let Some(cur) = now.get(key).and_then(|v| buffer_max(v)) else {
+        return;
+    };
+    let receive = key == RMEM;
+    let rate = cfg
+        .path_rate_bps
+        .unwrap_or(obs.rate_bps * GROWTH)
+        .max(Rate::MIN_BPS);
+    let rtt = obs.min_rtt_s.or(obs.srtt_s).unwrap_or(0.001).max(1e-6);
+    let Some(need) = buffer_need(key, rate, rtt, true, now, cfg) else {
+        return;
+    };
+    let flows = u64::from(cfg.flows.max(1));
+    let cap = cfg.max_memory_bytes / flows;
+    // For a given path rate the need is the target, and a buffer that meets it is left
+    // alone; otherwise at least double: a smaller step is lost in the noise of a short test.
+    let target = match cfg.path_rate_bps {
+        Some(_) if page_round(need) <= cur => return,
+        Some(_) => page_round(need),
+        None => page_round(need.max(cur.saturating_mul(2))),
+    }
+    .min(cap);
+    if target <= cur {
+        out.1.push(NotTried {
+            what: format!("{key} max above {cur}"),
+            why: format!(
+                "the memory limit ({} B for {flows} flow(s)) allows no larger buffer",
+                cfg.max_memory_bytes
+            ),
+        });
+        return;
+    }
+    let Some(value) = with_buffer_max(&now[key], target) else {
+        return;
+    };
+    out.0.push(Hypothesis {
+        kind: if receive {
+            Kind::ReceiveBuffer
+        } else {
+            Kind::SendBuffer
+        },
+        changes: vec![(key.to_string(), value)],
+        why: format!(
+            "{}: {} max {cur} → {target} B, sized for {:.1} Mbit/s × {:.2} ms",
+            obs.limit.label(),
+            if receive {
+                "receive buffer"
+            } else {
+                "send buffer"
+            },
+            rate / 1e6,
+            rtt * 1e3
+        ),
+        memory_bytes: Some(target * flows),
+    });
+}
+
+/// The changes to try next, from the latest observation and the settings in effect, and the
+/// ones the search will not try (with why).
+pub fn hypotheses(
+    obs: &Observation,
+    now: &Settings,
+    cfg: &Config,
+) -> (Vec<Hypothesis>, Vec<NotTried>) {
+    let mut out = (Vec::new(), Vec::new());
+    let wants = |k: Knob| obs.knobs.contains(&k);
+    match cfg.role {
+        Role::Receiver if obs.limit == Limit::ReceiverWindow || wants(Knob::TcpRmemMax) => {
+            buffer_hypothesis(RMEM, obs, now, cfg, &mut out)
+        }
+        Role::Sender if obs.limit == Limit::SendBuffer || wants(Knob::TcpWmemMax) => {
+            buffer_hypothesis(WMEM, obs, now, cfg, &mut out)
+        }
+        _ => {}
+    }
+    let cc_matters =
+        matches!(obs.limit, Limit::Loss | Limit::Network) || wants(Knob::CongestionControl);
+    if cfg.role == Role::Sender && cc_matters {
+        let available = now.get(CC_AVAILABLE).map(String::as_str).unwrap_or("");
+        let current = now.get(CC).map(String::as_str).unwrap_or("");
+        if current != "bbr" {
+            if available.split_whitespace().any(|c| c == "bbr") {
+                out.0.push(Hypothesis {
+                    kind: Kind::CongestionControl,
+                    changes: vec![(CC.to_string(), "bbr".to_string())],
+                    why: format!(
+                        "{}: BBR does not take loss for congestion",
+                        obs.limit.label()
+                    ),
+                    memory_bytes: None,
+                });
+            } else {
+                out.1.push(NotTried {
+                    what: format!("{CC} = bbr"),
+                    why: "bbr is not available here (modprobe tcp_bbr)".into(),
+                });
+            }
+        }
+    }
+    for (knob, key) in [
+        (Knob::Sack, SACK),
+        (Knob::Timestamps, TIMESTAMPS),
+        (Knob::WindowScaling, WINDOW_SCALING),
+    ] {
+        if wants(knob) && now.get(key).map(String::as_str) == Some("0") {
+            out.0.push(Hypothesis {
+                kind: Kind::Option,
+                changes: vec![(key.to_string(), "1".to_string())],
+                why: format!("the diagnosis finds {key} off, and it costs this path throughput"),
+                memory_bytes: None,
+            });
+        }
+    }
+    out.1.push(NotTried {
+        what: "initcwnd/initrwnd per route".into(),
+        why: "a route change, which the tune snapshot does not hold yet; bulk tests of seconds hardly depend on it".into(),
+    });
+    out.1.push(NotTried {
+        what: "net.ipv4.tcp_notsent_lowat".into(),
+        why: "a latency setting for interactive senders; the search measures bulk throughput"
+            .into(),
+    });
+    out
+}

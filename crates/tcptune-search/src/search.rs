@@ -1,0 +1,538 @@
+//! The search as a state machine fed `(now, event)` and answering with the next action: write
+//! these values, run a test, or done. It never touches the host or the network, so the whole
+//! search runs in unit tests on a virtual clock against a model of a path.
+//!
+//! Order: a baseline test; then for each hypothesis an interleaved trial (A B A B …, so drift
+//! on the path hits both arms) judged after `min_pairs` pairs and each pair after, up to
+//! `max_pairs`; guardrails on every B test (loaded RTT, memory); keep or roll back with a
+//! reason; new hypotheses from the latest diagnosis until none is left; then shrink each kept
+//! buffer while the result stays within `shrink_tolerance` of the best.
+
+use crate::hypothesis::{
+    buffer_max, buffer_need, hypotheses, with_buffer_max, Config, Hypothesis, Kind, NotTried,
+    Observation, Role, Settings, RMEM, WMEM,
+};
+use crate::report::{Outcome, Phase, Report, Step};
+use crate::stats::{mean, welch, Arm, Verdict};
+
+/// What the driver reports.
+#[derive(Debug, Clone)]
+pub enum Event {
+    /// The search begins.
+    Start,
+    /// The values of the last `Write` are in effect.
+    Written,
+    /// The test asked for ran; its result.
+    Test(Box<Observation>),
+}
+
+/// What the driver must do next.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    /// Write these sysctl values (a hypothesis, or values put back), then report `Written`.
+    Write { values: Vec<(String, String)> },
+    /// Run one test with the settings in effect, then report `Test`.
+    RunTest { arm: ArmKind },
+    /// Finished: the settings in effect are the report's final state.
+    Done,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ArmKind {
+    Baseline,
+    A,
+    B,
+}
+
+/// What to do once a write is in effect.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Next {
+    Run(ArmKind),
+    Hypothesis,
+    Finish,
+}
+
+struct Trial {
+    phase: Phase,
+    hyp: Hypothesis,
+    /// The values B replaces (A's), for putting back.
+    was: Vec<(String, String)>,
+    a: Vec<f64>,
+    b: Vec<f64>,
+    a_rtt: Vec<f64>,
+    b_rtt: Vec<f64>,
+    b_mem: Option<u64>,
+    last_a: Option<Observation>,
+    last_b: Option<Observation>,
+    evidence: String,
+}
+
+/// Shrinking one buffer: a bisection (in ratio) between a maximum that held the result and
+/// one that did not, ended when they are within 1.5× of each other.
+#[derive(Debug, Clone, Copy)]
+struct Shrink {
+    key: &'static str,
+    /// The smallest maximum known to hold the result.
+    good: u64,
+    /// The largest maximum known not to (0: none yet).
+    bad: u64,
+    /// The first candidate is the model's need for the best rate measured.
+    first: bool,
+}
+
+/// The search's state.
+pub struct Search {
+    cfg: Config,
+    original: Settings,
+    current: Settings,
+    b_in_effect: bool,
+    start_s: Option<f64>,
+    now_s: f64,
+    tests: usize,
+    last_obs: Option<Observation>,
+    baseline_bps: Option<f64>,
+    best_bps: f64,
+    tried: Vec<Vec<(String, String)>>,
+    trial: Option<Trial>,
+    next: Next,
+    steps: Vec<Step>,
+    not_tried: Vec<NotTried>,
+    shrink_queue: Vec<&'static str>,
+    shrink: Option<Shrink>,
+    stopped: Option<String>,
+    done: bool,
+}
+
+impl Search {
+    /// A search from the settings in effect now (read from the host, keys in
+    /// `hypothesis::KEYS`).
+    pub fn new(cfg: Config, settings: Settings) -> Search {
+        Search {
+            cfg,
+            original: settings.clone(),
+            current: settings,
+            b_in_effect: false,
+            start_s: None,
+            now_s: 0.0,
+            tests: 0,
+            last_obs: None,
+            baseline_bps: None,
+            best_bps: 0.0,
+            tried: Vec::new(),
+            trial: None,
+            next: Next::Run(ArmKind::Baseline),
+            steps: Vec::new(),
+            not_tried: Vec::new(),
+            shrink_queue: Vec::new(),
+            shrink: None,
+            stopped: None,
+            done: false,
+        }
+    }
+
+    /// The next action, given what just happened at `now_s` (seconds on any clock).
+    pub fn step(&mut self, now_s: f64, event: Event) -> Action {
+        self.now_s = now_s;
+        if self.done {
+            return Action::Done;
+        }
+        match event {
+            Event::Start => {
+                self.start_s = Some(now_s);
+                self.run(ArmKind::Baseline)
+            }
+            Event::Written => match self.next {
+                Next::Run(arm) => self.run(arm),
+                Next::Hypothesis => self.next_hypothesis(),
+                Next::Finish => self.finish_now(),
+            },
+            Event::Test(obs) => self.on_test(*obs),
+        }
+    }
+
+    /// The hypotheses the search would try first and those it will not (for `--dry-run`).
+    pub fn plan(&self, obs: &Observation) -> (Vec<Hypothesis>, Vec<NotTried>) {
+        hypotheses(obs, &self.current, &self.cfg)
+    }
+
+    /// The settings the search has kept so far (what must stay in effect if it stops now).
+    pub fn current(&self) -> &Settings {
+        &self.current
+    }
+
+    /// The report: steps, the final state and its drop-in.
+    pub fn report(&self) -> Report {
+        Report::new(
+            &self.original,
+            &self.current,
+            self.steps.clone(),
+            self.not_tried.clone(),
+            self.baseline_bps,
+            self.best_bps,
+            self.tests,
+            self.now_s - self.start_s.unwrap_or(self.now_s),
+            self.stopped
+                .clone()
+                .unwrap_or_else(|| "no hypothesis left".into()),
+        )
+    }
+
+    fn budget_left(&self) -> Option<String> {
+        if self.tests >= self.cfg.max_tests {
+            return Some(format!(
+                "the budget of {} tests is spent",
+                self.cfg.max_tests
+            ));
+        }
+        let elapsed = self.now_s - self.start_s.unwrap_or(self.now_s);
+        if elapsed + self.cfg.test_time_s > self.cfg.max_time_s {
+            return Some(format!(
+                "the time budget of {:.0} s is spent",
+                self.cfg.max_time_s
+            ));
+        }
+        None
+    }
+
+    fn run(&mut self, arm: ArmKind) -> Action {
+        if let Some(why) = self.budget_left() {
+            return self.stop(why);
+        }
+        self.tests += 1;
+        Action::RunTest { arm }
+    }
+
+    fn write(&mut self, values: Vec<(String, String)>, next: Next) -> Action {
+        self.next = next;
+        Action::Write { values }
+    }
+
+    /// Stops for `why`: a trial under way ends rolled back and the kept settings are put back.
+    fn stop(&mut self, why: String) -> Action {
+        self.stopped = Some(why.clone());
+        if let Some(t) = self.trial.take() {
+            self.record(&t, Outcome::RolledBack, format!("not decided: {why}"));
+        }
+        if self.b_in_effect {
+            self.b_in_effect = false;
+            let back = self.put_back();
+            return self.write(back, Next::Finish);
+        }
+        self.finish_now()
+    }
+
+    fn finish_now(&mut self) -> Action {
+        self.done = true;
+        Action::Done
+    }
+
+    /// The kept values of every key the last trial touched.
+    fn put_back(&self) -> Vec<(String, String)> {
+        self.tried
+            .last()
+            .map(|c| {
+                c.iter()
+                    .filter_map(|(k, _)| self.current.get(k).map(|v| (k.clone(), v.clone())))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    fn on_test(&mut self, obs: Observation) -> Action {
+        let Some(t) = self.trial.as_mut() else {
+            // The baseline.
+            self.baseline_bps = Some(obs.rate_bps);
+            self.best_bps = obs.rate_bps;
+            self.last_obs = Some(obs);
+            return self.next_hypothesis();
+        };
+        if self.b_in_effect {
+            t.b.push(obs.rate_bps);
+            t.b_rtt.extend(obs.srtt_s);
+            t.b_mem = t.b_mem.max(obs.memory_bytes);
+            t.last_b = Some(obs);
+            if let Some((outcome, why)) = self.judge() {
+                return self.decide(outcome, why);
+            }
+            self.b_in_effect = false;
+            let back = self.put_back();
+            self.write(back, Next::Run(ArmKind::A))
+        } else {
+            t.a.push(obs.rate_bps);
+            t.a_rtt.extend(obs.srtt_s);
+            t.last_a = Some(obs);
+            self.b_in_effect = true;
+            let values = t.hyp.changes.clone();
+            self.write(values, Next::Run(ArmKind::B))
+        }
+    }
+
+    /// The verdict after a B test, if there is one yet.
+    fn judge(&self) -> Option<(Outcome, String)> {
+        let t = self.trial.as_ref()?;
+        let cfg = &self.cfg;
+        let (ma, mb) = (mean(&t.a), mean(&t.b));
+        if !t.a_rtt.is_empty() && !t.b_rtt.is_empty() {
+            let (ra, rb) = (mean(&t.a_rtt), mean(&t.b_rtt));
+            if rb > ra * (1.0 + cfg.max_rtt_growth) {
+                return Some((
+                    Outcome::RolledBack,
+                    format!(
+                        "guardrail: loaded RTT grew from {:.2} ms to {:.2} ms, past the +{:.0}% limit (throughput {:+.1}%)",
+                        ra * 1e3,
+                        rb * 1e3,
+                        cfg.max_rtt_growth * 100.0,
+                        (mb / ma - 1.0) * 100.0
+                    ),
+                ));
+            }
+        }
+        if let Some(m) = t.b_mem.filter(|m| *m > cfg.max_memory_bytes) {
+            return Some((
+                Outcome::RolledBack,
+                format!(
+                    "guardrail: buffers held {m} B, past the {} B limit",
+                    cfg.max_memory_bytes
+                ),
+            ));
+        }
+        let pairs = t.b.len();
+        let enough = match t.phase {
+            Phase::Shrink => cfg.shrink_pairs,
+            Phase::Change => cfg.min_pairs,
+        };
+        if pairs < enough {
+            return None;
+        }
+        let last = pairs >= cfg.max_pairs;
+        if t.phase == Phase::Shrink {
+            let keep = mb >= (1.0 - cfg.shrink_tolerance) * self.best_bps.max(ma);
+            return Some(if keep {
+                (
+                    Outcome::Kept,
+                    format!(
+                        "{:.1}% of the best ({:.1} Mbit/s), within {:.0}%",
+                        mb / self.best_bps.max(ma) * 100.0,
+                        self.best_bps.max(ma) / 1e6,
+                        cfg.shrink_tolerance * 100.0
+                    ),
+                )
+            } else {
+                (
+                    Outcome::RolledBack,
+                    format!(
+                        "{:.1}% of the best: more than {:.0}% lost",
+                        mb / self.best_bps.max(ma) * 100.0,
+                        cfg.shrink_tolerance * 100.0
+                    ),
+                )
+            });
+        }
+        // Each look tests at 5% over the number of looks a trial may take.
+        let looks = (cfg.max_pairs - cfg.min_pairs + 1) as f64;
+        let gain = mb / ma - 1.0;
+        match welch(&t.a, &t.b, 0.05 / looks) {
+            Verdict::Better if gain >= cfg.min_gain => Some((
+                Outcome::Kept,
+                format!("{:+.1}% throughput, significant at 95%", gain * 100.0),
+            )),
+            Verdict::Better => Some((
+                Outcome::RolledBack,
+                format!(
+                    "{:+.1}% is below the {:.0}% worth keeping",
+                    gain * 100.0,
+                    cfg.min_gain * 100.0
+                ),
+            )),
+            Verdict::Worse => Some((
+                Outcome::RolledBack,
+                format!(
+                    "{:+.1}% throughput: worse, significant at 95%",
+                    gain * 100.0
+                ),
+            )),
+            Verdict::NoDifference if last => Some((
+                Outcome::RolledBack,
+                format!(
+                    "no difference shown after {pairs} pairs ({:+.1}%)",
+                    gain * 100.0
+                ),
+            )),
+            Verdict::NoDifference => None,
+        }
+    }
+
+    fn record(&mut self, t: &Trial, outcome: Outcome, why: String) {
+        let rtt = |v: &[f64]| (!v.is_empty()).then(|| mean(v) * 1e3);
+        self.steps.push(Step {
+            phase: t.phase,
+            changes: t.hyp.changes.clone(),
+            was: t.was.clone(),
+            evidence: t.evidence.clone(),
+            a: Arm::of(&t.a),
+            b: Arm::of(&t.b),
+            a_rtt_ms: rtt(&t.a_rtt),
+            b_rtt_ms: rtt(&t.b_rtt),
+            tests: t.a.len() + t.b.len(),
+            outcome,
+            why,
+            memory_bytes: t.hyp.memory_bytes,
+        });
+    }
+
+    fn decide(&mut self, outcome: Outcome, why: String) -> Action {
+        let Some(t) = self.trial.take() else {
+            return self.finish_now();
+        };
+        self.record(&t, outcome, why);
+        if outcome == Outcome::Kept {
+            for (k, v) in &t.hyp.changes {
+                self.current.insert(k.clone(), v.clone());
+            }
+            self.best_bps = self.best_bps.max(mean(&t.b));
+            self.last_obs = t.last_b.clone();
+            if let Some(sh) = self.shrink.as_mut() {
+                sh.good = buffer_max(&self.current[sh.key]).unwrap_or(sh.good);
+                sh.first = false;
+            }
+            self.b_in_effect = false;
+            return self.next_hypothesis();
+        }
+        if t.phase == Phase::Shrink {
+            if let Some(sh) = self.shrink.as_mut() {
+                sh.bad = t
+                    .hyp
+                    .changes
+                    .first()
+                    .and_then(|(_, v)| buffer_max(v))
+                    .unwrap_or(sh.bad);
+                sh.first = false;
+            }
+        }
+        self.last_obs = t.last_a.clone().or(self.last_obs.take());
+        self.b_in_effect = false;
+        let back = self.put_back();
+        self.write(back, Next::Hypothesis)
+    }
+
+    fn begin(&mut self, phase: Phase, hyp: Hypothesis) -> Action {
+        let was = hyp
+            .changes
+            .iter()
+            .map(|(k, _)| (k.clone(), self.current.get(k).cloned().unwrap_or_default()))
+            .collect();
+        self.tried.push(hyp.changes.clone());
+        let evidence = self
+            .last_obs
+            .as_ref()
+            .map(|o| o.verdict.clone())
+            .unwrap_or_default();
+        self.trial = Some(Trial {
+            phase,
+            hyp,
+            was,
+            a: vec![],
+            b: vec![],
+            a_rtt: vec![],
+            b_rtt: vec![],
+            b_mem: None,
+            last_a: None,
+            last_b: None,
+            evidence,
+        });
+        self.run(ArmKind::A)
+    }
+
+    fn next_hypothesis(&mut self) -> Action {
+        if let Some(why) = self.budget_left() {
+            return self.stop(why);
+        }
+        if self.shrink.is_none() && self.shrink_queue.is_empty() {
+            if let Some(obs) = &self.last_obs {
+                let (hyps, not) = hypotheses(obs, &self.current, &self.cfg);
+                for n in not {
+                    if !self.not_tried.contains(&n) {
+                        self.not_tried.push(n);
+                    }
+                }
+                if let Some(h) = hyps.into_iter().find(|h| !self.tried.contains(&h.changes)) {
+                    return self.begin(Phase::Change, h);
+                }
+            }
+            // No hypothesis left: shrink this end's buffer and any other one kept.
+            let role_key = match self.cfg.role {
+                Role::Receiver => RMEM,
+                Role::Sender => WMEM,
+            };
+            self.shrink_queue = [RMEM, WMEM]
+                .into_iter()
+                .filter(|k| *k == role_key || self.current.get(*k) != self.original.get(*k))
+                .filter(|k| self.current.contains_key(*k))
+                .collect();
+            if self.shrink_queue.is_empty() {
+                return self.finish_now();
+            }
+        }
+        self.next_shrink()
+    }
+
+    /// The next shrink trial: the model's need first, then halving until a size fails, then
+    /// bisecting until the kept size is within 1.5× of one that failed.
+    fn next_shrink(&mut self) -> Action {
+        loop {
+            if self.shrink.is_none() {
+                let Some(key) = self.shrink_queue.pop() else {
+                    return self.finish_now();
+                };
+                let good = buffer_max(&self.current[key]).unwrap_or(0);
+                // A kept buffer need not go below the original, which did not suffice.
+                let kept = self.current.get(key) != self.original.get(key);
+                let bad = match self.original.get(key).and_then(|v| buffer_max(v)) {
+                    Some(o) if kept => o,
+                    _ => 0,
+                };
+                self.shrink = Some(Shrink {
+                    key,
+                    good,
+                    bad,
+                    first: true,
+                });
+            }
+            let Some(sh) = self.shrink else {
+                return self.finish_now();
+            };
+            let need = self.last_obs.as_ref().and_then(|o| {
+                let rtt = o.min_rtt_s.or(o.srtt_s)?;
+                buffer_need(sh.key, self.best_bps, rtt, false, &self.current, &self.cfg)
+            });
+            let candidate = match need {
+                Some(n) if sh.first && n > sh.bad && n < sh.good => n,
+                _ if sh.bad == 0 => sh.good / 2,
+                _ => (sh.good as f64 * sh.bad as f64).sqrt() as u64,
+            };
+            let candidate = candidate.div_ceil(4096) * 4096;
+            let worth = (sh.good as f64) > 1.5 * sh.bad as f64 && candidate.max(65536) < sh.good;
+            let value = with_buffer_max(&self.current[sh.key], candidate.max(65536));
+            match value {
+                Some(v)
+                    if worth && !self.tried.contains(&vec![(sh.key.to_string(), v.clone())]) =>
+                {
+                    let c = buffer_max(&v).unwrap_or(candidate);
+                    let kind = if sh.key == RMEM {
+                        Kind::ReceiveBuffer
+                    } else {
+                        Kind::SendBuffer
+                    };
+                    let hyp = Hypothesis {
+                        kind,
+                        changes: vec![(sh.key.to_string(), v)],
+                        why: format!("shrink {} max {} → {c} B", sh.key, sh.good),
+                        memory_bytes: Some(c * u64::from(self.cfg.flows.max(1))),
+                    };
+                    return self.begin(Phase::Shrink, hyp);
+                }
+                _ => self.shrink = None,
+            }
+        }
+    }
+}

@@ -1,0 +1,312 @@
+//! The search against a model of a path on a virtual clock: throughput a function of the
+//! receive buffer (window = half the buffer, over the RTT, up to the link), seeded noise, and
+//! a queue that fills when the window exceeds the path's BDP.
+
+use tcptune_diagnose::advice::Knob;
+use tcptune_diagnose::engine::Limit;
+use tcptune_emu::Rng;
+
+use crate::hypothesis::{
+    buffer_max, hypotheses, Config, Kind, Observation, Role, Settings, CC, CC_AVAILABLE, RMEM,
+    SACK, WMEM,
+};
+use crate::report::{Outcome, Phase, Report};
+use crate::search::{Action, Event, Search};
+
+const TEST_S: f64 = 2.0;
+
+struct FakePath {
+    capacity_bps: f64,
+    rtt_s: f64,
+    /// Relative σ of each test's throughput.
+    noise: f64,
+    /// Chance a test shares the path with a competing flow (it then gets 70%).
+    competing: f64,
+    /// Whether the buffer matters at all (false: an A/A path, rwnd-limited by its reader).
+    buffer_matters: bool,
+    /// A path that trades RTT for throughput past this buffer max (bytes): +30% rate, 3× RTT.
+    bloat_above: Option<u64>,
+    /// Socket memory the test reports, as a multiple of the buffer maximum (overhead).
+    memory_factor: u64,
+    rng: Rng,
+}
+
+impl FakePath {
+    fn new(seed: u64) -> FakePath {
+        FakePath {
+            capacity_bps: 100e6,
+            rtt_s: 0.020,
+            noise: 0.05,
+            competing: 0.0,
+            buffer_matters: true,
+            bloat_above: None,
+            memory_factor: 1,
+            rng: Rng::new(seed),
+        }
+    }
+
+    fn bdp_bytes(&self) -> f64 {
+        self.capacity_bps * self.rtt_s / 8.0
+    }
+
+    /// The rate the model gives without noise.
+    fn rate(&self, rmem_max: u64) -> f64 {
+        if !self.buffer_matters {
+            return self.capacity_bps * 0.4;
+        }
+        let window = rmem_max as f64 / 2.0;
+        let r = (window * 8.0 / self.rtt_s).min(self.capacity_bps);
+        match self.bloat_above {
+            Some(b) if rmem_max > b => r * 1.3,
+            _ => r,
+        }
+    }
+
+    fn test(&mut self, s: &Settings) -> Observation {
+        let rmem = buffer_max(&s[RMEM]).unwrap();
+        let mut rate = self.rate(rmem) * (1.0 + self.noise * self.rng.normal());
+        if self.rng.chance(self.competing) {
+            rate *= 0.7;
+        }
+        let window = rmem as f64 / 2.0;
+        let queue_s = ((window - self.bdp_bytes()).max(0.0) * 8.0 / self.capacity_bps).min(0.001);
+        let mut srtt = self.rtt_s + queue_s;
+        if matches!(self.bloat_above, Some(b) if rmem > b) {
+            srtt *= 3.0;
+        }
+        let limited = !self.buffer_matters || window < self.bdp_bytes() * 0.95;
+        Observation {
+            rate_bps: rate,
+            srtt_s: Some(srtt),
+            min_rtt_s: Some(self.rtt_s),
+            memory_bytes: Some(rmem * self.memory_factor),
+            limit: if limited {
+                Limit::ReceiverWindow
+            } else {
+                Limit::PathCapacity
+            },
+            knobs: if limited {
+                vec![Knob::TcpRmemMax]
+            } else {
+                vec![]
+            },
+            verdict: format!("{:.1} Mbit/s", rate / 1e6),
+        }
+    }
+}
+
+fn settings(rmem_max: u64) -> Settings {
+    [
+        (RMEM, format!("4096 65536 {rmem_max}")),
+        (WMEM, "4096 16384 4194304".into()),
+        (CC, "cubic".into()),
+        (CC_AVAILABLE, "reno cubic".into()),
+        (SACK, "1".into()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect()
+}
+
+/// Runs the search to its end; returns the report and the settings in effect at the end.
+fn drive(cfg: Config, path: &mut FakePath, start: Settings) -> (Report, Settings) {
+    let mut host = start.clone();
+    let mut search = Search::new(cfg, start);
+    let (mut now, mut event) = (0.0, Event::Start);
+    for _ in 0..1000 {
+        match search.step(now, event) {
+            Action::Write { values } => {
+                for (k, v) in values {
+                    host.insert(k, v);
+                }
+                event = Event::Written;
+            }
+            Action::RunTest { .. } => {
+                now += TEST_S;
+                event = Event::Test(Box::new(path.test(&host)));
+            }
+            Action::Done => {
+                assert_eq!(
+                    &host,
+                    search.current(),
+                    "the host ends in the state the search kept"
+                );
+                return (search.report(), host);
+            }
+        }
+    }
+    panic!("the search did not end in 1000 actions");
+}
+
+#[test]
+fn an_aa_trial_is_no_difference_in_at_least_19_of_20_noisy_runs() {
+    let mut kept = 0;
+    for seed in 0..20 {
+        let mut path = FakePath::new(seed);
+        path.buffer_matters = false;
+        path.noise = 0.08;
+        path.competing = 0.15;
+        let (report, host) = drive(
+            Config::new(Role::Receiver, TEST_S),
+            &mut path,
+            settings(131072),
+        );
+        assert!(!report.steps.is_empty(), "seed {seed}: a trial ran");
+        let change_kept = report
+            .steps
+            .iter()
+            .any(|s| s.phase == Phase::Change && s.outcome == Outcome::Kept);
+        if change_kept {
+            kept += 1;
+        } else {
+            // A buffer that does not matter may only shrink.
+            let max = buffer_max(&host[RMEM]).unwrap();
+            assert!(max <= 131072, "seed {seed}: {report}");
+        }
+    }
+    eprintln!("A/A: {kept} of 20 searches kept a change");
+    assert!(
+        kept <= 1,
+        "{kept} of 20 A/A searches kept a change that does nothing"
+    );
+}
+
+#[test]
+fn a_real_improvement_is_kept_then_shrunk_to_near_the_smallest_sufficient_buffer() {
+    for seed in 0..5 {
+        let mut path = FakePath::new(100 + seed);
+        let (report, host) = drive(
+            Config::new(Role::Receiver, TEST_S),
+            &mut path,
+            settings(65536),
+        );
+        let first = &report.steps[0];
+        assert_eq!(first.phase, Phase::Change);
+        assert_eq!(first.outcome, Outcome::Kept, "seed {seed}: {report}");
+        let max = buffer_max(&host[RMEM]).unwrap();
+        // The smallest buffer giving 95% of the link: window 0.95 × BDP, buffer twice that.
+        let smallest = 2.0 * 0.95 * path.bdp_bytes();
+        // Shrinking keeps 95% of the best *measured* mean, which noise (5% σ) moves by a few %.
+        assert!(
+            path.rate(max) >= 0.93 * path.capacity_bps,
+            "seed {seed}: {max} B gives {:.1} Mbit/s\n{report}",
+            path.rate(max) / 1e6
+        );
+        assert!(
+            (max as f64) <= 1.5 * smallest,
+            "seed {seed}: {max} B is over 1.5× {smallest:.0} B\n{report}"
+        );
+        assert!(
+            report.steps.iter().any(|s| s.phase == Phase::Shrink),
+            "seed {seed}: {report}"
+        );
+        assert!(
+            report.tests_used <= 25,
+            "seed {seed}: {} tests",
+            report.tests_used
+        );
+        assert_eq!(report.changed.len(), 1);
+        assert!(report.dropin.contains(&format!("{RMEM} = {}", host[RMEM])));
+    }
+}
+
+#[test]
+fn a_change_that_wins_throughput_by_blowing_the_rtt_guardrail_is_rolled_back() {
+    let mut path = FakePath::new(7);
+    // The buffer is not what limits (the link is), but past 128 KiB the path trades RTT for rate.
+    path.capacity_bps = 1e9;
+    path.bloat_above = Some(131072);
+    let (report, host) = drive(
+        Config::new(Role::Receiver, TEST_S),
+        &mut path,
+        settings(131072),
+    );
+    let step = &report.steps[0];
+    assert_eq!(step.outcome, Outcome::RolledBack, "{report}");
+    assert!(step.why.contains("loaded RTT"), "{}", step.why);
+    assert!(step.why.contains("guardrail"), "{}", step.why);
+    assert!(step.b.as_ref().unwrap().mean_bps > step.a.as_ref().unwrap().mean_bps);
+    assert_eq!(host, settings(131072), "every value as it was");
+}
+
+#[test]
+fn the_budget_stops_mid_trial_with_the_change_put_back() {
+    let mut path = FakePath::new(3);
+    path.noise = 0.3;
+    path.buffer_matters = false;
+    let mut cfg = Config::new(Role::Receiver, TEST_S);
+    cfg.max_tests = 4;
+    let (report, host) = drive(cfg.clone(), &mut path, settings(131072));
+    assert_eq!(report.tests_used, 4);
+    assert!(report.stopped.contains("4 tests"), "{}", report.stopped);
+    assert_eq!(host, settings(131072));
+    // Time: 3 tests of 2 s fit in 7 s, a fourth does not.
+    cfg.max_tests = 25;
+    cfg.max_time_s = 7.0;
+    let (report, host) = drive(cfg, &mut FakePath::new(3), settings(65536));
+    assert_eq!(report.tests_used, 3, "{report}");
+    assert!(report.stopped.contains("time budget"));
+    assert_eq!(host, settings(65536));
+}
+
+#[test]
+fn hypotheses_follow_the_diagnosis_and_say_what_they_do_not_try() {
+    let mut obs = FakePath::new(1).test(&settings(65536));
+    let mut cfg = Config::new(Role::Sender, TEST_S);
+    obs.limit = Limit::Loss;
+    obs.knobs = vec![Knob::CongestionControl, Knob::Sack];
+    let mut s = settings(65536);
+    s.insert(SACK.into(), "0".into());
+    let (h, not) = hypotheses(&obs, &s, &cfg);
+    assert_eq!(h.len(), 1, "{h:?}");
+    assert_eq!(h[0].changes, vec![(SACK.to_string(), "1".to_string())]);
+    assert!(not
+        .iter()
+        .any(|n| n.what.contains("bbr") && n.why.contains("not available")));
+    assert!(not.iter().any(|n| n.what.contains("initcwnd")));
+    s.insert(CC_AVAILABLE.into(), "reno cubic bbr".into());
+    let (h, _) = hypotheses(&obs, &s, &cfg);
+    assert!(h
+        .iter()
+        .any(|h| h.changes == vec![(CC.to_string(), "bbr".to_string())]));
+    // The memory limit caps a buffer step, and says so when it allows none.
+    cfg.role = Role::Receiver;
+    obs.limit = Limit::ReceiverWindow;
+    cfg.max_memory_bytes = 65536;
+    let (h, not) = hypotheses(&obs, &s, &cfg);
+    assert!(h.iter().all(|h| h.kind != Kind::ReceiveBuffer), "{h:?}");
+    assert!(not.iter().any(|n| n.why.contains("memory limit")));
+}
+
+#[test]
+fn with_the_path_rate_given_a_buffer_that_meets_it_is_left_alone() {
+    let path = FakePath::new(1);
+    let mut obs = FakePath::new(1).test(&settings(65536));
+    obs.limit = Limit::ReceiverWindow;
+    let mut cfg = Config::new(Role::Receiver, TEST_S);
+    cfg.path_rate_bps = Some(path.capacity_bps);
+    let (h, _) = hypotheses(&obs, &settings(65536), &cfg);
+    let grown = buffer_max(&h[0].changes[0].1).unwrap();
+    assert!(
+        grown as f64 >= 2.0 * path.bdp_bytes(),
+        "{grown} B holds the BDP's window"
+    );
+    let (h, _) = hypotheses(&obs, &settings(grown), &cfg);
+    assert!(h.is_empty(), "{h:?}");
+}
+
+#[test]
+fn a_change_whose_buffers_outgrow_the_memory_limit_is_rolled_back() {
+    let mut path = FakePath::new(11);
+    path.memory_factor = 2;
+    let mut cfg = Config::new(Role::Receiver, TEST_S);
+    cfg.max_memory_bytes = 1 << 20;
+    let (report, host) = drive(cfg, &mut path, settings(65536));
+    let step = &report.steps[0];
+    assert_eq!(step.outcome, Outcome::RolledBack, "{report}");
+    assert!(step.why.contains("guardrail: buffers held"), "{}", step.why);
+    assert_eq!(step.tests, 2, "judged on the first B test");
+    // Whatever it keeps afterwards holds within the limit.
+    let max = buffer_max(&host[RMEM]).unwrap();
+    assert!(max * path.memory_factor <= 1 << 20, "{report}");
+}
