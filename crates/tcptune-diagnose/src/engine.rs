@@ -284,6 +284,11 @@ pub struct Context {
     pub zerocopy: bool,
     /// CPUs of the host running the sender, when known (more streams than this share cores).
     pub cores: Option<u32>,
+    /// The receiver reads as fast as it can (a throughput test's server or client): when its
+    /// window shows it read slowly, it fell behind.
+    pub bulk_receiver: bool,
+    /// Both ends on one host over loopback: there is no network, only CPUs.
+    pub loopback: bool,
 }
 
 impl Default for Context {
@@ -303,6 +308,8 @@ impl Default for Context {
             write_bytes: None,
             zerocopy: false,
             cores: None,
+            bulk_receiver: false,
+            loopback: false,
         }
     }
 }

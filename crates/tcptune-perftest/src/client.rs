@@ -130,6 +130,9 @@ pub fn context(
         write_bytes: Some(u64::from(params.len)).filter(|&l| l > 0),
         zerocopy: params.zerocopy && ours_send,
         cores: (ours_send || peer_is_local).then(|| spare_cores(params, peer_is_local)),
+        // Both tcptune's and iperf3's receivers read as fast as the socket gives.
+        bulk_receiver: true,
+        loopback: peer_is_local,
         ..TestContext::default()
     }
 }
@@ -377,12 +380,9 @@ pub fn run_with(
 ) -> Result<TestOutput, TestError> {
     let addr = resolve(&cfg.host, cfg.port, cfg.family)?;
     let clock = Clock::start();
-    // The idle round trip, before anything of the test loads the path.
-    let mut probes = if cfg.latency {
-        probe::idle(addr, probe::IDLE_PROBES, clock.0)
-    } else {
-        Vec::new()
-    };
+    // The idle round trip: the handshakes of the test's own connections, before any data
+    // (a probe connection of its own would be taken by a one-shot `iperf3 -s -1` for its test).
+    let mut probes = Vec::new();
     let started_at = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs())
@@ -393,8 +393,12 @@ pub fn run_with(
         extra: cfg.control_extra.clone(),
         ..DataOptions::default()
     };
+    let handshake = std::time::Instant::now();
     let ctl_sock = sock::connect(&addr, &ctl_opts, cfg.connect_timeout)
         .map_err(|e| TestError::Connect { addr, error: e })?;
+    if cfg.latency {
+        probes.push(probe::idle_handshake(clock.0, handshake.elapsed()));
+    }
     let tcp_mss_default = sock::get_int(
         std::os::fd::AsFd::as_fd(&ctl_sock),
         libc::IPPROTO_TCP,
@@ -467,8 +471,12 @@ pub fn run_with(
             }),
             extra: cfg.data_extra.clone(),
         };
+        let handshake = std::time::Instant::now();
         let d = match sock::connect_reporting(&addr, &opts, cfg.connect_timeout) {
             Ok((d, b)) => {
+                if cfg.latency {
+                    probes.push(probe::idle_handshake(clock.0, handshake.elapsed()));
+                }
                 if i == 0 {
                     initial = b;
                 }

@@ -5,8 +5,11 @@
 //! kernel completes the handshake, and a busy iperf3 answers an extra control connection with
 //! "access denied" (or has closed its listener for the test).
 //!
-//! Idle probes run before the data phase; loaded ones on a thread of their own during it, at
-//! a fixed rate far below the draft's 100 probes per second cap.
+//! Idle round trips are the handshakes of the test's own connections (control and data), made
+//! before any data flows: a probe connection of its own before the test would be taken by a
+//! one-shot `iperf3 -s -1` for its one test. Loaded probes run on a thread of their own during
+//! the data phase (a busy iperf3 answers them "access denied"), at a fixed rate far below the
+//! draft's 100 probes per second cap.
 
 use std::io;
 use std::net::{SocketAddr, TcpStream};
@@ -22,8 +25,6 @@ use tcptune_model::Dur;
 /// A probe with no answer in this long is lost (a loaded deep queue can hold a SYN for over a
 /// second).
 pub const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
-/// Handshakes before the load.
-pub const IDLE_PROBES: usize = 10;
 /// Loaded probes per second.
 pub const LOADED_RATE_HZ: u32 = 10;
 
@@ -53,16 +54,15 @@ fn at(clock: Instant) -> Dur {
     Dur::from_nanos(clock.elapsed().as_nanos().min(u64::MAX as u128) as u64)
 }
 
-/// `n` idle handshakes, one after another (each waits for the previous one's answer).
-pub fn idle(addr: SocketAddr, n: usize, clock: Instant) -> Vec<Probe> {
-    (0..n)
-        .map(|_| Probe {
-            at_s: at(clock),
-            kind: ProbeKind::ForeignHandshake,
-            phase: Phase::Idle,
-            rtt_s: handshake(addr, PROBE_TIMEOUT).map(|d| Dur::from_nanos(d.as_nanos() as u64)),
-        })
-        .collect()
+/// The idle round trip one of the test's own connections measured: its connect() took one
+/// handshake, before any data flowed.
+pub fn idle_handshake(clock: Instant, took: Duration) -> Probe {
+    Probe {
+        at_s: at(clock),
+        kind: ProbeKind::ForeignHandshake,
+        phase: Phase::Idle,
+        rtt_s: Some(Dur::from_nanos(took.as_nanos() as u64)),
+    }
 }
 
 /// Handshakes during the load: a pacing thread starts one every period, each on a thread of
@@ -160,12 +160,8 @@ mod tests {
         drop(l);
         // The port is closed now: the RST is the answer.
         assert!(handshake(open, PROBE_TIMEOUT).is_some());
-        let clock = Instant::now();
-        let v = idle(open, 3, clock);
-        assert_eq!(v.len(), 3);
-        assert!(v
-            .iter()
-            .all(|p| p.rtt_s.is_some() && p.phase == Phase::Idle));
-        assert!(v.windows(2).all(|w| w[0].at_s <= w[1].at_s));
+        let p = idle_handshake(Instant::now(), Duration::from_micros(20_350));
+        assert_eq!(p.rtt_s, Some(Dur::from_micros(20_350)));
+        assert_eq!(p.phase, Phase::Idle);
     }
 }

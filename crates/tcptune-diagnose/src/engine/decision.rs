@@ -261,7 +261,74 @@ pub(super) fn decide_sender(e: &Evidence, ctx: &Context, chronographs_reported: 
             format!("{}; the socket showed {}", c.describe(), d.limit.label()),
         );
     }
-    d
+    what_the_signs_mean(d, e, ctx)
+}
+
+/// Whether the receiver read slowly: its window covers the BDP, or allows four times what
+/// arrived over the minimum RTT, or is a small part of its buffer (data sat unread).
+pub(super) fn reads_slowly(e: &Evidence, ctx: &Context) -> bool {
+    let covers_bdp = matches!(
+        (bdp_bytes(ctx, e), e.peer_window_bytes),
+        (Some(bdp), Some(w)) if w >= bdp
+    );
+    let far_above = matches!(
+        (e.achieved_bps, min_rtt_window_bound(e)),
+        (Some(a), Some(w)) if a.bps() < w.bps() / 4.0
+    );
+    let backlog = matches!(
+        (e.receiver_buffer_bytes, e.peer_window_bytes),
+        (Some(b), Some(w)) if (w as f64) < UNREAD_BACKLOG * b as f64 / 2.0
+    );
+    covers_bdp || far_above || backlog
+}
+
+/// What a class means where the context says more than the socket: on loopback there is no
+/// network, only the CPUs that move the bytes; a test's receiver reads as fast as it can, so
+/// one that read slowly fell behind. (A queue that formed does not make a flow "at the path's
+/// capacity" without the path's rate: a competing flow or a CPU-bound receiver's late ACKs
+/// raise the RTT too.)
+fn what_the_signs_mean(d: Decision, e: &Evidence, ctx: &Context) -> Decision {
+    let busy_host = || {
+        e.cpu
+            .iter()
+            .find(|c| c.scope == CpuScope::Host && c.bound())
+            .map(CpuUse::describe)
+    };
+    match d.limit {
+        Limit::Network if ctx.loopback => {
+            let host = busy_host().map(|h| format!("; {h}")).unwrap_or_default();
+            Decision::new(
+                Limit::Cpu,
+                None,
+                format!(
+                    "on loopback there is no network: the CPUs that run both ends and their \
+                     softirq work move the bytes ({}){host}",
+                    d.why
+                ),
+            )
+        }
+        Limit::ReceiverWindow if ctx.bulk_receiver && reads_slowly(e, ctx) => {
+            let behind = format!(
+                "{}; yet the receiver is a bulk reader that reads as fast as it can: it fell \
+                 behind its socket",
+                d.why
+            );
+            match busy_host() {
+                Some(h) => Decision::new(Limit::Cpu, None, format!("{behind} while {h}")),
+                None => {
+                    let mut c = Decision::new(Limit::ConflictingEvidence, None, behind);
+                    c.missing.push(
+                        "what kept the receiver from reading: its CPU time and run-queue wait \
+                         over the test (run the server under `tcptune serve` on this host, or \
+                         look at its host's load)"
+                            .into(),
+                    );
+                    c
+                }
+            }
+        }
+        _ => d,
+    }
 }
 
 /// Whether the receiver's window is below the BDP (its buffer, not its reading, limits). The

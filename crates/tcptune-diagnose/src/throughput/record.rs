@@ -50,6 +50,12 @@ pub struct ContextRecord {
     /// CPUs of the sending host, when known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cores: Option<u32>,
+    /// The receiver reads as fast as it can (absent in older records: false).
+    #[serde(default)]
+    pub bulk_receiver: bool,
+    /// Both ends on one host over loopback (absent in older records: false).
+    #[serde(default)]
+    pub loopback: bool,
 }
 
 impl From<&Context> for ContextRecord {
@@ -69,6 +75,8 @@ impl From<&Context> for ContextRecord {
             write_bytes: c.write_bytes,
             zerocopy: c.zerocopy,
             cores: c.cores,
+            bulk_receiver: c.bulk_receiver,
+            loopback: c.loopback,
         }
     }
 }
@@ -90,6 +98,8 @@ impl From<&ContextRecord> for Context {
             write_bytes: r.write_bytes,
             zerocopy: r.zerocopy,
             cores: r.cores,
+            bulk_receiver: r.bulk_receiver,
+            loopback: r.loopback,
         }
     }
 }
@@ -123,6 +133,8 @@ mod tests {
             write_bytes: Some(131_072),
             zerocopy: true,
             cores: Some(2),
+            bulk_receiver: true,
+            loopback: true,
         };
         let json = serde_json::to_string(&ContextRecord::from(&ctx)).unwrap();
         let back: ContextRecord = serde_json::from_str(&json).unwrap();

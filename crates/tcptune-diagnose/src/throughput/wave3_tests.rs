@@ -401,3 +401,84 @@ fn the_check_catches_each_broken_promise() {
         assert!(rules.iter().any(|r| r == want), "{want} not in {rules:?}");
     }
 }
+
+#[test]
+fn on_loopback_a_network_limit_is_the_cpu() {
+    // A cwnd/pacing-limited series (no window, no send buffer, no loss).
+    let s = Series {
+        snd_wnd: 4 << 20,
+        rwnd_per_tick_us: 0,
+        cwnd_segs: 60,
+        unacked: 58,
+        ..base()
+    };
+    let d = run(&s, &Context::default());
+    assert_eq!(d.limit, Limit::Network, "{}", d.verdict);
+    let lo = Context {
+        loopback: true,
+        ..Context::default()
+    };
+    let d = run(&s, &lo);
+    assert_eq!(d.limit, Limit::Cpu, "{}", d.verdict);
+    assert!(
+        d.verdict.contains("on loopback there is no network"),
+        "{}",
+        d.verdict
+    );
+    clean(&d);
+}
+
+#[test]
+fn a_bulk_reader_that_read_slowly_fell_behind() {
+    // The loopback CPU-bound case: a 58 KiB window over a 5 µs minimum RTT allows 95 Gbit/s,
+    // 4.9 Gbit/s arrived, the rwnd clock says 71%.
+    let s = Series {
+        snd_wnd: 58 << 10,
+        rtt_us: 100,
+        bytes_per_tick: 61_000_000,
+        rwnd_per_tick_us: 71_000,
+        ..base()
+    };
+    let mut samples = s.samples(100);
+    for x in &mut samples {
+        x.info.min_rtt_us = Some(5);
+    }
+    let judge = |ctx: &Context, cpu: &[CpuUse]| {
+        diagnose_stream(
+            &StreamInput {
+                id: 1,
+                sender: &samples,
+                receiver: &[],
+                received_bytes: 61_000_000 * 100,
+                seconds: Dur::from_secs_f64(10.0),
+                cpu,
+            },
+            ctx,
+        )
+    };
+    let d = judge(&Context::default(), &[]);
+    assert_eq!(d.limit, Limit::ReceiverWindow, "{}", d.verdict);
+    let test = Context {
+        bulk_receiver: true,
+        ..Context::default()
+    };
+    let d = judge(&test, &[]);
+    assert_eq!(d.limit, Limit::ConflictingEvidence, "{}", d.verdict);
+    assert!(
+        d.verdict.contains("fell behind its socket"),
+        "{}",
+        d.verdict
+    );
+    clean(&d);
+    let host = [CpuUse {
+        end: End::BothEnds,
+        scope: CpuScope::Host,
+        percent: 100.0,
+        cores: 1.0,
+        softirq_percent: None,
+        wait_percent: None,
+    }];
+    let d = judge(&test, &host);
+    assert_eq!(d.limit, Limit::Cpu, "{}", d.verdict);
+    clean(&d);
+}
