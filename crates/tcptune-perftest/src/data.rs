@@ -187,16 +187,12 @@ impl DataPhase {
                         )
                     })?
             } else {
-                // Wake the reader for a good amount of data rather than every segment: fewer
-                // wakeups and reads for the same bytes (iperf3's select loop gets the same
-                // effect by being slower). A quarter of the receive buffer at most, so the
-                // kernel never grows the buffer for it (tcp_set_rcvlowat), which would change
-                // the window a small-buffer test measures.
-                let fd = sock.as_fd();
-                if let Ok(rcvbuf) = sock::get_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUF) {
-                    let lowat = (rcvbuf / 4).clamp(1, 64 * 1024);
-                    let _ = sock::set_int(fd, libc::SOL_SOCKET, libc::SO_RCVLOWAT, lowat);
-                }
+                // No SO_RCVLOWAT and no SO_RCVBUF (unless -w): the reader wakes for every byte
+                // and drains until the socket is empty, as iperf3 does. Bytes left unread
+                // shrink the window the sender sees, and the kernel sizes the buffer by what
+                // the reader copied per RTT (rcv_space): a receiver that waited for a quarter
+                // of a 64 KiB buffer (as this one once did) got 0.74x iperf3's rate on a
+                // window-limited path (tests/serve_fidelity.rs).
                 let stop = stop_all.clone();
                 let len = plan.block.clamp(4096, 1 << 20) as usize;
                 std::thread::Builder::new()
