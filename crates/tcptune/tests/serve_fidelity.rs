@@ -126,9 +126,9 @@ enum Server {
     Tcptune,
 }
 
-/// Runs the rounds on a fresh lab built with `lab_args`; returns (iperf3, tcptune) rates per
-/// round after checking the median ratio. `expect` checks iperf3's own rates say the path is
-/// what it is meant to be (so the comparison cannot pass on a path that tests nothing).
+/// Runs the rounds on a fresh lab built with `lab_args` and checks the median ratio. `expect`
+/// checks that iperf3's own rates say the path is what it is meant to be (so the comparison
+/// cannot pass on a path that tests nothing).
 fn compare(name: &'static str, lab_args: &[&str], expect: impl Fn(f64) -> bool) {
     if !tcptune_testkit::privileged(name) {
         return;
