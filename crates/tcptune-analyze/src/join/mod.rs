@@ -602,6 +602,22 @@ impl Joiner {
                 partner[d][j as usize] = PIECE;
             }
         }
+        // What is left and made only of bytes that passed the upstream point repeats bytes
+        // already delivered: the path's copy of a packet, merged by the downstream point's
+        // offload with its neighbour (its signature is then no packet's upstream).
+        let mut all = Ranges::default();
+        for &i in &by_flow[u][flow] {
+            let r = &self.recs[u][i as usize];
+            if r.len > 0 {
+                let st = rel(r.seq);
+                all.add(st, st + i64::from(r.len));
+            }
+        }
+        for &(st, e, j) in &downs {
+            if all.covers(st, e) && partner[d][j as usize] == u32::MAX {
+                partner[d][j as usize] = COPY;
+            }
+        }
         delivered
     }
 

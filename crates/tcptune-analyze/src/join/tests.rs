@@ -309,3 +309,27 @@ fn ranges_merge_and_cover() {
     r.add(40, 50);
     assert!(r.covers(41, 50) && !r.covers(29, 41) && r.covers(0, 30));
 }
+
+#[test]
+fn a_copy_merged_with_its_neighbour_downstream_is_a_duplicate_not_unseen() {
+    // Upstream: three 100-byte packets. Downstream: the first, then the path's copy of the
+    // first merged with the second by the receiver's offload (200 bytes whose signature no
+    // upstream packet has), then the third. The emulator counts one duplicate, nothing lost.
+    let mut j = Joiner::new();
+    for k in 0..3u32 {
+        j.segment(
+            Side::A,
+            i64::from(k) * 10,
+            &seg(true, 1000 + k * 100, 1, th::ACK, 100, k as u16),
+        );
+    }
+    j.segment(Side::B, 1_000_000, &seg(true, 1000, 1, th::ACK, 100, 0));
+    j.segment(Side::B, 1_000_010, &seg(true, 1000, 1, th::ACK, 200, 0));
+    j.segment(Side::B, 1_000_020, &seg(true, 1200, 1, th::ACK, 100, 2));
+    let r = j.finish(["a", "b"], Clock::Same);
+    let d = &r.flows[0].directions[0];
+    assert_eq!(
+        (d.lost_between, d.not_seen_upstream, d.duplicated),
+        (0, 0, 1)
+    );
+}
