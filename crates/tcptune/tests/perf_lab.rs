@@ -4,98 +4,20 @@
 //! buffer (send-buffer limited), 1% loss (loss limited, near the Mathis bound), and seed 001's
 //! untuned receiver against the same receiver tuned (the factor between them).
 
-use std::process::{Command, Output, Stdio};
-use std::sync::Mutex;
-use std::time::Duration;
+mod common;
 
+use std::sync::Mutex;
+
+use common::lab::Lab;
 use serde_json::Value;
 use tcptune_model::buffers::{buffers, BufferQuery, FlowSharing};
 use tcptune_model::kernel::{CongestionControl, KernelSource};
 use tcptune_model::{Dur, Rate};
-use tcptune_testkit::{line_channel, wait_for_line, Kill};
 
 /// Held by each test for its whole run: both assert throughput against a model's bound, and
 /// on a 2-core machine two labs' emulators and flows at once take each other's CPU (the
 /// receiver then reads late and its window, not the path, sets the rate).
 static ONE_LAB_AT_A_TIME: Mutex<()> = Mutex::new(());
-
-fn tcptune(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tcptune"))
-        .args(args)
-        .output()
-        .unwrap()
-}
-
-/// A lab removed on drop (also when an assertion fails).
-struct Lab(&'static str);
-impl Lab {
-    fn up(name: &'static str, args: &[&str]) -> Lab {
-        let _ = tcptune(&["lab", "down", "--name", name]);
-        let mut a = vec!["lab", "up", "--backend", "emu", "--name", name];
-        a.extend_from_slice(args);
-        let o = tcptune(&a);
-        assert!(
-            o.status.success(),
-            "lab up: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-        Lab(name)
-    }
-    fn set(&self, args: &[&str]) {
-        let mut a = vec!["lab", "set", "--name", self.0];
-        a.extend_from_slice(args);
-        let o = tcptune(&a);
-        assert!(
-            o.status.success(),
-            "lab set: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-    }
-    fn ns(&self, host: &str) -> String {
-        format!("tcptune-{}-{host}", self.0)
-    }
-    /// `tcptune serve -1` on the server, once it says it listens (a pipe read with a deadline),
-    /// then `tcptune test 198.18.0.2 --json ARGS` on the client: exit code and JSON result.
-    fn test(&self, args: &[&str]) -> (i32, Value) {
-        let bin = env!("CARGO_BIN_EXE_tcptune");
-        self.test_against(&[bin, "serve", "-1"], "listening on", args)
-    }
-    /// As `test`, against another server command that prints `ready` once it listens.
-    fn test_against(&self, server: &[&str], ready: &str, args: &[&str]) -> (i32, Value) {
-        let ns_server = self.ns("server");
-        let mut argv = vec!["netns", "exec", ns_server.as_str()];
-        argv.extend_from_slice(server);
-        let mut srv = Kill(
-            Command::new("ip")
-                .args(&argv)
-                .stdout(Stdio::piped())
-                .spawn()
-                .unwrap(),
-        );
-        let rx = line_channel(srv.0.stdout.take().unwrap());
-        wait_for_line(&rx, Duration::from_secs(10), |l| l.contains(ready))
-            .expect("the server printed that it listens within 10 s");
-        let ns_client = self.ns("client");
-        let mut a = vec!["netns", "exec", ns_client.as_str()];
-        let bin = env!("CARGO_BIN_EXE_tcptune");
-        a.extend_from_slice(&[bin, "test", "198.18.0.2", "--json", "-i", "0"]);
-        a.extend_from_slice(args);
-        let o = Command::new("ip").args(&a).output().unwrap();
-        let code = o.status.code().unwrap();
-        assert!(
-            code == 0 || code == 1,
-            "tcptune test {args:?}: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-        let v: Value = serde_json::from_slice(&o.stdout).unwrap();
-        (code, v["result"].clone())
-    }
-}
-impl Drop for Lab {
-    fn drop(&mut self) {
-        let _ = tcptune(&["lab", "down", "--name", self.0]);
-    }
-}
 
 fn diagnosis(r: &Value) -> &Value {
     &r["tcptune"]["diagnosis"]

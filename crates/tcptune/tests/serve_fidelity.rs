@@ -9,10 +9,13 @@
 //! of its buffer before reading (SO_RCVLOWAT, as tcptune's once did) got 0.74× on the
 //! window-limited path.
 
+mod common;
+
 use std::process::{Command, Stdio};
 use std::sync::Mutex;
 use std::time::Duration;
 
+use common::lab::Lab;
 use serde_json::Value;
 use tcptune_testkit::{line_channel, wait_for_line, Kill, NoLine};
 
@@ -30,94 +33,59 @@ const PORT: &str = "5201";
 /// One lab at a time: two labs' emulators and flows at once take each other's CPU.
 static ONE_LAB_AT_A_TIME: Mutex<()> = Mutex::new(());
 
-fn tcptune(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_tcptune"))
-        .args(args)
+/// One test against `server` (a one-off server on PORT) across `lab`: the receiver's rate the
+/// client reports, bits per second.
+fn rate_from(lab: &Lab, server: Server) -> f64 {
+    let ns = lab.ns("server");
+    let bin = env!("CARGO_BIN_EXE_tcptune");
+    let (argv, ready): (Vec<&str>, &str) = match server {
+        // --forceflush: iperf3 buffers stdout into a pipe otherwise.
+        Server::Iperf3 => (
+            vec!["iperf3", "-s", "-1", "-p", PORT, "--forceflush"],
+            "Server listening",
+        ),
+        Server::Tcptune => (vec![bin, "serve", "-1", "-p", PORT], "listening on"),
+    };
+    let mut srv = Kill(
+        Command::new("ip")
+            .args(["netns", "exec", &ns])
+            .args(&argv)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("ip and iperf3 are installed (scripts/deps)"),
+    );
+    let lines = line_channel(srv.0.stdout.take().unwrap());
+    wait_for_line(&lines, Duration::from_secs(10), |l| l.contains(ready))
+        .unwrap_or_else(|e| panic!("{server:?} did not listen within 10 s: {e:?}"));
+    let o = Command::new("ip")
+        .args(["netns", "exec", &lab.ns("client")])
+        .args(["iperf3", "-c", "198.18.0.2", "-p", PORT, "-t", SECS, "-J"])
+        .stdin(Stdio::null())
         .output()
-        .unwrap()
-}
-
-/// A lab removed on drop (also when an assertion fails).
-struct Lab(&'static str);
-
-impl Lab {
-    fn up(name: &'static str, args: &[&str]) -> Lab {
-        let _ = tcptune(&["lab", "down", "--name", name]);
-        let mut a = vec!["lab", "up", "--backend", "emu", "--name", name];
-        a.extend_from_slice(args);
-        let o = tcptune(&a);
-        assert!(
-            o.status.success(),
-            "lab up {args:?}: {}",
+        .unwrap();
+    let j: Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
+        panic!(
+            "iperf3 -c against {server:?}: no JSON ({e}): {}",
             String::from_utf8_lossy(&o.stderr)
-        );
-        Lab(name)
+        )
+    });
+    assert!(
+        o.status.success(),
+        "iperf3 -c against {server:?} failed: {}",
+        j["error"]
+    );
+    // A one-off server exits after its test: its output ends. The next round's server
+    // takes the same port, so this one must be gone first.
+    match wait_for_line(&lines, Duration::from_secs(10), |_| false) {
+        Err(NoLine::Ended(_)) => {}
+        other => panic!("{server:?} -1 did not exit after its test: {other:?}"),
     }
-
-    fn ns(&self, host: &str) -> String {
-        format!("tcptune-{}-{host}", self.0)
-    }
-
-    /// One test against `server` (a one-off server on PORT): the receiver's rate the client
-    /// reports, bits per second.
-    fn rate_from(&self, server: Server) -> f64 {
-        let ns = self.ns("server");
-        let bin = env!("CARGO_BIN_EXE_tcptune");
-        let (argv, ready): (Vec<&str>, &str) = match server {
-            // --forceflush: iperf3 buffers stdout into a pipe otherwise.
-            Server::Iperf3 => (
-                vec!["iperf3", "-s", "-1", "-p", PORT, "--forceflush"],
-                "Server listening",
-            ),
-            Server::Tcptune => (vec![bin, "serve", "-1", "-p", PORT], "listening on"),
-        };
-        let mut srv = Kill(
-            Command::new("ip")
-                .args(["netns", "exec", &ns])
-                .args(&argv)
-                .stdout(Stdio::piped())
-                .stderr(Stdio::null())
-                .spawn()
-                .expect("ip and iperf3 are installed (scripts/deps)"),
-        );
-        let lines = line_channel(srv.0.stdout.take().unwrap());
-        wait_for_line(&lines, Duration::from_secs(10), |l| l.contains(ready))
-            .unwrap_or_else(|e| panic!("{server:?} did not listen within 10 s: {e:?}"));
-        let o = Command::new("ip")
-            .args(["netns", "exec", &self.ns("client")])
-            .args(["iperf3", "-c", "198.18.0.2", "-p", PORT, "-t", SECS, "-J"])
-            .stdin(Stdio::null())
-            .output()
-            .unwrap();
-        let j: Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
-            panic!(
-                "iperf3 -c against {server:?}: no JSON ({e}): {}",
-                String::from_utf8_lossy(&o.stderr)
-            )
-        });
-        assert!(
-            o.status.success(),
-            "iperf3 -c against {server:?} failed: {}",
-            j["error"]
-        );
-        // A one-off server exits after its test: its output ends. The next round's server
-        // takes the same port, so this one must be gone first.
-        match wait_for_line(&lines, Duration::from_secs(10), |_| false) {
-            Err(NoLine::Ended(_)) => {}
-            other => panic!("{server:?} -1 did not exit after its test: {other:?}"),
-        }
-        let rate = j["end"]["sum_received"]["bits_per_second"]
-            .as_f64()
-            .unwrap_or_else(|| panic!("no end.sum_received.bits_per_second: {j}"));
-        assert!(rate > 0.0, "{server:?}: nothing received");
-        rate
-    }
-}
-
-impl Drop for Lab {
-    fn drop(&mut self) {
-        let _ = tcptune(&["lab", "down", "--name", self.0]);
-    }
+    let rate = j["end"]["sum_received"]["bits_per_second"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("no end.sum_received.bits_per_second: {j}"));
+    assert!(rate > 0.0, "{server:?}: nothing received");
+    rate
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -139,11 +107,11 @@ fn compare(name: &'static str, lab_args: &[&str], expect: impl Fn(f64) -> bool) 
     for r in 0..ROUNDS {
         // Alternated: a drift in the machine's load favours neither tool.
         let (i, t) = if r % 2 == 0 {
-            let i = lab.rate_from(Server::Iperf3);
-            (i, lab.rate_from(Server::Tcptune))
+            let i = rate_from(&lab, Server::Iperf3);
+            (i, rate_from(&lab, Server::Tcptune))
         } else {
-            let t = lab.rate_from(Server::Tcptune);
-            (lab.rate_from(Server::Iperf3), t)
+            let t = rate_from(&lab, Server::Tcptune);
+            (rate_from(&lab, Server::Iperf3), t)
         };
         rounds.push((i, t));
     }
