@@ -26,6 +26,7 @@ fn repo() -> PathBuf {
 
 /// The schemas the unprivileged test validates documents of.
 const UNPRIVILEGED: &[&str] = &[
+    "tune-search",
     "model-bdp",
     "model-window",
     "model-buffers",
@@ -457,6 +458,25 @@ fn loopback_test(c: &mut Checked) {
     }
 }
 
+/// `tune --search --dry-run` against a loopback server: one test of the path as it is and the
+/// hypotheses, nothing changed.
+fn tune_search_dry_run(c: &mut Checked) {
+    let (_srv, port) = serve();
+    let to = format!("127.0.0.1:{port}");
+    let args = [
+        "tune",
+        "--search",
+        "--to",
+        &to,
+        "--dry-run",
+        "--test-time",
+        "1",
+        "--json",
+    ];
+    let doc = c.run("tune-search", &args, &[0, 1]);
+    assert_eq!(doc["result"]["mode"], "dry-run", "{doc}");
+}
+
 #[test]
 fn every_command_prints_what_its_schema_says() {
     let mut c = Checked::default();
@@ -466,6 +486,7 @@ fn every_command_prints_what_its_schema_says() {
     kernel_recordings(&mut c);
     captures(&mut c);
     loopback_test(&mut c);
+    tune_search_dry_run(&mut c);
     c.finish(UNPRIVILEGED);
 }
 
