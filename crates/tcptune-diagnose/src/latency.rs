@@ -235,7 +235,7 @@ pub struct DelayPlaces {
 pub struct BloatFinding {
     /// The queueing delay the load added (p50 under load less p50 idle).
     pub queue_delay_s: Dur,
-    /// The same with the queue at its fullest (p90 under load less p50 idle): the
+    /// The same with the queue at its fullest (p99 under load less p50 idle): the
     /// bottleneck buffer's drain time.
     pub full_queue_delay_s: Dur,
     /// Rate × the full queue's delay: the bottleneck's buffer.
@@ -264,12 +264,13 @@ pub fn bloat(
     if added < BLOAT_ADDED || added.nanos() < idle.nanos() {
         return None;
     }
-    // A loss-based sender's sawtooth fills the queue and drains part of it after each loss:
-    // the typical round trip (p50) sits below the full queue's, which the p90 shows. The
+    // A loss-based sender's sawtooth fills the queue and drains part of it after each loss
+    // (more after a loss all its streams see at once): the typical round trip (p50), even the
+    // p90, sits below the full queue's, which it reaches at every overflow (the p99). The
     // buffer is what the full queue holds: its drain time at the rate.
     let full = s
         .loaded_foreign
-        .map(|l| Dur::from_nanos(l.p90_s.nanos().saturating_sub(idle.nanos())))
+        .map(|l| Dur::from_nanos(l.p99_s.nanos().saturating_sub(idle.nanos())))
         .unwrap_or(added)
         .max(added);
     let implied = (rate.bytes_per_sec() * full.secs()).round() as u64;
@@ -277,7 +278,7 @@ pub fn bloat(
     // The foreign probes crossed the network's queues only: the delay they gained is there.
     let mut text = format!(
         "bufferbloat: the load added {added} to the idle round trip {idle} (p50), {full} with \
-         the queue at its fullest (p90); at {rate} that is a {} buffer at the path's \
+         the queue at its fullest (p99); at {rate} that is a {} buffer at the path's \
          bottleneck",
         size(implied)
     );
