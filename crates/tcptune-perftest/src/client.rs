@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use crate::peer::LocalPeer;
+use crate::peer::{LocalPeer, PeerSampler};
 use crate::probe;
 use tcptune_diagnose::advice::{HostSettings, KnownSettings};
 use tcptune_diagnose::engine::{self, CpuScope, CpuUse};
@@ -558,9 +558,10 @@ pub fn run_with(
     let host_cpu_at_start = tcptune_kernel::cpustat::CpuTicks::now();
     let waits_at_start = tcptune_kernel::cpustat::RunDelays::now();
     // The other end's sockets, when it runs here too and sends no samples of its own.
-    let mut peer = LocalPeer::new(&socks, cfg.sample_every);
+    let peer = LocalPeer::new(&socks, cfg.sample_every);
     let data = DataPhase::start(socks, &plan, cfg.sample_every, clock.0)
         .map_err(|e| TestError::io("starting the data streams", e))?;
+    let peer = peer.and_then(|p| PeerSampler::start(p, clock.0));
     // Round trips under the load, on their own thread (a failure to start one is no reason to
     // fail the test: the latency figures are then absent).
     let loaded = if cfg.latency {
@@ -613,9 +614,6 @@ pub fn run_with(
     let mut next = boundary(omitting, origin, next_tick);
     arm(next);
     loop {
-        if let Some(peer) = peer.as_mut() {
-            peer.sample(clock.now());
-        }
         let now = since(clock.now());
         let mut done = false;
         if let Some(b) = next.filter(|&b| now >= b) {
@@ -739,9 +737,7 @@ pub fn run_with(
     pump(&mut ctl, &mut s, &clock, |e| {
         matches!(e, ClientEvent::ExchangeResults)
     })?;
-    if let Some(peer) = peer.as_mut() {
-        peer.sample(clock.now());
-    }
+    let peer = peer.and_then(PeerSampler::finish);
     // Read while the stream threads still run: an ended thread's wait is lost.
     let waited = waits_at_start
         .zip(tcptune_kernel::cpustat::RunDelays::now())

@@ -4,7 +4,10 @@
 //! chronographs instead of saying it lacks them.
 
 use std::net::SocketAddr;
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use tcptune_diagnose::Sample;
 use tcptune_kernel::diag::ext;
@@ -95,5 +98,53 @@ impl LocalPeer {
                 })
                 .collect(),
         }
+    }
+}
+
+/// A [`LocalPeer`] read on a thread of its own, so a slow netlink answer never delays the
+/// test's control loop (which ends the test on time).
+pub struct PeerSampler {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<LocalPeer>>,
+}
+
+impl PeerSampler {
+    /// Starts sampling `peer` every period of its own, on the test's clock `clock`.
+    pub fn start(mut peer: LocalPeer, clock: Instant) -> Option<PeerSampler> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let every = peer.every;
+        let thread = std::thread::Builder::new()
+            .name("peer-sampler".into())
+            .spawn(move || {
+                while !flag.load(Ordering::Relaxed) {
+                    // This thread paces the reads itself: no period left to wait out.
+                    peer.last = None;
+                    peer.sample(Dur::from_nanos(clock.elapsed().as_nanos() as u64));
+                    // The period paces the reads; stopping waits at most one period.
+                    std::thread::sleep(every);
+                }
+                // One last reading, at the end of the data phase.
+                peer.last = None;
+                peer.sample(Dur::from_nanos(clock.elapsed().as_nanos() as u64));
+                peer
+            })
+            .ok()?;
+        Some(PeerSampler {
+            stop,
+            thread: Some(thread),
+        })
+    }
+
+    /// Stops sampling and returns what was read.
+    pub fn finish(mut self) -> Option<LocalPeer> {
+        self.stop.store(true, Ordering::Relaxed);
+        self.thread.take().and_then(|t| t.join().ok())
+    }
+}
+
+impl Drop for PeerSampler {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
     }
 }
