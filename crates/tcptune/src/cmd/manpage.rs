@@ -172,6 +172,16 @@ fn examples(page: &str) -> Vec<(&'static str, &'static str)> {
             ),
             ("tcptune lab down --name demo", "Remove it."),
         ],
+        "tcptune-exporter" => vec![
+            (
+                "tcptune exporter",
+                "Serve /metrics and /connections on 127.0.0.1:19241, one group for every connection.",
+            ),
+            (
+                "tcptune exporter --group-by port,cc --groups /etc/tcptune/groups.toml --max-series 500",
+                "Group by the services named in the map file and by congestion control, at most 500 series.",
+            ),
+        ],
         _ => vec![],
     }
 }
