@@ -121,6 +121,11 @@ fn search_args<'a>(ns: &'a str, snap: &'a str, trail: &'a str) -> Vec<&'a str> {
         "100mbit",
         "--test-time",
         "1",
+        // The lab's 1000-packet queue fills once the window no longer holds the flow (+59%
+        // RTT seen in one run); this test is about keeping the buffer, the guardrail has its
+        // own unit test.
+        "--max-rtt-growth",
+        "100%",
         "--max-tests",
         "13",
         "--snapshot",

@@ -267,12 +267,11 @@ pub(super) fn decide_sender(e: &Evidence, ctx: &Context, chronographs_reported: 
 /// Whether the receiver read slowly: its window covers the BDP, or allows four times what
 /// arrived over the minimum RTT, or is a small part of its buffer (data sat unread).
 pub(super) fn reads_slowly(e: &Evidence, ctx: &Context) -> bool {
-    let covers_bdp = matches!(
-        (bdp_bytes(ctx, e), e.peer_window_bytes),
-        (Some(bdp), Some(w)) if w >= bdp
-    );
+    // Over the flow's own RTT, as `window_short`: over a veth the minimum RTT is a few µs and
+    // the hosts' own delay, which the window must cover too, is most of the RTT.
+    let covers_bdp = ctx.path_rate.is_some() && !window_short(ctx, e);
     let far_above = matches!(
-        (e.achieved_bps, min_rtt_window_bound(e)),
+        (e.achieved_bps, window_bound(e)),
         (Some(a), Some(w)) if a.bps() < w.bps() / 4.0
     );
     let backlog = matches!(
@@ -307,7 +306,12 @@ fn what_the_signs_mean(d: Decision, e: &Evidence, ctx: &Context) -> Decision {
                 ),
             )
         }
-        Limit::ReceiverWindow if ctx.bulk_receiver && reads_slowly(e, ctx) => {
+        // On loopback no path needs a window: an autotuned one closes only when the reader
+        // did not read.
+        Limit::ReceiverWindow
+            if ctx.bulk_receiver
+                && (reads_slowly(e, ctx) || (ctx.loopback && ctx.window.is_none())) =>
+        {
             let behind = format!(
                 "{}; yet the receiver is a bulk reader that reads as fast as it can: it fell \
                  behind its socket",

@@ -460,6 +460,7 @@ fn a_bulk_reader_that_read_slowly_fell_behind() {
     assert_eq!(d.limit, Limit::ReceiverWindow, "{}", d.verdict);
     let test = Context {
         bulk_receiver: true,
+        loopback: true,
         ..Context::default()
     };
     let d = judge(&test, &[]);
