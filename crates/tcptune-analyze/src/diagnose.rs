@@ -20,6 +20,11 @@ fn pct(n: u64, of: u64) -> f64 {
 /// (whose packets carry the receiver's window and zero windows).
 fn capture_evidence(d: &DirStats, back: &DirStats, r: &FlowReport) -> CaptureEvidence {
     let f = &d.flags;
+    let (min_rtt, mean_rtt) = match (path_rtt_instead(d, r), d.rtt.as_ref()) {
+        (Some(irtt), _) => (Some(irtt), Some(irtt)),
+        (None, Some(x)) => (Some(x.min_s), Some(x.mean_s)),
+        (None, None) => (None, None),
+    };
     CaptureEvidence {
         data_packets: d.data_packets,
         window_full: f.window_full,
@@ -30,11 +35,24 @@ fn capture_evidence(d: &DirStats, back: &DirStats, r: &FlowReport) -> CaptureEvi
         spurious_retransmissions: f.spurious_retransmission,
         payload_bytes: d.unique_bytes.get(),
         duration: r.duration_s,
-        min_rtt: d.rtt.as_ref().map(|x| x.min_s),
-        mean_rtt: d.rtt.as_ref().map(|x| x.mean_s),
+        min_rtt,
+        mean_rtt,
         max_window_bytes: back.window.as_ref().map(|w| w.max_bytes.get()),
         mss: (d.max_segment_bytes > 0).then_some(d.max_segment_bytes),
     }
+}
+
+/// The handshake's round trip when a direction's own RTT samples cannot be the path's.
+/// A data segment's RTT sample is the time from the segment passing the capture point to its
+/// ACK passing it: the whole path only where the capture sits at the sender. Captured at the
+/// receiver it is the receiver's ACK delay (microseconds). The handshake (SYN to the ACK of
+/// the SYN-ACK) crosses the whole path wherever the capture sits, so when the data's samples
+/// stay under half of it the capture is at the receiver and the handshake's figure is the
+/// path's round trip (idle: without the queue the load adds).
+fn path_rtt_instead(d: &DirStats, r: &FlowReport) -> Option<tcptune_model::Dur> {
+    let irtt = r.initial_rtt_s?;
+    let samples = d.rtt.as_ref()?;
+    (samples.mean_s.secs() < irtt.secs() / 2.0).then_some(irtt)
 }
 
 fn dir_findings(name: &str, d: &DirStats, out: &mut Vec<String>) {
@@ -94,6 +112,7 @@ fn gap_findings(r: &FlowReport, out: &mut Vec<String>) {
 /// Findings for one flow: each data direction's limit first, then the facts.
 pub fn diagnose(r: &FlowReport) -> Vec<String> {
     let mut out = Vec::new();
+    let mut notes = Vec::new();
     let ctx = Context::default();
     for (name, d, back) in [
         ("a->b", &r.a_to_b, &r.b_to_a),
@@ -101,6 +120,13 @@ pub fn diagnose(r: &FlowReport) -> Vec<String> {
     ] {
         if d.data_packets == 0 {
             continue;
+        }
+        if let (Some(irtt), Some(x)) = (path_rtt_instead(d, r), d.rtt.as_ref()) {
+            notes.push(format!(
+                "{name}: captured at its receiver: its ACK round trips (mean {}) are the \
+                 receiver's ACK delay, so the path's round trip is the handshake's {irtt}",
+                x.mean_s
+            ));
         }
         let c = capture_evidence(d, back, r);
         let obs = Observations {
@@ -113,6 +139,7 @@ pub fn diagnose(r: &FlowReport) -> Vec<String> {
         let (v, _) = classify(&obs, &ctx, "of the capture");
         out.push(format!("{name}: {}", v.text));
     }
+    out.append(&mut notes);
     dir_findings("a->b", &r.a_to_b, &mut out);
     dir_findings("b->a", &r.b_to_a, &mut out);
     gap_findings(r, &mut out);

@@ -75,6 +75,10 @@ pub const NEAR_MATHIS: f64 = 0.3;
 /// §5): then the losses were too few, or too bunched (one slow-start overshoot, one queue
 /// overflow), to be the steady loss those models describe, and they did not set its rate.
 pub const BEYOND_LOSS_BOUND: f64 = 2.0;
+/// The loss rate from which BBR (v1, Linux's `bbr`) lets loss set its rate: its long-term
+/// sampling mode, entered when a round loses `lt_loss_thresh` = 50/256 of what it delivered
+/// (net/ipv4/tcp_bbr.c). Below it BBR paces at its bandwidth estimate whatever it loses.
+pub const BBR_LOSS_HOLDS: f64 = 0.2;
 /// A process using this fraction of the cores it can use (or a host this busy) is CPU-bound.
 pub const CPU_BOUND: f64 = 0.9;
 /// Shorter intervals give coarse chronograph shares (they tick in jiffies).

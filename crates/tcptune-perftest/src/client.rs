@@ -723,20 +723,23 @@ pub fn run_with(
     }
     // The time the bytes took: until the senders stop (as iperf3 reports it).
     let secs = since(clock.now()) - origin;
-    if let Some(loaded) = loaded {
-        let mut under_load = loaded.finish();
-        tcptune_diagnose::latency::mark_ramp(
-            &mut under_load,
-            t0,
-            Dur::from_secs_f64(since(clock.now()).max(0.0)),
-        );
-        probes.extend(under_load);
+    let load_end = Dur::from_secs_f64(since(clock.now()).max(0.0));
+    if let Some(l) = &loaded {
+        l.stop();
     }
     data.stop_senders();
     s.end_test(clock.now()).map_err(session_err)?;
     pump(&mut ctl, &mut s, &clock, |e| {
         matches!(e, ClientEvent::ExchangeResults)
     })?;
+    // The probes still under way are waited for only now, once the server has been told the
+    // test ended: waiting before kept the senders sending for up to a probe's timeout longer
+    // than the test (a stock iperf3 server counted those bytes).
+    if let Some(loaded) = loaded {
+        let mut under_load = loaded.finish();
+        tcptune_diagnose::latency::mark_ramp(&mut under_load, t0, load_end);
+        probes.extend(under_load);
+    }
     let peer = peer.and_then(PeerSampler::finish);
     // Read while the stream threads still run: an ended thread's wait is lost.
     let waited = waits_at_start

@@ -130,6 +130,12 @@ impl Loaded {
         })
     }
 
+    /// Starts no more probes, without waiting: the test ends its load at once (a probe held
+    /// in a deep queue must not keep the senders sending past `-t`).
+    pub fn stop(&self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+
     /// Stops probing (waiting for the probes under way, each at most its timeout) and returns
     /// the probes.
     pub fn finish(mut self) -> Vec<Probe> {

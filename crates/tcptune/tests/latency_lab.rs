@@ -111,3 +111,67 @@ fn a_deep_queue_is_bufferbloat_and_a_short_one_is_not() {
     // Under 30 ms added: DSLReports' A or A+.
     assert!(s["grade"] == "A+" || s["grade"] == "A", "{s}");
 }
+
+/// iperf3's own figure for a test: the bytes its server received over its time.
+fn received_bps(r: &Value) -> f64 {
+    secs(&r["end"]["sum_received"]["bits_per_second"])
+}
+
+fn mean(v: &[f64]) -> f64 {
+    v.iter().sum::<f64>() / v.len() as f64
+}
+
+#[test]
+fn probes_do_not_disturb_a_stock_iperf3_server() {
+    if !tcptune_testkit::privileged("probes_do_not_disturb_a_stock_iperf3_server") {
+        return;
+    }
+    // The path where probes matter most: a deep queue that the load keeps full, so a probe's
+    // handshake waits behind it. Rounds alternate with and without probes so drift on the
+    // machine hits both.
+    let lab = Lab::up(
+        "ttlatdist",
+        &[
+            "--rate",
+            "20mbit",
+            "--rtt",
+            "20ms",
+            "--queue",
+            "1000",
+            "--host",
+            "server.sysctl.net.ipv4.tcp_rmem=4096 131072 16777216",
+        ],
+    );
+    let server = ["iperf3", "-s", "-1", "--forceflush"];
+    let load = ["-t", "4", "-P", "4", "-C", "reno", "--path-rate", "20mbit"];
+    let (mut with, mut without) = (Vec::new(), Vec::new());
+    for _ in 0..3 {
+        let (_, r) = lab.test_against(&server, "Server listening", &load);
+        let n = r["tcptune"]["latency"]["summary"]["loaded_foreign"]["n"]
+            .as_u64()
+            .unwrap_or(0);
+        assert!(n >= 10, "the probes ran under the load: {n} loaded probes");
+        with.push(received_bps(&r));
+        let mut quiet = load.to_vec();
+        quiet.push("--no-latency");
+        let (_, r) = lab.test_against(&server, "Server listening", &quiet);
+        assert!(r["tcptune"]["latency"].is_null(), "--no-latency sends none");
+        without.push(received_bps(&r));
+    }
+    // iperf3's result with the probes within noise of its result without: the larger of 2%
+    // and the range of either set's rounds. The server counts what drains from the 1000-packet
+    // queue (1.5 MB) until it reads the end of the test, so its figure varies by a few percent
+    // from round to round with or without probes.
+    let spread = |v: &[f64]| {
+        let (lo, hi) = v
+            .iter()
+            .fold((f64::MAX, f64::MIN), |(l, h), x| (l.min(*x), h.max(*x)));
+        (hi - lo) / mean(v)
+    };
+    let noise = spread(&with).max(spread(&without)).max(0.02);
+    let ratio = mean(&with) / mean(&without);
+    assert!(
+        (ratio - 1.0).abs() <= noise,
+        "with probes {with:?}, without {without:?}: ratio {ratio:.3} beyond noise {noise:.3}"
+    );
+}

@@ -421,20 +421,26 @@ pub(super) fn judge_loss(e: &Evidence, ctx: &Context) -> LossJudgement {
     let loss = e.loss_ratio.unwrap_or(0.0);
     let bounds = loss_bound(e);
     let (mathis, loss_bound) = (bounds.map(|b| b.0), bounds.map(|b| b.1));
+    let cc = ctx.congestion.map(|c| c.to_string());
+    let loss_based = invariants::loss_based(cc.as_deref());
+    // Mathis describes loss-based congestion controls only: no flow under BBR is "near" it.
     let near_mathis = match (mathis, e.achieved_bps) {
-        (Some(m), Some(a)) => a.bps() >= NEAR_MATHIS * m.bps(),
+        (Some(m), Some(a)) => loss_based && a.bps() >= NEAR_MATHIS * m.bps(),
         _ => false,
     };
     let beyond_bound = match (e.achieved_bps, loss_bound) {
         (Some(a), Some(b)) => a.bps() > BEYOND_LOSS_BOUND * b.bps(),
         _ => false,
     };
-    let cc = ctx.congestion.map(|c| c.to_string());
-    let loss_based = invariants::loss_based(cc.as_deref());
     let retransmitted = e.retransmits.unwrap_or(0);
     // Under a loss-based congestion control, a flow far beyond what it averages at its loss
-    // rate was not held by that loss, however high the rate (one bunched overshoot).
-    let significant = loss >= LOSS_SIGNIFICANT && !(loss_based && beyond_bound);
+    // rate was not held by that loss, however high the rate (one bunched overshoot); under BBR
+    // only a loss rate that puts it in its long-term mode does.
+    let significant = if loss_based {
+        loss >= LOSS_SIGNIFICANT && !beyond_bound
+    } else {
+        loss >= BBR_LOSS_HOLDS
+    };
     if significant || (loss > 0.0 && near_mathis && !beyond_bound) {
         let mut m = mathis
             .filter(|_| loss_based)
@@ -465,6 +471,10 @@ pub(super) fn judge_loss(e: &Evidence, ctx: &Context) -> LossJudgement {
     }
     // Losses that did not set the rate are still said, with why they did not.
     let reason = match (beyond_bound, loss_bound, mathis) {
+        _ if !loss_based => format!(
+            ", below the {}% at which BBR lets loss set its rate",
+            BBR_LOSS_HOLDS * 100.0
+        ),
         (true, Some(b), _) => format!(
             ", too few or too bunched to set this rate: it carried more than \
              {BEYOND_LOSS_BOUND}× the {b} a \

@@ -425,21 +425,26 @@ fn a_few_bunched_losses_far_beyond_the_loss_bound_are_not_the_limit() {
     let v = verdict(Some(&a), &b, &Context::default());
     assert_eq!(v.limit, Limit::Network, "{}", v.text);
     assert!(v.text.contains("too few or too bunched"), "{}", v.text);
-    // Under BBR, which does not set its rate from loss, no loss bound applies: 1% is loss.
+    // Under BBR, which paces at its bandwidth estimate until a round loses 50/256 of what it
+    // delivered, 1% does not set the rate (the corpus's lab-bbr-loss: 0.8% loss, 87% of the
+    // link in a 2 s test), and no loss-based bound is the reason given.
     let bbr = Context {
         congestion: Some(CongestionControl::Bbr),
         ..Context::default()
     };
-    assert_eq!(verdict(Some(&a), &b, &bbr).limit, Limit::Loss);
+    let v = verdict(Some(&a), &b, &bbr);
+    assert_eq!(v.limit, Limit::Network, "{}", v.text);
+    assert!(v.text.contains("below the 20%"), "{}", v.text);
+    let (a20, b20) = lossy_second(73_000, 16_000);
+    assert_eq!(verdict(Some(&a20), &b20, &bbr).limit, Limit::Loss);
     // A flow near its loss bound is loss limited: 0.1% loss allows Mathis ~26 Mbit/s here;
     // 3,000 segments a second carry ~35 Mbit/s.
     let (a, b) = lossy_second(3_000, 3);
     let v = verdict(Some(&a), &b, &Context::default());
     assert_eq!(v.limit, Limit::Loss, "{}", v.text);
     assert!(v.text.contains("Mathis bound"), "{}", v.text);
-    // Whatever the congestion control: Linux's BBR cuts cwnd in each recovery too
-    // (bench/diagnose's reordering case under BBR sat at its loss bound).
-    assert_eq!(verdict(Some(&a), &b, &bbr).limit, Limit::Loss);
+    // Not under BBR: Mathis describes loss-based congestion controls only.
+    assert_eq!(verdict(Some(&a), &b, &bbr).limit, Limit::Network);
 }
 
 /// A CI run's evidence for seed 001's untuned path (MSS 536, no window scaling: a 22 KiB window

@@ -306,7 +306,8 @@ fn bbr_is_not_recommended_to_a_sender_already_running_it() {
         ..ctx("100mbit")
     };
     let d = run(&lossy, &c);
-    assert_eq!(d.limit, Limit::Loss, "{}", d.verdict);
+    // 2% loss is below the 20% from which BBR lets loss set its rate: not loss limited.
+    assert_eq!(d.limit, Limit::Network, "{}", d.verdict);
     assert!(d
         .recommendations
         .iter()
