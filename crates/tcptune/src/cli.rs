@@ -10,12 +10,15 @@ use tcptune_model::{Bytes, Dur, PathSpec, Probability, Rate};
 
 mod exporter;
 mod iperf_values;
+mod link;
 mod search;
+
 pub use exporter::ExporterArgs;
 use iperf_values::{
     iperf_bytes, iperf_rate, iperf_rate_burst, parse_affinity, parse_dscp, parse_keepalive,
     parse_tos,
 };
+pub use link::LinkArgs;
 pub use search::SearchArgs;
 
 #[derive(Parser, Debug)]
@@ -756,94 +759,6 @@ fn host_long_help() -> String {
     s
 }
 
-/// Link options of `lab up` and `lab set`; they apply to both directions unless --direction.
-#[derive(Args, Debug, Clone, Default, PartialEq)]
-pub struct LinkArgs {
-    /// Which direction the link options change: up (client to server), down, or both.
-    #[arg(long, default_value = "both")]
-    pub direction: tcptune_lab::Which,
-    /// Link rate: 100mbit, 1gbit.
-    #[arg(long)]
-    pub rate: Option<Rate>,
-    /// One-way delay per direction: 10ms.
-    #[arg(long)]
-    pub delay: Option<Dur>,
-    /// Round-trip time: half of it becomes each direction's delay.
-    #[arg(long)]
-    pub rtt: Option<Dur>,
-    /// Jitter around the delay (half width for uniform, σ otherwise).
-    #[arg(long)]
-    pub jitter: Option<Dur>,
-    /// Jitter distribution: uniform, normal, pareto, paretonormal.
-    #[arg(long)]
-    pub distribution: Option<tcptune_emu::Distribution>,
-    /// Keep packet order under jitter (netem reorders).
-    #[arg(long)]
-    pub jitter_fifo: bool,
-    /// Random loss probability: 1%, 1e-3.
-    #[arg(long)]
-    pub loss: Option<Probability>,
-    /// Gilbert-Elliott loss: p,r[,1-h[,1-k]] as in netem's gemodel.
-    #[arg(long, value_name = "p,r[,1-h[,1-k]]")]
-    pub loss_ge: Option<String>,
-    /// Lose every Nth packet.
-    #[arg(long, value_name = "N")]
-    pub loss_every: Option<u32>,
-    /// Duplication probability.
-    #[arg(long)]
-    pub duplicate: Option<Probability>,
-    /// Corruption probability (a bit flip the receiver's checksum rejects).
-    #[arg(long)]
-    pub corrupt: Option<Probability>,
-    /// Reordering probability (reordered packets skip the delay).
-    #[arg(long)]
-    pub reorder: Option<Probability>,
-    /// Reorder only after gap-1 delayed packets (netem's gap).
-    #[arg(long)]
-    pub reorder_gap: Option<u32>,
-    /// Bottleneck queue limit in packets (default 1000 with a rate).
-    #[arg(long, value_name = "PACKETS")]
-    pub queue: Option<u32>,
-    /// Bottleneck queue limit in bytes.
-    #[arg(long)]
-    pub queue_bytes: Option<Bytes>,
-    /// netem's limit: packets held anywhere, delay line included.
-    #[arg(long)]
-    pub limit: Option<u32>,
-    /// Bytes added per packet when charging the rate (default 14, as netem on a veth).
-    #[arg(long, allow_negative_numbers = true)]
-    pub overhead: Option<i32>,
-    /// Seed of the random decisions (same seed, same decisions).
-    #[arg(long)]
-    pub seed: Option<u64>,
-}
-
-impl LinkArgs {
-    pub fn changes(&self) -> tcptune_lab::LinkChanges {
-        tcptune_lab::LinkChanges {
-            direction: self.direction,
-            rate: self.rate,
-            delay: self.delay,
-            rtt: self.rtt,
-            jitter: self.jitter,
-            distribution: self.distribution,
-            jitter_order: self.jitter_fifo.then_some(tcptune_emu::JitterOrder::Fifo),
-            loss: self.loss,
-            loss_ge: self.loss_ge.clone(),
-            loss_every: self.loss_every,
-            duplicate: self.duplicate,
-            corrupt: self.corrupt,
-            reorder: self.reorder,
-            reorder_gap: self.reorder_gap,
-            queue_packets: self.queue,
-            queue_bytes: self.queue_bytes,
-            limit_packets: self.limit,
-            overhead_bytes: self.overhead,
-            seed: self.seed,
-        }
-    }
-}
-
 #[derive(Subcommand, Debug)]
 pub enum LabCommand {
     /// Create a lab: client and server namespaces joined through the emulated link.
@@ -959,32 +874,4 @@ pub struct AnalyzeArgs {
     /// Graph at most this many flows (the ones with the most data).
     #[arg(long, default_value_t = 8, value_name = "N", requires = "graphs")]
     pub graph_flows: usize,
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The link options of `lab up`/`lab set` are the link keys of `tcptune_lab::keys::LINK`
-    /// (the key's name with `-` for `_`; `jitter_order`'s one value besides the default is the
-    /// switch `--jitter-fifo`), plus `--direction` and `--seed`, which are not settings of a
-    /// direction's link: a key added to the table without its option, or an option without its
-    /// key, fails here.
-    #[test]
-    fn link_options_are_the_link_keys() {
-        let cmd = <LinkArgs as clap::Args>::augment_args(clap::Command::new("link"));
-        let options: std::collections::BTreeSet<String> = cmd
-            .get_arguments()
-            .filter_map(|a| a.get_long().map(str::to_string))
-            .collect();
-        let mut from_keys: std::collections::BTreeSet<String> = tcptune_lab::keys::LINK
-            .iter()
-            .map(|k| match k.name {
-                "jitter_order" => "jitter-fifo".to_string(),
-                name => name.replace('_', "-"),
-            })
-            .collect();
-        from_keys.extend(["direction".to_string(), "seed".to_string()]);
-        assert_eq!(options, from_keys);
-    }
 }

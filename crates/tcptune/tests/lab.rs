@@ -659,7 +659,7 @@ fn bad_input_is_one_sentence_and_creates_nothing() {
     let _g = GLOBAL.read().unwrap_or_else(|e| e.into_inner());
     let cases: &[(&[&str], &str)] = &[
         (&["--rate", "10bit"], "out of range"),
-        (&["--delay", "20s"], "at most 10s"),
+        (&["--delay", "20s"], "at most 10 s"),
         (&["--loss", "150%"], "between 0 and 100%"),
         (&["--reorder", "5%"], "needs a delay"),
         (&["--host", "router.mtu=1500"], "no host 'router'"),

@@ -8,11 +8,7 @@ use crate::outcome::Outcome;
 use crate::output::emit;
 
 fn apply(spec: &mut LabSpec, link: &LinkArgs, hosts: &[String]) -> anyhow::Result<()> {
-    let only_direction = LinkArgs {
-        direction: link.direction,
-        ..LinkArgs::default()
-    };
-    if link.direction != tcptune_lab::Which::Both && *link == only_direction {
+    if link.direction() != tcptune_lab::Which::Both && link.is_empty() {
         bail!("--direction says which direction link options change, and none is given; add one such as --rate or --delay");
     }
     link.changes().apply(&mut spec.link)?;
