@@ -43,6 +43,7 @@ pub fn run(
     lab: &str,
     check: bool,
     options: &run::RunOptions,
+    precision: Option<&str>,
     json: bool,
 ) -> anyhow::Result<Outcome> {
     // The trials' labs take this name: refuse a bad one before anything else.
@@ -52,8 +53,18 @@ pub fn run(
         spec::SPEC_FILE_LIMIT,
         "experiment spec",
     )?;
-    let spec = spec::parse(&text, &LiveCapabilities)
+    let mut spec = spec::parse(&text, &LiveCapabilities)
         .map_err(|e| anyhow::anyhow!("{}: {e}", spec_path.display()))?;
+    // --precision runs the spec as if it said repetitions = "auto" at that precision (checked
+    // as written first, so errors name its own lines).
+    if let Some(p) = precision {
+        let p = tcptune_experiment::stopping::parse_precision(p)
+            .map_err(|e| anyhow::anyhow!("--precision: {e}"))?;
+        let auto = spec::with_precision(&text, p)
+            .and_then(|t| spec::parse(&t, &LiveCapabilities))
+            .map_err(|e| anyhow::anyhow!("{} with --precision: {e}", spec_path.display()))?;
+        spec = auto;
+    }
     let (points, trials) = match options.smoke {
         Some(n) => plan::smoke(&spec, n),
         None => {
