@@ -542,10 +542,11 @@ fn a_trial_captured_at_both_ends_reports_the_join_beside_the_emulators_counts() 
     assert!(!String::from_utf8_lossy(&st.stdout).contains(&format!("\"{lab}-")));
 }
 
-/// `repetitions = "auto"`, at the precision `--precision` gives: a noisy point (3% random
-/// loss, every trial its own loss draws) takes more trials than a steady one (the same path
-/// without loss, held by the receiver's window, whose goodput is its window over the RTT
-/// whatever the trial), and the summary says why each stopped.
+/// `repetitions = "auto"`, at the precision `--precision` gives: a noisy point (10% random
+/// loss both ways on a 100 ms RTT, every trial its own loss draws, so its goodput hangs on how
+/// many retransmission timeouts a trial meets: ±30% after 8 trials when tried) takes more
+/// trials than a steady one (the same path without loss: slow start then the link's rate, the
+/// same every trial: ±0.4% after 3), and the summary says why each stopped.
 #[test]
 fn a_noisy_point_takes_more_trials_than_a_steady_one() {
     if !tcptune_testkit::privileged("a_noisy_point_takes_more_trials_than_a_steady_one") {
@@ -566,16 +567,14 @@ min_repetitions = 3
 max_repetitions = 6
 warmup = false
 [link]
-rate = "100mbit"
-delay = "10ms"
-[server.sysctl]
-"net.ipv4.tcp_rmem" = "4096 32768 32768"
+rate = "10mbit"
+delay = "50ms"
 [workload]
 kind = "iperf3"
 duration = "2s"
 [[paired]]
 label = ["steady", "noisy"]
-"link.loss" = ["0%", "3%"]
+"link.loss" = ["0%", "10%"]
 "#,
             )
             .unwrap();
@@ -589,7 +588,7 @@ label = ["steady", "noisy"]
                 "--name",
                 "ttauto",
                 "--precision",
-                "3%",
+                "5%",
             ]);
             let stdout = String::from_utf8_lossy(&o.stdout);
             assert!(
@@ -599,7 +598,7 @@ label = ["steady", "noisy"]
             );
             // The results say what ran: the command line's precision in place of the spec's.
             let ran = std::fs::read_to_string(out.join("spec.toml")).unwrap();
-            assert!(ran.contains("precision = 0.03"), "{ran}");
+            assert!(ran.contains("precision = 0.05"), "{ran}");
             let mut n = [0usize; 2];
             for l in std::fs::read_to_string(out.join("trials.jsonl"))
                 .unwrap()
@@ -622,7 +621,7 @@ label = ["steady", "noisy"]
                 .map(|l| l.rsplit(',').next().unwrap())
                 .collect();
             assert_eq!(stopped[0], "precise", "{csv}");
-            assert!(stdout.contains("within 3% of the mean"), "{stdout}");
+            assert!(stdout.contains("within 5% of the mean"), "{stdout}");
             let _ = std::fs::remove_dir_all(dir);
         },
     );
