@@ -546,7 +546,9 @@ fn a_trial_captured_at_both_ends_reports_the_join_beside_the_emulators_counts() 
 /// loss both ways on a 100 ms RTT, every trial its own loss draws, so its goodput hangs on how
 /// many retransmission timeouts a trial meets: ±30% after 8 trials when tried) takes more
 /// trials than a steady one (the same path without loss: slow start then the link's rate, the
-/// same every trial: ±0.4% after 3), and the summary says why each stopped.
+/// same every trial: ±0.4% after 3 on a quiet machine), and the summary says why each stopped.
+/// The precision, 15%, leaves the steady point room for the spread the other lab tests running
+/// beside it on two cores add (run with them, it once needed more than 5%).
 #[test]
 fn a_noisy_point_takes_more_trials_than_a_steady_one() {
     if !tcptune_testkit::privileged("a_noisy_point_takes_more_trials_than_a_steady_one") {
@@ -588,7 +590,7 @@ label = ["steady", "noisy"]
                 "--name",
                 "ttauto",
                 "--precision",
-                "5%",
+                "15%",
             ]);
             let stdout = String::from_utf8_lossy(&o.stdout);
             assert!(
@@ -598,7 +600,7 @@ label = ["steady", "noisy"]
             );
             // The results say what ran: the command line's precision in place of the spec's.
             let ran = std::fs::read_to_string(out.join("spec.toml")).unwrap();
-            assert!(ran.contains("precision = 0.05"), "{ran}");
+            assert!(ran.contains("precision = 0.15"), "{ran}");
             let mut n = [0usize; 2];
             for l in std::fs::read_to_string(out.join("trials.jsonl"))
                 .unwrap()
@@ -621,7 +623,7 @@ label = ["steady", "noisy"]
                 .map(|l| l.rsplit(',').next().unwrap())
                 .collect();
             assert_eq!(stopped[0], "precise", "{csv}");
-            assert!(stdout.contains("within 5% of the mean"), "{stdout}");
+            assert!(stdout.contains("within 15% of the mean"), "{stdout}");
             let _ = std::fs::remove_dir_all(dir);
         },
     );
