@@ -4,11 +4,13 @@
 //! the ratio of ours to the seed's. Examples' READMEs embed the table between markers, and a
 //! test checks that the embedded copy is what the committed results give.
 //!
-//! A claim compares two points (the effect as a ratio, "b ÷ a"), or one point with an
-//! absolute figure; a claim whose data the results lack says why instead of a number.
+//! A claim compares two points (the effect as a ratio, "b ÷ a", with Fieller's 95% interval
+//! for a ratio of means), or one point with an absolute figure; a claim whose data the results
+//! lack says why instead of a number.
 
 use std::path::Path;
 
+use tcptune_report::stats::{fieller, MeanSd, RatioInterval};
 use toml_edit::{ImDocument, Item, Value};
 
 /// Where the README's generated table starts and ends.
@@ -30,7 +32,19 @@ pub struct Row {
     pub values: Vec<String>,
     pub n: usize,
     pub mean: f64,
+    /// The standard deviation of the trials (absent under two, or in a summary without it).
+    pub sd: Option<f64>,
     pub ci: Option<(f64, f64)>,
+}
+
+impl Row {
+    fn mean_sd(&self) -> Option<MeanSd> {
+        Some(MeanSd {
+            mean: self.mean,
+            sd: self.sd?,
+            n: self.n,
+        })
+    }
 }
 
 /// Splits one CSV line (quotes as `summary_csv` writes them).
@@ -75,6 +89,7 @@ pub fn read_summary_columns(text: &str) -> Result<(Vec<String>, Vec<Row>), Strin
         col("ci95_low_bps")?,
         col("ci95_high_bps")?,
     );
+    let sd = col("sd_bps").ok();
     let rows = lines
         .filter(|l| !l.trim().is_empty())
         .map(|l| {
@@ -90,6 +105,7 @@ pub fn read_summary_columns(text: &str) -> Result<(Vec<String>, Vec<Row>), Strin
                     None if count == 0 => 0.0,
                     None => return Err(format!("a row without a mean: {l}")),
                 },
+                sd: sd.and_then(num),
                 ci: num(lo).zip(num(hi)),
             })
         })
@@ -193,12 +209,17 @@ fn direction(r: f64) -> &'static str {
     }
 }
 
-/// Our direction from the ratio's interval: clear only when the interval says so.
-fn our_direction(r: f64, ci: Option<(f64, f64)>) -> &'static str {
+/// Our direction from the ratio's interval: clear only when the interval says so (never
+/// when it is unbounded).
+fn our_direction(r: f64, ci: Option<RatioInterval>) -> &'static str {
     match ci {
-        Some((lo, _)) if lo > 1.0 + SAME_BAND => "higher",
-        Some((_, hi)) if hi < 1.0 - SAME_BAND => "lower",
-        Some((lo, hi)) if lo >= 1.0 - SAME_BAND && hi <= 1.0 + SAME_BAND => "same",
+        Some(RatioInterval::Bounded { low, .. }) if low > 1.0 + SAME_BAND => "higher",
+        Some(RatioInterval::Bounded { high, .. }) if high < 1.0 - SAME_BAND => "lower",
+        Some(RatioInterval::Bounded { low, high })
+            if low >= 1.0 - SAME_BAND && high <= 1.0 + SAME_BAND =>
+        {
+            "same"
+        }
         Some(_) => "unclear",
         None => direction(r),
     }
@@ -264,19 +285,21 @@ fn row(c: &Claim, rows: Option<&[Row]>) -> [String; 6] {
                 return lacking(&format!("no measured point {}", c.base.join(", ")));
             };
             let r = b.mean / a.mean;
-            // The ratio's interval from the two means' intervals (conservative: the extremes).
-            let ci = a.ci.zip(b.ci).and_then(|((alo, ahi), (blo, bhi))| {
-                (alo > 0.0).then(|| (blo.max(0.0) / ahi, bhi / alo))
-            });
+            let ci = b
+                .mean_sd()
+                .zip(a.mean_sd())
+                .and_then(|(b, a)| fieller(b, a));
             let ours = format!(
                 "{}{}",
                 num(r),
-                ci.map(|(lo, hi)| format!(" ({} – {})", num(lo), num(hi)))
-                    .unwrap_or_else(|| if a.ci.is_some() {
-                        " (CI of the base reaches 0)".into()
-                    } else {
-                        String::new()
-                    })
+                match ci {
+                    // Goodput is not negative: a bound below 0 is shown as 0.
+                    Some(RatioInterval::Bounded { low, high }) =>
+                        format!(" ({} – {})", num(low.max(0.0)), num(high)),
+                    Some(RatioInterval::Unbounded) =>
+                        " (unbounded: the base's CI reaches 0)".into(),
+                    None => String::new(),
+                }
             );
             let (seed_dir, ratio) = match &c.figure {
                 Some(Figure::Ratio(s)) => (direction(*s), format!("{:.2}", r / s)),
@@ -285,6 +308,9 @@ fn row(c: &Claim, rows: Option<&[Row]>) -> [String; 6] {
             };
             let mine = our_direction(r, ci);
             let same = match mine {
+                "unclear" if ci == Some(RatioInterval::Unbounded) => {
+                    "unclear (interval unbounded)".to_string()
+                }
                 "unclear" => "unclear (CI spans both)".to_string(),
                 d if d == seed_dir => "yes".into(),
                 d => format!("no (ours {d})"),
@@ -313,7 +339,7 @@ pub const HEADER: [&str; 6] = [
 ];
 
 /// What the table's numbers mean.
-pub const NOTE: &str = "Ratios are of mean goodput (b ÷ a); their interval is the widest the two means' 95% CIs allow. \"Same direction\": both higher, both lower, or both within 5% of no change; \"unclear\" when our interval spans more than one of those.";
+pub const NOTE: &str = "Ratios are of mean goodput (b ÷ a) with Fieller's 95% interval for a ratio of two independent means (Welch–Satterthwaite degrees of freedom; unbounded when the base's mean is within its CI of 0). \"Same direction\": both higher, both lower, or both within 5% of no change; \"unclear\" when our interval spans more than one of those, or is unbounded.";
 
 /// The seed's source and one row per claim of the seed file at `seed_path` (its `results`
 /// paths are relative to it).
@@ -390,10 +416,11 @@ pub fn embed(readme: &str, table: &str) -> Option<String> {
 mod tests {
     use super::*;
 
+    // Row 2: two trials whose CI is 10 ± 15 Mbit/s: SD 15e6 · √2 / t(0.975, 1) = 1669515.
     const CSV: &str = "point,label,label,n,mean_bps,sd_bps,ci95_low_bps,ci95_high_bps,median_bps\n\
-0,no limit,clean,2,40000000,1,38000000,42000000,40000000\n\
-1,\"wmem, 4096\",clean,2,20000000,1,19000000,21000000,20000000\n\
-2,\"wmem, 4096\",loss,2,10000000,1,-5000000,25000000,10000000\n";
+0,no limit,clean,4,40000000,1000000,38408777,41591223,40000000\n\
+1,\"wmem, 4096\",clean,4,20000000,500000,19204388,20795612,20000000\n\
+2,\"wmem, 4096\",loss,2,10000000,1669515.3176,-5000000,25000000,10000000\n";
 
     fn claim(figure: Figure, base: &[&str], point: &[&str]) -> Claim {
         Claim {
@@ -412,13 +439,16 @@ mod tests {
         let rows = read_summary(CSV).unwrap();
         assert_eq!(rows.len(), 3);
         assert_eq!(rows[1].values, ["wmem, 4096", "clean"]);
-        assert_eq!(rows[1].ci, Some((19e6, 21e6)));
+        assert_eq!(rows[1].ci, Some((19_204_388.0, 20_795_612.0)));
+        assert_eq!(rows[1].sd, Some(500_000.0));
     }
 
     #[test]
     fn ratios_directions_and_values() {
         let rows = read_summary(CSV).unwrap();
         // Halved, against a seed that found 0.4: same direction, ours is 1.25× the seed's.
+        // Fieller: b 20 ± SD 0.5 (n 4), a 40 ± SD 1 (n 4): Welch df 6, t 2.446912, g 0.000936,
+        // bounds 0.478825 and 0.522111 (python3, the formula of tcptune_report::stats).
         let r = row(
             &claim(
                 Figure::Ratio(0.4),
@@ -427,7 +457,7 @@ mod tests {
             ),
             Some(&rows),
         );
-        assert_eq!(r[2], "0.50 (0.45 – 0.55)");
+        assert_eq!(r[2], "0.50 (0.48 – 0.52)");
         assert_eq!((r[3].as_str(), r[4].as_str()), ("yes", "1.25"));
         // The seed found no effect; ours is lower.
         let r = row(
@@ -439,7 +469,8 @@ mod tests {
             Some(&rows),
         );
         assert_eq!(r[3], "no (ours lower)");
-        // A wide interval (n = 2) leaves the direction unclear, and is cut at zero.
+        // A wide interval (n = 2) leaves the direction unclear, and is cut at zero: Welch df
+        // 1.0225, t 12.064, bounds −0.2128 and 1.2361.
         let r = row(
             &claim(
                 Figure::Direction("lower".into()),
@@ -448,8 +479,19 @@ mod tests {
             ),
             Some(&rows),
         );
-        assert_eq!(r[2], "0.50 (0 – 1.32)");
-        assert!(r[3].starts_with("unclear"));
+        assert_eq!(r[2], "0.50 (0 – 1.24)");
+        assert_eq!(r[3], "unclear (CI spans both)");
+        // Over a base whose CI reaches 0 (g = t²·SE²/mean² = 2.03 ≥ 1): unbounded, unclear.
+        let r = row(
+            &claim(
+                Figure::Direction("higher".into()),
+                &["wmem, 4096", "loss"],
+                &["wmem, 4096", "clean"],
+            ),
+            Some(&rows),
+        );
+        assert_eq!(r[2], "2.00 (unbounded: the base's CI reaches 0)");
+        assert_eq!(r[3], "unclear (interval unbounded)");
         // An absolute figure: ours over the seed's.
         let r = row(
             &claim(Figure::Value(10e6), &[], &["no limit", "clean"]),
@@ -457,7 +499,7 @@ mod tests {
         );
         assert_eq!(
             (r[2].as_str(), r[4].as_str()),
-            ("40.00 Mbit/s (38.00 – 42.00)", "4.00")
+            ("40.00 Mbit/s (38.41 – 41.59)", "4.00")
         );
         // A point the results lack is said, not invented.
         let r = row(

@@ -283,6 +283,7 @@ mod tests {
             spec_hash: String::new(),
             points: vec![point],
             trials: Vec::new(),
+            auto: None,
         };
         let counters = |loss: u64, dup: u64, copies: u64, reordered: u64| {
             serde_json::json!({"down": {

@@ -1,6 +1,7 @@
 //! Experiments as files: a TOML spec ([`spec`]) of a path, hosts, a workload and sweeps;
 //! a plan of trials ([`plan`]); a runner loop that records each trial and resumes where an
-//! interrupted run stopped ([`run`]); statistics per sweep point and the HTML report
+//! interrupted run stopped ([`run`]), with as many trials per point as its answer needs when
+//! asked ([`stopping`]); statistics per sweep point and the HTML report
 //! ([`report`]).
 //!
 //! How a trial runs is behind [`run::TrialRunner`]: the lab implements it with namespaces and
@@ -17,8 +18,10 @@ pub mod record;
 pub mod report;
 pub mod rerun;
 pub mod run;
+pub mod schedule;
 pub mod settings;
 pub mod spec;
+pub mod stopping;
 pub mod workload;
 
 pub use fuzz::fuzz_one;

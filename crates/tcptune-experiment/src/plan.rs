@@ -2,6 +2,8 @@
 //! and every `[[paired]]` group's rows), repetitions, a warm-up before each point's first
 //! measured trial, and the order (shuffled with the spec's seed, or sequential). Every trial
 //! gets its own seed derived from the spec's, so a rerun makes the same impairment decisions.
+//! With `repetitions = "auto"` the trials go in rounds, one trial of each point per round,
+//! up to the maximum; the run passes over the trials of points the stopping rule has closed.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -10,6 +12,7 @@ use tcptune_model::Dur;
 
 use crate::settings::Settings;
 use crate::spec::{Order, Seeds, Spec, LABEL};
+use crate::stopping::Auto;
 
 /// One combination of settings.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -150,8 +153,22 @@ pub fn points(spec: &Spec) -> Vec<Point> {
         .collect()
 }
 
+/// Fisher–Yates with the given generator.
+fn shuffle<T>(v: &mut [T], rng: &mut SplitMix64) {
+    for i in (1..v.len()).rev() {
+        let j = rng.below(i + 1);
+        v.swap(i, j);
+    }
+}
+
+/// The seed of the trials' order.
+const ORDER_SALT: u64 = 0x5EED_0F0D_E12A_1500;
+
 /// Every trial, in the order they run.
 pub fn trials(spec: &Spec, points: &[Point]) -> Vec<Trial> {
+    if spec.auto.is_some() {
+        return rounds(spec, points);
+    }
     let mut seeds = SplitMix64::new(spec.seed);
     // Common seeds: one per repetition, shared by every point.
     let common: Vec<u64> = match spec.seeds {
@@ -176,19 +193,55 @@ pub fn trials(spec: &Spec, points: &[Point]) -> Vec<Trial> {
     }
     let warmup_seeds: Vec<u64> = points.iter().map(|_| seeds.next_u64()).collect();
     if spec.order == Order::Random {
-        // Fisher–Yates with the spec's seed.
-        let mut rng = SplitMix64::new(spec.seed ^ 0x5EED_0F0D_E12A_1500);
-        for i in (1..measured.len()).rev() {
-            let j = rng.below(i + 1);
-            measured.swap(i, j);
-        }
+        shuffle(&mut measured, &mut SplitMix64::new(spec.seed ^ ORDER_SALT));
     }
+    with_warmups(spec, points.len(), measured, &warmup_seeds)
+}
+
+/// With `repetitions = "auto"`: round r holds trial r of every point, the rounds in turn, each
+/// in an order of its own (shuffled with the spec's seed unless sequential), up to the
+/// maximum. The run passes over the trials of a point the stopping rule has closed, so the
+/// points still open meet in a random order each round too (a uniform shuffle keeps being
+/// one when some of its items are skipped). Seeds are drawn per round and point whatever the
+/// outcome, so no trial's seed depends on another point's results.
+fn rounds(spec: &Spec, points: &[Point]) -> Vec<Trial> {
+    let mut seeds = SplitMix64::new(spec.seed ^ 0xA070_0000_0000_0001);
+    let mut order = SplitMix64::new(spec.seed ^ ORDER_SALT);
+    let warmup_seeds: Vec<u64> = points.iter().map(|_| seeds.next_u64()).collect();
+    let mut measured = Vec::with_capacity(points.len() * spec.repetitions as usize);
+    for rep in 1..=spec.repetitions {
+        // Common random numbers: the round's one seed, shared by every point.
+        let common = seeds.next_u64();
+        let mut round: Vec<Trial> = points
+            .iter()
+            .map(|p| Trial {
+                id: format!("p{:03}-r{rep:02}", p.index),
+                point: p.index,
+                rep: Some(rep),
+                warmup: false,
+                seed: match spec.seeds {
+                    Seeds::Common => common,
+                    Seeds::PerTrial => seeds.next_u64(),
+                },
+            })
+            .collect();
+        if spec.order == Order::Random {
+            shuffle(&mut round, &mut order);
+        }
+        measured.extend(round);
+    }
+    with_warmups(spec, points.len(), measured, &warmup_seeds)
+}
+
+/// The measured trials with each point's warm-up (when the spec has them) right before its
+/// first.
+fn with_warmups(spec: &Spec, points: usize, measured: Vec<Trial>, seeds: &[u64]) -> Vec<Trial> {
     if !spec.warmup {
         return measured;
     }
     // The warm-up of a point runs right before its first measured trial.
-    let mut out = Vec::with_capacity(measured.len() + points.len());
-    let mut warmed = vec![false; points.len()];
+    let mut out = Vec::with_capacity(measured.len() + points);
+    let mut warmed = vec![false; points];
     for t in measured {
         if !warmed[t.point] {
             warmed[t.point] = true;
@@ -197,7 +250,7 @@ pub fn trials(spec: &Spec, points: &[Point]) -> Vec<Trial> {
                 point: t.point,
                 rep: None,
                 warmup: true,
-                seed: warmup_seeds[t.point],
+                seed: seeds[t.point],
             });
         }
         out.push(t);
@@ -244,6 +297,7 @@ pub fn smoke(spec: &Spec, max_points: usize) -> (Vec<Point>, Vec<Trial>) {
         .collect();
     let quick = Spec {
         repetitions: 1,
+        auto: None,
         warmup: false,
         order: Order::Sequential,
         ..spec.clone()
@@ -258,11 +312,15 @@ pub struct CheckedPlan {
     /// The experiment's name.
     pub name: String,
     pub points: Vec<PlannedPoint>,
-    /// Measured trials per point.
+    /// Measured trials per point (with `auto`, the most a point may take).
     pub repetitions: u32,
+    /// `repetitions = "auto"`: the stopping rule (trials per point until the 95% CI
+    /// half-width is within `precision` of the mean, from `min` to `max`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub auto: Option<Auto>,
     /// Whether each point's first trial is an extra, unmeasured warm-up.
     pub warmup: bool,
-    /// Trials in all, warm-ups included.
+    /// Trials in all, warm-ups included (with `auto`, at most).
     pub trials: usize,
     /// "random" (shuffled with the spec's seed) or "sequential".
     pub order: String,
@@ -284,12 +342,23 @@ pub struct PlannedPoint {
 
 impl std::fmt::Display for CheckedPlan {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (reps, most) = match &self.auto {
+            Some(a) => (
+                format!(
+                    "{} to {} repetitions (until the 95% CI is within {} of the mean)",
+                    a.min,
+                    a.max,
+                    crate::stopping::percent(a.precision)
+                ),
+                "at most ",
+            ),
+            None => (format!("{} repetition(s)", self.repetitions), ""),
+        };
         writeln!(
             f,
-            "{}: {} point(s) × {} repetition(s){} = {} trials, order {}",
+            "{}: {} point(s) × {reps}{} = {most}{} trials, order {}",
             self.name,
             self.points.len(),
-            self.repetitions,
             if self.warmup { " + 1 warm-up" } else { "" },
             self.trials,
             self.order
@@ -332,6 +401,7 @@ impl CheckedPlan {
                 })
                 .collect(),
             repetitions: spec.repetitions,
+            auto: spec.auto,
             warmup: spec.warmup,
             trials,
             order: format!("{:?}", spec.order).to_lowercase(),
@@ -349,8 +419,12 @@ mod tests {
     use crate::spec::parse;
 
     fn spec(extra: &str) -> Spec {
+        spec_with("3", extra)
+    }
+
+    fn spec_with(repetitions: &str, extra: &str) -> Spec {
         let text = format!(
-            "name = \"t\"\nseed = 3\nrepetitions = 3\n{extra}\n[link]\nrate = \"100mbit\"\n[sweep]\n\"link.delay\" = [\"5ms\", \"50ms\"]\n\"client.mtu\" = [1500, 9000, 4000]\n[[paired]]\n\"link.rate\" = [\"1gbit\", \"10gbit\"]\n\"client.txqueuelen\" = [1000, 8000]\n"
+            "name = \"t\"\nseed = 3\nrepetitions = {repetitions}\n{extra}\n[link]\nrate = \"100mbit\"\n[sweep]\n\"link.delay\" = [\"5ms\", \"50ms\"]\n\"client.mtu\" = [1500, 9000, 4000]\n[[paired]]\n\"link.rate\" = [\"1gbit\", \"10gbit\"]\n\"client.txqueuelen\" = [1000, 8000]\n"
         );
         parse(&text, &FakeCaps).unwrap()
     }
@@ -507,5 +581,58 @@ mod tests {
         // A shorter workload is kept; a spec smaller than the limit keeps every point.
         let (ps, _) = smoke(&s, 100);
         assert_eq!(ps.len(), all.len());
+    }
+
+    #[test]
+    fn auto_plans_rounds_each_in_an_order_of_its_own() {
+        let s = spec_with("\"auto\"", "min_repetitions = 2\nmax_repetitions = 4");
+        let ps = points(&s);
+        let all = trials(&s, &ps);
+        assert_eq!(all, trials(&s, &ps), "reproducible");
+        assert_eq!(
+            all.len(),
+            ps.len() * (4 + 1),
+            "every round up to the maximum"
+        );
+        let measured: Vec<&Trial> = all.iter().filter(|t| !t.warmup).collect();
+        let mut orders = Vec::new();
+        for (r, round) in measured.chunks(ps.len()).enumerate() {
+            assert!(
+                round.iter().all(|t| t.rep == Some(r as u32 + 1)),
+                "rounds in turn"
+            );
+            let mut pts: Vec<usize> = round.iter().map(|t| t.point).collect();
+            orders.push(pts.clone());
+            pts.sort();
+            assert_eq!(
+                pts,
+                (0..ps.len()).collect::<Vec<_>>(),
+                "each point once a round"
+            );
+        }
+        assert!(
+            orders.windows(2).all(|w| w[0] != w[1]),
+            "a new order each round"
+        );
+        // Warm-ups come right before a point's first trial, all in the first round.
+        let first_round_end = all.iter().position(|t| t.rep == Some(2)).unwrap();
+        assert_eq!(
+            all[..first_round_end].iter().filter(|t| t.warmup).count(),
+            ps.len()
+        );
+        let seeds: std::collections::BTreeSet<u64> = measured.iter().map(|t| t.seed).collect();
+        assert_eq!(seeds.len(), measured.len(), "per-trial seeds");
+        // Common seeds: one per round.
+        let c = spec_with("\"auto\"", "max_repetitions = 5\nseeds = \"common\"");
+        let per_round: std::collections::BTreeSet<(u32, u64)> = trials(&c, &ps)
+            .iter()
+            .filter_map(|t| Some((t.rep?, t.seed)))
+            .collect();
+        assert_eq!(per_round.len(), 5);
+        // Sequential: points in order within each round.
+        let q = spec_with("\"auto\"", "order = \"sequential\"\nwarmup = false");
+        let t = trials(&q, &ps);
+        assert!(t[..ps.len()].windows(2).all(|w| w[0].point < w[1].point));
+        assert_eq!(t.len(), ps.len() * 20);
     }
 }

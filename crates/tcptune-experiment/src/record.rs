@@ -105,6 +105,10 @@ pub struct StoredPlan {
     pub spec_hash: String,
     pub points: Vec<Point>,
     pub trials: Vec<Trial>,
+    /// With `repetitions = "auto"`: the stopping rule (`trials` then holds every round up to
+    /// the maximum, and the run passes over a point's trials once the rule closes it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auto: Option<crate::stopping::Auto>,
 }
 
 /// What the join found in one direction of the link, summed over the trial's TCP flows.

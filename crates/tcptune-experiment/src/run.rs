@@ -1,7 +1,9 @@
 //! The runner loop: runs each planned trial through a [`TrialRunner`], appends its record to
 //! `trials.jsonl` as soon as it ends (flushed and synced, so a killed run loses at most the
 //! trial in progress), reports progress with an ETA, and on a second start with the same spec
-//! skips the trials already recorded.
+//! skips the trials already recorded. With `repetitions = "auto"` it passes over the trials of
+//! points the stopping rule has closed, deciding from the recorded trials (so a resumed run
+//! re-derives which points are still open).
 //!
 //! Results directory:
 //! - `spec.toml`: the spec as given; `plan.json`: points, trial order, the spec's hash;
@@ -16,6 +18,7 @@ use std::path::{Path, PathBuf};
 
 use crate::plan::{self, Point, Trial};
 pub use crate::record::{LimitShares, Measurement, SeriesSample, StoredPlan, TrialRecord};
+use crate::schedule::Tracker;
 use crate::spec::Spec;
 
 /// Runs one trial of a point. `dir` is the results directory (for series and captures).
@@ -33,6 +36,7 @@ pub trait TrialRunner {
 #[derive(Debug, Clone)]
 pub struct Progress<'a> {
     pub done: usize,
+    /// Trials done and still to run (with `repetitions = "auto"`, as far as is known now).
     pub total: usize,
     pub record: &'a TrialRecord,
     pub point_label: String,
@@ -185,6 +189,7 @@ pub fn run_with(
             spec_hash: hash,
             points,
             trials,
+            auto: spec.auto.filter(|_| options.smoke.is_none()),
         };
         let spec_path = dir.join("spec.toml");
         std::fs::write(&spec_path, &spec.text).map_err(io_err(&spec_path))?;
@@ -202,18 +207,20 @@ pub fn run_with(
     }
     // A resumed run skips what is recorded: successes always, failures unless asked to retry
     // them (a retry appends a new record; the failed one stays in the file and the report).
-    let done: BTreeSet<String> = load_records(dir)?
-        .into_iter()
+    let records = load_records(dir)?;
+    let done: BTreeSet<String> = records
+        .iter()
         .filter(|r| r.result.is_some() || !options.retry_failed)
-        .map(|r| r.id)
+        .map(|r| r.id.clone())
         .collect();
+    // Which points still take trials (every point, with fixed repetitions).
+    let mut tracker = Tracker::new(&stored, &records, &|t: &Trial| !done.contains(&t.id));
     let records_path = dir.join("trials.jsonl");
     let mut file = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
         .open(&records_path)
         .map_err(io_err(&records_path))?;
-    let total = stored.trials.len();
     let skipped = stored
         .trials
         .iter()
@@ -230,6 +237,9 @@ pub fn run_with(
                 interrupted: true,
             });
         }
+        if !tracker.take(trial) {
+            continue; // its point is precise enough, or at its maximum
+        }
         let point = &stored.points[trial.point];
         let started = std::time::Instant::now();
         let started_unix_s = now_unix();
@@ -245,6 +255,7 @@ pub fn run_with(
                 interrupted: true,
             });
         }
+        tracker.ended(trial, result.as_ref().ok().map(|m| m.goodput_bps));
         let (result, error) = match result {
             Ok(m) => (Some(m), None),
             Err(e) => (None, Some(e)),
@@ -268,10 +279,10 @@ pub fn run_with(
             .map_err(io_err(&records_path))?;
         ran += 1;
         wall_sum += wall_s;
-        let left = total - skipped - ran;
+        let left = tracker.remaining();
         progress(&Progress {
             done: skipped + ran,
-            total,
+            total: skipped + ran + left,
             record: &record,
             point_label: point.label(),
             eta_s: Some(wall_sum / ran as f64 * left as f64),

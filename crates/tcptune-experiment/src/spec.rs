@@ -5,7 +5,9 @@
 //! ```toml
 //! name = "buffers"
 //! seed = 1
-//! repetitions = 5          # measured trials per sweep point
+//! repetitions = 5          # measured trials per sweep point, or "auto":
+//!                          # until the 95% CI is within `precision` of the mean
+//!                          # (default 0.05), min_repetitions 3 … max_repetitions 20
 //! warmup = true            # one discarded trial before each point's first
 //! order = "random"         # or "sequential"
 //! seeds = "per-trial"      # or "common": repetition r of every point gets the same link seed
@@ -35,6 +37,7 @@ use std::fmt;
 use toml_edit::{ImDocument, Item, Table, Value};
 
 use crate::settings::{self, Capabilities, Settings};
+use crate::stopping::{self, Auto};
 
 /// Trial order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -80,7 +83,10 @@ pub struct Spec {
     pub name: String,
     pub description: String,
     pub seed: u64,
+    /// Measured trials per point; with `auto`, the most a point may take.
     pub repetitions: u32,
+    /// `repetitions = "auto"`: the stopping rule ([`crate::stopping`]).
+    pub auto: Option<Auto>,
     pub warmup: bool,
     pub order: Order,
     pub seeds: Seeds,
@@ -230,6 +236,70 @@ impl Parser<'_> {
         Ok(())
     }
 
+    /// `repetitions`: a count (3 by default), or "auto" with its precision and bounds; the
+    /// count returned is then the most a point may take.
+    fn repetitions(&self, root: &Table) -> Result<(u32, Option<Auto>), SpecError> {
+        let count = |k: &str, min: u32, max: u32| -> Result<Option<u32>, SpecError> {
+            match root.get(k) {
+                None => Ok(None),
+                Some(i) => match i.as_integer() {
+                    Some(v) if (i64::from(min)..=i64::from(max)).contains(&v) => Ok(Some(v as u32)),
+                    _ => Err(self.err(
+                        i.span(),
+                        format!("'{k}' must be a whole number from {min} to {max}"),
+                    )),
+                },
+            }
+        };
+        match root.get("repetitions").and_then(Item::as_str) {
+            Some("auto") => {}
+            Some(other) => {
+                return Err(self.err(
+                    root.get("repetitions").and_then(|i| i.span()),
+                    format!("repetitions '{other}' is unknown; give a whole number from 1 to 100000, or \"auto\" (trials until the 95% CI is within the precision)"),
+                ))
+            }
+            None => {
+                if let Some((k, i)) = stopping::SPEC_KEYS
+                    .iter()
+                    .find_map(|k| Some((k, root.get(k)?)))
+                {
+                    return Err(self.err(
+                        i.span(),
+                        format!("'{k}' goes with repetitions = \"auto\"; set that, or remove '{k}'"),
+                    ));
+                }
+                return Ok((count("repetitions", 1, 100_000)?.unwrap_or(3), None));
+            }
+        }
+        let precision = match root.get("precision") {
+            None => stopping::DEFAULT_PRECISION,
+            Some(i) => {
+                let text = i.as_value().and_then(scalar).unwrap_or_default();
+                stopping::parse_precision(&text).map_err(|m| self.err(i.span(), m))?
+            }
+        };
+        let most = stopping::MAX_REPETITIONS;
+        let min = count("min_repetitions", 2, most)?.unwrap_or(stopping::DEFAULT_MIN);
+        let max = count("max_repetitions", 2, most)?.unwrap_or(stopping::DEFAULT_MAX.max(min));
+        if max < min {
+            return Err(self.err(
+                root.get("max_repetitions")
+                    .or(root.get("min_repetitions"))
+                    .and_then(|i| i.span()),
+                format!("max_repetitions ({max}) is below min_repetitions ({min}); raise it or lower the minimum"),
+            ));
+        }
+        Ok((
+            max,
+            Some(Auto {
+                precision,
+                min,
+                max,
+            }),
+        ))
+    }
+
     fn err(&self, span: Option<std::ops::Range<usize>>, message: impl Into<String>) -> SpecError {
         SpecError {
             line: line_of(self.text, span.map(|s| s.start)),
@@ -337,6 +407,34 @@ const TOP_KEYS: [&str; 14] = [
     "paired",
 ];
 
+/// The text of a spec with `repetitions = "auto"` at `precision` (what `lab run --precision`
+/// runs): the spec's own `repetitions` and `precision` values replaced, or set at its top when
+/// it has none, everything else as written; `min_repetitions`/`max_repetitions` stay.
+pub fn with_precision(text: &str, precision: f64) -> Result<String, SpecError> {
+    let doc = ImDocument::parse(text).map_err(|e| SpecError {
+        line: line_of(text, e.span().map(|s| s.start)),
+        message: format!("not valid TOML: {}", e.message()),
+    })?;
+    let mut edits: Vec<(std::ops::Range<usize>, String)> = Vec::new();
+    let mut prefix = String::new();
+    for (key, value) in [
+        ("repetitions", "\"auto\"".to_string()),
+        ("precision", format!("{precision}")),
+    ] {
+        match doc.get(key).and_then(|i| i.span()) {
+            Some(span) => edits.push((span, value)),
+            None => prefix.push_str(&format!("{key} = {value}\n")),
+        }
+    }
+    // From the end, so each span still points at its value.
+    edits.sort_by_key(|(span, _)| std::cmp::Reverse(span.start));
+    let mut out = text.to_string();
+    for (span, value) in edits {
+        out.replace_range(span, &value);
+    }
+    Ok(prefix + &out)
+}
+
 /// Parses and checks a spec against this kernel's capabilities.
 pub fn parse(text: &str, caps: &dyn Capabilities) -> Result<Spec, SpecError> {
     let doc = ImDocument::parse(text).map_err(|e| SpecError {
@@ -346,13 +444,14 @@ pub fn parse(text: &str, caps: &dyn Capabilities) -> Result<Spec, SpecError> {
     let p = Parser { text, caps };
     let root: &Table = &doc;
     for (key, item) in root.iter() {
-        if !TOP_KEYS.contains(&key) {
+        if !TOP_KEYS.contains(&key) && !stopping::SPEC_KEYS.contains(&key) {
             let span = root.key(key).and_then(|k| k.span()).or_else(|| item.span());
             return Err(p.err(
                 span,
                 format!(
-                    "'{key}' is not part of a spec; the parts are: {}",
-                    TOP_KEYS.join(", ")
+                    "'{key}' is not part of a spec; the parts are: {}, {}",
+                    TOP_KEYS.join(", "),
+                    stopping::SPEC_KEYS.join(", ")
                 ),
             ));
         }
@@ -436,13 +535,14 @@ pub fn parse(text: &str, caps: &dyn Capabilities) -> Result<Spec, SpecError> {
     };
     let paired = p.paired(root)?;
     p.swept_once(&sweep, &paired)?;
-    let repetitions = int_of("repetitions", 1, 100_000)?.unwrap_or(3) as u32;
+    let (repetitions, auto) = p.repetitions(root)?;
     p.check_size(root, &sweep, &paired, repetitions, warmup)?;
     Ok(Spec {
         name,
         description: str_of("description")?.unwrap_or_default(),
         seed: int_of("seed", 0, i64::MAX)?.unwrap_or(1) as u64,
         repetitions,
+        auto,
         warmup,
         order,
         seeds,
@@ -598,6 +698,87 @@ duration = "5s"
             e.message
                 .contains("10000 points × 20 repetitions + 1 warm-up make 210000 trials"),
             "{e}"
+        );
+    }
+
+    #[test]
+    fn auto_repetitions_with_defaults_bounds_and_errors() {
+        let s = parse("name = \"a\"\nrepetitions = \"auto\"\n", &FakeCaps).unwrap();
+        let want = Auto {
+            precision: 0.05,
+            min: 3,
+            max: 20,
+        };
+        assert_eq!((s.repetitions, s.auto), (20, Some(want)));
+        let s = parse(
+            "name = \"a\"\nrepetitions = \"auto\"\nprecision = \"2%\"\nmin_repetitions = 4\nmax_repetitions = 8\n",
+            &FakeCaps,
+        )
+        .unwrap();
+        let want = Auto {
+            precision: 0.02,
+            min: 4,
+            max: 8,
+        };
+        assert_eq!((s.repetitions, s.auto), (8, Some(want)));
+        // A minimum above the default maximum raises the maximum with it.
+        let s = parse(
+            "name = \"a\"\nrepetitions = \"auto\"\nmin_repetitions = 30\n",
+            &FakeCaps,
+        )
+        .unwrap();
+        assert_eq!(s.auto.map(|a| (a.min, a.max)), Some((30, 30)));
+        assert_eq!(parse("name = \"a\"\n", &FakeCaps).unwrap().auto, None);
+
+        let e = err("name = \"a\"\nrepetitions = \"many\"\n");
+        assert_eq!(e.line, Some(2), "{e}");
+        assert!(e.message.contains("repetitions 'many' is unknown"), "{e}");
+        let e = err("name = \"a\"\nrepetitions = 5\nprecision = 0.05\n");
+        assert_eq!(e.line, Some(3), "{e}");
+        assert!(
+            e.message.contains("goes with repetitions = \"auto\""),
+            "{e}"
+        );
+        let e = err("name = \"a\"\nrepetitions = \"auto\"\nprecision = 1.5\n");
+        assert_eq!(e.line, Some(3), "{e}");
+        assert!(e.message.contains("above 0 and below 1"), "{e}");
+        let e = err("name = \"a\"\nrepetitions = \"auto\"\nmin_repetitions = 1\n");
+        assert!(e.message.contains("from 2 to 1000"), "{e}");
+        let e =
+            err("name = \"a\"\nrepetitions = \"auto\"\nmin_repetitions = 5\nmax_repetitions = 4\n");
+        assert_eq!(e.line, Some(4), "{e}");
+        assert!(e.message.contains("below min_repetitions (5)"), "{e}");
+        // The maximum counts against the trial limit.
+        let values = (0..10_000)
+            .map(|i| format!("\"{}ms\"", i + 1))
+            .collect::<Vec<_>>()
+            .join(",");
+        let e = err(&format!(
+            "name = \"a\"\nrepetitions = \"auto\"\n[sweep]\n\"link.delay\" = [{values}]\n"
+        ));
+        assert!(e.message.contains("× 20 repetitions"), "{e}");
+    }
+
+    #[test]
+    fn with_precision_sets_auto_and_keeps_the_rest() {
+        let t = with_precision(GOOD, 0.02).unwrap();
+        assert!(t.contains("repetitions = \"auto\"\n"), "{t}");
+        assert!(t.starts_with("precision = 0.02\n"), "{t}");
+        let s = parse(&t, &FakeCaps).unwrap();
+        assert_eq!(s.auto.map(|a| a.precision), Some(0.02));
+        assert_eq!((s.seed, s.sweep.len()), (7, 2), "the rest as written");
+        // A spec that names its own precision gets the new one in its place.
+        let own = "name = \"a\"\nrepetitions = \"auto\"\nprecision = \"5%\" # loose\n";
+        let t = with_precision(own, 0.01).unwrap();
+        assert_eq!(
+            t,
+            "name = \"a\"\nrepetitions = \"auto\"\nprecision = 0.01 # loose\n"
+        );
+        // Without repetitions at all: both set at the top, before any table.
+        let t = with_precision("name = \"a\"\n[link]\nrate = \"1gbit\"\n", 0.1).unwrap();
+        assert_eq!(
+            parse(&t, &FakeCaps).unwrap().auto.map(|a| a.precision),
+            Some(0.1)
         );
     }
 }

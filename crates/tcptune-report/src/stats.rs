@@ -1,6 +1,6 @@
 //! Summary statistics of repeated trials, as seed 001's tables report them: n, mean, standard
 //! deviation, the 95% confidence interval of the mean (Student t with n−1 degrees of freedom),
-//! median, min and max.
+//! median, min and max; and Fieller's interval for the ratio of two such means.
 
 use schemars::JsonSchema;
 use serde::Serialize;
@@ -52,6 +52,64 @@ pub fn summarize(values: &[f64]) -> Option<Summary> {
         median,
         min: v[0],
         max: v[n - 1],
+    })
+}
+
+/// A sample's mean, standard deviation and size: what a ratio of means needs of each side.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MeanSd {
+    pub mean: f64,
+    /// Sample standard deviation (n − 1 in the denominator).
+    pub sd: f64,
+    pub n: usize,
+}
+
+/// A 95% confidence interval for a ratio of two means.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum RatioInterval {
+    Bounded {
+        low: f64,
+        high: f64,
+    },
+    /// The denominator's mean is not clear of zero at this confidence (its interval reaches 0),
+    /// so the ratio's confidence set is unbounded: the data cannot bound the ratio.
+    Unbounded,
+}
+
+/// Fieller's 95% confidence interval for `num.mean / den.mean`, the two samples independent
+/// with variances of their own: the θ for which `num.mean − θ·den.mean` is within t standard
+/// errors of 0, t at the Welch–Satterthwaite degrees of freedom of that difference at the
+/// estimate (as Tamhane & Logan 2004 and the R package mratios' `ttestratio` do). Unlike the
+/// extremes of the two means' intervals, this covers the ratio 95% of the time. `None` when a
+/// side has fewer than two values (no standard deviation) or the estimate is not finite.
+pub fn fieller(num: MeanSd, den: MeanSd) -> Option<RatioInterval> {
+    if num.n < 2 || den.n < 2 || den.mean == 0.0 {
+        return None;
+    }
+    let (a, b) = (den.mean, num.mean);
+    let (va, vb) = (den.sd.powi(2) / den.n as f64, num.sd.powi(2) / num.n as f64);
+    let ratio = b / a;
+    // Welch–Satterthwaite for the variance of b − θa at θ = the estimate.
+    let v = vb + ratio.powi(2) * va;
+    let denom = vb.powi(2) / (num.n - 1) as f64 + ratio.powi(4) * va.powi(2) / (den.n - 1) as f64;
+    let df = if denom > 0.0 {
+        v.powi(2) / denom
+    } else {
+        (num.n + den.n - 2) as f64
+    };
+    let t = t_quantile(0.975, df);
+    let g = t * t * va / (a * a);
+    if !ratio.is_finite() || !g.is_finite() {
+        return None;
+    }
+    if g >= 1.0 {
+        return Some(RatioInterval::Unbounded);
+    }
+    let half = t / a.abs() * (vb * (1.0 - g) + ratio.powi(2) * va).sqrt();
+    let (lo, hi) = ((ratio - half) / (1.0 - g), (ratio + half) / (1.0 - g));
+    Some(RatioInterval::Bounded {
+        low: lo.min(hi),
+        high: lo.max(hi),
     })
 }
 
@@ -173,6 +231,51 @@ mod tests {
         let half = 2.364_624 * sd / 8f64.sqrt();
         assert!((s.ci95_low.unwrap() - (5.0 - half)).abs() < 1e-4);
         assert!((s.ci95_high.unwrap() - (5.0 + half)).abs() < 1e-4);
+    }
+
+    #[test]
+    fn fiellers_interval_of_known_cases() {
+        // b: mean 20, SD 1, n 4 (SE² 0.25); a: mean 40, SD 2, n 4 (SE² 1). Estimate 0.5;
+        // Welch df at it: (0.25 + 0.25)² / (0.25²/3 + 0.5⁴·1/3) = 0.25 / (0.0417) = 6,
+        // t(0.975, 6) = 2.446912, g = t²·1/1600 = 0.003742; half = t/40 · √(0.25·(1 − g)
+        // + 0.25) = 0.061173 · 0.706446 = 0.043215; bounds (0.5 ∓ 0.043215) / 0.996258:
+        // 0.458501 and 0.545256 (python3: these formulas, and the roots of the quadratic
+        // θ²(a² − t²SEa²) − 2θab + b² − t²SEb² = 0, agree).
+        let b = MeanSd {
+            mean: 20.0,
+            sd: 1.0,
+            n: 4,
+        };
+        let a = MeanSd {
+            mean: 40.0,
+            sd: 2.0,
+            n: 4,
+        };
+        let Some(RatioInterval::Bounded { low, high }) = fieller(b, a) else {
+            panic!("bounded")
+        };
+        assert!((low - 0.458_501).abs() < 1e-5, "{low}");
+        assert!((high - 0.545_256).abs() < 1e-5, "{high}");
+        // Asymmetric about the estimate, wider above: the ratio's skew.
+        assert!(high - 0.5 > 0.5 - low);
+        // A base whose mean is within t standard errors of 0: unbounded.
+        let loose = MeanSd {
+            mean: 2.0,
+            sd: 2.0,
+            n: 3,
+        };
+        assert_eq!(fieller(b, loose), Some(RatioInterval::Unbounded));
+        // No interval from a single value.
+        assert_eq!(fieller(b, MeanSd { n: 1, ..a }), None);
+        // No spread at all: the interval is the estimate.
+        let exact = MeanSd { sd: 0.0, ..a };
+        assert_eq!(
+            fieller(MeanSd { sd: 0.0, ..b }, exact),
+            Some(RatioInterval::Bounded {
+                low: 0.5,
+                high: 0.5
+            })
+        );
     }
 
     #[test]

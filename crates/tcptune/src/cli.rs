@@ -823,6 +823,12 @@ pub enum LabCommand {
         /// the failures as they are).
         #[arg(long)]
         retry_failed: bool,
+        /// Repetitions "auto" at this precision, whatever the spec says: trials per point until
+        /// the 95% CI half-width of its mean goodput is within P of the mean (a fraction or a
+        /// percentage: 0.05, 5%), from the spec's min_repetitions to max_repetitions (3 and 20
+        /// by default). The results' spec.toml records it.
+        #[arg(long, value_name = "P")]
+        precision: Option<String>,
     },
     /// Remove a lab, or with --all the leftovers of every lab whose owner is gone.
     Down {

@@ -1,5 +1,6 @@
 //! `summary.csv`: one row per sweep point, one column per swept setting, then the statistics
-//! (the file `compare` and `report --against` read back).
+//! (the file `compare` and `report --against` read back). With `repetitions = "auto"` the
+//! last column, `stopped`, says why each point took no more trials (`precise`, `maximum`).
 
 use std::path::PathBuf;
 
@@ -26,7 +27,7 @@ pub fn summary_csv(points: &[PointSummary]) -> String {
         out.push(',');
         out.push_str(&csv_field(k));
     }
-    out.push_str(",n,mean_bps,sd_bps,ci95_low_bps,ci95_high_bps,median_bps,min_bps,max_bps,retransmits_mean,rtt_min_s_mean,sndbuf_peak_bytes_mean,rcvbuf_peak_bytes_mean,expected_bps,failures,verdict,failure_causes\n");
+    out.push_str(",n,mean_bps,sd_bps,ci95_low_bps,ci95_high_bps,median_bps,min_bps,max_bps,retransmits_mean,rtt_min_s_mean,sndbuf_peak_bytes_mean,rcvbuf_peak_bytes_mean,expected_bps,failures,verdict,failure_causes,stopped\n");
     let f = |v: Option<f64>| v.map(|x| format!("{x:.6}")).unwrap_or_default();
     for p in points {
         out.push_str(&p.index.to_string());
@@ -36,7 +37,7 @@ pub fn summary_csv(points: &[PointSummary]) -> String {
         }
         let g = p.goodput_bps.as_ref();
         out.push_str(&format!(
-            ",{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
+            ",{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
             g.map(|g| g.n).unwrap_or(0),
             f(g.map(|g| g.mean)),
             f(g.and_then(|g| g.sd)),
@@ -53,6 +54,9 @@ pub fn summary_csv(points: &[PointSummary]) -> String {
             p.failures,
             csv_field(p.verdict.as_deref().unwrap_or("")),
             csv_field(&p.failure_causes.join("; ")),
+            p.stopped
+                .map(crate::stopping::Stop::key)
+                .unwrap_or_default(),
         ));
     }
     out

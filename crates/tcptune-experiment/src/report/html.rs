@@ -8,7 +8,7 @@ use tcptune_report::html::{Block, Page};
 
 use super::figures::{Figure, Figures};
 use super::results::{Exporter, Results};
-use super::summary::{failure_causes, mbit, PointSummary};
+use super::summary::{auto_sentences, failure_causes, mbit, PointSummary};
 use super::tables::{failures_table, join_table, realised_table};
 use crate::run::RunError;
 
@@ -63,9 +63,14 @@ fn summary(results: &Results) -> String {
                 .join("; ")
         )
     };
+    let auto = plan
+        .auto
+        .map(|rule| format!(" {}", auto_sentences(&rule, &results.points)))
+        .unwrap_or_default();
     format!(
-        "{} sweep point(s), {} planned trials ({} recorded: {} measured, {} failed).{why} Goodput is the mean of the measured trials with its 95% confidence interval (Student t); warm-up trials are not counted, and a failed trial counts nowhere but here.",
+        "{} sweep point(s), {}{} planned trials ({} recorded: {} measured, {} failed).{why} Goodput is the mean of the measured trials with its 95% confidence interval (Student t); warm-up trials are not counted, and a failed trial counts nowhere but here.{auto}",
         plan.points.len(),
+        if plan.auto.is_some() { "up to " } else { "" },
         plan.trials.len(),
         records.len(),
         measured,
@@ -100,7 +105,14 @@ fn statistics_table(points: &[PointSummary]) -> Block {
             let g = p.goodput_bps.as_ref();
             vec![
                 p.label.clone(),
-                g.map(|g| g.n.to_string()).unwrap_or_else(|| "0".into()),
+                // With auto repetitions, why the point took no more.
+                format!(
+                    "{}{}",
+                    g.map_or(0, |g| g.n),
+                    p.stopped
+                        .map(|s| format!(" ({})", s.text()))
+                        .unwrap_or_default()
+                ),
                 g.map(|g| mbit(g.mean)).unwrap_or_default(),
                 g.and_then(|g| g.sd).map(mbit).unwrap_or_default(),
                 // Goodput is not negative: a low bound below zero (few trials, a wide spread)

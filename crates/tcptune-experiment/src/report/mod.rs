@@ -28,7 +28,7 @@ pub mod theory;
 mod time;
 
 pub use csv::summary_csv;
-pub use summary::{point_evidence, point_verdict, summarize, PointSummary};
+pub use summary::{auto_sentences, point_evidence, point_verdict, summarize, PointSummary};
 pub use tables::{realised, Realised};
 pub use theory::{theory, Theory};
 
@@ -45,6 +45,8 @@ pub struct ReportFiles {
     pub summary_csv: PathBuf,
     pub plots: Vec<PathBuf>,
     pub points: Vec<PointSummary>,
+    /// With `repetitions = "auto"`: the stopping rule the run used.
+    pub auto: Option<crate::stopping::Auto>,
 }
 
 // What `tcptune report` (and the end of `lab run`) prints; its doc line is its JSON Schema's
@@ -56,6 +58,10 @@ pub struct ReportResult {
     pub summary_csv: String,
     pub plots: Vec<String>,
     pub points: Vec<PointSummary>,
+    /// With `repetitions = "auto"`: the stopping rule the run used (each point's
+    /// `stopped` says why it took no more trials).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub auto: Option<crate::stopping::Auto>,
 }
 
 impl std::fmt::Display for ReportResult {
@@ -91,6 +97,9 @@ impl std::fmt::Display for ReportResult {
                 p.verdict.as_deref().unwrap_or("—")
             )?;
         }
+        if let Some(rule) = &self.auto {
+            writeln!(f, "{}", auto_sentences(rule, &self.points))?;
+        }
         for p in self.points.iter().filter(|p| p.failures > 0) {
             writeln!(
                 f,
@@ -115,6 +124,7 @@ impl From<ReportFiles> for ReportResult {
                 .map(|p| p.display().to_string())
                 .collect(),
             points: files.points,
+            auto: files.auto,
         }
     }
 }
@@ -131,6 +141,7 @@ pub fn write_report(dir: &Path) -> Result<ReportFiles, RunError> {
         summary_csv,
         plots,
         points: results.points,
+        auto: results.plan.auto,
     })
 }
 

@@ -31,6 +31,10 @@ pub struct PointSummary {
     /// not as the kernel's sndbuf-limited time, which counts only a blocked writer).
     pub evidence: Option<String>,
     pub failures: usize,
+    /// With `repetitions = "auto"`: why the point took no more trials (its interval reached
+    /// the precision, or it took the maximum); its measured trials are `goodput_bps.n`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stopped: Option<crate::stopping::Stop>,
     /// Why the point's trials failed: each distinct error once, with how many times.
     pub failure_causes: Vec<String>,
     pub theory: Theory,
@@ -38,6 +42,17 @@ pub struct PointSummary {
 
 /// Statistics per point from the recorded trials (warm-ups and failures excluded).
 pub fn summarize(plan: &StoredPlan, records: &[TrialRecord]) -> Vec<PointSummary> {
+    // Points with measured trials planned but never recorded (auto: unfinished unless closed).
+    let recorded: std::collections::BTreeSet<&str> =
+        records.iter().map(|r| r.id.as_str()).collect();
+    let mut rounds_left = vec![false; plan.points.len()];
+    for t in plan.trials.iter().filter(|t| !t.warmup) {
+        if !recorded.contains(t.id.as_str()) {
+            if let Some(l) = rounds_left.get_mut(t.point) {
+                *l = true;
+            }
+        }
+    }
     plan.points
         .iter()
         .map(|p| {
@@ -93,6 +108,11 @@ pub fn summarize(plan: &StoredPlan, records: &[TrialRecord]) -> Vec<PointSummary
                 verdict: point_verdict(&ok),
                 evidence: point_evidence(&ok),
                 failures,
+                stopped: plan.auto.map(|rule| {
+                    let values: Vec<f64> = ok.iter().map(|m| m.goodput_bps).collect();
+                    let left = rounds_left.get(p.index).copied().unwrap_or(false);
+                    crate::stopping::status(&values, &rule, left)
+                }),
                 failure_causes: failure_causes(
                     records.iter().filter(|r| r.point == p.index && !r.warmup),
                 )
@@ -185,6 +205,68 @@ pub(super) fn failure_causes<'a>(
         }
     }
     causes
+}
+
+/// With `repetitions = "auto"`: the rule, and how many trials the points took, which met the
+/// precision and which stopped at the maximum (with the half-width they reached), in
+/// sentences for the text and HTML reports.
+pub fn auto_sentences(rule: &crate::stopping::Auto, points: &[PointSummary]) -> String {
+    use crate::stopping::Stop;
+    let n = |p: &PointSummary| p.goodput_bps.as_ref().map_or(0, |g| g.n);
+    let half = |p: &PointSummary| {
+        let g = p.goodput_bps.as_ref()?;
+        Some((g.ci95_high? - g.ci95_low?) / 2.0 / g.mean.abs())
+    };
+    let with = |stop: Stop| points.iter().filter(move |p| p.stopped == Some(stop));
+    let range = |mut v: Vec<usize>| {
+        v.sort_unstable();
+        match (v.first(), v.last()) {
+            (Some(a), Some(b)) if a == b => format!("{a}"),
+            (Some(a), Some(b)) => format!("{a} to {b}"),
+            _ => "0".into(),
+        }
+    };
+    let mut out = format!("{}.", capitalised(&rule.describe()));
+    let precise: Vec<usize> = with(Stop::Precise).map(n).collect();
+    out.push_str(&format!(
+        " {} point(s) met it, with {} trials",
+        precise.len(),
+        range(precise)
+    ));
+    let at_max: Vec<String> = with(Stop::Maximum)
+        .map(|p| {
+            format!(
+                "{} ({} trials, ±{})",
+                p.label,
+                n(p),
+                half(p).map_or("no interval".into(), |h| format!("{:.1}%", h * 100.0))
+            )
+        })
+        .collect();
+    if at_max.is_empty() {
+        out.push_str("; none stopped at the maximum");
+    } else {
+        out.push_str(&format!(
+            "; {} stopped at the maximum without: {}",
+            at_max.len(),
+            at_max.join(", ")
+        ));
+    }
+    let unfinished = with(Stop::Unfinished).count();
+    if unfinished > 0 {
+        out.push_str(&format!(
+            "; {unfinished} unfinished (the run was cut: rerun it to resume)"
+        ));
+    }
+    out.push('.');
+    out
+}
+
+fn capitalised(s: &str) -> String {
+    let mut c = s.chars();
+    c.next()
+        .map(|f| f.to_uppercase().chain(c).collect())
+        .unwrap_or_default()
 }
 
 /// Bits per second as Mbit/s with two decimals, as the tables and the heatmap print them.

@@ -1,11 +1,15 @@
-//! The report's tests: theory, statistics, CSV, heatmap, verdicts and failures, and a report end to end over a model run.
+//! The report's tests: theory, statistics, CSV, heatmap, verdicts and failures, a report end
+//! to end over a model run, and auto repetitions over a noisy model.
 
 use super::csv::csv_field;
 use super::heatmap::goodput_heatmap;
 use super::*;
-use crate::run::load_records;
-use crate::run::run;
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use crate::plan::{Point, Trial};
 use crate::run::tests::{tempdir, ModelRunner, SPEC};
+use crate::run::{load_plan, load_records, run, Measurement, TrialRunner};
 use crate::settings::tests::FakeCaps;
 use crate::settings::Settings;
 use crate::spec::parse;
@@ -155,6 +159,7 @@ fn point(index: usize, varied: &[(&str, &str)], goodput: &[f64]) -> PointSummary
         verdict: None,
         evidence: None,
         failures: 0,
+        stopped: None,
         failure_causes: Vec::new(),
         theory: Theory::default(),
     }
@@ -336,7 +341,11 @@ fn failures_are_recorded_counted_and_explained() {
     assert_eq!((p.failures, p.goodput_bps.as_ref().unwrap().n), (1, 3));
     assert_eq!(p.failure_causes, ["1× emulator crashed"]);
     let csv = std::fs::read_to_string(&files.summary_csv).unwrap();
-    assert!(csv.lines().next().unwrap().ends_with(",failure_causes"));
+    assert!(csv
+        .lines()
+        .next()
+        .unwrap()
+        .ends_with(",failure_causes,stopped"));
     assert_eq!(csv.matches("1× emulator crashed").count(), 1);
     let html = std::fs::read_to_string(&files.html).unwrap();
     assert!(html.contains("1 failed)"), "the summary counts it");
@@ -344,4 +353,131 @@ fn failures_are_recorded_counted_and_explained() {
     assert!(html.contains("<h2>Failed trials</h2>"));
     assert!(html.contains(&format!("<td>{}</td>", bad.id)));
     let _ = std::fs::remove_dir_all(dir);
+}
+
+/// The model with point 1's goodput scattered over ±50% by the trial's seed: a noisy point
+/// beside steady ones (the model wobbles by ±2%); stops once it has run `stop_after` trials.
+struct Noisy {
+    inner: ModelRunner,
+    stop_after: usize,
+}
+
+impl TrialRunner for Noisy {
+    fn environment(&mut self) -> serde_json::Value {
+        self.inner.environment()
+    }
+    fn run(&mut self, point: &Point, trial: &Trial, dir: &Path) -> Result<Measurement, String> {
+        let mut m = self.inner.run(point, trial, dir)?;
+        if point.index == 1 {
+            m.goodput_bps *= 0.5 + (trial.seed % 1000) as f64 / 1000.0;
+        }
+        Ok(m)
+    }
+    fn should_stop(&self) -> bool {
+        self.inner.calls >= self.stop_after
+    }
+}
+
+fn measured_per_point(dir: &Path) -> Vec<usize> {
+    let mut n = vec![0; 5];
+    for r in load_records(dir).unwrap() {
+        if !r.warmup && r.result.is_some() {
+            n[r.point] += 1;
+        }
+    }
+    n
+}
+
+#[test]
+fn auto_repetitions_give_a_noisy_point_more_trials_and_resume_from_the_records() {
+    let text = SPEC.replace(
+        "repetitions = 4",
+        "repetitions = \"auto\"\nmax_repetitions = 10",
+    );
+    let spec = parse(&text, &FakeCaps).unwrap();
+    let noisy = |stop_after| Noisy {
+        inner: ModelRunner {
+            fail_seeds: vec![],
+            calls: 0,
+        },
+        stop_after,
+    };
+    // In one go.
+    let whole = tempdir("auto-whole");
+    let mut totals = Vec::new();
+    let out = run(&spec, &mut noisy(usize::MAX), &whole, &mut |p| {
+        totals.push((p.done, p.total))
+    })
+    .unwrap();
+    let n = measured_per_point(&whole);
+    assert_eq!(n[1], 10, "the noisy point takes the maximum: {n:?}");
+    for (i, k) in n.iter().enumerate().filter(|(i, _)| *i != 1) {
+        assert!((3..10).contains(k), "steady point {i} took {k}: {n:?}");
+    }
+    assert_eq!(
+        out.ran,
+        n.iter().sum::<usize>() + 5,
+        "measured and warm-ups"
+    );
+    // The total falls as points close, and ends at what ran.
+    assert_eq!(totals.first().unwrap().1, 5 * 11);
+    assert_eq!(*totals.last().unwrap(), (out.ran, out.ran));
+    assert!(totals.windows(2).all(|w| w[1].1 <= w[0].1));
+    // The report says which stopped where.
+    let stops: Vec<_> = summarize(&load_plan(&whole).unwrap(), &load_records(&whole).unwrap())
+        .iter()
+        .map(|p| p.stopped)
+        .collect();
+    use crate::stopping::Stop;
+    assert_eq!(stops[1], Some(Stop::Maximum));
+    assert!(stops
+        .iter()
+        .enumerate()
+        .all(|(i, s)| i == 1 || *s == Some(Stop::Precise)));
+    let files = write_report(&whole).unwrap();
+    let html = std::fs::read_to_string(&files.html).unwrap();
+    assert!(
+        html.contains("up to 55 planned trials"),
+        "the plan's maximum"
+    );
+    assert!(html.contains("within 5% of the mean, at least 3 and at most 10"));
+    assert!(html.contains("4 point(s) met it"), "the steady ones");
+    assert!(html.contains("1 stopped at the maximum without"));
+    assert!(html.contains("<td>10 (at the maximum)</td>"));
+    let csv = std::fs::read_to_string(&files.summary_csv).unwrap();
+    let stopped: Vec<&str> = csv
+        .lines()
+        .skip(1)
+        .map(|l| l.rsplit(',').next().unwrap())
+        .collect();
+    assert_eq!(
+        stopped,
+        ["precise", "maximum", "precise", "precise", "precise"]
+    );
+    let text = ReportResult::from(files).to_string();
+    assert!(
+        text.contains("1 stopped at the maximum without: server.sysctl"),
+        "{text}"
+    );
+
+    // Interrupted after 12 trials, then resumed: the same trials in the end.
+    let parts = tempdir("auto-parts");
+    let out = run(&spec, &mut noisy(12), &parts, &mut |_| {}).unwrap();
+    assert!(out.interrupted);
+    let stops: Vec<_> = summarize(&load_plan(&parts).unwrap(), &load_records(&parts).unwrap())
+        .iter()
+        .map(|p| p.stopped)
+        .collect();
+    assert!(stops.contains(&Some(Stop::Unfinished)), "{stops:?}");
+    run(&spec, &mut noisy(usize::MAX), &parts, &mut |_| {}).unwrap();
+    let ids = |d: &Path| -> BTreeSet<String> {
+        load_records(d).unwrap().into_iter().map(|r| r.id).collect()
+    };
+    assert_eq!(ids(&parts), ids(&whole));
+    // A third run finds nothing left to do.
+    let mut again = noisy(usize::MAX);
+    let out = run(&spec, &mut again, &parts, &mut |_| {}).unwrap();
+    assert_eq!((out.ran, again.inner.calls), (0, 0));
+    let _ = std::fs::remove_dir_all(whole);
+    let _ = std::fs::remove_dir_all(parts);
 }

@@ -37,16 +37,9 @@ fn on_path(program: &str) -> bool {
 /// How many points a smoke run keeps at most.
 pub const SMOKE_POINTS: usize = 6;
 
-pub fn run(
-    spec_path: &Path,
-    out: &Path,
-    lab: &str,
-    check: bool,
-    options: &run::RunOptions,
-    json: bool,
-) -> anyhow::Result<Outcome> {
-    // The trials' labs take this name: refuse a bad one before anything else.
-    tcptune_lab::lab::check_name(lab).map_err(|e| anyhow::anyhow!("--name: {e}"))?;
+/// Reads and checks the spec; `--precision` runs it as if it said repetitions = "auto" at that
+/// precision (checked as written first, so errors name its own lines).
+fn load_spec(spec_path: &Path, precision: Option<&str>) -> anyhow::Result<spec::Spec> {
     let text = tcptune_kernel::file::read_text_limited(
         spec_path,
         spec::SPEC_FILE_LIMIT,
@@ -54,6 +47,28 @@ pub fn run(
     )?;
     let spec = spec::parse(&text, &LiveCapabilities)
         .map_err(|e| anyhow::anyhow!("{}: {e}", spec_path.display()))?;
+    let Some(p) = precision else {
+        return Ok(spec);
+    };
+    let p = tcptune_experiment::stopping::parse_precision(p)
+        .map_err(|e| anyhow::anyhow!("--precision: {e}"))?;
+    spec::with_precision(&text, p)
+        .and_then(|t| spec::parse(&t, &LiveCapabilities))
+        .map_err(|e| anyhow::anyhow!("{} with --precision: {e}", spec_path.display()))
+}
+
+pub fn run(
+    spec_path: &Path,
+    out: &Path,
+    lab: &str,
+    check: bool,
+    options: &run::RunOptions,
+    precision: Option<&str>,
+    json: bool,
+) -> anyhow::Result<Outcome> {
+    // The trials' labs take this name: refuse a bad one before anything else.
+    tcptune_lab::lab::check_name(lab).map_err(|e| anyhow::anyhow!("--name: {e}"))?;
+    let spec = load_spec(spec_path, precision)?;
     let (points, trials) = match options.smoke {
         Some(n) => plan::smoke(&spec, n),
         None => {

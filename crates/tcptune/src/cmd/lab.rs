@@ -28,12 +28,21 @@ pub fn run(cmd: LabCommand, json: bool) -> anyhow::Result<Outcome> {
             check,
             smoke,
             retry_failed,
+            precision,
         } => {
             let options = tcptune_experiment::run::RunOptions {
                 smoke: smoke.then_some(super::experiment::SMOKE_POINTS),
                 retry_failed,
             };
-            return super::experiment::run(&spec, &out, &name, check, &options, json);
+            return super::experiment::run(
+                &spec,
+                &out,
+                &name,
+                check,
+                &options,
+                precision.as_deref(),
+                json,
+            );
         }
         LabCommand::Up {
             name,
