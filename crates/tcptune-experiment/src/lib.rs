@@ -11,9 +11,12 @@
 pub mod compare;
 mod fuzz;
 pub mod join;
+pub mod host_runner;
+pub mod hosts;
 pub mod lab_runner;
 pub mod plan;
 pub mod record;
+pub mod remote;
 pub mod report;
 pub mod rerun;
 pub mod run;
