@@ -169,7 +169,10 @@ impl HostRunner {
             }
         }
         let dev = |e: &serde_json::Map<String, Value>| {
-            e.get("dev").and_then(Value::as_str).unwrap_or("").to_string()
+            e.get("dev")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string()
         };
         let devices = [dev(&ec), dev(&es)];
         let environment = serde_json::json!({
@@ -198,7 +201,11 @@ impl HostRunner {
     }
 
     /// Applies `host`'s settings of the point, held until the returned session closes.
-    fn hold_settings(&self, h: &Host, s: &crate::settings::Settings) -> Result<Option<Tied>, String> {
+    fn hold_settings(
+        &self,
+        h: &Host,
+        s: &crate::settings::Settings,
+    ) -> Result<Option<Tied>, String> {
         let sysctls = hosts::host_sysctls(s, h.role);
         if sysctls.is_empty() {
             return Ok(None);
@@ -217,15 +224,26 @@ impl HostRunner {
             let mut held = h.spawn_held(&argv)?;
             match held.line(SLACK).and_then(|l| mode_of(&l)) {
                 Ok(m) if m == "apply" => return Ok(Some(held)),
-                Ok(m) => return Err(format!("tcptune tune on {} said '{m}', not apply", h.name())),
-                Err(e) if attempt == 0 && (e.contains("already exists") || e.contains("is working on")) => {
+                Ok(m) => {
+                    return Err(format!(
+                        "tcptune tune on {} said '{m}', not apply",
+                        h.name()
+                    ))
+                }
+                Err(e)
+                    if attempt == 0
+                        && (e.contains("already exists") || e.contains("is working on")) =>
+                {
                     drop(held);
                     std::thread::sleep(Duration::from_secs(3));
                 }
                 Err(e) => return Err(format!("applying the {}'s settings: {e}", h.role)),
             }
         }
-        Err(format!("applying the {}'s settings: a snapshot of an earlier trial is still there", h.role))
+        Err(format!(
+            "applying the {}'s settings: a snapshot of an earlier trial is still there",
+            h.role
+        ))
     }
 
     /// netem on the sender's device for the point's impairments, removed when the session
@@ -246,7 +264,13 @@ impl HostRunner {
 
     fn workload(&self, s: &crate::settings::Settings) -> Result<Value, String> {
         let port = PORT.to_string();
-        let serve = [self.server.tcptune.as_str(), "serve", "-1", "-p", port.as_str()];
+        let serve = [
+            self.server.tcptune.as_str(),
+            "serve",
+            "-1",
+            "-p",
+            port.as_str(),
+        ];
         let mut srv = self.server.spawn_tied(&serve.map(String::from))?;
         srv.wait_for("listening on", SLACK)
             .map_err(|e| format!("tcptune serve: {e}"))?;
@@ -261,8 +285,12 @@ impl HostRunner {
             .run(&argv, Duration::from_secs(secs) + SLACK, &[0, 1]);
         let _ = srv.finish(SLACK);
         let out = out?;
-        let doc: Value = serde_json::from_slice(&out.stdout)
-            .map_err(|e| format!("tcptune test on {} printed no JSON document ({e})", self.client.name()))?;
+        let doc: Value = serde_json::from_slice(&out.stdout).map_err(|e| {
+            format!(
+                "tcptune test on {} printed no JSON document ({e})",
+                self.client.name()
+            )
+        })?;
         if let Some(err) = doc.get("error").and_then(Value::as_str) {
             return Err(format!("tcptune test on {}: {err}", self.client.name()));
         }
@@ -287,9 +315,18 @@ fn test_argv(
     s: &crate::settings::Settings,
 ) -> Result<Vec<String>, String> {
     let (port, secs) = (PORT.to_string(), secs.to_string());
-    let mut a: Vec<String> = [tcptune, "test", server, "-p", port.as_str(), "-t", secs.as_str(), "-J"]
-        .map(String::from)
-        .into();
+    let mut a: Vec<String> = [
+        tcptune,
+        "test",
+        server,
+        "-p",
+        port.as_str(),
+        "-t",
+        secs.as_str(),
+        "-J",
+    ]
+    .map(String::from)
+    .into();
     if sender(s) == "server" {
         a.push("-R".into());
     }
@@ -300,7 +337,9 @@ fn test_argv(
         a.extend(["-C".into(), cc.clone()]);
     }
     if let Some(w) = s.get("workload.window").filter(|w| *w != "none") {
-        let w = w.parse::<tcptune_model::Bytes>().map_err(|e| e.to_string())?;
+        let w = w
+            .parse::<tcptune_model::Bytes>()
+            .map_err(|e| e.to_string())?;
         a.extend(["-w".into(), w.get().to_string()]);
     }
     Ok(a)
@@ -315,10 +354,16 @@ fn netem_argv(
     dev: &str,
 ) -> Result<Vec<String>, String> {
     if dev.is_empty() {
-        return Err(format!("cannot tell the {role}'s device towards the other host"));
+        return Err(format!(
+            "cannot tell the {role}'s device towards the other host"
+        ));
     }
     let lab = crate::lab_runner::lab_spec(s, seed)?;
-    let link = if role == "client" { &lab.link.up } else { &lab.link.down };
+    let link = if role == "client" {
+        &lab.link.up
+    } else {
+        &lab.link.down
+    };
     let tc = tcptune_lab::netem::tc_commands(dev, link, seed).map_err(|e| e.to_string())?;
     // The offload switches (`-K`) are the lab's, for its veth; a real NIC keeps its own.
     let qdisc = tc
@@ -361,7 +406,10 @@ impl TrialRunner for HostRunner {
         let mut problems = Vec::new();
         for h in held.into_iter().rev() {
             match h.finish(SLACK) {
-                Ok(lines) if lines.iter().any(|l| mode_of(l).is_ok_and(|m| m == "rollback")) => {}
+                Ok(lines)
+                    if lines
+                        .iter()
+                        .any(|l| mode_of(l).is_ok_and(|m| m == "rollback")) => {}
                 Ok(lines) if lines.is_empty() => {} // netem: removed, nothing to say
                 Ok(lines) => problems.push(format!("the rollback said: {}", lines.join(" "))),
                 Err(e) if e.contains("was lost") => problems.push(format!(
@@ -495,8 +543,21 @@ mod tests {
         assert_eq!(
             a,
             [
-                "/bin/tcptune", "test", "198.18.9.2", "-p", "5201", "-t", "3", "-J", "-R", "-P", "4",
-                "-C", "reno", "-w", "65536"
+                "/bin/tcptune",
+                "test",
+                "198.18.9.2",
+                "-p",
+                "5201",
+                "-t",
+                "3",
+                "-J",
+                "-R",
+                "-P",
+                "4",
+                "-C",
+                "reno",
+                "-w",
+                "65536"
             ]
         );
         let a = test_argv("tcptune", "h", 2, &settings(&[("workload.window", "none")])).unwrap();
@@ -508,10 +569,22 @@ mod tests {
         let s = settings(&[("link.delay", "10ms"), ("link.down.loss", "1%")]);
         let a = netem_argv(&s, 7, "server", "eth0").unwrap();
         let script = &a[2];
-        assert!(script.starts_with("tc qdisc replace dev eth0 root netem"), "{script}");
-        assert!(script.contains("delay 10000us") || script.contains("delay"), "{script}");
-        assert!(script.contains("loss random"), "the download direction's loss: {script}");
-        assert!(script.ends_with("cat >/dev/null; tc qdisc del dev eth0 root"), "{script}");
+        assert!(
+            script.starts_with("tc qdisc replace dev eth0 root netem"),
+            "{script}"
+        );
+        assert!(
+            script.contains("delay 10000us") || script.contains("delay"),
+            "{script}"
+        );
+        assert!(
+            script.contains("loss random"),
+            "the download direction's loss: {script}"
+        );
+        assert!(
+            script.ends_with("cat >/dev/null; tc qdisc del dev eth0 root"),
+            "{script}"
+        );
         let up = netem_argv(&s, 7, "client", "eth0").unwrap();
         assert!(!up[2].contains("loss"), "{}", up[2]);
         let e = netem_argv(&s, 7, "client", "").unwrap_err();
@@ -520,7 +593,8 @@ mod tests {
 
     #[test]
     fn a_tune_line_gives_its_mode() {
-        let l = r#"{"tcptune":"0","schema_version":1,"command":"tune","result":{"mode":"rollback"}}"#;
+        let l =
+            r#"{"tcptune":"0","schema_version":1,"command":"tune","result":{"mode":"rollback"}}"#;
         assert_eq!(mode_of(l).unwrap(), "rollback");
         assert_eq!(mode_of("error: no").unwrap_err(), "error: no");
     }

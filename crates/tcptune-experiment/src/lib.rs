@@ -10,9 +10,9 @@
 
 pub mod compare;
 mod fuzz;
-pub mod join;
 pub mod host_runner;
 pub mod hosts;
+pub mod join;
 pub mod lab_runner;
 pub mod plan;
 pub mod record;

@@ -97,7 +97,12 @@ impl Host {
                 let _ = std::fs::create_dir_all(control_dir());
                 let mut c = Command::new("ssh");
                 c.arg("-T").args(&self.ssh_args).arg("--").arg(dest);
-                c.arg(argv.iter().map(|w| shell_word(w)).collect::<Vec<_>>().join(" "));
+                c.arg(
+                    argv.iter()
+                        .map(|w| shell_word(w))
+                        .collect::<Vec<_>>()
+                        .join(" "),
+                );
                 c
             }
         }
@@ -120,7 +125,10 @@ impl Host {
                 });
         }
         if self.endpoint != Endpoint::Local && out.status.code() == Some(SSH_FAILED) {
-            format!("the connection to {} failed or was lost ({last})", self.name())
+            format!(
+                "the connection to {} failed or was lost ({last})",
+                self.name()
+            )
         } else {
             format!("{what} on {} failed ({}): {last}", self.name(), out.status)
         }
@@ -242,10 +250,9 @@ impl Tied {
             .recv_timeout(limit);
         match got {
             Ok(l) => Ok(l),
-            Err(RecvTimeoutError::Timeout) => Err(format!(
-                "{} said nothing within {limit:?}",
-                self.host
-            )),
+            Err(RecvTimeoutError::Timeout) => {
+                Err(format!("{} said nothing within {limit:?}", self.host))
+            }
             Err(RecvTimeoutError::Disconnected) => Err(self.ended()),
         }
     }
@@ -274,7 +281,10 @@ impl Tied {
         let last = err.trim().lines().last().unwrap_or("").trim().to_string();
         match status {
             Ok(s) if self.remote && s.code() == Some(SSH_FAILED) => {
-                format!("the connection to {} failed or was lost ({last})", self.host)
+                format!(
+                    "the connection to {} failed or was lost ({last})",
+                    self.host
+                )
             }
             Ok(s) => format!("the command on {} ended ({s}): {last}", self.host),
             Err(e) => format!("the command on {}: {e}", self.host),
@@ -311,7 +321,10 @@ impl Tied {
         }
         let last = err.trim().lines().last().unwrap_or("").trim().to_string();
         Err(if self.remote && status.code() == Some(SSH_FAILED) {
-            format!("the connection to {} failed or was lost ({last})", self.host)
+            format!(
+                "the connection to {} failed or was lost ({last})",
+                self.host
+            )
         } else {
             format!("the command on {} ended ({status}): {last}", self.host)
         })
@@ -364,7 +377,10 @@ mod tests {
             .collect();
         assert_eq!(c.get_program(), "ssh");
         assert_eq!(args[..3], ["-T", "-o", "ServerAliveInterval=1"]);
-        let alive = args.iter().position(|a| a == "ServerAliveInterval=5").unwrap();
+        let alive = args
+            .iter()
+            .position(|a| a == "ServerAliveInterval=5")
+            .unwrap();
         assert!(alive > 2, "the default comes after the spec's own");
         for want in ["BatchMode=yes", "ControlMaster=auto", "ControlPersist=120"] {
             assert!(args.iter().any(|a| a == want), "{want}: {args:?}");

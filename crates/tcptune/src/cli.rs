@@ -66,7 +66,12 @@ pub enum Command {
         snapshot: Option<std::path::PathBuf>,
         /// With --apply: apply exactly this sysctl (repeatable) instead of the audit's plan,
         /// under the same snapshot and exact rollback.
-        #[arg(long, value_name = "KEY=VALUE", requires = "apply", conflicts_with = "write")]
+        #[arg(
+            long,
+            value_name = "KEY=VALUE",
+            requires = "apply",
+            conflicts_with = "write"
+        )]
         set: Vec<String>,
         /// With --apply: stay running, and roll back when standard input ends or on SIGHUP,
         /// SIGINT or SIGTERM (over ssh, a lost connection restores the host).

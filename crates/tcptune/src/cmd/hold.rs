@@ -34,9 +34,9 @@ pub fn plan_of(set: &[String], io: &mut dyn HostIo) -> anyhow::Result<Plan> {
         {
             bail!("--set names {key} twice; give each sysctl once");
         }
-        let current = io
-            .read_sysctl(key)
-            .map_err(|e| anyhow::anyhow!("--set {kv}: cannot read {key} ({e}); is it a sysctl of this kernel?"))?;
+        let current = io.read_sysctl(key).map_err(|e| {
+            anyhow::anyhow!("--set {kv}: cannot read {key} ({e}); is it a sysctl of this kernel?")
+        })?;
         dropin.push_str(&format!("# was {}\n{key} = {value}\n", current.trim()));
         changes.push(PlannedChange {
             action: Action::Sysctl {
@@ -173,7 +173,10 @@ mod tests {
             assert!(e.contains(want), "{bad}: {e}");
         }
         let e = plan_of(
-            &["net.ipv4.tcp_rmem=1 2 3".into(), "net.ipv4.tcp_rmem=1 2 4".into()],
+            &[
+                "net.ipv4.tcp_rmem=1 2 3".into(),
+                "net.ipv4.tcp_rmem=1 2 4".into(),
+            ],
             &mut Fake,
         )
         .unwrap_err()
