@@ -20,6 +20,20 @@ use crate::hosts::{Endpoint, HostsSpec};
 /// ssh's exit status when the connection (not the remote command) failed.
 const SSH_FAILED: i32 = 255;
 
+/// Whether an ssh that ended with `status` lost its connection: ssh's own failure, or the ssh
+/// process itself killed (the connection went with it); then why, in a few words.
+fn lost(remote: bool, status: std::process::ExitStatus, last: &str) -> Option<String> {
+    use std::os::unix::process::ExitStatusExt;
+    if !remote {
+        return None;
+    }
+    match (status.code(), status.signal()) {
+        (Some(SSH_FAILED), _) => Some(last.to_string()),
+        (None, Some(sig)) => Some(format!("its ssh was ended by signal {sig}")),
+        _ => None,
+    }
+}
+
 pub use tcptune_host::tune_report::shell_word;
 
 /// One end of the experiment: how to run commands there.
@@ -124,9 +138,9 @@ impl Host {
                     so.trim().lines().last().unwrap_or("").trim().to_string()
                 });
         }
-        if self.endpoint != Endpoint::Local && out.status.code() == Some(SSH_FAILED) {
+        if let Some(why) = lost(self.endpoint != Endpoint::Local, out.status, &last) {
             format!(
-                "the connection to {} failed or was lost ({last})",
+                "the connection to {} failed or was lost ({why})",
                 self.name()
             )
         } else {
@@ -280,13 +294,10 @@ impl Tied {
         }
         let last = err.trim().lines().last().unwrap_or("").trim().to_string();
         match status {
-            Ok(s) if self.remote && s.code() == Some(SSH_FAILED) => {
-                format!(
-                    "the connection to {} failed or was lost ({last})",
-                    self.host
-                )
-            }
-            Ok(s) => format!("the command on {} ended ({s}): {last}", self.host),
+            Ok(s) => match lost(self.remote, s, &last) {
+                Some(why) => format!("the connection to {} failed or was lost ({why})", self.host),
+                None => format!("the command on {} ended ({s}): {last}", self.host),
+            },
             Err(e) => format!("the command on {}: {e}", self.host),
         }
     }
@@ -320,13 +331,9 @@ impl Tied {
             let _ = e.read_to_string(&mut err);
         }
         let last = err.trim().lines().last().unwrap_or("").trim().to_string();
-        Err(if self.remote && status.code() == Some(SSH_FAILED) {
-            format!(
-                "the connection to {} failed or was lost ({last})",
-                self.host
-            )
-        } else {
-            format!("the command on {} ended ({status}): {last}", self.host)
+        Err(match lost(self.remote, status, &last) {
+            Some(why) => format!("the connection to {} failed or was lost ({why})", self.host),
+            None => format!("the command on {} ended ({status}): {last}", self.host),
         })
     }
 }

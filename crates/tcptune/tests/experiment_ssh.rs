@@ -365,3 +365,60 @@ fn a_killed_runner_and_its_connections_leave_both_hosts_restored() {
     });
     let _ = std::fs::remove_dir_all(std::env::temp_dir().join(format!("tcptune-ssh-{pid}")));
 }
+
+#[test]
+fn a_lost_connection_fails_its_trial_with_the_cause_and_the_run_goes_on() {
+    let test = "a_lost_connection_fails_its_trial_with_the_cause_and_the_run_goes_on";
+    if !tcptune_testkit::privileged(test) || skip_without_sshd(test) {
+        return;
+    }
+    let h = hosts();
+    let before = h.sysctls();
+    let spec = h.spec("tt-h4-sshlost", "6s", &["4096 16384 16384"]);
+    std::fs::write(
+        &spec,
+        std::fs::read_to_string(&spec)
+            .unwrap()
+            .replace("repetitions = 3", "repetitions = 2"),
+    )
+    .unwrap();
+    let out = h.dir.join("lost");
+    let mut runner = Kill(
+        h.lab_run(&spec, &out)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    tcptune_testkit::wait_for(
+        "both hosts' settings applied",
+        Duration::from_secs(60),
+        || {
+            let [c, s] = h.sysctls();
+            s.0 == "4096\t16384\t16384" && c.1 == "0"
+        },
+    );
+    // Every ssh of the run dies (its connections drop); the runner lives on.
+    let pid = runner.0.id();
+    let ssh = processes_with(&format!("tcptune-ssh-{pid}/"));
+    assert!(!ssh.is_empty(), "the run's ssh connections");
+    for p in ssh {
+        tcptune_testkit::signal(p, Signal::Kill);
+    }
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(runner.0.stderr.as_mut().unwrap(), &mut stderr).unwrap();
+    let status = runner.0.wait().unwrap();
+    assert_eq!(status.code(), Some(1), "a failed trial: exit 1\n{stderr}");
+    let t = trials(&out);
+    assert_eq!(t.len(), 2, "{stderr}");
+    let failed: Vec<&Value> = t.iter().filter(|r| !r["error"].is_null()).collect();
+    assert_eq!(failed.len(), 1, "{stderr}");
+    let cause = failed[0]["error"].as_str().unwrap();
+    assert!(cause.contains("failed or was lost"), "{cause}");
+    assert!(
+        t.iter()
+            .any(|r| r["result"]["goodput_bps"].as_f64().is_some_and(|g| g > 0.0)),
+        "the next trial ran on a new connection: {stderr}"
+    );
+    assert_eq!(h.sysctls(), before);
+}
