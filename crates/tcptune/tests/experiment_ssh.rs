@@ -91,8 +91,9 @@ fn sshd(dir: &Path, ns: &Netns, addr: &str, tag: &str) -> (Kill, String) {
     (child, format!("{addr} {}", public.trim()))
 }
 
-fn hosts() -> Hosts {
-    let dir = TempDir::new("exp-ssh");
+fn hosts(tag: &str) -> Hosts {
+    // A directory per test: the tests of this file run at once in one process.
+    let dir = TempDir::new(tag);
     let (runner, client, server) = (
         Netns::new("sshrun"),
         Netns::new("sshcli"),
@@ -183,6 +184,23 @@ impl Hosts {
     }
 }
 
+/// Removes, when dropped, the snapshot files a run of spec `name` keeps on its hosts (the
+/// lock files stay after every apply, as tune keeps them).
+struct Snapshots(&'static str);
+
+impl Drop for Snapshots {
+    fn drop(&mut self) {
+        for role in ["client", "server"] {
+            for ext in ["json", "json.lock"] {
+                let _ = std::fs::remove_file(format!(
+                    "/var/lib/tcptune/experiment-{}-{role}.{ext}",
+                    self.0
+                ));
+            }
+        }
+    }
+}
+
 fn trials(out: &Path) -> Vec<Value> {
     std::fs::read_to_string(out.join("trials.jsonl"))
         .unwrap()
@@ -223,9 +241,10 @@ fn a_spec_runs_over_ssh_applies_and_rolls_back_and_agrees_with_the_lab() {
     if !tcptune_testkit::privileged(test) || skip_without_sshd(test) {
         return;
     }
-    let h = hosts();
+    let h = hosts("ssh-run");
     let before = h.sysctls();
     let rmem = ["4096 16384 16384", "4096 65536 65536"];
+    let _snapshots = Snapshots("tt-h4-ssh");
     let spec = h.spec("tt-h4-ssh", "2s", &rmem);
     let out = h.dir.join("ssh");
     let o = h.lab_run(&spec, &out).output().unwrap();
@@ -328,8 +347,9 @@ fn a_killed_runner_and_its_connections_leave_both_hosts_restored() {
     if !tcptune_testkit::privileged(test) || skip_without_sshd(test) {
         return;
     }
-    let h = hosts();
+    let h = hosts("ssh-kill");
     let before = h.sysctls();
+    let _snapshots = Snapshots("tt-h4-sshkill");
     let spec = h.spec("tt-h4-sshkill", "30s", &["4096 16384 16384"]);
     let out = h.dir.join("kill");
     let runner = Kill(
@@ -372,8 +392,9 @@ fn a_lost_connection_fails_its_trial_with_the_cause_and_the_run_goes_on() {
     if !tcptune_testkit::privileged(test) || skip_without_sshd(test) {
         return;
     }
-    let h = hosts();
+    let h = hosts("ssh-lost");
     let before = h.sysctls();
+    let _snapshots = Snapshots("tt-h4-sshlost");
     let spec = h.spec("tt-h4-sshlost", "6s", &["4096 16384 16384"]);
     std::fs::write(
         &spec,
