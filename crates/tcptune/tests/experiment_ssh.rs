@@ -4,8 +4,10 @@
 //! third namespace for the runner, which reaches the two over management links as a
 //! controller reaches its hosts. The quickstart's window-limited points run through `ssh://`
 //! to both: the settings are applied there and rolled back (the namespaces' sysctls say so),
-//! and the results agree with the same points on the lab. Killing the runner and its ssh
-//! connections mid-trial leaves both hosts restored: the remote tcptune rolls back by itself.
+//! and the results agree with the same points on the lab; a link impairment is refused in one
+//! sentence where the sender has no sch_netem. Killing the runner and its ssh connections
+//! mid-trial leaves both hosts restored: the remote tcptune rolls back by itself. Killing only
+//! the connections fails that trial with the cause, and the run goes on.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -331,6 +333,27 @@ fn a_spec_runs_over_ssh_applies_and_rolls_back_and_agrees_with_the_lab() {
         ])
         .output()
         .unwrap();
+    // Link impairments on real hosts go through netem on the sender: where it has none (this
+    // kernel), the spec is refused in one sentence before anything is applied.
+    let netem_here = Path::new("/sys/module/sch_netem").exists()
+        || Command::new("modinfo")
+            .arg("sch_netem")
+            .output()
+            .is_ok_and(|o| o.status.success());
+    if !netem_here {
+        let impaired = h.spec("tt-h4-sshnetem", "2s", &rmem);
+        let text = std::fs::read_to_string(&impaired).unwrap();
+        std::fs::write(&impaired, format!("{text}[link]\ndelay = \"10ms\"\n")).unwrap();
+        let o = h.lab_run(&impaired, &h.dir.join("netem")).output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success());
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+        assert!(
+            err.contains("has no sch_netem") && err.contains("remove [link]"),
+            "{err}"
+        );
+        assert_eq!(h.sysctls(), before);
+    }
     // For the log: each point's mean and CI on both.
     eprintln!("{}", String::from_utf8_lossy(&o.stdout));
     assert!(
