@@ -11,10 +11,13 @@
 
 pub mod compare;
 mod fuzz;
+pub mod host_runner;
+pub mod hosts;
 pub mod join;
 pub mod lab_runner;
 pub mod plan;
 pub mod record;
+pub mod remote;
 pub mod report;
 pub mod rerun;
 pub mod run;

@@ -94,6 +94,8 @@ pub struct Spec {
     pub base: Settings,
     pub sweep: Vec<Axis>,
     pub paired: Vec<Paired>,
+    /// `[hosts]`: real hosts over ssh instead of the lab ([`crate::hosts`]).
+    pub hosts: Option<crate::hosts::HostsSpec>,
     /// The spec's text, kept so results carry exactly what was run.
     #[serde(skip)]
     pub text: String,
@@ -390,7 +392,7 @@ pub const SPEC_FILE_LIMIT: u64 = 1 << 20;
 /// A `[sweep]` or `[[paired]]` list that names points instead of setting anything.
 pub const LABEL: &str = "label";
 
-const TOP_KEYS: [&str; 14] = [
+const TOP_KEYS: [&str; 15] = [
     "name",
     "description",
     "seed",
@@ -405,6 +407,7 @@ const TOP_KEYS: [&str; 14] = [
     "capture",
     "sweep",
     "paired",
+    "hosts",
 ];
 
 /// The text of a spec with `repetitions = "auto"` at `precision` (what `lab run --precision`
@@ -534,6 +537,14 @@ pub fn parse(text: &str, caps: &dyn Capabilities) -> Result<Spec, SpecError> {
         Some(i) => return Err(p.err(i.span(), "'sweep' must be a table: [sweep]")),
     };
     let paired = p.paired(root)?;
+    let hosts = match root.get("hosts") {
+        None => None,
+        Some(Item::Table(t)) => Some(crate::hosts::parse(t).map_err(|(key, m)| {
+            let span = t.key(&key).and_then(|k| k.span()).or_else(|| t.span());
+            p.err(span, m)
+        })?),
+        Some(i) => return Err(p.err(i.span(), "'hosts' must be a table: [hosts]")),
+    };
     p.swept_once(&sweep, &paired)?;
     let (repetitions, auto) = p.repetitions(root)?;
     p.check_size(root, &sweep, &paired, repetitions, warmup)?;
@@ -549,6 +560,7 @@ pub fn parse(text: &str, caps: &dyn Capabilities) -> Result<Spec, SpecError> {
         base,
         sweep,
         paired,
+        hosts,
         text: text.to_string(),
     })
 }

@@ -39,7 +39,7 @@ pub fn undo_command(netns: Option<&str>, snapshot: Option<&std::path::Path>) -> 
 }
 
 /// `s` as one shell word: as it is when it has no special characters, else single-quoted.
-fn shell_word(s: &str) -> String {
+pub fn shell_word(s: &str) -> String {
     let plain = |c: char| c.is_ascii_alphanumeric() || "-_./:=+,@%".contains(c);
     if !s.is_empty() && s.chars().all(plain) {
         s.to_string()

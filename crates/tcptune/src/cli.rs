@@ -67,6 +67,19 @@ pub enum Command {
         /// Snapshot file (default /var/lib/tcptune/tune-snapshot[-netns-NAME].json).
         #[arg(long, value_name = "FILE")]
         snapshot: Option<std::path::PathBuf>,
+        /// With --apply: apply exactly this sysctl (repeatable) instead of the audit's plan,
+        /// under the same snapshot and exact rollback.
+        #[arg(
+            long,
+            value_name = "KEY=VALUE",
+            requires = "apply",
+            conflicts_with = "write"
+        )]
+        set: Vec<String>,
+        /// With --apply: stay running, and roll back when standard input ends or on SIGHUP,
+        /// SIGINT or SIGTERM (over ssh, a lost connection restores the host).
+        #[arg(long, requires = "apply", conflicts_with = "write")]
+        hold: bool,
         #[command(flatten)]
         search: SearchArgs,
     },

@@ -371,3 +371,65 @@ fn files_that_are_devices_fifos_or_too_large_are_refused_at_once() {
     }
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[test]
+fn a_held_set_rolls_back_when_its_input_ends_or_on_sighup() {
+    if !tcptune_testkit::privileged("a_held_set_rolls_back_when_its_input_ends_or_on_sighup") {
+        return;
+    }
+    use std::io::BufRead;
+    let ns = tcptune_testkit::Netns::new("tunehold");
+    let read =
+        || String::from_utf8(ns.exec(&["cat", "/proc/sys/net/ipv4/tcp_rmem"]).stdout).unwrap();
+    let before = read();
+    let snap = std::env::temp_dir().join(format!("tt-tunehold-{}.json", std::process::id()));
+    let _cleanup = snapshot_files(&snap);
+    // Ended by its input (an ssh session closing), then by SIGHUP with its input still open.
+    for by_signal in [false, true] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_tcptune"))
+            .args(["tune", "--netns", ns.name(), "--apply", "--hold", "--json"])
+            .args(["--snapshot", snap.to_str().unwrap()])
+            .args(["--set", "net.ipv4.tcp_rmem=4096 16384 16384"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut out = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+        let applied: serde_json::Value =
+            serde_json::from_str(&out.next().unwrap().unwrap()).unwrap();
+        assert_eq!(applied["result"]["mode"], "apply", "{applied}");
+        assert_eq!(read(), "4096\t16384\t16384\n", "held while it runs");
+        assert!(snap.exists());
+        let stdin = child.stdin.take();
+        if by_signal {
+            tcptune_testkit::signal(child.id(), tcptune_testkit::Signal::Hup);
+        } else {
+            drop(stdin);
+        }
+        let rolled: serde_json::Value =
+            serde_json::from_str(&out.next().unwrap().unwrap()).unwrap();
+        assert_eq!(rolled["result"]["mode"], "rollback", "{rolled}");
+        let status = child.wait().unwrap();
+        assert!(status.success(), "by_signal {by_signal}: {status}");
+        assert_eq!(read(), before, "by_signal {by_signal}: restored");
+        assert!(!snap.exists());
+    }
+    // --set takes network sysctls as KEY=VALUE, and only with --apply.
+    let o = tcptune(&[
+        "tune",
+        "--apply",
+        "--set",
+        "kernel.pid_max=1",
+        "--snapshot",
+        snap.to_str().unwrap(),
+    ]);
+    assert_ne!(o.status.code(), Some(0));
+    assert!(
+        stderr(&o).contains("not a network sysctl"),
+        "{}",
+        stderr(&o)
+    );
+    let o = tcptune(&["tune", "--set", "net.ipv4.tcp_sack=0"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+}

@@ -134,8 +134,10 @@ pub fn tune(
     apply: bool,
     rollback: bool,
     snapshot: Option<&Path>,
+    held: (&[String], bool),
     json: bool,
 ) -> anyhow::Result<Outcome> {
+    let (set, hold) = held;
     let snapshot_path = snapshot
         .map(Path::to_path_buf)
         .unwrap_or_else(|| default_snapshot(args.netns.as_deref()));
@@ -162,6 +164,12 @@ pub fn tune(
     if snapshot.is_some() && !apply {
         bail!("--snapshot names the file --apply saves and --rollback restores; add one of them or leave it out");
     }
+    if !set.is_empty() {
+        if let Some(option) = path_option(args) {
+            bail!("--set applies the values given and needs no path; leave out {option}");
+        }
+        return super::hold::run(args, set, hold, &snapshot_path, None, json);
+    }
     if args.state.is_some() && (apply || write.is_some()) {
         bail!(
             "--state audits a recorded host; --apply and --write change this host, so drop --state"
@@ -187,6 +195,9 @@ pub fn tune(
             .with_context(|| format!("cannot write {}", file.display()))?;
         report.mode = "write".into();
         report.wrote = Some(file.display().to_string());
+    }
+    if hold {
+        return super::hold::run(args, set, hold, &snapshot_path, Some(plan), json);
     }
     if apply {
         let snap = tune::apply(&plan, &mut io, &snapshot_path)?;

@@ -5,6 +5,7 @@ use std::io::Write;
 use std::path::Path;
 
 use anyhow::{bail, Context};
+use tcptune_experiment::host_runner::HostRunner;
 use tcptune_experiment::lab_runner::{lab_spec, LabRunner};
 use tcptune_experiment::plan::CheckedPlan;
 use tcptune_experiment::settings::LiveCapabilities;
@@ -77,9 +78,15 @@ pub fn run(
             (points, trials)
         }
     };
-    // Every point must make a valid lab before the first trial runs.
+    // Every point must make a valid lab (or run on the real hosts) before the first trial runs.
+    let real = spec.hosts.is_some();
     for p in &points {
-        lab_spec(&p.settings, 0)
+        let on_hosts = |s: &tcptune_experiment::settings::Settings| match real {
+            true => tcptune_experiment::hosts::check_point(s),
+            false => Ok(()),
+        };
+        on_hosts(&p.settings)
+            .and_then(|()| lab_spec(&p.settings, 0))
             .and_then(|_| tcptune_experiment::settings::check_point(&p.settings))
             .map_err(|e| {
                 anyhow::anyhow!(
@@ -91,10 +98,14 @@ pub fn run(
             })?;
     }
     // Every program the trials run must be installed.
-    let mut needed: Vec<&str> = points
-        .iter()
-        .flat_map(|p| tcptune_experiment::workload::programs(&p.settings))
-        .collect();
+    let mut needed: Vec<&str> = match &spec.hosts {
+        // The workload's programs run there (checked there); here only ssh.
+        Some(_) => vec!["ssh"],
+        None => points
+            .iter()
+            .flat_map(|p| tcptune_experiment::workload::programs(&p.settings))
+            .collect(),
+    };
     needed.sort_unstable();
     needed.dedup();
     if let Some(missing) = needed.iter().find(|p| !on_path(p)) {
@@ -133,13 +144,21 @@ pub fn run(
         crate::output::emit("lab run --check", &plan, json)?;
         return Ok(Outcome::Ok);
     }
-    tcptune_lab::lab::require_admin("lab run")?;
-    // SIGINT/SIGTERM/SIGHUP set a flag: the trial in progress ends (its lab is removed) and the
-    // loop stops; a rerun resumes.
+    if !real {
+        tcptune_lab::lab::require_admin("lab run")?;
+    }
+    // SIGINT/SIGTERM/SIGHUP set a flag: the trial in progress ends (its lab is removed, or
+    // the hosts' settings rolled back) and the loop stops; a rerun resumes.
     tcptune_lab::os::catch_stop_signals();
-    let mut runner = LabRunner::new(lab);
+    let mut runner: Box<dyn run::TrialRunner> = match &spec.hosts {
+        Some(h) => Box::new(
+            HostRunner::connect(&spec.name, h, &points)
+                .map_err(|e| anyhow::anyhow!("{}: {e}", spec_path.display()))?,
+        ),
+        None => Box::new(LabRunner::new(lab)),
+    };
     let mut stderr = std::io::stderr();
-    let outcome = run::run_with(&spec, options, &mut runner, out, &mut |p| {
+    let outcome = run::run_with(&spec, options, runner.as_mut(), out, &mut |p| {
         let r = p.record;
         let what = match (&r.result, &r.error) {
             (Some(m), _) => format!(
@@ -167,8 +186,9 @@ pub fn run(
     .with_context(|| format!("running {}", spec_path.display()))?;
     if outcome.interrupted {
         bail!(
-            "interrupted after {} trial(s) of this run; the labs were removed and {} keeps what was measured: run the same command again to resume",
+            "interrupted after {} trial(s) of this run; the {} and {} keeps what was measured: run the same command again to resume",
             outcome.ran,
+            if real { "hosts' settings were rolled back" } else { "labs were removed" },
             out.display()
         );
     }

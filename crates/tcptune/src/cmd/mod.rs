@@ -10,6 +10,7 @@ mod conns;
 mod experiment;
 mod exporter;
 mod generate;
+mod hold;
 mod iperf3_argv;
 mod lab;
 mod manpage;
@@ -36,6 +37,8 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
             apply,
             rollback,
             snapshot,
+            set,
+            hold,
             ..
         } => audit::tune(
             &audit,
@@ -43,6 +46,7 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
             apply,
             rollback,
             snapshot.as_deref(),
+            (&set, hold),
             cli.json,
         ),
         Command::Report {
