@@ -57,3 +57,49 @@ fn readme_tables_are_the_generated_comparison() {
         );
     }
 }
+
+/// Every results directory under `examples/` that keeps its trial records.
+fn kept_records(dir: &Path, out: &mut Vec<PathBuf>) {
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            kept_records(&p, out);
+        } else if p.file_name().is_some_and(|n| n == "trials.jsonl") {
+            out.push(dir.to_path_buf());
+        }
+    }
+}
+
+/// A committed result that keeps its trial records (`trials.jsonl`, `plan.json`, the spec
+/// copy) re-derives its `summary.csv` from them alone: the summary is what the data gives.
+#[test]
+fn kept_trial_records_rederive_the_committed_summary() {
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
+    let mut dirs = Vec::new();
+    kept_records(&examples, &mut dirs);
+    assert!(!dirs.is_empty(), "no example keeps its trial records");
+    for dir in dirs {
+        let tmp = std::env::temp_dir().join(format!(
+            "tcptune-rederive-{}-{}",
+            std::process::id(),
+            dir.parent().unwrap().file_name().unwrap().to_string_lossy()
+        ));
+        let _ = std::fs::remove_dir_all(&tmp);
+        std::fs::create_dir_all(&tmp).unwrap();
+        for f in ["trials.jsonl", "plan.json", "spec.toml"] {
+            std::fs::copy(dir.join(f), tmp.join(f))
+                .unwrap_or_else(|e| panic!("{}: {f}: {e}", dir.display()));
+        }
+        let made = tcptune_experiment::report::write_report(&tmp);
+        let derived = std::fs::read_to_string(tmp.join("summary.csv"));
+        let _ = std::fs::remove_dir_all(&tmp);
+        made.unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+        let committed = std::fs::read_to_string(dir.join("summary.csv")).unwrap();
+        assert_eq!(
+            derived.unwrap(),
+            committed,
+            "{}: summary.csv is not what its trial records give",
+            dir.display()
+        );
+    }
+}

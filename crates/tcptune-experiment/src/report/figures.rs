@@ -10,6 +10,7 @@ use super::captures::capture_analysis;
 use super::chart::goodput_chart;
 use super::heatmap::goodput_heatmap;
 use super::results::{Exporter, NamedChart, Results};
+use super::rtt::rtt_chart;
 use super::time::time_charts;
 use crate::run::RunError;
 
@@ -26,6 +27,8 @@ pub(super) struct Figures {
     pub goodput: String,
     /// Whether `goodput` is the heatmap (its caption differs).
     pub heatmap: bool,
+    /// `plots/rtt.svg`: the round trip under load, where the points set a queue.
+    pub rtt: Option<String>,
     pub over_time: Vec<Figure>,
     /// The capture flags table, when a trial kept a capture.
     pub capture_table: Option<Block>,
@@ -52,6 +55,11 @@ impl Figures {
             Some(h) => h.render(),
             None => goodput_chart(&results.points, &title).render(),
         };
+        let rtt = rtt_chart(
+            &results.points,
+            &format!("{}: round trip under load", results.plan.name),
+        )
+        .map(|c| c.render());
         let over_time = drawn(time_charts(results));
         let (capture_table, capture_graphs) = match capture_analysis(results) {
             Some((table, charts)) => (Some(table), drawn(charts)),
@@ -60,6 +68,7 @@ impl Figures {
         Figures {
             goodput,
             heatmap: heatmap.is_some(),
+            rtt,
             over_time,
             capture_table,
             capture_graphs,
@@ -67,7 +76,8 @@ impl Figures {
     }
 }
 
-/// Writes every figure as `plots/<stem>.svg`: the goodput figure first, then the time series,
+/// Writes every figure as `plots/<stem>.svg`: the goodput figure first (and the round trip
+/// under load where there is one), then the time series,
 /// then the capture graphs.
 pub(super) struct SvgExporter<'a>(pub &'a Figures);
 
@@ -81,6 +91,11 @@ impl Exporter for SvgExporter<'_> {
         let goodput = plots_dir.join("goodput.svg");
         results.write(&goodput, &self.0.goodput)?;
         let mut plots = vec![goodput];
+        if let Some(svg) = &self.0.rtt {
+            let path = plots_dir.join("rtt.svg");
+            results.write(&path, svg)?;
+            plots.push(path);
+        }
         for f in self.0.over_time.iter().chain(&self.0.capture_graphs) {
             let path = plots_dir.join(format!("{}.svg", f.stem));
             results.write(&path, &f.svg)?;

@@ -88,6 +88,15 @@ fn goodput_sections(page: &mut Page, figures: &Figures) {
     };
     let figures_blocks = vec![Block::Svg(figures.goodput.clone()), Block::Text(caption)];
     page.section("Goodput against the swept setting", figures_blocks);
+    if let Some(svg) = &figures.rtt {
+        page.section(
+            "Round trip under load against the swept setting",
+            vec![
+                Block::Svg(svg.clone()),
+                Block::Text("The sender's smoothed RTT (tcp_info, sampled through each trial): the mean of the trials' means and of their 99th percentiles. Dashed: the path's round trip, and that plus the time the configured bottleneck queue takes to drain at the link rate (queue × (MTU + per-packet overhead) × 8 / rate), what a sender that keeps the queue full adds to every round trip.".into()),
+            ],
+        );
+    }
     if !figures.over_time.is_empty() {
         let grid = captioned(&figures.over_time);
         page.section(

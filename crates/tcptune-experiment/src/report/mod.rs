@@ -22,6 +22,7 @@ mod figures;
 mod heatmap;
 mod html;
 mod results;
+mod rtt;
 pub mod summary;
 mod tables;
 pub mod theory;

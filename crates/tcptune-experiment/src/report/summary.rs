@@ -19,6 +19,9 @@ pub struct PointSummary {
     pub goodput_bps: Option<Summary>,
     pub retransmits_mean: Option<f64>,
     pub rtt_min_s_mean: Option<f64>,
+    /// Mean over trials of the sender's mean and 99th-percentile smoothed RTT under the load.
+    pub rtt_mean_s_mean: Option<f64>,
+    pub rtt_p99_s_mean: Option<f64>,
     /// Mean over trials of the sender's largest send buffer and the receiver's largest
     /// receive buffer (the memory the connection was granted), bytes.
     pub sndbuf_peak_mean: Option<f64>,
@@ -94,6 +97,8 @@ pub fn summarize(plan: &StoredPlan, records: &[TrialRecord]) -> Vec<PointSummary
                         .collect(),
                 ),
                 rtt_min_s_mean: mean(ok.iter().filter_map(|m| m.rtt_min_s).collect()),
+                rtt_mean_s_mean: mean(ok.iter().filter_map(|m| m.rtt_mean_s).collect()),
+                rtt_p99_s_mean: mean(ok.iter().filter_map(|m| m.rtt_p99_s).collect()),
                 sndbuf_peak_mean: mean(
                     ok.iter()
                         .filter_map(|m| m.sndbuf_peak_bytes.map(|b| b as f64))

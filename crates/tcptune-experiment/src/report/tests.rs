@@ -153,6 +153,8 @@ fn point(index: usize, varied: &[(&str, &str)], goodput: &[f64]) -> PointSummary
         goodput_bps: stats(goodput),
         retransmits_mean: None,
         rtt_min_s_mean: None,
+        rtt_mean_s_mean: None,
+        rtt_p99_s_mean: None,
         sndbuf_peak_mean: None,
         rcvbuf_peak_mean: None,
         limits_mean: None,

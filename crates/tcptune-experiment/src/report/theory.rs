@@ -25,6 +25,10 @@ pub struct Theory {
     /// The smallest of the payload share of the path rate, the window bound and Mathis: what
     /// the point should reach.
     pub expected_bps: Option<f64>,
+    /// The time the bottleneck queue (`link.queue` packets of the MTU plus the link's per-packet
+    /// overhead, or `link.queue_bytes`) takes to drain at the link rate: what a full queue adds
+    /// to the round trip.
+    pub queue_drain_s: Option<f64>,
 }
 
 pub(super) fn get<'a>(s: &'a Settings, keys: &[&str]) -> Option<&'a str> {
@@ -124,11 +128,21 @@ pub fn theory(s: &Settings) -> Theory {
         .into_iter()
         .flatten()
         .reduce(f64::min);
+    let queue_bytes = link("queue")
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .map(|n| n * (mtu + overhead.max(0.0)))
+        .or_else(|| {
+            link("queue_bytes")
+                .and_then(|v| v.parse::<Bytes>().ok())
+                .map(|b| b.get() as f64)
+        });
+    let queue_drain_s = queue_bytes.zip(rate).map(|(q, r)| q * 8.0 / r);
     Theory {
         path_rate_bps: rate,
         rtt_s,
         window_bound_bps,
         mathis_bps,
         expected_bps,
+        queue_drain_s,
     }
 }
