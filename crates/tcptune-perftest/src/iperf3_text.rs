@@ -768,4 +768,64 @@ mod tests {
         assert_eq!(g2(0.000012), "1.2e-05");
         assert_eq!(g2(100.0), "1e+02");
     }
+
+    /// Rows with the widths of iperf3 3.12's lines (seen in its output on this host).
+    #[test]
+    fn rows_as_iperf3_prints_them() {
+        let r = |id, role, tail, what, bytes: u64| Row {
+            id,
+            role,
+            start: 0.0,
+            end: 1.0,
+            bytes,
+            seconds: 1.0,
+            tail,
+            what,
+        };
+        let mib = 1024 * 1024;
+        assert_eq!(
+            row(
+                &r(Some(5), "", Tail::RetrCwnd(3, 1023 * 1024), "", 699 * mib),
+                'a'
+            ),
+            "[  5]   0.00-1.00   sec   699 MBytes  5.86 Gbits/sec    3   1023 KBytes       "
+        );
+        assert_eq!(
+            row(&r(None, "", Tail::Retr(6), "sender", 1536 * mib), 'a'),
+            "[SUM]   0.00-1.00   sec  1.50 GBytes  12.9 Gbits/sec    6             sender"
+        );
+        assert_eq!(
+            row(
+                &r(Some(12), "[RX-C]", Tail::Plain, "receiver", 158 * mib),
+                'a'
+            ),
+            "[ 12][RX-C]   0.00-1.00   sec   158 MBytes  1.33 Gbits/sec                  receiver"
+        );
+        let udp = Tail::UdpReceived {
+            jitter_ms: 0.005,
+            lost: 0,
+            total: 39,
+        };
+        assert_eq!(
+            row(&r(Some(5), "", udp, "", 1_277_952), 'a'),
+            "[  5]   0.00-1.00   sec  1.22 MBytes  10.2 Mbits/sec  0.005 ms  0/39 (0%)  "
+        );
+        assert_eq!(
+            row(&r(Some(5), "", Tail::UdpSent(39), "", 1_277_952), 'a'),
+            "[  5]   0.00-1.00   sec  1.22 MBytes  10.2 Mbits/sec  39  "
+        );
+        assert_eq!(
+            row(&r(Some(5), "[TX-C]", Tail::UdpSent(39), "", 1_277_952), 'a'),
+            "[  5][TX-C]   0.00-1.00   sec  1.22 MBytes  10.2 Mbits/sec            39  "
+        );
+        // -f m: the rate in Mbits/sec however large; the transfer stays adaptive.
+        assert_eq!(
+            row(&r(Some(5), "", Tail::Plain, "receiver", 686 * mib), 'm'),
+            "[  5]   0.00-1.00   sec   686 MBytes  5754 Mbits/sec                  receiver"
+        );
+        assert_eq!(
+            titled(Some("t"), &["a".into(), String::new()]),
+            "t:  a\nt:  \n"
+        );
+    }
 }

@@ -24,8 +24,14 @@ use crate::output;
 
 /// One `--json-stream` line: `{"event":NAME,"data":DATA}`, "event" first as iperf3 writes it.
 fn stream_event(name: &str, data: &serde_json::Value) -> String {
+    let mut data = data.clone();
+    match name {
+        "start" => tcptune_perftest::cjson::iperf3_start_keys(&mut data),
+        "interval" => tcptune_perftest::cjson::iperf3_interval_keys(&mut data),
+        _ => {}
+    }
     // Numbers as iperf3 (cJSON) writes them: `0`, not `0.0`.
-    let data = tcptune_perftest::cjson::to_compact(data);
+    let data = tcptune_perftest::cjson::to_compact(&data);
     format!("{{\"event\":{},\"data\":{data}}}", json!(name))
 }
 
@@ -367,10 +373,7 @@ fn iperf3_worded(e: anyhow::Error) -> anyhow::Error {
             let os = error.to_string();
             // strerror's text, as iperf3 prints it (Rust adds " (os error N)").
             let cause = os.split(" (os error").next().unwrap_or(&os).to_string();
-            anyhow::anyhow!(
-                "unable to connect to server - server may have stopped running or use a \
-                 different port, firewall issue, etc.: {cause}"
-            )
+            anyhow::anyhow!("unable to connect to server: {cause}")
         }
         _ => e,
     }
@@ -471,13 +474,11 @@ fn run_test(
             let _ = o.flush();
         }
     };
-    if mode == Mode::IperfText {
-        print_text(&[iperf3_text::connecting(&host, args.port)]);
-    }
     let mut on_start = |s: &tcptune_perftest::report::Start| match mode {
         Mode::Stream => event("start", s),
         Mode::IperfText => {
-            let mut lines = Vec::new();
+            // iperf3 prints "Connecting" once the control connection is up.
+            let mut lines = vec![iperf3_text::connecting(&host, args.port)];
             if args.reverse {
                 lines.push(iperf3_text::reverse_mode(&host));
             }
@@ -532,8 +533,10 @@ fn run_test(
         Mode::IperfText => print_text(&iperf3_final(&text_layout, &result)),
         Mode::Iperf => {
             if let Ok(mut o) = out.lock() {
+                let mut doc = serde_json::to_value(&result)?;
+                tcptune_perftest::cjson::iperf3_keys(&mut doc);
                 // Numbers as iperf3 (cJSON) writes them: `"start": 0`, not `0.0`.
-                tcptune_perftest::cjson::write_pretty(&mut *o, &result)?;
+                tcptune_perftest::cjson::write_pretty(&mut *o, &doc)?;
                 writeln!(o)?;
                 o.flush()?;
             }
