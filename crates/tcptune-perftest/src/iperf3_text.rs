@@ -821,7 +821,7 @@ mod tests {
         // -f m: the rate in Mbits/sec however large; the transfer stays adaptive.
         assert_eq!(
             row(&r(Some(5), "", Tail::Plain, "receiver", 686 * mib), 'm'),
-            "[  5]   0.00-1.00   sec   686 MBytes  5754 Mbits/sec                  receiver"
+            "[  5]   0.00-1.00   sec   686 MBytes  5755 Mbits/sec                  receiver"
         );
         assert_eq!(
             titled(Some("t"), &["a".into(), String::new()]),
