@@ -375,7 +375,18 @@ fn side_row<'a>(l: &Layout, id: Option<i32>, s: &'a EndSide, sender_tag: bool) -
 /// whether this end sent on `end.streams[i]` (its role tag in a bidirectional test).
 pub fn final_block(l: &Layout, end: &End, tx: &[bool]) -> Vec<String> {
     let mut out = vec![SEPARATOR.to_string(), header(l, true, true, false)];
-    let main_tx = tx.first().copied().unwrap_or(true);
+    // Without tcp_info samples (UDP) a stream's own `udp.sender` says who sent.
+    let sends = |k: usize| {
+        tx.get(k)
+            .copied()
+            .or(end
+                .streams
+                .get(k)
+                .and_then(|s| s.udp.as_ref())
+                .map(|u| u.sender))
+            .unwrap_or(true)
+    };
+    let main_tx = sends(0);
     let sums = [
         (main_tx, Some((&end.sum_sent, &end.sum_received))),
         (
@@ -390,7 +401,7 @@ pub fn final_block(l: &Layout, end: &End, tx: &[bool]) -> Vec<String> {
             continue;
         };
         for (k, s) in end.streams.iter().enumerate() {
-            let ours = tx.get(k).copied().unwrap_or(true);
+            let ours = sends(k);
             if ours != dir_tx {
                 continue;
             }
