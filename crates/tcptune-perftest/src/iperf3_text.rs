@@ -33,6 +33,9 @@ pub struct Layout {
     pub streams: u32,
     /// iperf3's `-f` letter for rates (`a`: adaptive bits, iperf3's default).
     pub unit: char,
+    /// A reverse test with `-O` on the client: iperf3 3.12 prints its interval header without
+    /// the Retr and Cwnd columns then (with them in a reverse test without `-O`).
+    pub reverse_omit: bool,
 }
 
 /// iperf3's `unit_snprintf`: `value` (bytes, or bytes per second) in the unit `format` asks
@@ -239,7 +242,7 @@ fn role(layout: &Layout, sender: bool) -> &'static str {
 /// intervals when every stream sends, else the receiver's.
 fn header(l: &Layout, any_sends: bool, all_send: bool, interval: bool) -> String {
     let id = if l.bidir { "[ ID][Role]" } else { "[ ID]" };
-    let retr = l.side == Side::Client || any_sends;
+    let retr = (l.side == Side::Client && !(interval && l.reverse_omit)) || any_sends;
     let cols = match (l.udp, interval) {
         (true, true) if all_send => "         Total Datagrams",
         (true, _) => "         Jitter    Lost/Total Datagrams",

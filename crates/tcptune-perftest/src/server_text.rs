@@ -124,6 +124,7 @@ impl TestText {
             bidir: params.direction == Direction::Bidirectional,
             streams: params.parallel,
             unit: o.unit,
+            reverse_omit: false,
         };
         say(conns
             .iter()

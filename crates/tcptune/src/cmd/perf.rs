@@ -466,6 +466,7 @@ fn run_test(
             RateUnits::Fixed(c) => c,
             RateUnits::Auto => 'a',
         },
+        reverse_omit: args.reverse && !args.bidir && args.omit > 0,
     };
     let title = args.title.as_deref();
     let print_text = |lines: &[String]| {
