@@ -74,6 +74,47 @@ pub fn to_compact<T: Serialize + ?Sized>(value: &T) -> String {
     String::from_utf8(out).unwrap_or_default()
 }
 
+/// A `-J` document (`TestOutput` as JSON) with only the keys iperf3 3.12 writes, so a script
+/// checking key paths sees iperf3's: `start`'s (`iperf3_start_keys`) and each interval's
+/// (`iperf3_interval_keys`). tcptune's own `tcptune` key stays (iperf3's readers skip it).
+pub fn iperf3_keys(doc: &mut serde_json::Value) {
+    if let Some(start) = doc.get_mut("start") {
+        iperf3_start_keys(start);
+    }
+    if let Some(iv) = doc.get_mut("intervals").and_then(|v| v.as_array_mut()) {
+        iv.iter_mut().for_each(iperf3_interval_keys);
+    }
+}
+
+/// `start` as iperf3 3.12 writes it: no `test_start.bidir` (later releases add it), and no
+/// `tcp_mss_default` in a UDP test.
+pub fn iperf3_start_keys(start: &mut serde_json::Value) {
+    let udp = start["test_start"]["protocol"] == "UDP";
+    if let Some(ts) = start.get_mut("test_start").and_then(|v| v.as_object_mut()) {
+        ts.remove("bidir");
+    }
+    if let Some(s) = start.as_object_mut().filter(|_| udp) {
+        s.remove("tcp_mss_default");
+    }
+}
+
+/// An interval as iperf3 writes it: a receiving stream has no RTT, path MTU or window figures
+/// (iperf3 takes them from the sender's tcp_info only).
+pub fn iperf3_interval_keys(interval: &mut serde_json::Value) {
+    let Some(streams) = interval.get_mut("streams").and_then(|v| v.as_array_mut()) else {
+        return;
+    };
+    for s in streams {
+        if s["sender"] == false {
+            if let Some(m) = s.as_object_mut() {
+                for k in ["rtt", "rttvar", "pmtu", "rcv_wnd", "snd_wnd", "snd_cwnd"] {
+                    m.remove(k);
+                }
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -95,5 +136,29 @@ mod tests {
         write_pretty(&mut pretty, &v).unwrap();
         let pretty = String::from_utf8(pretty).unwrap();
         assert!(pretty.contains("\n  \"start\": 0\n"), "{pretty}");
+    }
+
+    #[test]
+    fn only_iperf3s_keys_under_j() {
+        let mut doc = serde_json::json!({
+            "start": {"tcp_mss_default": 1448, "test_start": {"protocol": "UDP", "bidir": 0}},
+            "intervals": [{"streams": [
+                {"sender": false, "rtt": 10, "rcv_wnd": 5, "bytes": 1},
+                {"sender": true, "rtt": 10, "bytes": 1}
+            ]}],
+            "tcptune": {}
+        });
+        iperf3_keys(&mut doc);
+        assert_eq!(
+            doc,
+            serde_json::json!({
+                "start": {"test_start": {"protocol": "UDP"}},
+                "intervals": [{"streams": [
+                    {"sender": false, "bytes": 1},
+                    {"sender": true, "rtt": 10, "bytes": 1}
+                ]}],
+                "tcptune": {}
+            })
+        );
     }
 }

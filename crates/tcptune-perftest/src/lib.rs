@@ -9,11 +9,13 @@ pub mod cjson;
 pub mod client;
 pub mod control;
 pub mod data;
+pub mod iperf3_text;
 pub mod peer;
 pub mod probe;
 pub mod replay;
 pub mod report;
 pub mod server;
+pub mod server_text;
 pub mod sock;
 pub mod udp;
 

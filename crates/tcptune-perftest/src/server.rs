@@ -26,6 +26,9 @@ use tcptune_perf::{wire, Cookie, Protocol, Results, COOKIE_LEN};
 
 use crate::control::{Clock, Control, Got};
 use crate::data::{own_results, DataPhase, SendPlan, StreamSocket};
+use crate::iperf3_text;
+use crate::server_text::{Conn, Counts, TestText, TextOptions};
+use crate::sock::unmapped;
 use crate::sock::{self, DataOptions};
 use crate::{Cidr, ServerSamples, ServerStreamSamples, TestError};
 
@@ -43,6 +46,8 @@ pub struct ServerConfig {
     pub max_pending: usize,
     pub timeouts: Timeouts,
     pub sample_every: Duration,
+    /// Log iperf3's server text line for line (`tcptune iperf3 -s`) instead of one line a test.
+    pub iperf3_text: Option<TextOptions>,
 }
 
 impl Default for ServerConfig {
@@ -55,6 +60,7 @@ impl Default for ServerConfig {
             max_pending: 64,
             timeouts: Timeouts::default(),
             sample_every: Duration::from_millis(50),
+            iperf3_text: None,
         }
     }
 }
@@ -63,9 +69,20 @@ impl Default for ServerConfig {
 #[derive(Debug, Clone, PartialEq)]
 pub enum ServerLog {
     Listening(SocketAddr),
-    Refused { peer: SocketAddr, why: &'static str },
-    TestDone { peer: SocketAddr, summary: String },
-    TestFailed { peer: SocketAddr, error: String },
+    Refused {
+        peer: SocketAddr,
+        why: &'static str,
+    },
+    TestDone {
+        peer: SocketAddr,
+        summary: String,
+    },
+    TestFailed {
+        peer: SocketAddr,
+        error: String,
+    },
+    /// Lines of iperf3's server text (only with `ServerConfig::iperf3_text`).
+    Iperf3(Vec<String>),
 }
 
 impl std::fmt::Display for ServerLog {
@@ -75,6 +92,7 @@ impl std::fmt::Display for ServerLog {
             ServerLog::Refused { peer, why } => write!(f, "{peer}: refused ({why})"),
             ServerLog::TestDone { peer, summary } => write!(f, "{peer}: {summary}"),
             ServerLog::TestFailed { peer, error } => write!(f, "{peer}: test failed: {error}"),
+            ServerLog::Iperf3(lines) => write!(f, "{}", lines.join("\n")),
         }
     }
 }
@@ -301,7 +319,12 @@ fn handle_conn(mut conn: TcpStream, peer: SocketAddr, pslot: Slot, routing: Rout
     if let Ok(mut r) = ctx.routes.lock() {
         r.insert(cookie, tx);
     }
-    let result = serve_test(conn, cookie, rx, &ctx.unrouted, &ctx.cfg);
+    let say = |lines: Vec<String>| {
+        if ctx.cfg.iperf3_text.is_some() && !lines.is_empty() {
+            (ctx.log)(ServerLog::Iperf3(lines));
+        }
+    };
+    let result = serve_test(conn, cookie, rx, &ctx.unrouted, &ctx.cfg, &say);
     if let Ok(mut r) = ctx.routes.lock() {
         r.remove(&cookie);
     }
@@ -361,8 +384,22 @@ fn serve_test(
     rx: Receiver<Routed>,
     unrouted: &Unrouted,
     cfg: &ServerConfig,
+    say: &dyn Fn(Vec<String>),
 ) -> Result<String, Failure> {
+    // What this test printed, for iperf3's --get-server-output.
+    let kept = std::cell::RefCell::new(Vec::new());
+    let keep = |lines: Vec<String>| {
+        kept.borrow_mut().extend(lines.iter().cloned());
+        say(lines);
+    };
+    let say: &dyn Fn(Vec<String>) = &keep;
     let clock = Clock::start();
+    if let Ok(peer) = conn.peer_addr().map(unmapped) {
+        say(vec![iperf3_text::accepted(
+            &peer.ip().to_string(),
+            peer.port(),
+        )]);
+    }
     let early = |e: TestError| (e, false);
     let mut ctl = Control::new(conn).map_err(|e| early(TestError::io("control setup", e)))?;
     let mut s = ServerSession::new(clock.now(), cfg.timeouts);
@@ -409,7 +446,12 @@ fn serve_test(
         .map_err(|e| early(TestError::io("writing CREATE_STREAMS", e)))?;
     let fail = |e: TestError| (e, true);
     if let Some(listener) = udp_listener {
-        return serve_udp(ctl, s, clock, &params, listener, rx).map_err(fail);
+        let text = Text {
+            opts: cfg.iperf3_text,
+            say,
+            kept: &kept,
+        };
+        return serve_udp(ctl, s, clock, &params, listener, rx, text).map_err(fail);
     }
     let opts = DataOptions {
         window: params.window,
@@ -501,9 +543,14 @@ fn serve_test(
         bytes_total: params.byte_limit(),
         zerocopy: params.zerocopy,
     };
+    let conns: Vec<Conn> = streams.iter().map(Conn::of_tcp).collect();
+    let text = cfg
+        .iperf3_text
+        .map(|o| TestText::new(o, &params, &conns, say));
     let (u0, s0) = sock::cpu_times();
     let data = DataPhase::start(streams, &plan, cfg.sample_every, clock.0)
         .map_err(|e| fail(TestError::io("starting the data streams", e)))?;
+    let mut text = text;
     ctl.write(&s.take_output())
         .map_err(|e| fail(TestError::io("writing TEST_START", e)))?;
     // The test's time runs from TEST_START, when the client starts its clock, to TEST_END;
@@ -526,23 +573,40 @@ fn serve_test(
         if omitting && t0.elapsed() >= omit {
             omitting = false;
             at_omit_end = data.bytes_at_mark();
+            if let Some(t) = text.as_mut() {
+                let at_end = Counts::Tcp {
+                    bytes: at_omit_end.clone(),
+                    latest: data.latest(),
+                };
+                t.omit_ended(t0.elapsed().as_secs_f64(), &at_end, say);
+            }
             // Counting restarts at the mark, not when this thread got to run.
             t0 += omit;
         }
-        let wait = if omitting {
+        let mut wait = if omitting {
             omit.saturating_sub(t0.elapsed())
         } else {
             Duration::from_secs(1)
         };
+        if let Some(t) = text.as_mut() {
+            let now = t0.elapsed().as_secs_f64();
+            wait = wait.min(t.tick(now, omitting, || Counts::tcp(&data), say));
+        }
         let ev = step_within(&mut ctl, &mut s, &clock, wait).map_err(fail)?;
         ended = ev.contains(&ServerEvent::TestEnd);
     }
     // Measured before the stream threads are stopped: joining them takes up to their 100 ms
     // poll, which once made a 3 s test's receiver report 3.10 s (and a rate 3% low).
     let secs = t0.elapsed().as_secs_f64();
+    if let Some(t) = text.as_mut() {
+        t.last(secs, omitting, &Counts::tcp(&data), say);
+    }
     let mut outcomes = data.finish();
     for (o, &b) in outcomes.iter_mut().zip(&at_omit_end) {
         o.bytes = o.bytes.saturating_sub(b);
+    }
+    if let Some(t) = &text {
+        say(t.finish(&outcomes, secs));
     }
     let mut samples: Vec<ServerStreamSamples> = outcomes
         .iter()
@@ -566,9 +630,13 @@ fn serve_test(
         extension: serde_json::to_value(ServerSamples { streams: samples }).ok(),
         // --get-server-output: our side's report, as text (iperf3 sends text unless the
         // server itself runs with -J).
-        server_output_text: params
-            .get_server_output
-            .then(|| server_output_text(&outcomes, secs)),
+        server_output_text: params.get_server_output.then(|| {
+            if cfg.iperf3_text.is_some() {
+                kept.borrow().join("\n") + "\n"
+            } else {
+                server_output_text(&outcomes, secs)
+            }
+        }),
         ..own_results(&outcomes, secs, (u0, s0))
     };
     s.finish(own, clock.now())
@@ -580,28 +648,16 @@ fn serve_test(
     Ok(summary)
 }
 
-/// An IPv4-mapped IPv6 address as the IPv4 address it is (a UDP socket of that family).
-fn unmapped(a: SocketAddr) -> SocketAddr {
-    match a {
-        SocketAddr::V6(v6) => match v6.ip().to_ipv4_mapped() {
-            Some(v4) => SocketAddr::from((v4, v6.port())),
-            None => a,
-        },
-        v4 => v4,
-    }
-}
-
-/// A UDP test after CREATE_STREAMS: each stream's "connect" datagram connects the current UDP
-/// socket to that client port and a new one takes the port for the next (iperf3's scheme),
-/// then the streams run until TEST_END and our results carry loss and jitter.
-fn serve_udp(
-    mut ctl: Control,
-    mut s: ServerSession,
-    clock: Clock,
+/// A UDP test's streams: each "connect" datagram from the client's host takes the current
+/// UDP socket (connected to it) and a new one takes the port for the next.
+fn udp_streams(
+    ctl: &mut Control,
+    s: &mut ServerSession,
+    clock: &Clock,
     params: &tcptune_perf::Params,
     mut listener: std::net::UdpSocket,
-    rx: Receiver<Routed>,
-) -> Result<String, TestError> {
+    rx: &Receiver<Routed>,
+) -> Result<Vec<crate::udp::UdpStream>, TestError> {
     use tcptune_perf::udp::CONNECT_REPLY;
     let client = ctl.sock.peer_addr().ok();
     let mut streams = Vec::new();
@@ -613,7 +669,7 @@ fn serve_udp(
         if tcptune_os::poll::wait_readable(ctl.sock.as_fd(), Duration::ZERO)
             .map_err(|e| TestError::io("waiting on the control connection", e))?
         {
-            step(&mut ctl, &mut s, &clock)?;
+            step(ctl, s, clock)?;
             continue;
         }
         let ready = tcptune_os::poll::wait_readable(listener.as_fd(), Duration::from_millis(20))
@@ -653,7 +709,32 @@ fn serve_udp(
             });
         }
     }
-    drop(listener);
+    Ok(streams)
+}
+
+/// How a test prints iperf3's text: its options, where lines go, and what it printed so far.
+struct Text<'a> {
+    opts: Option<TextOptions>,
+    say: &'a dyn Fn(Vec<String>),
+    kept: &'a std::cell::RefCell<Vec<String>>,
+}
+
+/// A UDP test after CREATE_STREAMS: each stream's "connect" datagram connects the current UDP
+/// socket to that client port and a new one takes the port for the next (iperf3's scheme),
+/// then the streams run until TEST_END and our results carry loss and jitter.
+fn serve_udp(
+    mut ctl: Control,
+    mut s: ServerSession,
+    clock: Clock,
+    params: &tcptune_perf::Params,
+    listener: std::net::UdpSocket,
+    rx: Receiver<Routed>,
+    text: Text<'_>,
+) -> Result<String, TestError> {
+    let (cfg_text, say, kept) = (text.opts, text.say, text.kept);
+    let streams = udp_streams(&mut ctl, &mut s, &clock, params, listener, &rx)?;
+    let conns: Vec<Conn> = streams.iter().map(Conn::of_udp).collect();
+    let mut lines = cfg_text.map(|o| TestText::new(o, params, &conns, say));
     let (u0, s0) = sock::cpu_times();
     // iperf3's client always sends a rate for UDP (1 Mbit/s by default); none or 0 is its
     // `-b 0`: unpaced.
@@ -671,19 +752,35 @@ fn serve_udp(
         while let Ok((mut c, _, _)) = rx.try_recv() {
             let _ = c.write_all(&DATA_DENIED_REPLY);
         }
-        if !omit.is_zero() && at_omit_end.is_none() && t0.elapsed() >= omit {
-            at_omit_end = Some(data.counts());
+        let omitting = !omit.is_zero() && at_omit_end.is_none();
+        if omitting && t0.elapsed() >= omit {
+            let at_end = data.counts();
+            if let Some(t) = lines.as_mut() {
+                t.omit_ended(t0.elapsed().as_secs_f64(), &Counts::udp(&at_end), say);
+            }
+            at_omit_end = Some(at_end);
             t0 += omit;
         }
-        let wait = if !omit.is_zero() && at_omit_end.is_none() {
+        let mut wait = if !omit.is_zero() && at_omit_end.is_none() {
             omit.saturating_sub(t0.elapsed())
         } else {
             Duration::from_secs(1)
         };
+        if let Some(t) = lines.as_mut() {
+            let now = t0.elapsed().as_secs_f64();
+            wait = wait.min(t.tick(now, omitting, || Counts::udp(&data.counts()), say));
+        }
         ended = step_within(&mut ctl, &mut s, &clock, wait)?.contains(&ServerEvent::TestEnd);
     }
     let secs = t0.elapsed().as_secs_f64();
+    if let Some(t) = lines.as_mut() {
+        let omitting = !omit.is_zero() && at_omit_end.is_none();
+        t.last(secs, omitting, &Counts::udp(&data.counts()), say);
+    }
     let outcomes = data.finish();
+    if let Some(t) = &lines {
+        say(t.finish_udp(&outcomes, at_omit_end.as_deref(), secs));
+    }
     let (u1, s1) = sock::cpu_times();
     let (cu, cs) = ((u1 - u0) / secs * 100.0, (s1 - s0) / secs * 100.0);
     let mut text = String::from("tcptune serve: the server's side of the test\n");
@@ -712,7 +809,13 @@ fn serve_udp(
             .map(|(k, o)| o.result(secs, at_omit_end.as_ref().and_then(|v| v.get(k))))
             .collect(),
         server_output_json: None,
-        server_output_text: params.get_server_output.then(|| text.clone()),
+        server_output_text: params.get_server_output.then(|| {
+            if cfg_text.is_some() {
+                kept.borrow().join("\n") + "\n"
+            } else {
+                text.clone()
+            }
+        }),
         extension: None,
     };
     s.finish(own, clock.now()).map_err(TestError::Session)?;

@@ -282,6 +282,17 @@ pub fn resolve(
     }
 }
 
+/// An IPv4-mapped IPv6 address as the IPv4 address it is (a UDP socket of that family).
+pub fn unmapped(a: SocketAddr) -> SocketAddr {
+    match a {
+        SocketAddr::V6(v6) => match v6.ip().to_ipv4_mapped() {
+            Some(v4) => SocketAddr::from((v4, v6.port())),
+            None => a,
+        },
+        v4 => v4,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

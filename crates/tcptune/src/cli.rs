@@ -552,6 +552,9 @@ pub struct ServeArgs {
     #[arg(short = 'd', long = "debug", hide = true, num_args = 0..=1, require_equals = true,
           default_missing_value = "1")]
     pub debug: Option<String>,
+    /// Log as iperf3's server prints, line for line (set by `tcptune iperf3 -s`).
+    #[arg(long = "iperf3-text", hide = true)]
+    pub iperf3_text: bool,
 }
 
 /// `tcptune test HOST` (or `-c HOST`). Options use iperf3's letters and long names; those
@@ -683,6 +686,9 @@ pub struct TestArgs {
     /// `tcptune iperf3`).
     #[arg(long = "iperf3-exit-codes", hide = true)]
     pub iperf3_exit_codes: bool,
+    /// Print iperf3's text output line for line instead of tcptune's (set by `tcptune iperf3`).
+    #[arg(long = "iperf3-text", hide = true)]
+    pub iperf3_text: bool,
     /// UDP datagrams at -b (1 Mbit/s by default) instead of TCP, with iperf3's loss and
     /// jitter accounting.
     #[arg(short = 'u', long = "udp")]

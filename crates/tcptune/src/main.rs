@@ -18,7 +18,15 @@ use outcome::Outcome;
 fn main() -> ExitCode {
     // iperf3's command line (`tcptune iperf3 …`, or this binary named iperf3) becomes test or
     // serve; iperf3 options tcptune does not act on are refused here.
-    let argv = match cmd::perf::rewrite_argv(std::env::args_os().collect()) {
+    let raw: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    // iperf3's front end reports errors as iperf3 does: "iperf3: error - …", exit status 1.
+    let iperf3 = cmd::perf::is_iperf3_front(&raw);
+    let (prefix, failed) = if iperf3 {
+        ("iperf3: error - ", 1)
+    } else {
+        ("tcptune: error: ", 2)
+    };
+    let argv = match cmd::perf::rewrite_argv(raw) {
         cmd::perf::Argv::Parse(argv) => argv,
         cmd::perf::Argv::Print(text) => {
             print!("{text}");
@@ -27,6 +35,11 @@ fn main() -> ExitCode {
         cmd::perf::Argv::Refuse(why, json) => {
             if json {
                 print!("{}", cmd::perf::json_error(&why, false));
+            }
+            if iperf3 {
+                // iperf3's parameter errors: "iperf3: [OPTION: ]parameter error - …".
+                eprintln!("iperf3: {why}");
+                return ExitCode::from(1);
             }
             eprintln!("tcptune: error: {why}");
             return ExitCode::from(2);
@@ -52,8 +65,8 @@ fn main() -> ExitCode {
                 let stream = argv.iter().any(|a| a == "--json-stream");
                 print!("{}", cmd::perf::json_error(&sentence, stream));
             }
-            eprintln!("tcptune: error: {sentence}");
-            return ExitCode::from(2);
+            eprintln!("{prefix}{sentence}");
+            return ExitCode::from(failed);
         }
     };
     output::choose_layout(cli.pretty);
@@ -63,8 +76,8 @@ fn main() -> ExitCode {
         Ok(Outcome::Exit(code)) => ExitCode::from(code),
         Err(e) => {
             // `{:#}` prints the context chain on one line: "reading X: cause".
-            eprintln!("tcptune: error: {e:#}");
-            ExitCode::from(2)
+            eprintln!("{prefix}{e:#}");
+            ExitCode::from(failed)
         }
     }
 }

@@ -218,9 +218,9 @@ fn a_server_command_line_with_i_and_f_serves_iperf3() {
     );
     let lines = line_channel(srv.0.stdout.take().unwrap());
     wait_for_line(&lines, Duration::from_secs(20), |l| {
-        l.starts_with("listening on")
+        l.starts_with("Server listening on")
     })
-    .expect("tcptune serve ready");
+    .expect("tcptune iperf3 -s ready");
     let o = Command::new("iperf3")
         .args(["-c", "127.0.0.1", "-p", &port, "-t", "1", "-J"])
         .output()
@@ -256,9 +256,9 @@ fn server_max_duration_ends_a_longer_test() {
     );
     let lines = line_channel(srv.0.stdout.take().unwrap());
     wait_for_line(&lines, Duration::from_secs(20), |l| {
-        l.starts_with("listening on")
+        l.starts_with("Server listening on")
     })
-    .expect("tcptune serve ready");
+    .expect("tcptune iperf3 -s ready");
     let started = std::time::Instant::now();
     let o = Command::new("iperf3")
         .args(["-c", "127.0.0.1", "-p", &port, "-t", "30", "-J"])

@@ -186,6 +186,15 @@ pub fn wants_iperf_json(argv: &[OsString]) -> bool {
         || (argv.get(1).is_some_and(|a| a == "iperf3") && argv.iter().any(|a| a == "--json"))
 }
 
+/// Whether `argv` is iperf3's front end (`tcptune iperf3 …`, or the binary run as `iperf3`),
+/// whose errors are iperf3's: "iperf3: error - …" and exit status 1.
+pub fn is_iperf3_front(argv: &[OsString]) -> bool {
+    argv.first()
+        .and_then(|a| std::path::Path::new(a).file_name())
+        .is_some_and(|n| n == "iperf3")
+        || argv.get(1).is_some_and(|a| a == "iperf3")
+}
+
 /// Rewrites `tcptune iperf3 ARGS` (or ARGS of a binary named `iperf3`) into `tcptune test` or
 /// `tcptune serve`, and refuses, in one sentence, the iperf3 options tcptune does not act on
 /// (for `test` and `serve` too).
@@ -194,6 +203,10 @@ pub fn rewrite_argv(argv: Vec<OsString>) -> Argv {
         .first()
         .and_then(|a| std::path::Path::new(a).file_name())
         .is_some_and(|n| n == "iperf3");
+    debug_assert_eq!(
+        is_iperf3_front(&argv),
+        name_is_iperf3 || argv.get(1).is_some_and(|a| a == "iperf3")
+    );
     let (prog, rest): (OsString, Vec<OsString>) = if name_is_iperf3 {
         ("tcptune".into(), argv[1..].to_vec())
     } else if argv.get(1).is_some_and(|a| a == "iperf3") {
@@ -264,7 +277,7 @@ pub fn rewrite_argv(argv: Vec<OsString>) -> Argv {
     let verb = match (server, client) {
         (true, true) => {
             return Argv::Refuse(
-                "-s and -c together: give -s to serve or -c HOST to test, not both".into(),
+                "parameter error - cannot be both server and client; give -s or -c HOST".into(),
                 json,
             )
         }
@@ -272,9 +285,11 @@ pub fn rewrite_argv(argv: Vec<OsString>) -> Argv {
         (false, true) => "test",
         (false, false) => {
             return Argv::Refuse(
-                "iperf3 needs -c HOST (run a test) or -s (serve tests); add one".into(),
+                // iperf3's words, then what to do.
+                "parameter error - must either be a client (-c) or server (-s); add -c HOST or -s"
+                    .into(),
                 json,
-            )
+            );
         }
     };
     if verb == "serve" {
@@ -287,6 +302,8 @@ pub fn rewrite_argv(argv: Vec<OsString>) -> Argv {
         // Scripts test iperf3's exit status: 0 for a completed test.
         full.push("--iperf3-exit-codes".into());
     }
+    // Scripts read iperf3's text: print it line for line.
+    full.push("--iperf3-text".into());
     full.extend(out);
     Argv::Parse(full)
 }
@@ -354,16 +371,16 @@ mod tests {
             parsed(rewrite_argv(argv(
                 "tcptune iperf3 -c 198.18.0.2 -t 5 -P 4 -R --json"
             ))),
-            "tcptune test --iperf3-exit-codes -c 198.18.0.2 -t 5 -P 4 -R -J"
+            "tcptune test --iperf3-exit-codes --iperf3-text -c 198.18.0.2 -t 5 -P 4 -R -J"
         );
         assert_eq!(
             parsed(rewrite_argv(argv("/usr/local/bin/iperf3 -s -p 5202 -1 -V"))),
-            "tcptune serve -p 5202 -1"
+            "tcptune serve --iperf3-text -p 5202 -1"
         );
         // A title that looks like -s is a value, not the server flag.
         assert_eq!(
             parsed(rewrite_argv(argv("iperf3 -c h -T -s"))),
-            "tcptune test --iperf3-exit-codes -c h -T -s"
+            "tcptune test --iperf3-exit-codes --iperf3-text -c h -T -s"
         );
         assert!(parsed(rewrite_argv(argv("iperf3 -v"))).starts_with("print tcptune"));
         assert_eq!(
@@ -411,19 +428,19 @@ mod tests {
         ));
         assert_eq!(
             parsed(rewrite_argv(argv("iperf3 -c h -d3"))),
-            "tcptune test --iperf3-exit-codes -c h"
+            "tcptune test --iperf3-exit-codes --iperf3-text -c h"
         );
         // What tcptune implements now passes through to test (or is accepted without effect).
         assert_eq!(
             parsed(rewrite_argv(argv(
                 "iperf3 -c h -d --dscp EF --fq-rate 1G -A 0,1 --timestamps --cntl-ka=5/1/3"
             ))),
-            "tcptune test --iperf3-exit-codes -c h --dscp EF --fq-rate 1G -A 0,1 --timestamps \
+            "tcptune test --iperf3-exit-codes --iperf3-text -c h --dscp EF --fq-rate 1G -A 0,1 --timestamps \
              --cntl-ka=5/1/3"
         );
         assert_eq!(
             parsed(rewrite_argv(argv("iperf3 -s -d -i 10 -f m"))),
-            "tcptune serve -i 10 -f m"
+            "tcptune serve --iperf3-text -i 10 -f m"
         );
         assert!(matches!(
             rewrite_argv(argv("iperf3 --help")),

@@ -4,7 +4,7 @@
 
 use std::io::Write;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -12,19 +12,26 @@ use anyhow::Context as _;
 use serde_json::json;
 use tcptune_perf::{Direction, Params};
 use tcptune_perftest::client::{self, ClientConfig, Family};
+use tcptune_perftest::iperf3_text;
 use tcptune_perftest::report::{interval_header, RateUnits};
-use tcptune_perftest::server::{Server, ServerConfig};
+use tcptune_perftest::server::{Server, ServerConfig, ServerLog};
 use tcptune_perftest::Cidr;
 
-pub use super::iperf3_argv::{rewrite_argv, wants_iperf_json, Argv};
+pub use super::iperf3_argv::{is_iperf3_front, rewrite_argv, wants_iperf_json, Argv};
 use crate::cli::{ServeArgs, TestArgs};
 use crate::outcome::Outcome;
 use crate::output;
 
 /// One `--json-stream` line: `{"event":NAME,"data":DATA}`, "event" first as iperf3 writes it.
 fn stream_event(name: &str, data: &serde_json::Value) -> String {
+    let mut data = data.clone();
+    match name {
+        "start" => tcptune_perftest::cjson::iperf3_start_keys(&mut data),
+        "interval" => tcptune_perftest::cjson::iperf3_interval_keys(&mut data),
+        _ => {}
+    }
     // Numbers as iperf3 (cJSON) writes them: `0`, not `0.0`.
-    let data = tcptune_perftest::cjson::to_compact(data);
+    let data = tcptune_perftest::cjson::to_compact(&data);
     format!("{{\"event\":{},\"data\":{data}}}", json!(name))
 }
 
@@ -85,9 +92,35 @@ pub fn serve(args: &ServeArgs) -> anyhow::Result<Outcome> {
          sides' figures (and --get-server-output the server's report)"
     );
     // -i and -f (iperf3 -s -i 10 -f m in service units) set the server's interval lines and
-    // their units; tcptune serve logs one line per test, so they are accepted and change
-    // nothing.
-    let _ = (&args.interval, &args.format);
+    // their units under `tcptune iperf3 -s`; tcptune serve logs one line per test.
+    let text = if args.iperf3_text {
+        let interval = match args.interval.as_deref() {
+            None => 1.0,
+            Some(i) => i
+                .parse::<f64>()
+                .ok()
+                .filter(|&i| i == 0.0 || (0.1..=60.0).contains(&i))
+                .ok_or_else(|| {
+                    anyhow::anyhow!(
+                        "-i {i} is outside 0.1..60 seconds; give -i 1 (or -i 0 for no interval \
+                         reports)"
+                    )
+                })?,
+        };
+        let unit = match args.format.as_deref() {
+            None => 'a',
+            Some(f) => match RateUnits::from_letter(f).map_err(anyhow::Error::msg)? {
+                RateUnits::Fixed(c) => c,
+                RateUnits::Auto => 'a',
+            },
+        };
+        Some(tcptune_perftest::server_text::TextOptions {
+            interval: (interval > 0.0).then(|| Duration::from_secs_f64(interval)),
+            unit,
+        })
+    } else {
+        None
+    };
     let allow = args
         .allow
         .iter()
@@ -120,6 +153,7 @@ pub fn serve(args: &ServeArgs) -> anyhow::Result<Outcome> {
                 .map(|s| tcptune_model::Dur::from_millis(s as u64 * 1000)),
             ..Default::default()
         },
+        iperf3_text: text,
         ..ServerConfig::default()
     };
     let server = match Server::bind(cfg.clone()) {
@@ -158,9 +192,18 @@ pub fn serve(args: &ServeArgs) -> anyhow::Result<Outcome> {
         }
         stop.store(true, Ordering::Relaxed);
     });
-    let log = Arc::new(move |l: tcptune_perftest::server::ServerLog| {
+    let iperf3 = args.iperf3_text;
+    let one_off = args.one_off;
+    let port = args.port;
+    let tests = AtomicUsize::new(0);
+    let log = Arc::new(move |l: ServerLog| {
+        let text = if iperf3 {
+            iperf3_server_lines(l, port, one_off, &tests)
+        } else {
+            format!("{l}\n")
+        };
         if let Ok(mut o) = out.lock() {
-            let _ = writeln!(o, "{l}");
+            let _ = o.write_all(text.as_bytes());
             let _ = o.flush();
         }
     });
@@ -170,6 +213,28 @@ pub fn serve(args: &ServeArgs) -> anyhow::Result<Outcome> {
     }
     r?;
     Ok(Outcome::Ok)
+}
+
+/// What iperf3's server prints for a server event: the banner when it listens on `port`
+/// (again after each test, counting them, unless it serves one), the test's own lines,
+/// iperf3's error line. `tests`: the tests ended so far.
+fn iperf3_server_lines(l: ServerLog, port: u16, one_off: bool, tests: &AtomicUsize) -> String {
+    let banner = |n: usize| iperf3_text::listening(port, n).join("\n") + "\n";
+    let again = || {
+        let n = tests.fetch_add(1, Ordering::Relaxed) + 1;
+        if one_off {
+            String::new()
+        } else {
+            banner(n + 1)
+        }
+    };
+    match l {
+        ServerLog::Listening(_) => banner(1),
+        ServerLog::Iperf3(lines) => lines.join("\n") + "\n",
+        ServerLog::TestDone { .. } => again(),
+        ServerLog::TestFailed { error, .. } => format!("iperf3: error - {error}\n") + &again(),
+        ServerLog::Refused { .. } => String::new(),
+    }
 }
 
 fn params(args: &TestArgs) -> anyhow::Result<Params> {
@@ -269,6 +334,8 @@ enum Mode {
     Iperf,
     /// `--json-stream`: iperf3 3.17's events, one per line.
     Stream,
+    /// `tcptune iperf3` without -J: iperf3's text, line for line.
+    IperfText,
 }
 
 pub fn test(args: &TestArgs, json: bool) -> anyhow::Result<Outcome> {
@@ -278,11 +345,18 @@ pub fn test(args: &TestArgs, json: bool) -> anyhow::Result<Outcome> {
         Mode::Iperf
     } else if json {
         Mode::Envelope
+    } else if args.iperf3_text {
+        Mode::IperfText
     } else {
         Mode::Text
     };
     let out = Arc::new(Mutex::new(sink(args.logfile.as_deref())?));
     let r = run_test(args, mode, &out);
+    // iperf3's front end says what iperf3 says when no server answers.
+    let r = match r {
+        Err(e) if args.iperf3_text => Err(iperf3_worded(e)),
+        r => r,
+    };
     if let (Err(e), Mode::Iperf | Mode::Stream) = (&r, mode) {
         if let Ok(mut o) = out.lock() {
             let _ = o.write_all(json_error(&format!("{e:#}"), mode == Mode::Stream).as_bytes());
@@ -292,26 +366,23 @@ pub fn test(args: &TestArgs, json: bool) -> anyhow::Result<Outcome> {
     r
 }
 
-fn run_test(
-    args: &TestArgs,
-    mode: Mode,
-    out: &Arc<Mutex<Box<dyn Write + Send>>>,
-) -> anyhow::Result<Outcome> {
-    anyhow::ensure!(
-        args.interval == 0.0 || (0.1..=60.0).contains(&args.interval),
-        "-i {} is outside 0.1..60 seconds; give -i 1 (or -i 0 for no interval reports)",
-        args.interval
-    );
-    if let Some(b) = args.bytes {
-        anyhow::ensure!(b.get() > 0, "-n must be above zero; give -n 100MB");
+/// A test's error in iperf3's words where iperf3 has them (no server answering), else as is.
+fn iperf3_worded(e: anyhow::Error) -> anyhow::Error {
+    match e.downcast_ref::<tcptune_perftest::TestError>() {
+        Some(tcptune_perftest::TestError::Connect { error, .. }) => {
+            let os = error.to_string();
+            // strerror's text, as iperf3 prints it (Rust adds " (os error N)").
+            let cause = os.split(" (os error").next().unwrap_or(&os).to_string();
+            anyhow::anyhow!("unable to connect to server: {cause}")
+        }
+        _ => e,
     }
-    let units = match &args.format {
-        None => RateUnits::Auto,
-        Some(f) => RateUnits::from_letter(f).map_err(anyhow::Error::msg)?,
-    };
-    let host = args.server().to_string();
-    let cfg = ClientConfig {
-        host: host.clone(),
+}
+
+/// What `tcptune test` (or `tcptune iperf3 -c`) asks the client to do.
+fn client_config(args: &TestArgs, mode: Mode, host: &str) -> anyhow::Result<ClientConfig> {
+    Ok(ClientConfig {
+        host: host.to_string(),
         port: args.port,
         params: params(args)?,
         interval: (args.interval > 0.0).then(|| Duration::from_secs_f64(args.interval)),
@@ -345,7 +416,28 @@ fn run_test(
             ..Default::default()
         },
         dont_fragment: args.dont_fragment,
+    })
+}
+
+fn run_test(
+    args: &TestArgs,
+    mode: Mode,
+    out: &Arc<Mutex<Box<dyn Write + Send>>>,
+) -> anyhow::Result<Outcome> {
+    anyhow::ensure!(
+        args.interval == 0.0 || (0.1..=60.0).contains(&args.interval),
+        "-i {} is outside 0.1..60 seconds; give -i 1 (or -i 0 for no interval reports)",
+        args.interval
+    );
+    if let Some(b) = args.bytes {
+        anyhow::ensure!(b.get() > 0, "-n must be above zero; give -n 100MB");
+    }
+    let units = match &args.format {
+        None => RateUnits::Auto,
+        Some(f) => RateUnits::from_letter(f).map_err(anyhow::Error::msg)?,
     };
+    let host = args.server().to_string();
+    let cfg = client_config(args, mode, &host)?;
     if let Some((cpu, _)) = args.affinity {
         // Before the data threads start, so they inherit it.
         tcptune_os::process::pin_to_cpu(cpu).with_context(|| {
@@ -365,11 +457,38 @@ fn run_test(
             let _ = o.flush();
         }
     };
-    let mut on_start = |s: &tcptune_perftest::report::Start| {
-        if mode == Mode::Stream {
-            event("start", s);
+    let text_layout = iperf3_text::Layout {
+        side: iperf3_text::Side::Client,
+        udp: args.udp,
+        bidir: args.bidir,
+        streams: args.parallel,
+        unit: match units {
+            RateUnits::Fixed(c) => c,
+            RateUnits::Auto => 'a',
+        },
+        reverse_omit: args.reverse && !args.bidir && args.omit > 0,
+    };
+    let title = args.title.as_deref();
+    let print_text = |lines: &[String]| {
+        if let Ok(mut o) = out.lock() {
+            let _ = o.write_all(stamped(&iperf3_text::titled(title, lines), stamp).as_bytes());
+            let _ = o.flush();
         }
     };
+    let mut on_start = |s: &tcptune_perftest::report::Start| match mode {
+        Mode::Stream => event("start", s),
+        Mode::IperfText => {
+            // iperf3 prints "Connecting" once the control connection is up.
+            let mut lines = vec![iperf3_text::connecting(&host, args.port)];
+            if args.reverse {
+                lines.push(iperf3_text::reverse_mode(&host));
+            }
+            lines.extend(s.connected.iter().map(iperf3_text::connected));
+            print_text(&lines);
+        }
+        _ => {}
+    };
+    let mut intervals = iperf3_text::Intervals::new(text_layout.clone());
     let mut header = false;
     let mut on_interval = |r: &tcptune_perftest::report::IntervalReport, ids: &[u32]| match mode {
         Mode::Stream => event("interval", r),
@@ -389,6 +508,7 @@ fn run_test(
                 let _ = o.flush();
             }
         }
+        Mode::IperfText => print_text(&intervals.lines(r)),
         Mode::Envelope | Mode::Iperf => {}
     };
     let mut result = client::run_with(&cfg, &mut on_start, &mut on_interval)
@@ -411,10 +531,13 @@ fn run_test(
                 let _ = o.flush();
             }
         }
+        Mode::IperfText => print_text(&iperf3_final(&text_layout, &result)),
         Mode::Iperf => {
             if let Ok(mut o) = out.lock() {
+                let mut doc = serde_json::to_value(&result)?;
+                tcptune_perftest::cjson::iperf3_keys(&mut doc);
                 // Numbers as iperf3 (cJSON) writes them: `"start": 0`, not `0.0`.
-                tcptune_perftest::cjson::write_pretty(&mut *o, &result)?;
+                tcptune_perftest::cjson::write_pretty(&mut *o, &doc)?;
                 writeln!(o)?;
                 o.flush()?;
             }
@@ -437,6 +560,32 @@ fn run_test(
     } else {
         Outcome::Ok
     })
+}
+
+/// iperf3's last lines of a test: the final block, the server's output when asked, "iperf Done.".
+fn iperf3_final(
+    layout: &iperf3_text::Layout,
+    result: &tcptune_perftest::report::TestOutput,
+) -> Vec<String> {
+    // Whether this end sent on each stream (its role tag in a bidirectional test).
+    let tx: Vec<bool> = result
+        .tcptune
+        .streams
+        .iter()
+        .filter(|s| s.at == tcptune_perftest::report::SampledAt::Client)
+        .map(|s| s.sender)
+        .collect();
+    let mut lines = iperf3_text::final_block(layout, &result.end, &tx);
+    if let Some(t) = &result.server_output_text {
+        // iperf3: "\nServer output:\n%s\n", the server's text ending in a newline.
+        lines.push(String::new());
+        lines.push("Server output:".into());
+        lines.extend(t.lines().map(str::to_string));
+        lines.push(String::new());
+    }
+    lines.push(String::new());
+    lines.push(iperf3_text::DONE.into());
+    lines
 }
 
 /// `text` with each line prefixed by the time now, formatted by `format` (iperf3's

@@ -1,0 +1,497 @@
+//! The iperf3 conformance suite: command lines people keep in scripts (issue 24's) and iperf3's
+//! own documented examples (its man page), each run three ways on loopback with a short `-t`:
+//! iperf3 against iperf3 (the reference), ours (this binary run under the name `iperf3`, as the
+//! package's alternative installs it) against `iperf3 -s`, and iperf3's client against ours as
+//! `iperf3 -s`. What each prints is compared with the reference line by line after a
+//! normaliser masks what differs from run to run (numbers, addresses, ports, and in adaptive
+//! units the unit's prefix; repeated interval rows and blocks, whose count is the timer's, are
+//! collapsed): the client's text, iperf3's client text against our server, the server's text,
+//! standard error and the exit status; with `-J`, the JSON's key paths and value types
+//! (tcptune's own `tcptune` key aside). It prints the count of command lines and differences
+//! and fails on any difference. The command lines iperf3 accepts but tcptune cannot act on are
+//! listed in `EXCEPTIONS` with why, as in the README's Known limitations.
+
+use std::collections::BTreeSet;
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use tcptune_testkit::{line_channel, wait_for_line, Kill, TempDir};
+
+/// A command line: the client's arguments and the server's (`HOST`, `HOST6` and `PORT` are
+/// filled in; the servers also get `-1 --forceflush` so each serves this one test).
+struct Case {
+    client: &'static str,
+    server: &'static str,
+}
+
+const fn case(client: &'static str, server: &'static str) -> Case {
+    Case { client, server }
+}
+
+const CASES: &[Case] = &[
+    // iperf3(1)'s examples: a server, a client by IPv4 and IPv6 literal, another port, -R.
+    case("-c HOST -p PORT -t 1", "-s -p PORT"),
+    case("-c HOST -p PORT -t 1", "--server -p PORT"),
+    case("-c HOST6 -p PORT -t 1", "-s -p PORT"),
+    case("-c HOST -p PORT -t 1 -R", "-s -p PORT"),
+    // Issue 24's command lines and the options scripts use.
+    case("-c HOST -p PORT -t 2 -P 2", "-s -p PORT"),
+    case("-c HOST -p PORT -t 1 -P 2 -R", "-s -p PORT"),
+    case("-c HOST -p PORT -t 1 --bidir", "-s -p PORT"),
+    case("-c HOST -p PORT -t 1 -P 2 --bidir", "-s -p PORT"),
+    case("-c HOST -p PORT -t 1 -u -b 10M", "-s -p PORT"),
+    case("-c HOST -p PORT -t 1 -u -b 10M -R", "-s -p PORT"),
+    case("-c HOST -p PORT -t 1 -u -b 10M --bidir", "-s -p PORT"),
+    case("-c HOST -p PORT -t 1 -u -b 10M -P 2", "-s -p PORT"),
+    case("-c HOST -p PORT -t 2 -P 2 -R -O 1", "-s -p PORT"),
+    case("-c HOST -p PORT -t 1 -f m", "-s -p PORT"),
+    case("-c HOST -p PORT -t 1 -f K", "-s -p PORT"),
+    case("-c HOST -p PORT -t 1 -T mytitle", "-s -p PORT"),
+    case("-c HOST -p PORT -t 1 -O 1", "-s -p PORT"),
+    case("-c HOST -p PORT -t 1 --timestamps", "-s -p PORT"),
+    case("-c HOST -p PORT -t 1 -b 100M/10", "-s -p PORT"),
+    case("-c HOST -p PORT -t 1 -A 0", "-s -p PORT"),
+    case("-c HOST -p PORT -t 1 --bind-dev lo", "-s -p PORT"),
+    case("-c HOST -p PORT -t 1 --dscp EF", "-s -p PORT"),
+    case("-c HOST -p PORT -t 1 --fq-rate 1G", "-s -p PORT"),
+    case("-c HOST -p PORT -t 1 --snd-timeout 5000", "-s -p PORT"),
+    case(
+        "-c HOST -p PORT -t 1 -u -b 10M --dont-fragment",
+        "-s -p PORT",
+    ),
+    case("-c HOST -p PORT -t 1", "-s -p PORT -i 0.5"),
+    case("-c HOST -p PORT -t 1", "-s -p PORT -f m"),
+    case("-c HOST -p PORT -t 1 -J", "-s -p PORT"),
+    case("-c HOST -p PORT -t 1 -P 2 -R -J", "-s -p PORT"),
+    case("-c HOST -p PORT -t 1 --bidir -J", "-s -p PORT"),
+    case("-c HOST -p PORT -t 1 -u -b 10M -J", "-s -p PORT"),
+    // Errors: no server listening, and neither -c nor -s.
+    case("-c HOST -p PORT -t 1", ""),
+    case("-c HOST -p PORT -t 1 --get-server-output", "-s -p PORT"),
+];
+
+/// Command lines iperf3 accepts that tcptune does not act on (README, Known limitations).
+const EXCEPTIONS: &[(&str, &str, &str)] = &[
+    (
+        "-c HOST -t 1 -d",
+        "-s",
+        "iperf3's debug lines are for its developers; tcptune prints none",
+    ),
+    (
+        "-c HOST -t 1",
+        "-s -J",
+        "the server's JSON: the client's -J document has both sides",
+    ),
+    (
+        "-c HOST -t 1 -F /etc/hosts",
+        "-s",
+        "tcptune sends from memory: refused",
+    ),
+    (
+        "-c HOST -t 1 --repeating-payload",
+        "-s",
+        "tcptune's payload is its own: refused",
+    ),
+    (
+        "-c HOST -t 1 --rcv-timeout 5000",
+        "-s",
+        "tcptune's own deadlines end a stuck test: refused",
+    ),
+    (
+        "-c HOST -t 1 -V",
+        "-s",
+        "-V's extra lines (version, settings, CPU use) are not printed",
+    ),
+    (
+        "-t 1",
+        "",
+        "neither -c nor -s: iperf3 prints its whole --help after the error line; tcptune does not",
+    ),
+    (
+        "-c HOST -t 0",
+        "-s",
+        "run until interrupted: tcptune prints no summary after Ctrl-C",
+    ),
+];
+
+/// What one run printed.
+#[derive(Debug, Default)]
+struct Run {
+    stdout: String,
+    stderr: String,
+    code: Option<i32>,
+    server: Vec<String>,
+}
+
+/// Three ports free now (held together, so the three runs of a case get different ones).
+fn free_ports() -> [u16; 3] {
+    let l: Vec<std::net::TcpListener> = (0..3)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
+        .collect();
+    [0, 1, 2].map(|i| l[i].local_addr().unwrap().port())
+}
+
+fn fill(args: &str, port: u16) -> Vec<String> {
+    args.split_whitespace()
+        .map(|a| match a {
+            "HOST" => "127.0.0.1".to_string(),
+            "HOST6" => "::1".to_string(),
+            "PORT" => port.to_string(),
+            a => a.to_string(),
+        })
+        .collect()
+}
+
+/// Runs `client` against `server` (either binary) on `port`: the server serves this one test.
+fn run(client: &Path, server: &Path, c: &Case, port: u16) -> Run {
+    let srv = (!c.server.is_empty()).then(|| {
+        let mut child = Kill(
+            Command::new(server)
+                .args(fill(c.server, port))
+                .args(["-1", "--forceflush"])
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap(),
+        );
+        let lines = line_channel(child.0.stdout.take().unwrap());
+        let seen = wait_for_line(&lines, Duration::from_secs(20), |l| {
+            l.starts_with("Server listening")
+        })
+        .unwrap_or_else(|e| panic!("{} {}: no banner: {e:?}", server.display(), c.server));
+        // The line after the banner's.
+        let mut seen = seen;
+        if let Ok(l) = lines.recv_timeout(Duration::from_secs(5)) {
+            seen.push(l);
+        }
+        (child, lines, seen)
+    });
+    let o = Command::new("timeout")
+        .arg("40")
+        .arg(client)
+        .args(fill(c.client, port))
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let mut r = Run {
+        stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+        code: o.status.code(),
+        server: Vec::new(),
+    };
+    if let Some((_child, lines, mut seen)) = srv {
+        // Until the one-off server exits (its output closes).
+        let end = Instant::now() + Duration::from_secs(20);
+        while let Ok(l) = lines.recv_timeout(end.saturating_duration_since(Instant::now())) {
+            seen.push(l);
+        }
+        r.server = seen;
+    }
+    r
+}
+
+/// Whether `c` is a digit that starts a number (not part of a word such as "iperf3").
+fn starts_number(prev: Option<char>, c: char) -> bool {
+    c.is_ascii_digit() && !prev.is_some_and(|p| p.is_ascii_alphanumeric() || p == '_')
+}
+
+/// One line with what changes from run to run masked: addresses as ADDR, numbers as N with
+/// the padding around them reduced to one space, and (`adaptive`) the prefix of a unit iperf3
+/// picks by magnitude.
+fn mask(line: &str, adaptive: bool) -> String {
+    let words: Vec<String> = line
+        .split(' ')
+        .map(|w| {
+            let bare = w.trim_end_matches([',', ':']);
+            let bare = bare.trim_start_matches('[').trim_end_matches(']');
+            if bare.contains(['.', ':']) && bare.parse::<IpAddr>().is_ok() {
+                w.replace(bare, "ADDR")
+            } else {
+                w.to_string()
+            }
+        })
+        .collect();
+    let line = words.join(" ");
+    let chars: Vec<char> = line.chars().collect();
+    let mut out = String::new();
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        let prev = i.checked_sub(1).map(|j| chars[j]);
+        if starts_number(prev, c) {
+            while i < chars.len() && (chars[i].is_ascii_digit() || chars[i] == '.') {
+                i += 1;
+            }
+            // An exponent (C's %g: 1.2e-05).
+            if i + 1 < chars.len() && chars[i] == 'e' && "+-".contains(chars[i + 1]) {
+                i += 2;
+                while i < chars.len() && chars[i].is_ascii_digit() {
+                    i += 1;
+                }
+            }
+            let trimmed = out.trim_end_matches(' ').len();
+            if trimmed < out.len() {
+                out.truncate(trimmed);
+                out.push(' ');
+            }
+            out.push('N');
+            if i < chars.len() && chars[i] == ' ' {
+                while i < chars.len() && chars[i] == ' ' {
+                    i += 1;
+                }
+                out.push(' ');
+            }
+            continue;
+        }
+        out.push(c);
+        i += 1;
+    }
+    // Sizes (Transfer, Cwnd) are always in adaptive units; rates are unless -f fixed them.
+    let mut words: Vec<String> = out.split(' ').map(str::to_string).collect();
+    for i in 1..words.len() {
+        if words[i - 1] != "N" {
+            continue;
+        }
+        let bare = words[i]
+            .trim_start_matches(['K', 'M', 'G', 'T'])
+            .to_string();
+        if bare == "Bytes" || (adaptive && (bare == "bits/sec" || bare == "Bytes/sec")) {
+            words[i] = bare;
+        }
+    }
+    words.join(" ")
+}
+
+/// A text's layout: each line masked, then repeated runs of rows or of blocks (the count of
+/// interval reports, which depends on the timer) collapsed to one.
+fn layout(text: &[String], adaptive: bool) -> Vec<String> {
+    let mut v: Vec<String> = text.iter().map(|l| mask(l, adaptive)).collect();
+    loop {
+        let mut changed = false;
+        for k in 1..=8 {
+            let mut i = 0;
+            while i + 2 * k <= v.len() {
+                if v[i..i + k] == v[i + k..i + 2 * k] {
+                    v.drain(i + k..i + 2 * k);
+                    changed = true;
+                } else {
+                    i += 1;
+                }
+            }
+        }
+        if !changed {
+            return v;
+        }
+    }
+}
+
+fn lines(s: &str) -> Vec<String> {
+    s.lines().map(str::to_string).collect()
+}
+
+/// Where two layouts first differ, as a short report; none when they are the same.
+fn differ(what: &str, reference: &[String], ours: &[String]) -> Option<String> {
+    if reference == ours {
+        return None;
+    }
+    let at = reference
+        .iter()
+        .zip(ours)
+        .position(|(a, b)| a != b)
+        .unwrap_or(reference.len().min(ours.len()));
+    let show = |v: &[String]| {
+        v.iter()
+            .skip(at.saturating_sub(1))
+            .take(4)
+            .map(|l| format!("    |{l}|"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    Some(format!(
+        "{what}: line {} differs\n  iperf3:\n{}\n  ours:\n{}",
+        at + 1,
+        show(reference),
+        show(ours)
+    ))
+}
+
+/// Key paths of a JSON value with their types (arrays' elements merged as `[]`), `tcptune`'s
+/// own key left out.
+fn shape(v: &Value, path: &str, out: &mut BTreeSet<String>) {
+    let kind = match v {
+        Value::Null => "null",
+        Value::Bool(_) => "bool",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    };
+    out.insert(format!("{path}: {kind}"));
+    match v {
+        Value::Object(m) => {
+            for (k, x) in m {
+                if path.is_empty() && k == "tcptune" {
+                    continue;
+                }
+                shape(x, &format!("{path}.{k}"), out);
+            }
+        }
+        Value::Array(a) => {
+            for x in a {
+                shape(x, &format!("{path}[]"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+fn json_differ(what: &str, reference: &str, ours: &str) -> Option<String> {
+    let parse = |s: &str| serde_json::from_str::<Value>(s).unwrap_or(Value::Null);
+    let (mut a, mut b) = (BTreeSet::new(), BTreeSet::new());
+    shape(&parse(reference), "", &mut a);
+    shape(&parse(ours), "", &mut b);
+    if a == b {
+        return None;
+    }
+    let only = |x: &BTreeSet<String>, y: &BTreeSet<String>| {
+        x.difference(y).cloned().collect::<Vec<_>>().join(", ")
+    };
+    Some(format!(
+        "{what}: JSON keys/types differ\n  only iperf3's: {}\n  only ours: {}",
+        only(&a, &b),
+        only(&b, &a)
+    ))
+}
+
+/// This binary under the name `iperf3` (as the package's alternative installs it).
+fn ours_as_iperf3(dir: &TempDir) -> PathBuf {
+    let p = dir.path().join("iperf3");
+    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_tcptune"), &p).unwrap();
+    p
+}
+
+/// Every comparison of one command line; the differences found.
+fn compare(c: &Case, iperf3: &Path, ours: &Path) -> Vec<String> {
+    let [p1, p2, p3] = free_ports();
+    let (reference, ours_client, ours_server) = std::thread::scope(|s| {
+        let a = s.spawn(|| run(iperf3, iperf3, c, p1));
+        let b = s.spawn(|| run(ours, iperf3, c, p2));
+        let d = s.spawn(|| run(iperf3, ours, c, p3));
+        (a.join().unwrap(), b.join().unwrap(), d.join().unwrap())
+    });
+    let name = format!("[{}] / [{}]", c.client, c.server);
+    // Rates are in adaptive units unless that end's -f fixed them.
+    let adaptive = !c.client.contains("-f ");
+    let server_adaptive = !c.server.contains("-f ");
+    let json = c.client.contains("-J");
+    let mut diffs = Vec::new();
+    let mut check = |d: Option<String>| diffs.extend(d);
+    for (what, r) in [
+        ("ours as the client", &ours_client),
+        ("iperf3's client against ours", &ours_server),
+    ] {
+        if r.code != reference.code {
+            check(Some(format!(
+                "{name}: {what}: exit {:?}, iperf3 {:?}\n  stderr: {}",
+                r.code, reference.code, r.stderr
+            )));
+        }
+        check(differ(
+            &format!("{name}: {what}: standard error"),
+            &layout(&lines(&reference.stderr), adaptive),
+            &layout(&lines(&r.stderr), adaptive),
+        ));
+        if json {
+            check(json_differ(
+                &format!("{name}: {what}"),
+                &reference.stdout,
+                &r.stdout,
+            ));
+        } else {
+            check(differ(
+                &format!("{name}: {what}: client text"),
+                &layout(&lines(&reference.stdout), adaptive),
+                &layout(&lines(&r.stdout), adaptive),
+            ));
+        }
+    }
+    check(differ(
+        &format!("{name}: server text"),
+        &layout(&reference.server, server_adaptive),
+        &layout(&ours_server.server, server_adaptive),
+    ));
+    diffs
+}
+
+#[test]
+fn iperf3_command_lines_print_as_iperf3_prints_them() {
+    if Command::new("iperf3").arg("-v").output().is_err() {
+        tcptune_testkit::skip_without_tool(
+            "iperf3_command_lines_print_as_iperf3_prints_them",
+            "iperf3 is not installed (scripts/deps installs it)",
+        );
+        return;
+    }
+    let dir = TempDir::new("iperf3-conformance");
+    let ours = ours_as_iperf3(&dir);
+    let iperf3 = PathBuf::from("iperf3");
+    let started = Instant::now();
+    let mut diffs = Vec::new();
+    for c in CASES {
+        diffs.extend(compare(c, &iperf3, &ours));
+    }
+    println!(
+        "iperf3 conformance: {} command lines, {} differences, {} documented exceptions \
+         (README), {:.0} s",
+        CASES.len(),
+        diffs.len(),
+        EXCEPTIONS.len(),
+        started.elapsed().as_secs_f64()
+    );
+    for (client, server, why) in EXCEPTIONS {
+        println!("  exception: [{client}] / [{server}]: {why}");
+    }
+    assert!(diffs.is_empty(), "{}", diffs.join("\n\n"));
+}
+
+#[test]
+fn the_normaliser_masks_numbers_addresses_and_adaptive_units() {
+    let a = "[  5]   0.00-1.00   sec  3.45 GBytes  29.6 Gbits/sec    0   1.19 MBytes       ";
+    let b = "[ 11]   1.00-2.00   sec   639 MBytes   941 Mbits/sec  123    639 KBytes       ";
+    assert_eq!(mask(a, true), mask(b, true));
+    assert_eq!(
+        mask(a, true),
+        "[ N] N-N sec N Bytes N bits/sec N N Bytes       "
+    );
+    assert_ne!(mask(a, false), mask(b, false));
+    // With -f the rate's unit is fixed (compared); sizes stay adaptive (masked).
+    assert_eq!(
+        mask(
+            "[  5]   0.00-1.00   sec   686 MBytes  5735 Mbits/sec    1   4.12 MBytes",
+            false
+        ),
+        "[ N] N-N sec N Bytes N Mbits/sec N N Bytes"
+    );
+    assert_eq!(
+        mask(
+            "[  5] local 127.0.0.1 port 45678 connected to ::1 port 5201",
+            true
+        ),
+        "[ N] local ADDR port N connected to ADDR port N"
+    );
+    assert_eq!(
+        mask("Accepted connection from 127.0.0.1, port 39678", true),
+        "Accepted connection from ADDR, port N"
+    );
+    assert_eq!(mask("iperf3: error - x", true), "iperf3: error - x");
+    assert_eq!(mask("0.012 ms  0/91 (1.2e-05%)", true), "N ms N/N (N%)");
+    let rows = lines("h\nr 1\nr 2\nr 3\n- -\nx 1\ny 1\n- -\nx 2\ny 2\nend");
+    assert_eq!(
+        layout(&rows, true),
+        ["h", "r N", "- -", "x N", "y N", "end"]
+    );
+}
