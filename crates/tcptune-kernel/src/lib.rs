@@ -16,6 +16,7 @@ pub mod filter;
 pub mod procs;
 pub mod sys;
 pub mod tcp_info;
+pub mod trace;
 
 pub use diag::{BbrInfo, CongName, DiagSocket, SkMemInfo};
 pub use filter::{Filter, FilterError};

@@ -11,12 +11,14 @@ use tcptune_model::{Bytes, Dur, PathSpec, Probability, Rate};
 mod exporter;
 mod iperf_values;
 mod search;
+mod web;
 pub use exporter::ExporterArgs;
 use iperf_values::{
     iperf_bytes, iperf_rate, iperf_rate_burst, parse_affinity, parse_dscp, parse_keepalive,
     parse_tos,
 };
 pub use search::SearchArgs;
+pub use web::{AccessArgs, ViewArgs, WebArgs};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -91,6 +93,8 @@ pub enum Command {
     Watch(WatchArgs),
     /// Serve Prometheus metrics of what limits this host's TCP connections, per group.
     Exporter(ExporterArgs),
+    /// Open a recording of `watch --web --record FILE` in the same page, offline.
+    View(ViewArgs),
     /// Serve throughput tests: an iperf3-compatible server (`iperf3 -c` and `tcptune test` both
     /// work against it) that also sends its side's tcp_info samples to a tcptune client.
     #[command(disable_version_flag = true)]
@@ -471,6 +475,8 @@ pub struct WatchArgs {
     /// How many rows the live view shows.
     #[arg(long, default_value_t = 20, conflicts_with_all = ["detail", "cookie", "closed"])]
     pub top: usize,
+    #[command(flatten)]
+    pub web: WebArgs,
 }
 
 /// `tcptune serve`. iperf3's server options are accepted in iperf3's spelling; those that

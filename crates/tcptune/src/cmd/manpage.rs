@@ -64,7 +64,15 @@ fn examples(page: &str) -> Vec<(&'static str, &'static str)> {
                 "tcptune watch --closed --record closed.jsonl",
                 "Each connection as it closes.",
             ),
+            (
+                "tcptune watch --web --record session.jsonl",
+                "The live view as a web page on 127.0.0.1:19242 (charts per connection), kept for tcptune view.",
+            ),
         ],
+        "tcptune-view" => vec![(
+            "tcptune view session.jsonl",
+            "Open a recording of watch --web in the same page, offline.",
+        )],
         "tcptune-audit" => vec![
             (
                 "tcptune audit --path rate=1gbit,rtt=100ms --flows 4",

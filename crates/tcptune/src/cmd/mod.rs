@@ -19,6 +19,7 @@ mod report;
 mod schema;
 mod tune_search;
 mod watch;
+mod web;
 
 pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
     match cli.command {
@@ -68,6 +69,10 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
                 "the exporter serves its results over HTTP (/connections is JSON)",
             )?;
             exporter::run(&args)
+        }
+        Command::View(args) => {
+            no_json(cli.json, "view serves a recording as a web page")?;
+            web::view(&args)
         }
         Command::Serve(args) => {
             no_json(

@@ -1,0 +1,260 @@
+//! The HTTP edge: the page and its embedded assets, `/api/connections?filter=EXPR` (the table,
+//! filtered with `conns`' filter language) and `/api/stream?conn=ID` (Server-Sent Events: the
+//! connection's history, then its updates). Read-only: only GET is served, and nothing a
+//! request says reaches the host. The listener and the access rules (basic auth from a web
+//! configuration file) are the exporter's, so both servers answer alike.
+
+use std::io::{self, Write};
+use std::net::{SocketAddr, TcpListener};
+use std::sync::mpsc::RecvTimeoutError;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use serde::Serialize;
+use tiny_http::{Header, Method, Request, Response, Server};
+
+use crate::assets;
+use crate::hub::{sse, Hub, Refused};
+use crate::update::{Row, Source};
+
+pub use tcptune_exporter::http::{bind, ListenError};
+pub use tcptune_exporter::webconfig::{WebConfig, WebConfigError};
+
+/// A comment line a stream sends when quiet, so a page that went away is noticed.
+const KEEPALIVE: Duration = Duration::from_secs(10);
+
+/// What the request handlers share.
+pub struct Shared {
+    pub hub: Arc<Hub>,
+    pub web: WebConfig,
+}
+
+/// The server while it runs.
+pub struct Serving {
+    server: Arc<Server>,
+    workers: Vec<JoinHandle<()>>,
+    pub addr: SocketAddr,
+}
+
+/// Serves on `listener` with `threads` request handlers (each stream gets a thread of its
+/// own, at most [`crate::hub::MAX_STREAMS`]).
+pub fn serve(listener: TcpListener, shared: Arc<Shared>, threads: usize) -> io::Result<Serving> {
+    let addr = listener.local_addr()?;
+    let server = Arc::new(Server::from_listener(listener, None).map_err(io::Error::other)?);
+    let workers = (0..threads.max(1))
+        .map(|_| {
+            let (server, shared) = (server.clone(), shared.clone());
+            std::thread::spawn(move || {
+                // recv fails only once the server is unblocked (shut down).
+                while let Ok(req) = server.recv() {
+                    handle(req, &shared);
+                }
+            })
+        })
+        .collect();
+    Ok(Serving {
+        server,
+        workers,
+        addr,
+    })
+}
+
+impl Serving {
+    /// Stops serving and waits for the handlers.
+    pub fn stop(self) {
+        for _ in 0..self.workers.len() {
+            self.server.unblock();
+        }
+        for w in self.workers {
+            let _ = w.join();
+        }
+    }
+}
+
+fn header(name: &str, value: &str) -> Header {
+    // Names and values here are ASCII constants.
+    Header::from_bytes(name.as_bytes(), value.as_bytes())
+        .unwrap_or_else(|_| Header::from_bytes("X-Invalid", "1").expect("ASCII header"))
+}
+
+/// Headers every answer carries: nothing from elsewhere runs on the page.
+fn guarded<R: io::Read>(r: Response<R>) -> Response<R> {
+    r.with_header(header(
+        "Content-Security-Policy",
+        "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'",
+    ))
+    .with_header(header("X-Content-Type-Options", "nosniff"))
+    .with_header(header("Cache-Control", "no-store"))
+}
+
+fn text(code: u16, body: String) -> Response<io::Cursor<Vec<u8>>> {
+    guarded(
+        Response::from_string(body)
+            .with_status_code(code)
+            .with_header(header("Content-Type", "text/plain; charset=utf-8")),
+    )
+}
+
+fn json<T: Serialize>(v: &T) -> Response<io::Cursor<Vec<u8>>> {
+    let body = serde_json::to_vec(v).unwrap_or_default();
+    guarded(Response::from_data(body).with_header(header("Content-Type", "application/json")))
+}
+
+/// `%XX` and `+` decoded (a query value); `None` when the result is not UTF-8.
+pub fn percent_decode(s: &str) -> Option<String> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'+' => out.push(b' '),
+            b'%' if i + 2 < b.len() => {
+                let hex = std::str::from_utf8(&b[i + 1..i + 3]).ok()?;
+                out.push(u8::from_str_radix(hex, 16).ok()?);
+                i += 2;
+            }
+            c => out.push(c),
+        }
+        i += 1;
+    }
+    String::from_utf8(out).ok()
+}
+
+/// The value of query parameter `name`, decoded.
+pub fn param(url: &str, name: &str) -> Option<String> {
+    let query = url.split_once('?')?.1;
+    query.split('&').find_map(|pair| {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        (k == name).then(|| percent_decode(v)).flatten()
+    })
+}
+
+/// The table, as `/api/connections` answers.
+#[derive(Serialize)]
+struct Table<'a> {
+    source: &'a Source,
+    connections: Vec<Row>,
+}
+
+fn connections(url: &str, hub: &Hub) -> Response<io::Cursor<Vec<u8>>> {
+    let expr = param(url, "filter").unwrap_or_default();
+    let filter = match expr.parse::<tcptune_kernel::Filter>() {
+        Ok(f) => f,
+        Err(e) => return text(400, format!("bad filter '{expr}': {e}\n")),
+    };
+    hub.with_store(|s| {
+        json(&Table {
+            source: &s.source,
+            connections: s.rows(&filter),
+        })
+    })
+}
+
+fn handle(req: Request, shared: &Arc<Shared>) {
+    if req.method() != &Method::Get {
+        let _ = req.respond(text(
+            405,
+            "only GET is served: this page cannot change the host\n".into(),
+        ));
+        return;
+    }
+    let auth = req
+        .headers()
+        .iter()
+        .find(|h| h.field.equiv("Authorization"))
+        .map(|h| h.value.as_str().to_string());
+    if !shared.web.allows(auth.as_deref()) {
+        let resp = text(401, "authentication required\n".into())
+            .with_header(header("WWW-Authenticate", "Basic realm=\"tcptune watch\""));
+        let _ = req.respond(resp);
+        return;
+    }
+    let url = req.url().to_string();
+    let path = url.split('?').next().unwrap_or("");
+    let resp = match path {
+        "/api/connections" => connections(&url, &shared.hub),
+        "/api/stream" => {
+            let Some(id) = param(&url, "conn") else {
+                let _ = req.respond(text(
+                    400,
+                    "name the connection: /api/stream?conn=COOKIE (the table's id)\n".into(),
+                ));
+                return;
+            };
+            match shared.hub.subscribe(&id) {
+                Ok((view, rx, token)) => {
+                    let hub = shared.hub.clone();
+                    // A stream holds its connection open: it gets a thread of its own.
+                    std::thread::spawn(move || {
+                        let first = sse(
+                            "snapshot",
+                            &serde_json::to_string(&view).unwrap_or_default(),
+                        );
+                        let _ = stream(req.into_writer(), &first, &rx);
+                        hub.unsubscribe(token);
+                    });
+                    return;
+                }
+                Err(Refused::TooMany) => text(
+                    503,
+                    "too many pages are streaming; close one and reload\n".into(),
+                ),
+                Err(Refused::NoSuchConn) => text(
+                    404,
+                    format!("no connection {id} is shown; pick one from /api/connections\n"),
+                ),
+            }
+        }
+        p => match assets::find(p) {
+            Some((body, ty)) => {
+                guarded(Response::from_data(body.to_vec()).with_header(header("Content-Type", ty)))
+            }
+            None => text(404, format!("no page {p}\n")),
+        },
+    };
+    let _ = req.respond(resp);
+}
+
+/// Writes a Server-Sent Events response by hand (tiny_http would buffer a streamed body in
+/// 8 KiB chunks): the head, the first message, then each queued one as it comes.
+fn stream(
+    mut w: Box<dyn Write + Send>,
+    first: &str,
+    rx: &std::sync::mpsc::Receiver<String>,
+) -> io::Result<()> {
+    w.write_all(
+        b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\nConnection: close\r\n\r\n",
+    )?;
+    w.write_all(first.as_bytes())?;
+    w.flush()?;
+    loop {
+        match rx.recv_timeout(KEEPALIVE) {
+            Ok(msg) => w.write_all(msg.as_bytes())?,
+            Err(RecvTimeoutError::Timeout) => w.write_all(b": keepalive\n\n")?,
+            // Dropped for being slow: end the response; the page reconnects.
+            Err(RecvTimeoutError::Disconnected) => return Ok(()),
+        }
+        w.flush()?;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn query_values_are_decoded() {
+        assert_eq!(
+            param("/api/connections?filter=dport+443", "filter").as_deref(),
+            Some("dport 443")
+        );
+        assert_eq!(
+            param("/x?a=1&filter=sport%20%3A5201", "filter").as_deref(),
+            Some("sport :5201")
+        );
+        assert_eq!(param("/x?a=1", "filter"), None);
+        assert_eq!(param("/x?filter=%zz", "filter"), None);
+        assert_eq!(param("/x?filter=%4", "filter").as_deref(), Some("%4"));
+    }
+}
