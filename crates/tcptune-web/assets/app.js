@@ -89,7 +89,7 @@ function chart(id, series, extra) {
     width: Math.max(480, el.clientWidth || 520), height: 220,
     scales: { x: { time: false } }, legend: { live: false },
     series: [{ label: "t (s)" }].concat(series),
-    axes: [{ label: "s" }, {}],
+    axes: [{ label: "s" }, { size: 70 }],
   }, extra || {});
   return new uPlot(opts, [[]].concat(series.map(() => [])), el);
 }
@@ -213,14 +213,23 @@ function choose(id) {
   $("#detail").dataset.conn = id;
   makeCharts();
   drawTable();
-  const es = new EventSource("api/stream?conn=" + encodeURIComponent(id));
+  // `for=SECONDS` in the page's URL: stream that long, then stop (a headless browser's dump
+  // waits for open requests to end).
+  const streamFor = params.get("for");
+  const es = new EventSource("api/stream?conn=" + encodeURIComponent(id) + (streamFor ? "&for=" + encodeURIComponent(streamFor) : ""));
+  // The stream's state, for the eye and for tests: connecting, open, live, error.
+  $("#detail").dataset.stream = "connecting";
+  es.onopen = () => { $("#detail").dataset.stream = "open"; };
+  es.onerror = () => { $("#detail").dataset.stream = "error"; };
   es.addEventListener("snapshot", (e) => {
+    $("#detail").dataset.stream = "live";
     const v = JSON.parse(e.data);
     state.view = v;
     $("#detail-title").textContent = v.row ? v.row.local + " → " + v.row.remote + " (cookie " + v.id + ")" : "connection " + v.id;
     redraw();
   });
   es.addEventListener("update", (e) => { if (state.view) apply(JSON.parse(e.data)); });
+  es.addEventListener("end", () => { es.close(); $("#detail").dataset.stream = "ended"; redraw(); });
   state.stream = es;
 }
 

@@ -9,7 +9,7 @@ use std::net::{SocketAddr, TcpListener};
 use std::sync::mpsc::RecvTimeoutError;
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde::Serialize;
 use tiny_http::{Header, Method, Request, Response, Server};
@@ -23,6 +23,8 @@ pub use tcptune_exporter::webconfig::{WebConfig, WebConfigError};
 
 /// A comment line a stream sends when quiet, so a page that went away is noticed.
 const KEEPALIVE: Duration = Duration::from_secs(10);
+/// The longest `for=` a stream honours.
+const MAX_FOR_S: f64 = 3600.0;
 
 /// What the request handlers share.
 pub struct Shared {
@@ -182,6 +184,12 @@ fn handle(req: Request, shared: &Arc<Shared>) {
                 ));
                 return;
             };
+            // `for=SECONDS` ends the stream after that long (a page that must finish loading,
+            // such as a headless browser's dump, asks for it; a person's page streams on).
+            let until = param(&url, "for")
+                .and_then(|v| v.parse::<f64>().ok())
+                .filter(|s| s.is_finite() && *s > 0.0)
+                .map(|s| Instant::now() + Duration::from_secs_f64(s.min(MAX_FOR_S)));
             match shared.hub.subscribe(&id) {
                 Ok((view, rx, token)) => {
                     let hub = shared.hub.clone();
@@ -191,7 +199,7 @@ fn handle(req: Request, shared: &Arc<Shared>) {
                             "snapshot",
                             &serde_json::to_string(&view).unwrap_or_default(),
                         );
-                        let _ = stream(req.into_writer(), &first, &rx);
+                        let _ = stream(req.into_writer(), &first, &rx, until);
                         hub.unsubscribe(token);
                     });
                     return;
@@ -217,26 +225,42 @@ fn handle(req: Request, shared: &Arc<Shared>) {
 }
 
 /// Writes a Server-Sent Events response by hand (tiny_http would buffer a streamed body in
-/// 8 KiB chunks): the head, the first message, then each queued one as it comes.
+/// 8 KiB chunks): the head, the first message, then each queued one as it comes, each an HTTP
+/// chunk of its own so the browser gets it at once.
 fn stream(
     mut w: Box<dyn Write + Send>,
     first: &str,
     rx: &std::sync::mpsc::Receiver<String>,
+    until: Option<Instant>,
 ) -> io::Result<()> {
+    let chunk = |w: &mut Box<dyn Write + Send>, data: &[u8]| -> io::Result<()> {
+        write!(w, "{:x}\r\n", data.len())?;
+        w.write_all(data)?;
+        w.write_all(b"\r\n")?;
+        w.flush()
+    };
     w.write_all(
-        b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\nConnection: close\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n",
     )?;
-    w.write_all(first.as_bytes())?;
-    w.flush()?;
+    chunk(&mut w, first.as_bytes())?;
     loop {
-        match rx.recv_timeout(KEEPALIVE) {
-            Ok(msg) => w.write_all(msg.as_bytes())?,
-            Err(RecvTimeoutError::Timeout) => w.write_all(b": keepalive\n\n")?,
+        let wait = match until {
+            Some(u) => u.saturating_duration_since(Instant::now()).min(KEEPALIVE),
+            None => KEEPALIVE,
+        };
+        match rx.recv_timeout(wait) {
+            Ok(msg) => chunk(&mut w, msg.as_bytes())?,
+            Err(RecvTimeoutError::Timeout) if until.is_some_and(|u| Instant::now() >= u) => {
+                chunk(&mut w, sse("end", "{}").as_bytes())?;
+                break;
+            }
+            Err(RecvTimeoutError::Timeout) => chunk(&mut w, b": keepalive\n\n")?,
             // Dropped for being slow: end the response; the page reconnects.
-            Err(RecvTimeoutError::Disconnected) => return Ok(()),
+            Err(RecvTimeoutError::Disconnected) => break,
         }
-        w.flush()?;
     }
+    w.write_all(b"0\r\n\r\n")?;
+    w.flush()
 }
 
 #[cfg(test)]

@@ -104,7 +104,7 @@ fn browser(exe: &Path, profile: &Path, args: &[&str], url: &str) -> std::process
             "--disable-sync",
         ])
         .arg(format!("--user-data-dir={}", profile.display()))
-        .args(["--window-size=1200,2400", "--virtual-time-budget=3000"])
+        .args(["--window-size=1200,1700", "--virtual-time-budget=5000"])
         .args(args)
         .arg(url)
         .stdout(Stdio::piped())
@@ -224,7 +224,9 @@ fn the_page_shows_a_transfer_growing_and_the_engines_verdict() {
         },
     );
 
-    let url = format!("http://{web}/?conn={id}");
+    // `for=2`: the page streams for two seconds, then its stream ends, so the browser's dump
+    // (which waits for open requests) happens with what the stream brought.
+    let url = format!("http://{web}/?conn={id}&for=2");
     let profile = dir.path().join("chromium-profile");
     let dump = |n: usize| {
         let out = browser(&exe, &profile, &["--dump-dom"], &url);
