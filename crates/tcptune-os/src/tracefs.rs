@@ -75,7 +75,7 @@ impl Tracefs {
 
     /// A file under the mount point as text (an event's `format`, `events/header_page`).
     pub fn read(&self, rel: &str) -> io::Result<String> {
-        fs::read_to_string(self.root.join(rel))
+        read_text(&self.root.join(rel))
     }
 }
 
@@ -86,6 +86,24 @@ impl Drop for Tracefs {
             let _ = fs::remove_dir(&self.root);
         }
     }
+}
+
+/// A tracefs file's text. Read with a large buffer: some of these files (`header_page`) end
+/// after the first read(2) whatever its size, so the small first read `read_to_string` makes
+/// for a file of size 0 would cut them short.
+fn read_text(path: &Path) -> io::Result<String> {
+    let f = fs::File::open(path)?;
+    let mut out = Vec::new();
+    let mut buf = vec![0u8; 1 << 16];
+    loop {
+        match crate::fs::read(f.as_fd(), &mut buf) {
+            Ok(0) => break,
+            Ok(n) => out.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    String::from_utf8(out).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
 }
 
 /// Mount points of type tracefs in a /proc/self/mounts text (octal escapes undone).
@@ -251,7 +269,7 @@ impl Instance {
 
     /// A control file of the instance as text.
     pub fn read(&self, rel: &str) -> io::Result<String> {
-        fs::read_to_string(self.dir.join(rel))
+        read_text(&self.dir.join(rel))
     }
 
     /// Opens every CPU's `per_cpu/cpuN/trace_pipe_raw`, non-blocking; the instance keeps them
