@@ -11,12 +11,14 @@ use tcptune_model::{Bytes, Dur, PathSpec, Probability, Rate};
 mod exporter;
 mod iperf_values;
 mod search;
+mod trace;
 pub use exporter::ExporterArgs;
 use iperf_values::{
     iperf_bytes, iperf_rate, iperf_rate_burst, parse_affinity, parse_dscp, parse_keepalive,
     parse_tos,
 };
 pub use search::SearchArgs;
+pub use trace::TraceArgs;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -126,6 +128,9 @@ pub enum Command {
     },
     /// Write the man pages or the shell completions, generated from this command line, into
     /// DIR (for packaging: scripts/package).
+    /// Per-ACK kernel state of chosen sockets from tracepoints, as JSON lines (tracefs).
+    #[command(name = "_trace", hide = true)]
+    Trace(TraceArgs),
     #[command(name = "_generate", hide = true)]
     Generate {
         /// man: a page per command (tcptune.1, tcptune-test.1, …); completions: bash, zsh
