@@ -46,6 +46,19 @@ pub struct Live<'a> {
     pub tracer: Option<Tracer>,
 }
 
+/// The tracer's in-kernel filter for the kept connections. An empty cookie list would trace
+/// every socket, so none kept is cookie 0, which is no socket's (the kernel's start at 1).
+pub fn filter_of(mut cookies: Vec<u64>) -> TraceFilter {
+    if cookies.is_empty() {
+        cookies.push(0);
+    }
+    TraceFilter {
+        ports: Vec::new(),
+        cookies,
+        max_events_per_conn_per_sec: TRACE_CAP_PER_S,
+    }
+}
+
 /// How often trace buffers are read between dumps.
 const TRACE_SLICE: Duration = Duration::from_millis(50);
 
@@ -74,11 +87,7 @@ impl Live<'_> {
         let updates = self.scope.dump(monotonic_ns(), dumps, &watched);
         self.emit(&updates)?;
         if let Some(tr) = &mut self.tracer {
-            let filter = TraceFilter {
-                ports: Vec::new(),
-                cookies: self.scope.kept(),
-                max_events_per_conn_per_sec: TRACE_CAP_PER_S,
-            };
+            let filter = filter_of(self.scope.kept());
             // A filter the kernel refuses leaves the previous one in place; the polled
             // figures go on regardless.
             let _ = tr.set_filter(&filter);
@@ -114,7 +123,13 @@ impl Live<'_> {
                 let left = next.saturating_duration_since(std::time::Instant::now());
                 // The sampling clock, not a synchronisation: wait for the next dump, reading
                 // the trace buffers meanwhile.
-                std::thread::sleep(left.min(TRACE_SLICE));
+                match &self.tracer {
+                    // Woken early when a trace buffer has something.
+                    Some(tr) => {
+                        let _ = tr.wait(left.min(TRACE_SLICE));
+                    }
+                    None => std::thread::sleep(left.min(TRACE_SLICE)),
+                }
                 self.read_trace()?;
             }
         }

@@ -11,6 +11,7 @@ use tcptune_model::{Bytes, Dur, PathSpec, Probability, Rate};
 mod exporter;
 mod iperf_values;
 mod search;
+mod trace;
 mod web;
 pub use exporter::ExporterArgs;
 use iperf_values::{
@@ -18,6 +19,7 @@ use iperf_values::{
     parse_tos,
 };
 pub use search::SearchArgs;
+pub use trace::TraceArgs;
 pub use web::{AccessArgs, ViewArgs, WebArgs};
 
 #[derive(Parser, Debug)]
@@ -130,6 +132,9 @@ pub enum Command {
     },
     /// Write the man pages or the shell completions, generated from this command line, into
     /// DIR (for packaging: scripts/package).
+    /// Per-ACK kernel state of chosen sockets from tracepoints, as JSON lines (tracefs).
+    #[command(name = "_trace", hide = true)]
+    Trace(TraceArgs),
     #[command(name = "_generate", hide = true)]
     Generate {
         /// man: a page per command (tcptune.1, tcptune-test.1, …); completions: bash, zsh

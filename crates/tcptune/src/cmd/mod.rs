@@ -17,6 +17,7 @@ mod model;
 pub mod perf;
 mod report;
 mod schema;
+mod trace;
 mod tune_search;
 mod watch;
 mod web;
@@ -96,6 +97,10 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
                 )?;
             }
             schema::run(name.as_deref(), list)
+        }
+        Command::Trace(args) => {
+            no_json(cli.json, "_trace always writes JSON lines")?;
+            trace::run(&args)
         }
         Command::Generate { what, dir } => {
             no_json(cli.json, "_generate writes files, not a result")?;

@@ -11,10 +11,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context as _};
-use tcptune_kernel::trace::{TraceFilter, Tracer};
+use tcptune_kernel::trace::Tracer;
 use tcptune_web::http::{bind, serve, Shared, WebConfig};
 use tcptune_web::hub::Hub;
-use tcptune_web::live::{self, Live, TRACE_CAP_PER_S};
+use tcptune_web::live::{self, Live};
 use tcptune_web::record::{replay, Recorder};
 use tcptune_web::scope::{Limits, Scope};
 use tcptune_web::store::{Bounds, Store};
@@ -85,13 +85,9 @@ pub fn watch(args: &WatchArgs, addr: SocketAddr, json: bool) -> anyhow::Result<O
         })
         .collect();
     let interval = args.interval.std().clamp(SHORTEST, PAGE_INTERVAL);
-    let (tracer, reason) = match Tracer::open(&TraceFilter {
-        ports: Vec::new(),
-        cookies: Vec::new(),
-        max_events_per_conn_per_sec: TRACE_CAP_PER_S,
-    }) {
+    let (tracer, reason) = match Tracer::open(&live::filter_of(Vec::new())) {
         Ok(t) => (Some(t), None),
-        Err(e) => (None, Some(e.to_string())),
+        Err(e) => (None, Some(format!("{e}; using sock_diag polling"))),
     };
     let source = Source {
         per_ack: tracer.is_some(),
