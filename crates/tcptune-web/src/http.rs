@@ -1,8 +1,12 @@
 //! The HTTP edge: the page and its embedded assets, `/api/connections?filter=EXPR` (the table,
 //! filtered with `conns`' filter language) and `/api/stream?conn=ID` (Server-Sent Events: the
 //! connection's history, then its updates). Read-only: only GET is served, and nothing a
-//! request says reaches the host. The listener and the access rules (basic auth from a web
-//! configuration file) are the exporter's, so both servers answer alike.
+//! request says reaches the host. The listener, the access rules (basic auth from a web
+//! configuration file) and the configured headers are `tcptune_http`'s, as for the exporter.
+//! The serving loop is this module's: a stream is written on the connection as each message
+//! comes (tiny_http would hold a streamed body back in 8 KiB chunks), which `tcptune_http`'s
+//! handlers, answering a response, cannot do; so TLS, which it ends in front of tiny_http, is
+//! not served here yet (`cmd/web.rs` refuses a `tls_server_config`).
 
 use std::io::{self, Write};
 use std::net::{SocketAddr, TcpListener};
@@ -12,14 +16,13 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
-use tiny_http::{Header, Method, Request, Response, Server};
+use tcptune_http::tiny_http::{Header, Method, Request, Response, Server};
 
 use crate::assets;
 use crate::hub::{sse, Hub, Refused};
 use crate::update::{Row, Source};
 
-pub use tcptune_exporter::http::{bind, ListenError};
-pub use tcptune_exporter::webconfig::{WebConfig, WebConfigError};
+pub use tcptune_http::{bind, exposure_warning, ListenError, WebConfig, WebConfigError};
 
 /// A comment line a stream sends when quiet, so a page that went away is noticed.
 const KEEPALIVE: Duration = Duration::from_secs(10);
@@ -155,10 +158,15 @@ fn connections(url: &str, hub: &Hub) -> Response<io::Cursor<Vec<u8>>> {
 
 fn handle(req: Request, shared: &Arc<Shared>) {
     if req.method() != &Method::Get {
-        let _ = req.respond(text(
-            405,
-            "only GET is served: this page cannot change the host\n".into(),
-        ));
+        let _ = req.respond(
+            shared.web.with_headers(
+                text(
+                    405,
+                    "only GET is served: this page cannot change the host\n".into(),
+                )
+                .boxed(),
+            ),
+        );
         return;
     }
     let auth = req
@@ -169,7 +177,7 @@ fn handle(req: Request, shared: &Arc<Shared>) {
     if !shared.web.allows(auth.as_deref()) {
         let resp = text(401, "authentication required\n".into())
             .with_header(header("WWW-Authenticate", "Basic realm=\"tcptune watch\""));
-        let _ = req.respond(resp);
+        let _ = req.respond(shared.web.with_headers(resp.boxed()));
         return;
     }
     let url = req.url().to_string();
@@ -178,10 +186,16 @@ fn handle(req: Request, shared: &Arc<Shared>) {
         "/api/connections" => connections(&url, &shared.hub),
         "/api/stream" => {
             let Some(id) = param(&url, "conn") else {
-                let _ = req.respond(text(
-                    400,
-                    "name the connection: /api/stream?conn=COOKIE (the table's id)\n".into(),
-                ));
+                let _ = req.respond(
+                    shared.web.with_headers(
+                        text(
+                            400,
+                            "name the connection: /api/stream?conn=COOKIE (the table's id)\n"
+                                .into(),
+                        )
+                        .boxed(),
+                    ),
+                );
                 return;
             };
             // `for=SECONDS` ends the stream after that long (a page that must finish loading,
@@ -221,7 +235,7 @@ fn handle(req: Request, shared: &Arc<Shared>) {
             None => text(404, format!("no page {p}\n")),
         },
     };
-    let _ = req.respond(resp);
+    let _ = req.respond(shared.web.with_headers(resp.boxed()));
 }
 
 /// Writes a Server-Sent Events response by hand (tiny_http would buffer a streamed body in

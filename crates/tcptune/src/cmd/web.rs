@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context as _};
 use tcptune_kernel::trace::Tracer;
-use tcptune_web::http::{bind, serve, Shared, WebConfig};
+use tcptune_web::http::{bind, exposure_warning, serve, Shared, WebConfig};
 use tcptune_web::hub::Hub;
 use tcptune_web::live::{self, Live};
 use tcptune_web::record::{replay, Recorder};
@@ -30,22 +30,12 @@ const HANDLERS: usize = 2;
 const PAGE_INTERVAL: Duration = Duration::from_millis(250);
 /// Shorter dumps of every socket would cost more than they show.
 const SHORTEST: Duration = Duration::from_millis(50);
-/// Configuration and recordings are read whole; larger is not one of ours.
-const CONFIG_LIMIT: u64 = 1 << 20;
 
-/// The address to serve on: `--listen` as given (with a warning when it is not loopback),
-/// else `--web`'s, which must be loopback; `None` without either.
+/// The address to serve on: `--listen` as given, else `--web`'s, which must be loopback;
+/// `None` without either.
 pub fn address(web: Option<SocketAddr>, access: &AccessArgs) -> anyhow::Result<Option<SocketAddr>> {
     match (web, access.listen) {
-        (_, Some(a)) => {
-            if !a.ip().is_loopback() {
-                eprintln!(
-                    "tcptune: warning: serving on {a}, not loopback: whoever reaches it sees this host's connections{}",
-                    if access.web_config.is_none() { "; add --web-config FILE with basic_auth_users to ask for a password" } else { "" }
-                );
-            }
-            Ok(Some(a))
-        }
+        (_, Some(a)) => Ok(Some(a)),
         (Some(a), None) if !a.ip().is_loopback() => bail!(
             "--web {a} is not a loopback address; the page shows this host's connections, so serving it wider takes --listen {a} (with --web-config for a password)"
         ),
@@ -53,15 +43,27 @@ pub fn address(web: Option<SocketAddr>, access: &AccessArgs) -> anyhow::Result<O
     }
 }
 
+/// The web configuration, as the exporter reads it; TLS is refused, not ignored.
 fn web_config(access: &AccessArgs) -> anyhow::Result<WebConfig> {
     let Some(p) = &access.web_config else {
         return Ok(WebConfig::default());
     };
-    let bytes = tcptune_kernel::file::read_regular_limited(p, CONFIG_LIMIT, "web config")?;
-    let text = String::from_utf8(bytes)
-        .ok()
-        .with_context(|| format!("the web config {} is not UTF-8 text", p.display()))?;
-    WebConfig::parse(&text).with_context(|| format!("reading the web config {}", p.display()))
+    let web =
+        WebConfig::load(p).with_context(|| format!("reading the web config {}", p.display()))?;
+    if web.serves_tls() {
+        bail!(
+            "the web config {} has tls_server_config, which watch --web and view do not serve yet; leave it out and keep the page on loopback (or put a TLS proxy in front)",
+            p.display()
+        );
+    }
+    Ok(web)
+}
+
+/// The exporter's warning when the page reaches beyond loopback without protection.
+fn warn_exposure(addr: SocketAddr, web: &WebConfig) {
+    if let Some(w) = exposure_warning(addr, web) {
+        eprintln!("tcptune: {w}");
+    }
 }
 
 fn stop_flag() -> &'static std::sync::atomic::AtomicBool {
@@ -77,6 +79,7 @@ pub fn watch(args: &WatchArgs, addr: SocketAddr, json: bool) -> anyhow::Result<O
     let web = web_config(&args.web.access)?;
     let filter = parse_filter(&args.sock.filter)?;
     let listener = bind(addr)?;
+    warn_exposure(addr, &web);
     let targets: Vec<live::Target> = targets(&args.sock)?
         .into_iter()
         .map(|t| live::Target {
@@ -157,6 +160,7 @@ pub fn view(args: &ViewArgs) -> anyhow::Result<Outcome> {
     let store = replay(BufReader::new(f), Bounds::default())
         .with_context(|| format!("reading the recording {}", args.file.display()))?;
     let listener = bind(addr)?;
+    warn_exposure(addr, &web);
     let hub = Arc::new(Hub::new(store));
     let served = serve(listener, Arc::new(Shared { hub, web }), HANDLERS)
         .context("starting the HTTP server")?;
