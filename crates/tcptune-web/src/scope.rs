@@ -190,9 +190,9 @@ impl Scope {
             let before = prev.get(&c.cookie);
             self.one(
                 t_s,
-                &c,
+                c,
                 before,
-                &sample,
+                sample,
                 watched.contains(&c.cookie),
                 &mut out,
             );

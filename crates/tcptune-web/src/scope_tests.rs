@@ -283,7 +283,7 @@ fn a_recording_replays_to_the_points_that_were_streamed() {
     };
     let mut live = Store::new(Bounds::default(), source.clone());
     let mut file = Vec::new();
-    let mut rec = Recorder::new(&mut file, &source).unwrap();
+    let mut rec = Recorder::new(std::io::Cursor::new(&mut file), &source).unwrap();
     let mut s = scope(false);
     for k in 0..40u64 {
         let mut i = info(k * 250);
@@ -295,7 +295,6 @@ fn a_recording_replays_to_the_points_that_were_streamed() {
         }
         rec.write(&u).unwrap();
     }
-    drop(rec);
     let again = replay(std::io::Cursor::new(file), Bounds::default()).unwrap();
     let (a, b) = (live.view("7").unwrap(), again.view("7").unwrap());
     assert_eq!(a.points.len(), 40);
