@@ -464,3 +464,59 @@ fn a_recording_opens_offline_and_a_bad_one_is_one_sentence() {
         "{err}"
     );
 }
+
+/// One HTTP/1.0 GET with Basic credentials (base64 of `user:password`): the status.
+fn get_as(addr: SocketAddr, path: &str, basic: &str) -> u16 {
+    let mut s = TcpStream::connect(addr).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.0\r\nHost: test\r\nAuthorization: Basic {basic}\r\n\r\n"
+    )
+    .unwrap();
+    let mut resp = String::new();
+    s.read_to_string(&mut resp).unwrap();
+    resp.split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0)
+}
+
+#[test]
+fn the_page_follows_the_exporters_web_configuration() {
+    let dir = TempDir::new("web-config");
+    let web = dir.path().join("web.yml");
+    // alice:s3cret, bcrypt cost 4 (the hash tests/exporter.rs uses).
+    let hash = "$2b$04$abcdefghijklmnopqrstuuLZYjhNQAOdpbzt4WxWlUHjv1wsyH5DG";
+    std::fs::write(&web, format!("basic_auth_users:\n  alice: {hash}\n")).unwrap();
+    let (_w, addr) = serving(&[
+        "watch",
+        "--web",
+        "127.0.0.1:0",
+        "--web-config",
+        web.to_str().unwrap(),
+    ]);
+    assert_eq!(get(addr, "/").0, 401);
+    assert_eq!(get(addr, "/api/connections").0, 401);
+    assert_eq!(get_as(addr, "/api/connections", "YWxpY2U6d3Jvbmc="), 401);
+    assert_eq!(get_as(addr, "/api/connections", "YWxpY2U6czNjcmV0"), 200);
+    assert_eq!(get_as(addr, "/assets/app.js", "YWxpY2U6czNjcmV0"), 200);
+    // TLS is refused, not ignored.
+    std::fs::write(
+        &web,
+        "tls_server_config:\n  cert_file: x.pem\n  key_file: x.key\n",
+    )
+    .unwrap();
+    let out = tcptune()
+        .args([
+            "watch",
+            "--web",
+            "127.0.0.1:0",
+            "--web-config",
+            web.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+}
