@@ -126,7 +126,13 @@ function redraw() {
   state.dirty = false;
   const pts = v.points, xs = pts.map((p) => p.t_s);
   set("rate", [xs, col(pts, (p) => mbit(p.goodput_bps)), col(pts, (p) => mbit(p.delivery_rate_bps))], pts.length);
-  set("win", [xs, col(pts, (p) => kib(p.cwnd_bytes)), col(pts, (p) => kib(p.snd_wnd_bytes)), col(pts, (p) => kib(p.ssthresh_bytes)), col(pts, (p) => kib(p.inflight_bytes))], pts.length);
+  if (v.acks.length) {
+    // Per ACK from the tracepoint: in flight is snd_nxt - snd_una (sent, not yet acknowledged).
+    const a = v.acks;
+    set("win", [a.map((p) => p.t_s), a.map((p) => kib(p.cwnd_bytes)), a.map((p) => kib(p.snd_wnd_bytes)), a.map((p) => kib(p.ssthresh_bytes)), a.map((p) => kib(p.nxt - p.una))], a.length);
+  } else {
+    set("win", [xs, col(pts, (p) => kib(p.cwnd_bytes)), col(pts, (p) => kib(p.snd_wnd_bytes)), col(pts, (p) => kib(p.ssthresh_bytes)), col(pts, (p) => kib(p.inflight_bytes))], pts.length);
+  }
   set("rtt", [xs, col(pts, (p) => p.srtt_ms), col(pts, (p) => p.min_rtt_ms), col(pts, (p) => p.rttvar_ms)], pts.length);
   if (v.acks.length) {
     const a = v.acks;
