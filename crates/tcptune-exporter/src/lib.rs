@@ -5,9 +5,9 @@
 //! socket's interval into bytes, retransmissions and seconds per limit class ([`delta`]: the
 //! kernel's chronographs, and `tcptune-diagnose`'s verdict for the rest of busy time) and adds
 //! them to per-group series ([`metrics`], the `prometheus-client` crate), with groups only
-//! from dimensions the operator names ([`groups`]) and a hard cap on series. The HTTP edge
-//! ([`http`]) serves `/metrics` and `/connections` ([`top`]), behind basic auth from a web
-//! configuration file ([`webconfig`]).
+//! from dimensions the operator names ([`groups`]) and a hard cap on series. Its pages
+//! ([`http`]: `/metrics` and `/connections`, [`top`]) are served by `tcptune-http`, which
+//! binds, checks access (the web configuration file's basic auth and TLS) and runs the threads.
 
 #![forbid(unsafe_code)]
 
@@ -18,7 +18,6 @@ pub mod http;
 pub mod metrics;
 pub mod poll;
 pub mod top;
-pub mod webconfig;
 
 pub use agg::{Aggregator, Config, OTHER};
 

@@ -6,6 +6,7 @@
 //! - [`sys`]: the sockets — dumps, exact queries, destroy events, netns entry, TCP_INFO.
 //! - [`procs`]: which process owns a socket (only when asked).
 //! - [`file`]: reading a user's file with a size limit, refusing FIFOs and devices.
+//! - [`trace`]: per-ACK state from the tcp tracepoints through a tracefs instance of our own.
 
 #![forbid(unsafe_code)]
 
@@ -16,6 +17,7 @@ pub mod filter;
 pub mod procs;
 pub mod sys;
 pub mod tcp_info;
+pub mod trace;
 
 pub use diag::{BbrInfo, CongName, DiagSocket, SkMemInfo};
 pub use filter::{Filter, FilterError};

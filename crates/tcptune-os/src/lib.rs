@@ -17,6 +17,7 @@ pub mod process;
 pub mod signal;
 pub mod socket;
 pub mod sysctl;
+pub mod tracefs;
 pub mod tty;
 pub mod tun;
 pub mod uname;

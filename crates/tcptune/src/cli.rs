@@ -12,7 +12,8 @@ mod exporter;
 mod iperf_values;
 mod link;
 mod search;
-
+mod trace;
+mod web;
 pub use exporter::ExporterArgs;
 use iperf_values::{
     iperf_bytes, iperf_rate, iperf_rate_burst, parse_affinity, parse_dscp, parse_keepalive,
@@ -20,6 +21,8 @@ use iperf_values::{
 };
 pub use link::LinkArgs;
 pub use search::SearchArgs;
+pub use trace::TraceArgs;
+pub use web::{AccessArgs, ViewArgs, WebArgs};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -107,6 +110,8 @@ pub enum Command {
     Watch(WatchArgs),
     /// Serve Prometheus metrics of what limits this host's TCP connections, per group.
     Exporter(ExporterArgs),
+    /// Open a recording of `watch --web --record FILE` in the same page, offline.
+    View(ViewArgs),
     /// Serve throughput tests: an iperf3-compatible server (`iperf3 -c` and `tcptune test` both
     /// work against it) that also sends its side's tcp_info samples to a tcptune client.
     #[command(disable_version_flag = true)]
@@ -142,6 +147,9 @@ pub enum Command {
     },
     /// Write the man pages or the shell completions, generated from this command line, into
     /// DIR (for packaging: scripts/package).
+    /// Per-ACK kernel state of chosen sockets from tracepoints, as JSON lines (tracefs).
+    #[command(name = "_trace", hide = true)]
+    Trace(TraceArgs),
     #[command(name = "_generate", hide = true)]
     Generate {
         /// man: a page per command (tcptune.1, tcptune-test.1, …); completions: bash, zsh
@@ -487,6 +495,8 @@ pub struct WatchArgs {
     /// How many rows the live view shows.
     #[arg(long, default_value_t = 20, conflicts_with_all = ["detail", "cookie", "closed"])]
     pub top: usize,
+    #[command(flatten)]
+    pub web: WebArgs,
 }
 
 /// `tcptune serve`. iperf3's server options are accepted in iperf3's spelling; those that

@@ -64,5 +64,6 @@ pub fn all() -> Vec<SchemaEntry> {
             "exporter-connections",
             "exporter (GET /connections)",
         ),
+        line_entry::<tcptune_web::record::RecordLine>("watch-web-record", "watch --web --record"),
     ]
 }

@@ -15,6 +15,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use serde_json::Value;
+use tcptune_testkit::certs::Certs;
 use tcptune_testkit::sock::{self, listen};
 use tcptune_testkit::{privileged, veth_pair, wait_for, DelayLine, Kill, Netns, TempDir};
 
@@ -52,7 +53,7 @@ fn exporter(args: &[&str]) -> (Kill, SocketAddr) {
         .read_line(&mut line)
         .unwrap();
     let addr = line
-        .split("http://")
+        .split("://")
         .nth(1)
         .and_then(|r| r.split('/').next())
         .unwrap_or_else(|| panic!("no address in {line:?}"));
@@ -167,13 +168,14 @@ fn free_port() -> u16 {
         .port()
 }
 
-/// Prometheus scraping `target` every second, its config and storage in `dir`.
-fn prometheus(dir: &TempDir, target: SocketAddr) -> (Kill, SocketAddr) {
+/// Prometheus scraping `target` every second (`job` holds more lines of its scrape job), its
+/// config and storage in `dir`.
+fn prometheus(dir: &TempDir, target: SocketAddr, job: &str) -> (Kill, SocketAddr) {
     let cfg = dir.path().join("prometheus.yml");
     std::fs::write(
         &cfg,
         format!(
-            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nrule_files:\n  - '{}'\nscrape_configs:\n  - job_name: tcptune\n    static_configs:\n      - targets: ['{target}']\n",
+            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nrule_files:\n  - '{}'\nscrape_configs:\n  - job_name: tcptune\n    static_configs:\n      - targets: ['{target}']\n{job}",
             dist("rules.yml").display()
         ),
     )
@@ -300,7 +302,7 @@ fn prometheus_sees_each_transfers_limit_and_its_bytes() {
         "--interval",
         "200ms",
     ]);
-    let (_prom, prom) = prometheus(&dir, exp_addr);
+    let (_prom, prom) = prometheus(&dir, exp_addr, "");
     wait_for(
         "the exporter's baseline poll",
         Duration::from_secs(30),
@@ -504,10 +506,22 @@ fn bad_input_is_one_sentence_and_exit_2_and_a_wrong_password_401() {
     );
     fails(&["--max-series", "10"], "--max-series 10 is too small");
     let web = dir.path().join("web.yml");
-    std::fs::write(&web, "tls_server_config:\n  cert_file: x.pem\n").unwrap();
+    std::fs::write(&web, "http_server_config:\n  http2: true\n").unwrap();
     fails(
         &["--web-config", web.to_str().unwrap()],
-        "TLS (tls_server_config) is not supported",
+        "web config line 2: tcptune serves HTTP/1.1 only",
+    );
+    std::fs::write(
+        &web,
+        "tls_server_config:\n  cert_file: x.pem\n  key_file: x.key\n",
+    )
+    .unwrap();
+    fails(
+        &["--web-config", web.to_str().unwrap()],
+        &format!(
+            "cannot read the TLS certificate file {}: No such file",
+            dir.path().join("x.pem").display()
+        ),
     );
     if !tcptune_testkit::is_root() {
         // Reading the default namespace's sockets needs no privilege, but keep to what CI runs.
@@ -527,4 +541,43 @@ fn bad_input_is_one_sentence_and_exit_2_and_a_wrong_password_401() {
         get(addr, "/connections?top=0", Some("YWxpY2U6czNjcmV0")).0,
         400
     );
+}
+
+#[test]
+fn prometheus_scrapes_over_tls_with_a_client_certificate() {
+    if !privileged("prometheus_scrapes_over_tls_with_a_client_certificate") {
+        return;
+    }
+    let dir = TempDir::new("exporter-tls");
+    let c = Certs::make(dir.path(), "e");
+    let web = dir.path().join("web.yml");
+    std::fs::write(
+        &web,
+        "tls_server_config:\n  cert_file: e-server.pem\n  key_file: e-server.key\n  client_auth_type: RequireAndVerifyClientCert\n  client_ca_file: e-ca.pem\n",
+    )
+    .unwrap();
+    let (_exp, addr) = exporter(&["--web-config", web.to_str().unwrap()]);
+    let (status, body) = get(addr, "/metrics", None);
+    assert_eq!(status, 400, "plain HTTP on the TLS port: {body}");
+    assert!(!body.contains("tcptune_"), "{body}");
+    let p = |f: &str| c.path(f).display().to_string();
+    // A second job trusts the CA but has no client certificate: its scrapes must fail.
+    let job = format!(
+        "    scheme: https\n    tls_config:\n      ca_file: {ca}\n      cert_file: {}\n      key_file: {}\n  - job_name: nocert\n    scheme: https\n    tls_config:\n      ca_file: {ca}\n    static_configs:\n      - targets: ['{addr}']\n",
+        p("client.pem"),
+        p("client.key"),
+        ca = p("ca.pem"),
+    );
+    let (_prom, prom) = prometheus(&dir, addr, &job);
+    wait_for(
+        "Prometheus scraping over TLS",
+        Duration::from_secs(60),
+        || {
+            std::thread::sleep(Duration::from_millis(200)); // pacing the probe, not synchronising
+            scalar(prom, "up{job=\"tcptune\"}") == 1.0
+                && scalar(prom, "tcptune_exporter_polls_total") >= 1.0
+                && !promql(prom, "up{job=\"nocert\"}").is_empty()
+        },
+    );
+    assert_eq!(scalar(prom, "max_over_time(up{job=\"nocert\"}[1m])"), 0.0);
 }

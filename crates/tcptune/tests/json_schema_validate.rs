@@ -44,6 +44,7 @@ const UNPRIVILEGED: &[&str] = &[
     "lab-run-check",
     "analyze",
     "analyze-join",
+    "watch-web-record",
 ];
 
 /// The schemas only a root run reaches (a lab is built).
@@ -391,6 +392,29 @@ fn kernel_recordings(c: &mut Checked) {
     );
     let text = String::from_utf8(out.stdout).unwrap();
     assert_eq!(c.lines("watch-record", "watch --closed --json", &text), 2);
+    // What `watch --web --record` keeps: a header, then the table and points of each dump.
+    let rec = std::env::temp_dir().join(format!("tt-web-record-{}.jsonl", std::process::id()));
+    let out = replayed("dump-loopback.nl")
+        .args([
+            "watch",
+            "--web",
+            "127.0.0.1:0",
+            "--duration",
+            "1s",
+            "--record",
+        ])
+        .arg(&rec)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(&rec).unwrap();
+    let _ = std::fs::remove_file(&rec);
+    assert!(c.lines("watch-web-record", "watch --web --record", &text) >= 5);
 }
 
 fn captures(c: &mut Checked) {

@@ -29,7 +29,8 @@ pub struct ExporterArgs {
     /// The most series a scrape holds; groups past it are counted in group="other".
     #[arg(long, value_name = "N", default_value_t = 2000)]
     pub max_series: usize,
-    /// Web configuration in the Prometheus exporters' format (basic_auth_users).
+    /// Web configuration in the Prometheus exporters' format: tls_server_config (TLS),
+    /// basic_auth_users (bcrypt), http_server_config (response headers).
     #[arg(long, value_name = "FILE")]
     pub web_config: Option<std::path::PathBuf>,
 }

@@ -9,9 +9,9 @@ use std::sync::{Arc, Mutex};
 use anyhow::Context as _;
 use tcptune_diagnose::Context;
 use tcptune_exporter::groups::{Dimension, GroupMap, Grouping};
-use tcptune_exporter::http::{bind, serve, Shared};
-use tcptune_exporter::webconfig::WebConfig;
+use tcptune_exporter::http::{Pages, REALM};
 use tcptune_exporter::{poll, Aggregator, Config};
+use tcptune_http::{bind, exposure_warning, serve, Options, WebConfig};
 use tcptune_kernel::{sys, KernelError};
 use tcptune_model::Dur;
 
@@ -53,8 +53,9 @@ pub fn run(args: &ExporterArgs) -> anyhow::Result<Outcome> {
     }
     let grouping = grouping(args)?;
     let web = match &args.web_config {
-        Some(p) => WebConfig::parse(&read_text(p, "web config")?)
-            .with_context(|| format!("reading the web config {}", p.display()))?,
+        Some(p) => {
+            WebConfig::load(p).with_context(|| format!("reading the web config {}", p.display()))?
+        }
         None => WebConfig::default(),
     };
     let names: Vec<Option<String>> = if args.all_netns {
@@ -79,19 +80,20 @@ pub fn run(args: &ExporterArgs) -> anyhow::Result<Outcome> {
     })?;
     let max_groups = agg.max_groups();
     let listener = bind(args.listen)?;
+    let warning = exposure_warning(args.listen, &web);
     let agg = Arc::new(Mutex::new(agg));
-    let served = serve(
-        listener,
-        Arc::new(Shared {
-            agg: agg.clone(),
-            web,
-        }),
-        HANDLERS,
-    )
-    .context("starting the HTTP server")?;
+    let opts = Options {
+        threads: HANDLERS,
+        realm: REALM.into(),
+    };
+    let served = serve(listener, web, Pages { agg: agg.clone() }, opts)
+        .context("starting the HTTP server")?;
+    if let Some(w) = warning {
+        eprintln!("{w}");
+    }
     println!(
-        "tcptune exporter: serving http://{}/metrics and /connections ({} namespace{}, every {}, up to {} groups besides \"other\")",
-        served.addr,
+        "tcptune exporter: serving {}/metrics and /connections ({} namespace{}, every {}, up to {} groups besides \"other\")",
+        served.url(),
         names.len(),
         if names.len() == 1 { "" } else { "s" },
         args.interval,

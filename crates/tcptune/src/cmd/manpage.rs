@@ -54,17 +54,6 @@ fn examples(page: &str) -> Vec<(&'static str, &'static str)> {
                 "Every tcp_info field, for scripts.",
             ),
         ],
-        "tcptune-watch" => vec![
-            ("tcptune watch", "The live table, sorted by rate; q quits."),
-            (
-                "tcptune watch --detail --interval 10ms dport 5201",
-                "One connection's history.",
-            ),
-            (
-                "tcptune watch --closed --record closed.jsonl",
-                "Each connection as it closes.",
-            ),
-        ],
         "tcptune-audit" => vec![
             (
                 "tcptune audit --path rate=1gbit,rtt=100ms --flows 4",
@@ -182,6 +171,32 @@ fn examples(page: &str) -> Vec<(&'static str, &'static str)> {
                 "Group by the services named in the map file and by congestion control, at most 500 series.",
             ),
         ],
+        _ => live_examples(page),
+    }
+}
+
+/// The examples of the live views: `watch` and `view`.
+fn live_examples(page: &str) -> Vec<(&'static str, &'static str)> {
+    match page {
+        "tcptune-watch" => vec![
+            ("tcptune watch", "The live table, sorted by rate; q quits."),
+            (
+                "tcptune watch --detail --interval 10ms dport 5201",
+                "One connection's history.",
+            ),
+            (
+                "tcptune watch --closed --record closed.jsonl",
+                "Each connection as it closes.",
+            ),
+            (
+                "tcptune watch --web --record session.jsonl",
+                "The live view as a web page on 127.0.0.1:19242 (charts per connection), kept for tcptune view.",
+            ),
+        ],
+        "tcptune-view" => vec![(
+            "tcptune view session.jsonl",
+            "Open a recording of watch --web in the same page, offline.",
+        )],
         _ => vec![],
     }
 }

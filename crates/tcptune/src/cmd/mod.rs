@@ -18,8 +18,10 @@ mod model;
 pub mod perf;
 mod report;
 mod schema;
+mod trace;
 mod tune_search;
 mod watch;
+mod web;
 
 pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
     match cli.command {
@@ -73,6 +75,10 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
             )?;
             exporter::run(&args)
         }
+        Command::View(args) => {
+            no_json(cli.json, "view serves a recording as a web page")?;
+            web::view(&args)
+        }
         Command::Serve(args) => {
             no_json(
                 cli.json,
@@ -95,6 +101,10 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
                 )?;
             }
             schema::run(name.as_deref(), list)
+        }
+        Command::Trace(args) => {
+            no_json(cli.json, "_trace always writes JSON lines")?;
+            trace::run(&args)
         }
         Command::Generate { what, dir } => {
             no_json(cli.json, "_generate writes files, not a result")?;

@@ -137,6 +137,9 @@ impl Screen {
 }
 
 pub fn run(args: WatchArgs, json: bool) -> anyhow::Result<Outcome> {
+    if let Some(addr) = super::web::address(args.web.web, &args.web.access)? {
+        return super::web::watch(&args, addr, json);
+    }
     let filter = parse_filter(&args.sock.filter)?;
     let detail = args.detail || args.cookie.is_some();
     if args.sock.processes && (detail || args.closed || json) {

@@ -1,0 +1,196 @@
+//! What the scope shows, as data: the table's rows, a connection's polled points, per-ACK
+//! points, events and triggers. Each is an [`Update`]; the live core makes them, the store
+//! keeps them, the page draws them and a recording holds them, so live and replayed views are
+//! the same points by construction.
+
+use std::net::SocketAddr;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use tcptune_diagnose::{Limit, Negotiated, Shares};
+
+/// One polled sample of a connection, as charted.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Point {
+    /// Seconds since the view started.
+    pub t_s: f64,
+    /// Bytes acknowledged per second since the previous sample.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub goodput_bps: Option<f64>,
+    /// The kernel's latest delivery-rate sample.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delivery_rate_bps: Option<f64>,
+    /// Whether that delivery-rate sample was application limited.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub app_limited: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwnd_bytes: Option<u64>,
+    /// The peer's advertised window.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snd_wnd_bytes: Option<u32>,
+    /// Slow-start threshold in bytes (absent while it is "infinite").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ssthresh_bytes: Option<u64>,
+    /// Bytes in flight: (unacked − sacked − lost + retrans) × MSS, the kernel's packets_out rule.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inflight_bytes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub srtt_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_rtt_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rttvar_ms: Option<f64>,
+    /// Bytes acknowledged since the connection started (the Stevens view's snd_una, polled).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub acked_bytes: Option<u64>,
+    /// Bytes sent since the connection started, retransmissions included.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sent_bytes: Option<u64>,
+    /// The triage over the interval since the previous sample (shares of time).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shares: Option<Shares>,
+}
+
+/// One `tcp:tcp_probe` record, as charted.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct AckPoint {
+    pub t_s: f64,
+    /// snd_una, bytes after the first one traced (modulo 2^32 arithmetic undone).
+    pub una: u64,
+    /// snd_nxt, on the same scale.
+    pub nxt: u64,
+    pub cwnd_bytes: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ssthresh_bytes: Option<u64>,
+    pub snd_wnd_bytes: u32,
+    pub srtt_ms: f64,
+}
+
+/// Something that happened to a connection.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Event {
+    pub t_s: f64,
+    pub kind: EventKind,
+    /// How many, when counted from counters between two samples.
+    pub count: u64,
+    /// In words: "recovery → open".
+    pub text: String,
+}
+
+/// The event lane's kinds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum EventKind {
+    Retransmit,
+    Rto,
+    CongState,
+    ZeroWindow,
+}
+
+/// What froze the display (a scope's trigger).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Trigger {
+    Rto,
+    CwndHalved,
+    ZeroWindow,
+}
+
+/// One row of the connection table.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Row {
+    /// The socket cookie, as a string (cookies can exceed what a JavaScript number holds).
+    pub id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub netns: Option<String>,
+    /// TCP state number (the filter's states) and its name as `ss` prints it.
+    pub state_num: u8,
+    pub state: String,
+    pub local: SocketAddr,
+    pub remote: SocketAddr,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub congestion: Option<String>,
+    /// Goodput over the last interval, else the delivery rate.
+    pub rate_bps: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub srtt_ms: Option<f64>,
+    /// The engine's class and one-line verdict over the last interval.
+    pub limit: Limit,
+    pub verdict: String,
+}
+
+/// The chosen connection's verdict, fix and options (computed for connections being watched).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Detail {
+    pub t_s: f64,
+    pub limit: Limit,
+    pub verdict: String,
+    /// The engine's recommendations, one line each ("the receiver: raise …").
+    pub fixes: Vec<String>,
+    pub negotiated: Negotiated,
+}
+
+/// Where per-connection data comes from, and why (the page's banner).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Source {
+    /// True: per-ACK tracepoints; false: sock_diag polling.
+    pub per_ack: bool,
+    /// The sampling interval of the polled figures, seconds.
+    pub interval_s: f64,
+    /// Why tracing is not used (one sentence), when it is not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// One thing the page is told.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Update {
+    /// The table after a poll (at most the store's cap of rows, highest rate first).
+    Rows {
+        t_s: f64,
+        rows: Vec<Row>,
+    },
+    Point {
+        id: String,
+        point: Point,
+    },
+    Ack {
+        id: String,
+        ack: AckPoint,
+    },
+    Event {
+        id: String,
+        event: Event,
+    },
+    /// A trigger fired: the page freezes here, with what led up to it on screen.
+    Freeze {
+        id: String,
+        t_s: f64,
+        trigger: Trigger,
+    },
+    Detail {
+        id: String,
+        detail: Detail,
+    },
+    /// The connection is gone.
+    Closed {
+        id: String,
+        t_s: f64,
+    },
+}
+
+impl Update {
+    /// The connection it is about (none: the table).
+    pub fn id(&self) -> Option<&str> {
+        match self {
+            Update::Rows { .. } => None,
+            Update::Point { id, .. }
+            | Update::Ack { id, .. }
+            | Update::Event { id, .. }
+            | Update::Freeze { id, .. }
+            | Update::Detail { id, .. }
+            | Update::Closed { id, .. } => Some(id),
+        }
+    }
+}
