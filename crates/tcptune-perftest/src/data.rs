@@ -355,14 +355,22 @@ pub fn retrans_of(samples: &[Sample]) -> Option<i64> {
     Some(last.wrapping_sub(first) as i64)
 }
 
+/// This process's user and system CPU since `cpu_at_start` (`sock::cpu_times`), percent of
+/// one core over `secs`, as iperf3 reports them.
+pub fn cpu_percent(cpu_at_start: (f64, f64), secs: f64) -> (f64, f64) {
+    let (u1, s1) = sock::cpu_times();
+    let wall = secs.max(1e-9);
+    (
+        (u1 - cpu_at_start.0) / wall * 100.0,
+        (s1 - cpu_at_start.1) / wall * 100.0,
+    )
+}
+
 /// This side's iperf3 results (the part both client and server send): CPU use over `secs`
 /// as percentages from the `cpu_times` taken at the start, and per stream its bytes and, for
 /// senders, retransmits. The caller adds its extension.
 pub fn own_results(outcomes: &[StreamOutcome], secs: f64, cpu_at_start: (f64, f64)) -> Results {
-    let (u1, s1) = sock::cpu_times();
-    let wall = secs.max(1e-9);
-    let cu = (u1 - cpu_at_start.0) / wall * 100.0;
-    let cs = (s1 - cpu_at_start.1) / wall * 100.0;
+    let (cu, cs) = cpu_percent(cpu_at_start, secs);
     Results {
         cpu_util_total: cu + cs,
         cpu_util_user: cu,

@@ -9,6 +9,7 @@ pub mod cjson;
 pub mod client;
 pub mod control;
 pub mod data;
+pub mod document;
 pub mod iperf3_text;
 pub mod peer;
 pub mod probe;

@@ -122,6 +122,12 @@ impl UdpPhase {
         self.workers.iter().map(|w| (w.0, w.1)).collect()
     }
 
+    /// Asks every stream to stop (each ends within the 100 ms of its blocking call); `finish`
+    /// then collects what each did.
+    pub fn stop(&self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+
     /// Stops every stream and returns what each did.
     pub fn finish(mut self) -> Vec<UdpOutcome> {
         self.stop.store(true, Ordering::Relaxed);

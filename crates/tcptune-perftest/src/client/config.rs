@@ -1,0 +1,55 @@
+//! What `tcptune test` was asked to do: the client's configuration, read by the driver, the
+//! transports and the engine's input alike.
+
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use tcptune_diagnose::advice::HostSettings;
+use tcptune_model::Rate;
+use tcptune_perf::Params;
+
+use crate::sock::{self, Family};
+
+/// What `tcptune test` was asked to do.
+#[derive(Debug, Clone)]
+pub struct ClientConfig {
+    pub host: String,
+    pub port: u16,
+    pub params: Params,
+    /// Interval reports every this long; none = no interval reports.
+    pub interval: Option<Duration>,
+    /// tcp_info sampling period (100 ms or less).
+    pub sample_every: Duration,
+    pub path_rate: Option<Rate>,
+    pub connect_timeout: Duration,
+    /// Set (by a signal handler) to end the test early: CLIENT_TERMINATE is sent, as iperf3
+    /// does on Ctrl-C, so the server ends its side at once.
+    pub interrupt: Option<&'static AtomicBool>,
+    /// This host's TCP settings (read by the caller), so recommendations are checked against
+    /// the values in effect; empty when unknown.
+    pub host_settings: HostSettings,
+    /// Local address of every connection (`-B`).
+    pub bind: Option<std::net::IpAddr>,
+    /// Local port of the first data connection, the next ones counting up (`--cport`).
+    pub cport: Option<u16>,
+    /// Only this address family (`-4`, `-6`).
+    pub family: Option<Family>,
+    /// Probe latency: round trips before the load and under it (`crate::probe`).
+    pub latency: bool,
+    /// Socket options of the data connections (`--bind-dev`, `--fq-rate`, `--snd-timeout`).
+    pub data_extra: sock::Extra,
+    /// Socket options of the control connection (`--bind-dev`, `--cntl-ka`).
+    pub control_extra: sock::Extra,
+    /// UDP datagrams with the don't-fragment bit (`--dont-fragment`).
+    pub dont_fragment: bool,
+}
+
+impl ClientConfig {
+    /// The local port of data stream `i` (`--cport`: the streams take consecutive ports from
+    /// it; 0: any).
+    pub(crate) fn data_port(&self, i: u32) -> u16 {
+        self.cport
+            .map(|c| c.saturating_add(i.min(u16::MAX as u32) as u16))
+            .unwrap_or(0)
+    }
+}
