@@ -4,8 +4,8 @@
 
 use std::collections::HashMap;
 
+use super::event::{TraceEvent, TraceFilter, TraceKind};
 use super::format::{EventFormat, Field, FormatError};
-use super::{TraceEvent, TraceFilter, TraceKind};
 
 /// The events traced, as (tracefs name, whether tracing needs it).
 pub const EVENTS: [(&str, bool); 4] = [
