@@ -79,6 +79,12 @@ pub struct TraceStats {
     pub bad_pages: u64,
 }
 
+/// How long before a read its events are final. Each CPU's buffer is in time order, but
+/// while one CPU's is read the others keep filling: an event stamped just before the read
+/// can reach its buffer after that buffer was drained. Events are handed out once older than
+/// this (an event is written within microseconds of its time stamp).
+pub const HOLD_NS: u64 = 1_000_000;
+
 /// Pages read from one CPU's buffer in one [`Tracer::read`] at most, so a busy CPU cannot
 /// keep a read going.
 const MAX_PAGES_PER_READ: usize = 256;
@@ -94,6 +100,8 @@ pub struct Tracer {
     cap: Cap,
     cap_reported: u64,
     page: Vec<u8>,
+    /// Events decoded but newer than the last read's horizon.
+    pending: Vec<TraceEvent>,
     stats: TraceStats,
 }
 
@@ -132,6 +140,7 @@ impl Tracer {
             cap: Cap::new(filter.max_events_per_conn_per_sec),
             cap_reported: 0,
             page: vec![0; page_size],
+            pending: Vec::new(),
             stats: TraceStats::default(),
         };
         t.set_filter(filter)?;
@@ -164,10 +173,13 @@ impl Tracer {
         Ok(())
     }
 
-    /// Non-blocking: append what is ready (in time order within this call); returns how many
-    /// were dropped by the cap since last call.
+    /// Non-blocking: append what is ready, in time order across calls (events newer than
+    /// [`HOLD_NS`] before the call are kept for the next one); returns how many were dropped
+    /// by the cap since last call.
     pub fn read(&mut self, out: &mut Vec<TraceEvent>) -> io::Result<u64> {
+        let horizon = tcptune_os::process::monotonic_ns().saturating_sub(HOLD_NS);
         let start = out.len();
+        let mut pending = std::mem::take(&mut self.pending);
         for i in 0..self.inst.pipes().len() {
             for _ in 0..MAX_PAGES_PER_READ {
                 let n = match self.inst.read_pipe(i, &mut self.page) {
@@ -177,11 +189,16 @@ impl Tracer {
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                     Err(e) => return Err(e),
                 };
-                self.take_page(n, out);
+                self.take_page(n, &mut pending);
             }
         }
         // Each CPU's events are in order; merge the CPUs (a stable sort keeps ties in order).
-        out[start..].sort_by_key(|e| e.t_ns);
+        // A CPU drained early in this call may still get events older than those of a CPU
+        // drained later: only those older than the horizon are final.
+        pending.sort_by_key(|e| e.t_ns);
+        let ready = pending.partition_point(|e| e.t_ns <= horizon);
+        out.extend(pending.drain(..ready));
+        self.pending = pending;
         self.stats.events += (out.len() - start) as u64;
         let dropped = self.cap.dropped - self.cap_reported;
         self.cap_reported = self.cap.dropped;
