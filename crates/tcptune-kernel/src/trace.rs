@@ -192,12 +192,7 @@ impl Tracer {
                 self.take_page(n, &mut pending);
             }
         }
-        // Each CPU's events are in order; merge the CPUs (a stable sort keeps ties in order).
-        // A CPU drained early in this call may still get events older than those of a CPU
-        // drained later: only those older than the horizon are final.
-        pending.sort_by_key(|e| e.t_ns);
-        let ready = pending.partition_point(|e| e.t_ns <= horizon);
-        out.extend(pending.drain(..ready));
+        decode::release(&mut pending, horizon, out);
         self.pending = pending;
         self.stats.events += (out.len() - start) as u64;
         let dropped = self.cap.dropped - self.cap_reported;
