@@ -19,74 +19,19 @@
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, RawFd};
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use tcptune_os::poll::PollFd;
 use tcptune_os::tracefs::{Instance, Tracefs};
 
 pub mod decode;
+pub mod event;
 pub mod format;
 pub mod ring;
 
+pub use event::{TraceEvent, TraceFilter, TraceKind};
+
 use decode::{Cap, Decoders, EVENTS};
 use format::{EventFormat, PageHeader};
-
-/// One decoded tracepoint record for one socket. `t_ns` is CLOCK_MONOTONIC nanoseconds (the
-/// tracefs instance uses trace_clock "mono"), comparable with tcp_info sample times.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct TraceEvent {
-    pub t_ns: u64,
-    /// The socket cookie (as sock_diag reports it); 0 for a retransmission or state change
-    /// on a socket not yet seen in a tcp_probe event.
-    pub cookie: u64,
-    pub kind: TraceKind,
-}
-
-/// What happened.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(tag = "type", rename_all = "snake_case")]
-pub enum TraceKind {
-    /// tcp:tcp_probe (an incoming segment on an established socket): the socket's state as
-    /// the segment arrived, before TCP processed it.
-    Ack {
-        snd_una: u32,
-        snd_nxt: u32,
-        /// Congestion window, segments.
-        cwnd_segs: u32,
-        /// Slow-start threshold as `tcp_current_ssthresh`: outside a window reduction at
-        /// least ¾ of cwnd; 2^31-1 before the first loss.
-        ssthresh_segs: u32,
-        /// The peer's advertised window, bytes (scaled).
-        snd_wnd_bytes: u32,
-        /// Smoothed RTT, µs.
-        srtt_us: u32,
-        /// The window we advertise, bytes.
-        rcv_wnd_bytes: u32,
-        /// Payload bytes of the arriving segment (0: a pure ACK).
-        data_len: u16,
-    },
-    /// tcp:tcp_retransmit_skb (`state`: the socket's TCP state number).
-    Retransmit { state: u8 },
-    /// tcp:tcp_cong_state_set (ca_state: 0 open, 1 disorder, 2 cwr, 3 recovery, 4 loss)
-    CongState { ca_state: u8 },
-    /// tcp:tcp_rcvbuf_grow (absent on older kernels); `rtt_us` is the receiver's RTT
-    /// estimate, µs.
-    RcvbufGrow {
-        rcvbuf: u32,
-        rcv_wnd: u32,
-        window_clamp: u32,
-        rtt_us: u32,
-    },
-}
-
-/// What to trace: kernel-side filter (ports, either end, and/or cookies; both empty: every TCP
-/// socket), and the per-connection cap (events of one socket per second of trace time beyond
-/// it are dropped and counted; 0: no cap).
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct TraceFilter {
-    pub ports: Vec<u16>,
-    pub cookies: Vec<u64>,
-    pub max_events_per_conn_per_sec: u32,
-}
 
 /// Why tracing cannot be used. Display is one sentence starting "tracing unavailable:"
 /// (a caller adds what it does instead, e.g. "; using sock_diag polling").
@@ -134,6 +79,12 @@ pub struct TraceStats {
     pub bad_pages: u64,
 }
 
+/// How long before a read its events are final. Each CPU's buffer is in time order, but
+/// while one CPU's is read the others keep filling: an event stamped just before the read
+/// can reach its buffer after that buffer was drained. Events are handed out once older than
+/// this (an event is written within microseconds of its time stamp).
+pub const HOLD_NS: u64 = 1_000_000;
+
 /// Pages read from one CPU's buffer in one [`Tracer::read`] at most, so a busy CPU cannot
 /// keep a read going.
 const MAX_PAGES_PER_READ: usize = 256;
@@ -149,6 +100,8 @@ pub struct Tracer {
     cap: Cap,
     cap_reported: u64,
     page: Vec<u8>,
+    /// Events decoded but newer than the last read's horizon.
+    pending: Vec<TraceEvent>,
     stats: TraceStats,
 }
 
@@ -187,6 +140,7 @@ impl Tracer {
             cap: Cap::new(filter.max_events_per_conn_per_sec),
             cap_reported: 0,
             page: vec![0; page_size],
+            pending: Vec::new(),
             stats: TraceStats::default(),
         };
         t.set_filter(filter)?;
@@ -219,10 +173,13 @@ impl Tracer {
         Ok(())
     }
 
-    /// Non-blocking: append what is ready (in time order within this call); returns how many
-    /// were dropped by the cap since last call.
+    /// Non-blocking: append what is ready, in time order across calls (events newer than
+    /// [`HOLD_NS`] before the call are kept for the next one); returns how many were dropped
+    /// by the cap since last call.
     pub fn read(&mut self, out: &mut Vec<TraceEvent>) -> io::Result<u64> {
+        let horizon = tcptune_os::process::monotonic_ns().saturating_sub(HOLD_NS);
         let start = out.len();
+        let mut pending = std::mem::take(&mut self.pending);
         for i in 0..self.inst.pipes().len() {
             for _ in 0..MAX_PAGES_PER_READ {
                 let n = match self.inst.read_pipe(i, &mut self.page) {
@@ -232,11 +189,11 @@ impl Tracer {
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                     Err(e) => return Err(e),
                 };
-                self.take_page(n, out);
+                self.take_page(n, &mut pending);
             }
         }
-        // Each CPU's events are in order; merge the CPUs (a stable sort keeps ties in order).
-        out[start..].sort_by_key(|e| e.t_ns);
+        decode::release(&mut pending, horizon, out);
+        self.pending = pending;
         self.stats.events += (out.len() - start) as u64;
         let dropped = self.cap.dropped - self.cap_reported;
         self.cap_reported = self.cap.dropped;

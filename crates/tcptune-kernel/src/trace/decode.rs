@@ -4,8 +4,8 @@
 
 use std::collections::HashMap;
 
+use super::event::{TraceEvent, TraceFilter, TraceKind};
 use super::format::{EventFormat, Field, FormatError};
-use super::{TraceEvent, TraceFilter, TraceKind};
 
 /// The events traced, as (tracefs name, whether tracing needs it).
 pub const EVENTS: [(&str, bool); 4] = [
@@ -206,6 +206,16 @@ pub fn wanted(filter: &TraceFilter, e: &TraceEvent, ports: [u16; 2]) -> bool {
     (filter.ports.is_empty() && filter.cookies.is_empty())
         || filter.cookies.contains(&e.cookie)
         || ports.iter().any(|p| filter.ports.contains(p))
+}
+
+/// Moves the events of `pending` stamped at or before `horizon` to `out`, in time order,
+/// keeping the newer ones. Each CPU's events are in order; the CPUs are merged by a stable
+/// sort. A CPU drained early in a read may still get events older than those of a CPU drained
+/// later, so only events older than the horizon are final.
+pub fn release(pending: &mut Vec<TraceEvent>, horizon: u64, out: &mut Vec<TraceEvent>) {
+    pending.sort_by_key(|e| e.t_ns);
+    let ready = pending.partition_point(|e| e.t_ns <= horizon);
+    out.extend(pending.drain(..ready));
 }
 
 /// The in-kernel filter of one event: its ports (either end) or its cookies. The tcp events
@@ -423,6 +433,28 @@ mod tests {
             max_events_per_conn_per_sec: 0,
         };
         assert_eq!(filter_expr(&none, true), "0");
+    }
+
+    #[test]
+    fn release_merges_cpus_and_holds_what_is_newer_than_the_horizon() {
+        let ev = |t_ns| TraceEvent {
+            t_ns,
+            cookie: 1,
+            kind: TraceKind::CongState { ca_state: 0 },
+        };
+        let times = |v: &[TraceEvent]| v.iter().map(|e| e.t_ns).collect::<Vec<_>>();
+        // CPU 0 drained first (10, 30), then CPU 1 (20, 40, 60); 50 reaches CPU 0 later.
+        let mut pending = vec![ev(10), ev(30), ev(20), ev(40), ev(60)];
+        let mut out = Vec::new();
+        release(&mut pending, 45, &mut out);
+        assert_eq!(
+            (times(&out), times(&pending)),
+            (vec![10, 20, 30, 40], vec![60])
+        );
+        pending.push(ev(50));
+        release(&mut pending, 100, &mut out);
+        assert_eq!(times(&out), vec![10, 20, 30, 40, 50, 60]);
+        assert!(pending.is_empty());
     }
 
     #[test]
