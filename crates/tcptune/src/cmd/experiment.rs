@@ -78,9 +78,88 @@ pub fn run(
             (points, trials)
         }
     };
-    // Every point must make a valid lab (or run on the real hosts) before the first trial runs.
+    check_before_running(spec_path, &spec, &points, out)?;
     let real = spec.hosts.is_some();
-    for p in &points {
+    if check {
+        let plan = CheckedPlan::new(
+            &spec,
+            &points,
+            trials.len(),
+            out.display().to_string(),
+            out.join("plan.json").exists(),
+            lab,
+        );
+        crate::output::emit("lab run --check", &plan, json)?;
+        return Ok(Outcome::Ok);
+    }
+    if !real {
+        tcptune_lab::lab::require_admin("lab run")?;
+    }
+    // SIGINT/SIGTERM/SIGHUP set a flag: the trial in progress ends (its lab is removed, or
+    // the hosts' settings rolled back) and the loop stops; a rerun resumes.
+    tcptune_lab::os::catch_stop_signals();
+    let mut runner: Box<dyn run::TrialRunner> = match &spec.hosts {
+        Some(h) => Box::new(
+            HostRunner::connect(&spec.name, h, &points)
+                .map_err(|e| anyhow::anyhow!("{}: {e}", spec_path.display()))?,
+        ),
+        None => Box::new(LabRunner::new(lab)),
+    };
+    let mut stderr = std::io::stderr();
+    let outcome = run::run_with(&spec, options, runner.as_mut(), out, &mut |p| {
+        progress_line(&mut stderr, p)
+    })
+    .with_context(|| format!("running {}", spec_path.display()))?;
+    if outcome.interrupted {
+        bail!(
+            "interrupted after {} trial(s) of this run; the {} and {} keeps what was measured: run the same command again to resume",
+            outcome.ran,
+            if real { "hosts' settings were rolled back" } else { "labs were removed" },
+            out.display()
+        );
+    }
+    let files = report::write_report(out)
+        .with_context(|| format!("writing the report in {}", out.display()))?;
+    if outcome.skipped > 0 {
+        eprintln!(
+            "resumed: {} trial(s) were already recorded",
+            outcome.skipped
+        );
+    }
+    super::report::print(files, json)?;
+    let failed = run::load_records(out)
+        .map(|r| {
+            let ok: std::collections::BTreeSet<&str> = r
+                .iter()
+                .filter(|t| t.result.is_some())
+                .map(|t| t.id.as_str())
+                .collect();
+            r.iter()
+                .filter(|t| t.error.is_some() && !ok.contains(t.id.as_str()))
+                .count()
+        })
+        .unwrap_or(outcome.failed);
+    if failed > 0 {
+        eprintln!(
+            "{failed} trial(s) failed (their errors are in trials.jsonl and the report); add --retry-failed to run them again"
+        );
+        return Ok(Outcome::Problem);
+    }
+    Ok(Outcome::Ok)
+}
+
+/// What must hold before the first trial runs: every point makes a valid lab (or may run on
+/// the real hosts), every program the trials run is installed, and `--out` is a results
+/// directory or can become one (also checked by `--check`).
+fn check_before_running(
+    spec_path: &Path,
+    spec: &tcptune_experiment::spec::Spec,
+    points: &[tcptune_experiment::plan::Point],
+    out: &Path,
+) -> anyhow::Result<()> {
+    let real = spec.hosts.is_some();
+    // Every point must make a valid lab (or run on the real hosts) before the first trial runs.
+    for p in points {
         let on_hosts = |s: &tcptune_experiment::settings::Settings| match real {
             true => tcptune_experiment::hosts::check_point(s),
             false => Ok(()),
@@ -132,92 +211,33 @@ pub fn run(
             out.display()
         );
     }
-    if check {
-        let plan = CheckedPlan::new(
-            &spec,
-            &points,
-            trials.len(),
-            out.display().to_string(),
-            out.join("plan.json").exists(),
-            lab,
-        );
-        crate::output::emit("lab run --check", &plan, json)?;
-        return Ok(Outcome::Ok);
-    }
-    if !real {
-        tcptune_lab::lab::require_admin("lab run")?;
-    }
-    // SIGINT/SIGTERM/SIGHUP set a flag: the trial in progress ends (its lab is removed, or
-    // the hosts' settings rolled back) and the loop stops; a rerun resumes.
-    tcptune_lab::os::catch_stop_signals();
-    let mut runner: Box<dyn run::TrialRunner> = match &spec.hosts {
-        Some(h) => Box::new(
-            HostRunner::connect(&spec.name, h, &points)
-                .map_err(|e| anyhow::anyhow!("{}: {e}", spec_path.display()))?,
+    Ok(())
+}
+
+/// One line per trial on standard error: its number of the total, id, point, result or
+/// failure, and the time left.
+fn progress_line(stderr: &mut std::io::Stderr, p: &run::Progress<'_>) {
+    let r = p.record;
+    let what = match (&r.result, &r.error) {
+        (Some(m), _) => format!(
+            "{:.2} Mbit/s{}",
+            m.goodput_bps / 1e6,
+            m.verdict
+                .as_deref()
+                .map(|v| format!(", {}", v.split(':').next().unwrap_or(v)))
+                .unwrap_or_default()
         ),
-        None => Box::new(LabRunner::new(lab)),
+        (None, Some(e)) => format!("FAILED: {e}"),
+        (None, None) => String::new(),
     };
-    let mut stderr = std::io::stderr();
-    let outcome = run::run_with(&spec, options, runner.as_mut(), out, &mut |p| {
-        let r = p.record;
-        let what = match (&r.result, &r.error) {
-            (Some(m), _) => format!(
-                "{:.2} Mbit/s{}",
-                m.goodput_bps / 1e6,
-                m.verdict
-                    .as_deref()
-                    .map(|v| format!(", {}", v.split(':').next().unwrap_or(v)))
-                    .unwrap_or_default()
-            ),
-            (None, Some(e)) => format!("FAILED: {e}"),
-            (None, None) => String::new(),
-        };
-        let _ = writeln!(
-            stderr,
-            "[{:>3}/{}] {:<12} {}{}: {what}  (ETA {})",
-            p.done,
-            p.total,
-            r.id,
-            p.point_label,
-            if r.warmup { " (warm-up)" } else { "" },
-            p.eta_s.map(fmt_eta).unwrap_or_default()
-        );
-    })
-    .with_context(|| format!("running {}", spec_path.display()))?;
-    if outcome.interrupted {
-        bail!(
-            "interrupted after {} trial(s) of this run; the {} and {} keeps what was measured: run the same command again to resume",
-            outcome.ran,
-            if real { "hosts' settings were rolled back" } else { "labs were removed" },
-            out.display()
-        );
-    }
-    let files = report::write_report(out)
-        .with_context(|| format!("writing the report in {}", out.display()))?;
-    if outcome.skipped > 0 {
-        eprintln!(
-            "resumed: {} trial(s) were already recorded",
-            outcome.skipped
-        );
-    }
-    super::report::print(files, json)?;
-    let failed = run::load_records(out)
-        .map(|r| {
-            let ok: std::collections::BTreeSet<&str> = r
-                .iter()
-                .filter(|t| t.result.is_some())
-                .map(|t| t.id.as_str())
-                .collect();
-            r.iter()
-                .filter(|t| t.error.is_some() && !ok.contains(t.id.as_str()))
-                .count()
-        })
-        .unwrap_or(outcome.failed);
-    if failed > 0 {
-        eprintln!(
-            "{failed} trial(s) failed (their errors are in trials.jsonl and the report); add --retry-failed to run them again"
-        );
-        return Ok(Outcome::Problem);
-    }
-    Ok(Outcome::Ok)
+    let _ = writeln!(
+        stderr,
+        "[{:>3}/{}] {:<12} {}{}: {what}  (ETA {})",
+        p.done,
+        p.total,
+        r.id,
+        p.point_label,
+        if r.warmup { " (warm-up)" } else { "" },
+        p.eta_s.map(fmt_eta).unwrap_or_default()
+    );
 }
