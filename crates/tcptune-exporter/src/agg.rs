@@ -15,8 +15,11 @@ use tcptune_kernel::DiagSocket;
 use tcptune_model::Dur;
 
 use crate::delta::{between, index, Delta, CLASSES};
-use crate::groups::{Grouping, Key};
+use crate::groups::{Dimension, Grouping, Key};
 use crate::metrics::{fixed_series, limit_names, series_per_group, Families, GroupMetrics};
+
+/// TCP states are numbered 1 to 12 (`tcp_info::state_name`); arrays indexed by state.
+const STATES: usize = 16;
 
 /// The overflow group's name.
 pub const OTHER: &str = "other";
@@ -56,9 +59,16 @@ pub(crate) struct Conn {
 
 /// Adds one socket's interval to its group's series.
 fn add(g: &GroupMetrics, d: &Delta, last: &Sample) {
-    g.delivered.inc_by(d.delivered);
-    g.retransmitted.inc_by(d.retransmitted);
-    g.rto.inc_by(d.rto);
+    // Each is an atomic add; most sockets moved nothing since the last poll.
+    for (c, n) in [
+        (&g.delivered, d.delivered),
+        (&g.retransmitted, d.retransmitted),
+        (&g.rto, d.rto),
+    ] {
+        if n > 0 {
+            c.inc_by(n);
+        }
+    }
     for (c, s) in g.limit_seconds.iter().zip(d.seconds) {
         if s > 0.0 {
             c.inc_by(s);
@@ -150,6 +160,11 @@ impl Aggregator {
         })
     }
 
+    /// Whether groups are made by congestion control (then dumps must ask for its name).
+    pub fn needs_congestion(&self) -> bool {
+        self.cfg.grouping.by.contains(&Dimension::Cc)
+    }
+
     /// How many groups besides `other` fit under `--max-series`.
     pub fn max_groups(&self) -> usize {
         self.max_groups
@@ -193,7 +208,12 @@ impl Aggregator {
 
     /// One dump of `netns` taken at `now` (the sockets are consumed: their `tcp_info` moves
     /// into the state kept per cookie, with no copy).
-    pub fn dump(&mut self, netns: Option<&str>, socks: Vec<DiagSocket>, now: Dur) {
+    pub fn dump(
+        &mut self,
+        netns: Option<&str>,
+        socks: impl IntoIterator<Item = DiagSocket>,
+        now: Dur,
+    ) {
         let key_ns = netns.map(str::to_string);
         let baseline = self
             .ns
@@ -332,10 +352,15 @@ impl Aggregator {
         h.polls.inc();
         h.sockets.set(self.seen as i64);
         self.seen = 0;
-        let mut by_state: HashMap<(usize, u8), i64> = std::mem::take(&mut self.stateless);
+        // Counted in arrays (group × state, group × class), not a map: this runs over every
+        // connection each poll.
+        let mut by_state = vec![[0i64; STATES]; self.groups.len()];
+        for ((g, state), n) in self.stateless.drain() {
+            by_state[g][usize::from(state) % STATES] += n;
+        }
         let mut by_limit = vec![[0i64; CLASSES]; self.groups.len()];
         for c in self.conns.values() {
-            *by_state.entry((c.group, c.state)).or_default() += 1;
+            by_state[c.group][usize::from(c.state) % STATES] += 1;
             let l = c.current.unwrap_or(Limit::NotEnoughEvidence);
             by_limit[c.group][index(l)] += 1;
         }
@@ -345,17 +370,20 @@ impl Aggregator {
             }
         }
         // Every state gauge a group has shown is set, so one that emptied reads 0.
-        for (gi, g) in self.groups.iter_mut().enumerate() {
+        for (g, counts) in self.groups.iter_mut().zip(by_state.iter_mut()) {
             for (state, gauge) in g.states.iter() {
-                gauge.set(by_state.remove(&(gi, *state)).unwrap_or(0));
+                gauge.set(std::mem::take(&mut counts[usize::from(*state) % STATES]));
             }
         }
-        for ((gi, state), n) in by_state {
-            let gauge = self
-                .families
-                .state_gauge(&self.groups[gi], state_name(state));
-            gauge.set(n);
-            self.groups[gi].states.push((state, gauge));
+        for (gi, counts) in by_state.iter().enumerate() {
+            for (state, &n) in counts.iter().enumerate().filter(|(_, n)| **n != 0) {
+                let state = state as u8;
+                let gauge = self
+                    .families
+                    .state_gauge(&self.groups[gi], state_name(state));
+                gauge.set(n);
+                self.groups[gi].states.push((state, gauge));
+            }
         }
     }
 

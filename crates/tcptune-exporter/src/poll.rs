@@ -43,6 +43,13 @@ fn filter() -> Filter {
     f
 }
 
+/// The extensions a poll asks for: tcp_info and socket memory (the engine's evidence), and
+/// the congestion control's name only when groups are made by it. Every attribute left out
+/// is one the kernel neither fills nor copies for each socket.
+pub fn extensions(congestion: bool) -> u8 {
+    ext::INFO | ext::SKMEMINFO | if congestion { ext::CONG } else { 0 }
+}
+
 fn since(start: Instant) -> Dur {
     Dur::from(start.elapsed())
 }
@@ -55,6 +62,12 @@ pub fn run(
     stop: &dyn Fn() -> bool,
 ) {
     let filter = filter();
+    let ext = match agg.lock() {
+        Ok(a) => extensions(a.needs_congestion()),
+        Err(_) => return,
+    };
+    // One buffer for every dump, so a poll allocates nothing per socket list.
+    let mut socks = Vec::new();
     let start = Instant::now();
     let mut next = start;
     // Destroy events are read in slices short enough to notice a stop signal promptly.
@@ -63,11 +76,12 @@ pub fn run(
         let t0 = Instant::now();
         for t in targets.iter_mut() {
             // The dump runs outside the lock, so a scrape never waits for the kernel.
-            let socks = t.diag.dump(&filter, ext::ROWS);
+            socks.clear();
+            let dumped = t.diag.dump_each(&filter, ext, |s| socks.push(s));
             let now = since(start);
             let Ok(mut a) = agg.lock() else { return };
-            match socks {
-                Ok(socks) => a.dump(t.netns.as_deref(), socks, now),
+            match dumped {
+                Ok(_) => a.dump(t.netns.as_deref(), socks.drain(..), now),
                 Err(_) => {
                     a.families().health.dump_errors.inc();
                 }
@@ -105,5 +119,18 @@ pub fn run(
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dumps_ask_only_for_what_the_aggregator_reads() {
+        assert_eq!(extensions(false), ext::INFO | ext::SKMEMINFO);
+        assert_eq!(extensions(true), ext::INFO | ext::SKMEMINFO | ext::CONG);
+        // Never the congestion control's own info (BBR's, filled for every socket asked).
+        assert_eq!(extensions(true) & ext::VEGASINFO, 0);
     }
 }

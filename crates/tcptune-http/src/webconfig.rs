@@ -9,7 +9,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use crate::auth::BasicAuth;
-use crate::serve::{header, Reply};
+use crate::reply::{header, Reply};
 use crate::tls::{server_config, settings, TlsError};
 use crate::yaml::{Entry, Value};
 

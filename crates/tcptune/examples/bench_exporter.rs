@@ -7,7 +7,8 @@
 //! namespace, starts both exporters inside it, scrapes each once a second (tcptune polls every
 //! second on its own; node_exporter works when scraped) and prints, over a 10 s window, each
 //! one's CPU (user + system, as a share of one core), its median scrape latency and its scrape
-//! size, and the ratios.
+//! size, and the ratios. The connections are held by as many processes as the open-file limit
+//! needs (a container's root cannot raise the hard limit, often 20,000): each holds its share.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -35,10 +36,15 @@ impl Drop for Proc {
     }
 }
 
+/// Descriptors a holder keeps besides its connections.
+const SPARE_FDS: usize = 100;
+
 /// `--hold NS CONNS`: opens the connections inside NS, says "ready", keeps them until stdin
-/// closes (a separate process, so the exporters' spawns do not copy its descriptors).
+/// closes (a separate process, so the exporters' spawns do not copy its descriptors). The
+/// server ends are never accepted: established in the listeners' queues, they need no
+/// descriptor and are dumped like any other socket.
 fn hold(ns: &str, conns: usize) {
-    let want = (conns + 1000) as u64;
+    let want = (conns + SPARE_FDS) as u64;
     let now = tcptune_os::process::raise_open_file_limit(want).unwrap_or(0);
     assert!(
         now >= want,
@@ -67,13 +73,13 @@ fn hold(ns: &str, conns: usize) {
     drop(sockets);
 }
 
-/// user + system ticks of a process.
-fn cpu_ticks(pid: u32) -> u64 {
+/// (user, system) ticks of a process.
+fn cpu_ticks(pid: u32) -> (u64, u64) {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
     // Fields after the command name (which may hold spaces) in parentheses.
     let rest = &stat[stat.rfind(')').unwrap() + 2..];
     let f: Vec<&str> = rest.split(' ').collect();
-    f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap()
+    (f[11].parse().unwrap(), f[12].parse().unwrap())
 }
 
 /// Resident memory of a process, MB.
@@ -119,6 +125,8 @@ fn spawn_in(ns: &str, argv: &[&str]) -> Proc {
 struct Figures {
     rss_mb: f64,
     cpu_pct: f64,
+    /// Of which in the kernel (system time: for tcptune, mostly the sock_diag dump).
+    sys_pct: f64,
     scrape: Duration,
     bytes: usize,
 }
@@ -137,22 +145,45 @@ fn measure(pid: u32, addr: &str, tck: f64) -> Figures {
         std::thread::sleep(next.saturating_sub(t0.elapsed()));
     }
     let secs = t0.elapsed().as_secs_f64();
+    let c1 = cpu_ticks(pid);
+    let pct = |ticks: u64| ticks as f64 / tck / secs * 100.0;
     Figures {
         rss_mb: rss_mb(pid),
-        cpu_pct: (cpu_ticks(pid) - c0) as f64 / tck / secs * 100.0,
+        cpu_pct: pct(c1.0 + c1.1 - c0.0 - c0.1),
+        sys_pct: pct(c1.1 - c0.1),
         scrape: median(lat),
         bytes,
     }
 }
 
-fn run_size(tcptune: &str, conns: usize, tck: f64) {
-    let want = (conns + 1000) as u64;
-    let can = tcptune_os::process::raise_open_file_limit(want).unwrap_or(0);
-    if can < want {
-        println!("{conns:>6} connections: skipped, the open-file limit here is {can} (needs {want}; raise the hard limit)");
-        return;
+/// Starts holders of `conns` connections in `ns`, each as many as the open-file limit allows;
+/// returns them once all say "ready".
+fn holders(ns: &str, conns: usize) -> Vec<Child> {
+    let can = tcptune_os::process::raise_open_file_limit(1 << 20).unwrap_or(0) as usize;
+    let each = can.saturating_sub(SPARE_FDS).clamp(1, 20_000);
+    let mut out = Vec::new();
+    let mut left = conns;
+    while left > 0 {
+        let n = left.min(each);
+        left -= n;
+        let mut h = Command::new(std::env::current_exe().unwrap())
+            .args(["--hold", ns, &n.to_string()])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut ready = String::new();
+        BufReader::new(h.stdout.take().unwrap())
+            .read_line(&mut ready)
+            .unwrap();
+        assert_eq!(ready.trim(), "ready", "a socket holder failed");
+        out.push(h);
     }
-    let ns = Ns(format!("tt-h4-benchexp-{}-{conns}", std::process::id()));
+    out
+}
+
+fn run_size(tcptune: &str, conns: usize, tck: f64) {
+    let ns = Ns(format!("tt-benchexp-{}-{conns}", std::process::id()));
     assert!(Command::new("ip")
         .args(["netns", "add", &ns.0])
         .status()
@@ -169,17 +200,7 @@ fn run_size(tcptune: &str, conns: usize, tck: f64) {
         .arg(format!("net.ipv4.tcp_max_syn_backlog={backlog}"))
         .status()
         .unwrap();
-    let mut holder = Command::new(std::env::current_exe().unwrap())
-        .args(["--hold", &ns.0, &conns.to_string()])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut ready = String::new();
-    BufReader::new(holder.stdout.take().unwrap())
-        .read_line(&mut ready)
-        .unwrap();
-    assert_eq!(ready.trim(), "ready", "the socket holder failed");
+    let mut held = holders(&ns.0, conns);
     let ours = spawn_in(
         &ns.0,
         &[
@@ -217,22 +238,33 @@ fn run_size(tcptune: &str, conns: usize, tck: f64) {
     let b = measure(node.0.id(), NODE_ADDR, tck);
     tcptune_os::netns::setns(home.as_fd()).unwrap();
     println!(
-        "{conns:>6} connections ({:>6} sockets): tcptune exporter {:>5.2}% of a core, scrape {:>6.2} ms, {:>6} B, {:>5.0} MB | node_exporter tcpstat {:>5.2}%, scrape {:>6.2} ms, {:>5} B, {:>4.0} MB | CPU ratio {:.2}x, scrape-latency ratio {:.2}x",
+        "{conns:>6} connections ({:>6} sockets): tcptune exporter {:>5.2}% of a core ({:>5.2}% kernel), scrape {:>6.2} ms, {:>6} B, {:>5.0} MB | node_exporter tcpstat {:>5.2}% ({:>5.2}% kernel), scrape {:>6.2} ms, {:>5} B, {:>4.0} MB | CPU ratio {:.2}x, scrape-latency ratio {:.2}x (load {})",
         2 * conns,
         a.cpu_pct,
+        a.sys_pct,
         a.scrape.as_secs_f64() * 1e3,
         a.bytes,
         a.rss_mb,
         b.cpu_pct,
+        b.sys_pct,
         b.scrape.as_secs_f64() * 1e3,
         b.bytes,
         b.rss_mb,
         a.cpu_pct / b.cpu_pct.max(1e-9),
         a.scrape.as_secs_f64() / b.scrape.as_secs_f64().max(1e-9),
+        std::fs::read_to_string("/proc/loadavg")
+            .unwrap_or_default()
+            .split(' ')
+            .next()
+            .unwrap_or("?"),
     );
     drop((ours, node));
-    drop(holder.stdin.take());
-    let _ = holder.wait();
+    for h in &mut held {
+        drop(h.stdin.take());
+    }
+    for mut h in held {
+        let _ = h.wait();
+    }
 }
 
 fn main() {

@@ -556,7 +556,7 @@ fn prometheus_scrapes_over_tls_with_a_client_certificate() {
         "tls_server_config:\n  cert_file: e-server.pem\n  key_file: e-server.key\n  client_auth_type: RequireAndVerifyClientCert\n  client_ca_file: e-ca.pem\n",
     )
     .unwrap();
-    let (_exp, addr) = exporter(&["--web-config", web.to_str().unwrap()]);
+    let (mut exp, addr) = exporter(&["--web-config", web.to_str().unwrap()]);
     let (status, body) = get(addr, "/metrics", None);
     assert_eq!(status, 400, "plain HTTP on the TLS port: {body}");
     assert!(!body.contains("tcptune_"), "{body}");
@@ -580,4 +580,11 @@ fn prometheus_scrapes_over_tls_with_a_client_certificate() {
         },
     );
     assert_eq!(scalar(prom, "max_over_time(up{job=\"nocert\"}[1m])"), 0.0);
+    // Stopped by a signal, it removes the private directory of its TLS relay socket.
+    let pid = exp.0.id();
+    let relay = std::env::temp_dir().join(format!("tcptune-http-{pid}-0"));
+    assert!(relay.exists(), "{}", relay.display());
+    tcptune_testkit::signal(pid, tcptune_testkit::Signal::Term);
+    let _ = exp.0.wait();
+    assert!(!relay.exists(), "{} left behind", relay.display());
 }
