@@ -793,4 +793,56 @@ duration = "5s"
             Some(0.1)
         );
     }
+
+    /// `[hosts]` in a spec (the table's own parsing is tested in `hosts`).
+    #[test]
+    fn a_spec_takes_hosts_and_a_bad_one_names_its_line() {
+        use crate::hosts::Endpoint;
+        use crate::settings::tests::FakeCaps;
+        let parse = |t: &str| crate::spec::parse(t, &FakeCaps);
+        assert!(
+            parse("name = \"x\"\n").unwrap().hosts.is_none(),
+            "no [hosts]: the lab"
+        );
+        let s = parse(
+            "name = \"x\"\n[hosts]\nclient = \"ssh://root@10.0.0.1\"\nserver = \"local\"\nssh_options = [\"ConnectTimeout=5\"]\ntcptune = \"/opt/tcptune\"\n",
+        )
+        .unwrap();
+        let h = s.hosts.unwrap();
+        assert_eq!(h.server, Endpoint::Local);
+        assert_eq!(h.client.to_string(), "ssh://root@10.0.0.1");
+        assert_eq!(h.ssh_options, ["ConnectTimeout=5"]);
+        assert_eq!(h.tcptune, "/opt/tcptune");
+        let e =
+            parse("name = \"x\"\n[hosts]\nclient = \"root@h\"\nserver = \"local\"\n").unwrap_err();
+        assert_eq!(e.line, Some(3), "{e}");
+        assert!(
+            e.message
+                .contains("hosts.client = \"root@h\" is not a host"),
+            "{e}"
+        );
+        for (text, want) in [
+            ("[hosts]\nclient = \"local\"\n", "[hosts] needs server"),
+            (
+                "[hosts]\nclient = \"local\"\nserver = \"local\"\n",
+                "both local",
+            ),
+            (
+                "[hosts]\nclient = \"local\"\nserver = \"ssh://h\"\nport = 22\n",
+                "'hosts.port' is not a hosts setting",
+            ),
+            (
+                "[hosts]\nclient = \"local\"\nserver = \"ssh://h\"\nssh_options = [\"-v\"]\n",
+                "\"Name=value\"",
+            ),
+            (
+                "[hosts]\nclient = \"local\"\nserver = \"ssh://h\"\nserver_address = \"h\"\n",
+                "not an IP address",
+            ),
+            ("hosts = 1\n", "must be a table"),
+        ] {
+            let e = parse(&format!("name = \"x\"\n{text}")).unwrap_err();
+            assert!(e.message.contains(want), "{text}: {e}");
+        }
+    }
 }
