@@ -35,6 +35,9 @@ pub struct Tcp {
     client_sends: u32,
     host_cpu_at_start: Option<CpuTicks>,
     waits_at_start: Option<RunDelays>,
+    /// The test's clock, and when its time was up (the senders stopped).
+    clock: std::time::Instant,
+    stopped_at: Option<Dur>,
 }
 
 /// What a TCP test's streams did, with the CPU figures of the data phase.
@@ -150,6 +153,8 @@ impl Transport for Tcp {
             client_sends: x.client_sends,
             host_cpu_at_start,
             waits_at_start,
+            clock: x.clock.0,
+            stopped_at: None,
         })
     }
 
@@ -217,6 +222,9 @@ impl Transport for Tcp {
 
     fn stop(&mut self) {
         self.data.stop_senders();
+        self.stopped_at = Some(Dur::from_nanos(
+            self.clock.elapsed().as_nanos().min(u64::MAX as u128) as u64,
+        ));
     }
 
     fn abort(self) {
@@ -245,6 +253,14 @@ impl Transport for Tcp {
             if omit_s > 0 {
                 let after = o.samples.partition_point(|s| s.at_s <= omit_end);
                 o.samples.drain(..after.saturating_sub(1));
+            }
+            // Nor does what followed the test's end: the last sample is taken once the
+            // threads have stopped, and a lossy path still repairs what was in flight then.
+            // iperf3's final total is its intervals' sum; so is ours (at least one sample
+            // kept).
+            if let Some(stop) = self.stopped_at {
+                let keep = o.samples.partition_point(|s| s.at_s <= stop).max(1);
+                o.samples.truncate(keep);
             }
         }
         // Both ends on this host (loopback): how busy all its CPUs were, softirq included.
