@@ -340,8 +340,27 @@ pub(crate) mod tests {
 
     /// What `lab up --host` / `lab set --host` (then the spec's validation) accepts, the
     /// experiment's check accepts, and the other way round: one table decides both.
+    /// The running kernel's answers read once: the congestion controls available can change
+    /// while other tests load a module, and both entry points must be asked the same question.
+    struct ReadOnce(Vec<String>);
+
+    impl Capabilities for ReadOnce {
+        fn congestion_controls(&self) -> Vec<String> {
+            self.0.clone()
+        }
+        fn sysctl_exists(&self, key: &str) -> bool {
+            LiveCapabilities.sysctl_exists(key)
+        }
+        fn cpus(&self) -> u32 {
+            LiveCapabilities.cpus()
+        }
+    }
+
     fn both_entry_points_agree(key: &str, value: &str) {
-        let caps = LiveCapabilities;
+        thread_local! {
+            static CCS: Vec<String> = LiveCapabilities.congestion_controls();
+        }
+        let caps = ReadOnce(CCS.with(Vec::clone));
         let experiment = check(&format!("client.{key}"), value, &caps);
         let mut spec = tcptune_lab::LabSpec::default();
         let lab =
