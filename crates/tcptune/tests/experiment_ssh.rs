@@ -364,6 +364,29 @@ fn a_spec_runs_over_ssh_applies_and_rolls_back_and_agrees_with_the_lab() {
     );
 }
 
+impl Hosts {
+    /// Starts a run of `spec` into `out` and waits until both hosts hold its point's settings
+    /// (the server's tcp_rmem, the client's own setting): the moment the kill tests strike.
+    fn run_until_applied(&self, spec: &Path, out: &Path, stderr: Stdio) -> Kill {
+        let runner = Kill(
+            self.lab_run(spec, out)
+                .stdout(Stdio::null())
+                .stderr(stderr)
+                .spawn()
+                .unwrap(),
+        );
+        tcptune_testkit::wait_for(
+            "both hosts' settings applied",
+            Duration::from_secs(60),
+            || {
+                let [c, s] = self.sysctls();
+                s.0 == "4096\t16384\t16384" && c.1 == "0"
+            },
+        );
+        runner
+    }
+}
+
 #[test]
 fn a_killed_runner_and_its_connections_leave_both_hosts_restored() {
     let test = "a_killed_runner_and_its_connections_leave_both_hosts_restored";
@@ -375,22 +398,7 @@ fn a_killed_runner_and_its_connections_leave_both_hosts_restored() {
     let _snapshots = Snapshots("tt-h4-sshkill");
     let spec = h.spec("tt-h4-sshkill", "30s", &["4096 16384 16384"]);
     let out = h.dir.join("kill");
-    let runner = Kill(
-        h.lab_run(&spec, &out)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    // Applied there: the server's tcp_rmem is the point's, the client's setting its own.
-    tcptune_testkit::wait_for(
-        "both hosts' settings applied",
-        Duration::from_secs(60),
-        || {
-            let [c, s] = h.sysctls();
-            s.0 == "4096\t16384\t16384" && c.1 == "0"
-        },
-    );
+    let runner = h.run_until_applied(&spec, &out, Stdio::null());
     // Kill the runner and every ssh of its run (the master connections and their sessions):
     // nothing on this side is left to roll back.
     let pid = runner.0.id();
@@ -427,21 +435,7 @@ fn a_lost_connection_fails_its_trial_with_the_cause_and_the_run_goes_on() {
     )
     .unwrap();
     let out = h.dir.join("lost");
-    let mut runner = Kill(
-        h.lab_run(&spec, &out)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    );
-    tcptune_testkit::wait_for(
-        "both hosts' settings applied",
-        Duration::from_secs(60),
-        || {
-            let [c, s] = h.sysctls();
-            s.0 == "4096\t16384\t16384" && c.1 == "0"
-        },
-    );
+    let mut runner = h.run_until_applied(&spec, &out, Stdio::piped());
     // Every ssh of the run dies (its connections drop); the runner lives on.
     let pid = runner.0.id();
     let ssh = processes_with(&format!("tcptune-ssh-{pid}/"));
