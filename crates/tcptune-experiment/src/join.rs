@@ -302,6 +302,8 @@ mod tests {
             seed: 1,
             started_unix_s: 0,
             wall_s: 1.0,
+            host_busy: None,
+            host_steal: None,
             result: Some(Measurement {
                 // 12 drops and 5 copies in all: 1 drop before the captures, 2 drops that were
                 // copies (the far side saw 9 losses and 3 extra copies).

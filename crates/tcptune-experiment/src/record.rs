@@ -74,6 +74,15 @@ pub struct TrialRecord {
     pub started_unix_s: u64,
     /// Wall-clock time the trial took, set-up included.
     pub wall_s: f64,
+    /// The share of all of the machine's CPU time that was busy (anything not idle, steal
+    /// apart) while the trial ran, from `/proc/stat`: the trial's own work plus everyone
+    /// else's. A lab's paths are emulated on this machine, so a busy one can change what a
+    /// CPU-sensitive point measures; the report shows the range.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_busy: Option<f64>,
+    /// The share of CPU time the hypervisor took (steal) while the trial ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_steal: Option<f64>,
     pub result: Option<Measurement>,
     /// Why the trial failed, when it did.
     pub error: Option<String>,

@@ -243,8 +243,12 @@ pub fn run_with(
         let point = &stored.points[trial.point];
         let started = std::time::Instant::now();
         let started_unix_s = now_unix();
+        let cpu_before = tcptune_kernel::cpustat::CpuTicks::now();
         let result = runner.run(point, trial, dir);
         let wall_s = started.elapsed().as_secs_f64();
+        let cpu = cpu_before
+            .zip(tcptune_kernel::cpustat::CpuTicks::now())
+            .and_then(|(a, b)| a.shares_until(&b));
         if result.is_err() && runner.should_stop() {
             // Cut by the stop signal, not failed: left unrecorded, so a resume runs it.
             return Ok(RunOutcome {
@@ -269,6 +273,8 @@ pub fn run_with(
             seed: trial.seed,
             started_unix_s,
             wall_s,
+            host_busy: cpu.map(|c| c.0),
+            host_steal: cpu.map(|c| c.2),
             result,
             error,
         };

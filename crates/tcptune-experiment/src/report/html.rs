@@ -42,6 +42,29 @@ impl Exporter for HtmlExporter<'_> {
     }
 }
 
+/// How busy the machine's CPUs were while the trials ran (recorded since the records carry
+/// it): the lab emulates its paths on this machine, so a reader judging a CPU-sensitive point
+/// needs the range. Empty for records without it.
+fn host_busy_sentence(records: &[crate::record::TrialRecord]) -> String {
+    let mut busy: Vec<f64> = records.iter().filter_map(|r| r.host_busy).collect();
+    if busy.is_empty() {
+        return String::new();
+    }
+    busy.sort_by(f64::total_cmp);
+    let pct = |q: f64| 100.0 * busy[((busy.len() - 1) as f64 * q).round() as usize];
+    let steal = records
+        .iter()
+        .filter_map(|r| r.host_steal)
+        .fold(0.0f64, f64::max);
+    format!(
+        " While the trials ran, the machine's CPUs were busy {:.0}% of the time at the median (from {:.0}% to {:.0}%, every process counted), with at most {:.1}% taken by the hypervisor (steal).",
+        pct(0.5),
+        pct(0.0),
+        pct(1.0),
+        100.0 * steal
+    )
+}
+
 /// The page's opening paragraph: what was planned, recorded, measured and failed, and why.
 fn summary(results: &Results) -> String {
     let (plan, records) = (&results.plan, &results.records);
@@ -67,8 +90,9 @@ fn summary(results: &Results) -> String {
         .auto
         .map(|rule| format!(" {}", auto_sentences(&rule, &results.points)))
         .unwrap_or_default();
+    let busy = host_busy_sentence(records);
     format!(
-        "{} sweep point(s), {}{} planned trials ({} recorded: {} measured, {} failed).{why} Goodput is the mean of the measured trials with its 95% confidence interval (Student t); warm-up trials are not counted, and a failed trial counts nowhere but here.{auto}",
+        "{} sweep point(s), {}{} planned trials ({} recorded: {} measured, {} failed).{why} Goodput is the mean of the measured trials with its 95% confidence interval (Student t); warm-up trials are not counted, and a failed trial counts nowhere but here.{auto}{busy}",
         plan.points.len(),
         if plan.auto.is_some() { "up to " } else { "" },
         plan.trials.len(),
@@ -267,4 +291,40 @@ fn captioned(figures: &[Figure]) -> Vec<(String, String)> {
         .iter()
         .map(|f| (f.caption.clone(), f.svg.clone()))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::host_busy_sentence;
+    use crate::record::TrialRecord;
+
+    fn record(busy: Option<f64>, steal: Option<f64>) -> TrialRecord {
+        TrialRecord {
+            id: "p000-r01".into(),
+            point: 0,
+            rep: Some(1),
+            warmup: false,
+            seed: 1,
+            started_unix_s: 0,
+            wall_s: 1.0,
+            host_busy: busy,
+            host_steal: steal,
+            result: None,
+            error: None,
+        }
+    }
+
+    #[test]
+    fn the_machines_busy_range_is_said_only_when_the_records_carry_it() {
+        assert_eq!(host_busy_sentence(&[record(None, None)]), "");
+        let s = host_busy_sentence(&[
+            record(Some(0.9), Some(0.01)),
+            record(Some(0.2), Some(0.0)),
+            record(Some(0.5), Some(0.03)),
+            record(None, None),
+        ]);
+        assert!(s.contains("busy 50% of the time at the median"), "{s}");
+        assert!(s.contains("from 20% to 90%"), "{s}");
+        assert!(s.contains("at most 3.0%"), "{s}");
+    }
 }
