@@ -7,6 +7,7 @@
 //! hold. Errors are `std::io::Error` straight from `errno`; callers add what they were doing.
 
 #![deny(clippy::undocumented_unsafe_blocks)]
+#![warn(missing_docs)]
 
 pub mod fs;
 pub mod localtime;
