@@ -348,7 +348,7 @@ fn spawn_emulator(lab: &str) -> Result<u32, LabError> {
 /// first effect whose line contains `fail_on` failing.
 #[cfg(test)]
 #[derive(Default)]
-pub struct Fake {
+pub(crate) struct Fake {
     pub log: Vec<String>,
     /// (namespace or "", key) → value.
     pub sysctls: std::collections::BTreeMap<(String, String), String>,
