@@ -8,6 +8,7 @@
 //! `--packets` keeps something per flagged packet, because that is its output.
 
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
 pub mod diagnose;
 pub mod gaps;
@@ -229,6 +230,7 @@ pub struct Analyzer {
 }
 
 impl Analyzer {
+    /// An analyzer with no flows yet, with `opts` (graph series, flagged packets).
     pub fn new(opts: Options) -> Analyzer {
         Analyzer {
             opts,

@@ -19,25 +19,38 @@ pub struct FlagCounts {
     pub retransmission: u64,
     /// Retransmissions that are neither fast nor spurious (timeouts, mostly).
     pub plain_retransmission: u64,
+    /// Packets matching `tcp.analysis.fast_retransmission`.
     pub fast_retransmission: u64,
+    /// Packets matching `tcp.analysis.spurious_retransmission`.
     pub spurious_retransmission: u64,
+    /// Packets matching `tcp.analysis.out_of_order`.
     pub out_of_order: u64,
     /// "Previous segment not captured".
     pub lost_segment: u64,
     /// "ACKed segment that wasn't captured".
     pub ack_lost_segment: u64,
+    /// Packets matching `tcp.analysis.duplicate_ack`.
     pub duplicate_ack: u64,
+    /// Packets matching `tcp.analysis.zero_window`.
     pub zero_window: u64,
+    /// Packets matching `tcp.analysis.zero_window_probe`.
     pub zero_window_probe: u64,
+    /// Packets matching `tcp.analysis.zero_window_probe_ack`.
     pub zero_window_probe_ack: u64,
+    /// Packets matching `tcp.analysis.window_full`.
     pub window_full: u64,
+    /// Packets matching `tcp.analysis.window_update`.
     pub window_update: u64,
+    /// Packets matching `tcp.analysis.keep_alive`.
     pub keep_alive: u64,
+    /// Packets matching `tcp.analysis.keep_alive_ack`.
     pub keep_alive_ack: u64,
+    /// Packets matching `tcp.analysis.reused_ports`.
     pub reused_ports: u64,
 }
 
 impl FlagCounts {
+    /// Counts one packet's flags.
     pub fn add(&mut self, f: Flags) {
         if f.is_empty() {
             return;
@@ -61,6 +74,7 @@ impl FlagCounts {
         self.reused_ports += c(Flags::REUSED_PORTS);
     }
 
+    /// Adds another set of counts (flows into a capture's total).
     pub fn merge(&mut self, o: &FlagCounts) {
         for (a, b) in self.as_mut_array().into_iter().zip(o.as_array()) {
             *a += b;
@@ -130,6 +144,7 @@ impl FlagCounts {
         ]
     }
 
+    /// Flags counted over all names (a packet with two flags counts twice).
     pub fn total(&self) -> u64 {
         self.named().iter().map(|(_, n)| n).sum()
     }
@@ -142,25 +157,35 @@ pub struct SynOptions {
     pub mss: Option<u16>,
     /// Window scale shift as sent.
     pub window_scale: Option<u8>,
+    /// SACK-permitted was offered.
     pub sack_permitted: bool,
+    /// Timestamps were offered.
     pub timestamps: bool,
 }
 
 /// Min/mean/max/stdev of RTT samples, seconds.
 #[derive(Debug, Clone, Copy, Serialize, JsonSchema)]
 pub struct RttStats {
+    /// RTT samples taken.
     pub samples: u64,
+    /// Smallest RTT, seconds.
     pub min_s: Dur,
+    /// Mean RTT, seconds.
     pub mean_s: Dur,
+    /// Largest RTT, seconds.
     pub max_s: Dur,
+    /// Standard deviation, seconds.
     pub stdev_s: Dur,
 }
 
 /// Advertised receive window (scaled, as Wireshark shows it), bytes.
 #[derive(Debug, Clone, Copy, Serialize, JsonSchema)]
 pub struct WindowStats {
+    /// Smallest scaled window advertised, bytes.
     pub min_bytes: Bytes,
+    /// Mean scaled window, bytes.
     pub mean_bytes: Bytes,
+    /// Largest scaled window, bytes.
     pub max_bytes: Bytes,
     /// Packets advertising a zero window.
     pub zero_windows: u64,
@@ -169,6 +194,7 @@ pub struct WindowStats {
 /// tcptrace-style statistics for the packets one endpoint sent.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct DirStats {
+    /// Packets sent in this direction.
     pub packets: u64,
     /// Packets carrying payload.
     pub data_packets: u64,
@@ -176,17 +202,23 @@ pub struct DirStats {
     pub data_bytes: Bytes,
     /// Packets with ACK and nothing else (no payload, SYN, FIN or RST).
     pub pure_acks: u64,
+    /// Packets with SYN set.
     pub syn: u64,
+    /// Packets with FIN set.
     pub fin: u64,
+    /// Packets with RST set.
     pub rst: u64,
     /// Payload bytes above the highest sequence number sent before (new data).
     pub unique_bytes: Bytes,
     /// Packets repeating bytes already sent (any overlap).
     pub retransmitted_packets: u64,
+    /// Payload bytes of those packets.
     pub retransmitted_bytes: Bytes,
     /// Largest payload, bytes.
     pub max_segment_bytes: u32,
+    /// What this direction's SYN offered, when the handshake was captured.
     pub syn_options: Option<SynOptions>,
+    /// The receive window this direction advertised (scaled when the scale is known).
     pub window: Option<WindowStats>,
     /// RTT of this direction's data, by Karn's rule from the peer's ACKs.
     pub rtt: Option<RttStats>,
@@ -224,18 +256,23 @@ pub struct FlowReport {
     pub stream: u32,
     /// Endpoint that sent the first packet seen, "address:port".
     pub a: String,
+    /// The other endpoint, "address:port".
     pub b: String,
     /// Which endpoint sent a pure SYN first ("a" or "b"), if any was captured.
     pub client: Option<String>,
     /// Start relative to the first packet of the capture.
     pub start_s: Dur,
+    /// From the first to the last packet of the flow, seconds.
     pub duration_s: Dur,
+    /// Packets of both directions.
     pub packets: u64,
     /// SYN to first ACK, when the handshake was captured (Wireshark's iRTT).
     pub initial_rtt_s: Option<Dur>,
     /// Flags on both directions' packets.
     pub flags: FlagCounts,
+    /// Data sent by a and the window b advertised for it.
     pub a_to_b: DirStats,
+    /// Data sent by b and the window a advertised for it.
     pub b_to_a: DirStats,
     /// Short findings from the capture alone, most important first.
     pub diagnosis: Vec<String>,
@@ -246,6 +283,7 @@ pub struct FlowReport {
 pub struct FlaggedPacket {
     /// Frame number in the file (1-based, as Wireshark numbers them).
     pub frame: u64,
+    /// The flow's `tcp.stream` number.
     pub stream: u32,
     /// Time since the first packet of the capture.
     pub time_s: Dur,
@@ -284,6 +322,7 @@ pub struct UnsupportedLink {
     pub link_type: u32,
     /// Its name, when known ("FDDI"), else "link type N".
     pub name: String,
+    /// Frames with that link type.
     pub frames: u64,
 }
 
@@ -296,8 +335,11 @@ pub struct AnalyzeReport {
     pub format: String,
     /// Whose rules the flags follow: "wireshark-4.0".
     pub profile: String,
+    /// Frames read.
     pub frames: u64,
+    /// Frames that decoded to a TCP segment.
     pub tcp_segments: u64,
+    /// Frames left out, by reason.
     pub skipped: Skipped,
     /// Set when the file is damaged: what stopped the reading. The result covers the frames
     /// before it.
@@ -309,6 +351,7 @@ pub struct AnalyzeReport {
     pub duration_s: Dur,
     /// Flags over all flows.
     pub flags: FlagCounts,
+    /// Each conversation, in `tcp.stream` order.
     pub flows: Vec<FlowReport>,
     /// Flagged packets (only with `--packets`).
     pub packets: Option<Vec<FlaggedPacket>>,
@@ -512,6 +555,7 @@ fn write_flags(f: &mut fmt::Formatter<'_>, lead: &str, c: &FlagCounts) -> fmt::R
 
 /// A finished analysis: the report and, with `Options::series`, each flow's graph series.
 pub struct Finished {
+    /// The report, as `--json` prints it.
     pub report: AnalyzeReport,
     /// (stream number, series), in stream order.
     pub series: Vec<(u32, Box<FlowSeries>)>,

@@ -30,6 +30,7 @@ impl<T> Default for Series<T> {
 }
 
 impl<T> Series<T> {
+    /// Adds a point, thinning the series when it is full.
     pub fn push(&mut self, p: T) {
         if self.stride == 0 {
             self.stride = 1;
@@ -51,6 +52,7 @@ impl<T> Series<T> {
         }
         self.seen += 1;
     }
+    /// The points kept, in the order pushed.
     pub fn points(&self) -> &[T] {
         &self.points
     }
@@ -63,17 +65,24 @@ impl<T> Series<T> {
 /// A data segment: time (ns since the epoch), sequence range relative to the first seen.
 #[derive(Debug, Clone, Copy)]
 pub struct SegPoint {
+    /// Time, ns since the epoch.
     pub t_ns: i64,
+    /// First sequence number, relative.
     pub start: u64,
+    /// Sequence number after the last byte, relative.
     pub end: u64,
 }
 
 /// An ACK: time, acknowledged sequence and right window edge, relative to the first data seq.
 #[derive(Debug, Clone, Copy)]
 pub struct AckPoint {
+    /// Time, ns since the epoch.
     pub t_ns: i64,
+    /// Acknowledged sequence number, relative.
     pub ack: i64,
+    /// Right edge of the advertised window (ack + window), relative.
     pub edge: i64,
+    /// The advertised window, bytes (scaled).
     pub window: u64,
 }
 
@@ -82,8 +91,11 @@ pub struct AckPoint {
 pub struct DirSeries {
     /// First sequence number seen in this direction (graphs start at 0 there).
     pub base: Option<u32>,
+    /// Data segments sent for the first time.
     pub segments: Series<SegPoint>,
+    /// Retransmitted data segments.
     pub retransmissions: Series<SegPoint>,
+    /// The peer's ACKs of this data.
     pub acks: Series<AckPoint>,
     /// (time ns, RTT seconds).
     pub rtt: Series<(i64, f64)>,
@@ -98,6 +110,7 @@ pub struct DirSeries {
 /// Both directions of a flow; index 0 is a→b data.
 #[derive(Debug, Clone, Default)]
 pub struct FlowSeries {
+    /// a→b at index 0, b→a at 1.
     pub dirs: [DirSeries; 2],
 }
 

@@ -30,15 +30,15 @@ struct Outstanding {
 /// Running min/max/mean/stdev without storing samples.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Running {
-    pub n: u64,
-    pub min: f64,
-    pub max: f64,
+    pub(crate) n: u64,
+    pub(crate) min: f64,
+    pub(crate) max: f64,
     sum: f64,
     sumsq: f64,
 }
 
 impl Running {
-    pub fn add(&mut self, x: f64) {
+    pub(crate) fn add(&mut self, x: f64) {
         if self.n == 0 || x < self.min {
             self.min = x;
         }
@@ -49,10 +49,10 @@ impl Running {
         self.sum += x;
         self.sumsq += x * x;
     }
-    pub fn mean(&self) -> Option<f64> {
+    pub(crate) fn mean(&self) -> Option<f64> {
         (self.n > 0).then(|| self.sum / self.n as f64)
     }
-    pub fn stdev(&self) -> Option<f64> {
+    pub(crate) fn stdev(&self) -> Option<f64> {
         let m = self.mean()?;
         Some((self.sumsq / self.n as f64 - m * m).max(0.0).sqrt())
     }
@@ -61,36 +61,36 @@ impl Running {
 /// Everything counted for one direction (packets sent by one endpoint).
 #[derive(Debug, Clone, Default)]
 pub struct DirAcc {
-    pub packets: u64,
-    pub data_packets: u64,
-    pub data_bytes: u64,
-    pub pure_acks: u64,
-    pub syn: u64,
-    pub fin: u64,
-    pub rst: u64,
-    pub unique_bytes: u64,
-    pub rexmt_packets: u64,
-    pub rexmt_bytes: u64,
-    pub max_segment: u32,
+    pub(crate) packets: u64,
+    pub(crate) data_packets: u64,
+    pub(crate) data_bytes: u64,
+    pub(crate) pure_acks: u64,
+    pub(crate) syn: u64,
+    pub(crate) fin: u64,
+    pub(crate) rst: u64,
+    pub(crate) unique_bytes: u64,
+    pub(crate) rexmt_packets: u64,
+    pub(crate) rexmt_bytes: u64,
+    pub(crate) max_segment: u32,
     /// Highest sequence number sent + 1 (data only), once data was seen.
     snd_max: Option<u32>,
-    pub first_ns: Option<i64>,
-    pub last_ns: i64,
-    pub first_data_ns: Option<i64>,
-    pub last_data_ns: i64,
-    pub max_idle_ns: i64,
-    pub syn_options: Option<SynOptions>,
+    pub(crate) first_ns: Option<i64>,
+    pub(crate) last_ns: i64,
+    pub(crate) first_data_ns: Option<i64>,
+    pub(crate) last_data_ns: i64,
+    pub(crate) max_idle_ns: i64,
+    pub(crate) syn_options: Option<SynOptions>,
     /// Scaled advertised window (bytes) over this direction's packets.
-    pub window: Running,
-    pub zero_windows: u64,
+    pub(crate) window: Running,
+    pub(crate) zero_windows: u64,
     /// RTT samples (seconds) for data *sent* by this direction, measured by the peer's ACKs.
-    pub rtt: Running,
+    pub(crate) rtt: Running,
     outstanding: VecDeque<Outstanding>,
-    pub flags: FlagCounts,
+    pub(crate) flags: FlagCounts,
     /// Bytes in flight after each data segment: max seen.
-    pub max_in_flight: u64,
+    pub(crate) max_in_flight: u64,
     /// What became of the holes in this direction's sequence space.
-    pub gaps: crate::gaps::Gaps,
+    pub(crate) gaps: crate::gaps::Gaps,
 }
 
 impl DirAcc {

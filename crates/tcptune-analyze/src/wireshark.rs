@@ -23,20 +23,35 @@ use crate::seq;
 pub struct Flags(pub u16);
 
 impl Flags {
+    /// `tcp.analysis.retransmission`.
     pub const RETRANSMISSION: u16 = 0x0001;
+    /// `tcp.analysis.lost_segment`: previous segment not captured.
     pub const LOST_PACKET: u16 = 0x0002;
+    /// `tcp.analysis.ack_lost_segment`: ACKed segment that wasn't captured.
     pub const ACK_LOST_PACKET: u16 = 0x0004;
+    /// `tcp.analysis.keep_alive`.
     pub const KEEP_ALIVE: u16 = 0x0008;
+    /// `tcp.analysis.duplicate_ack`.
     pub const DUPLICATE_ACK: u16 = 0x0010;
+    /// `tcp.analysis.zero_window`.
     pub const ZERO_WINDOW: u16 = 0x0020;
+    /// `tcp.analysis.zero_window_probe`.
     pub const ZERO_WINDOW_PROBE: u16 = 0x0040;
+    /// `tcp.analysis.zero_window_probe_ack`.
     pub const ZERO_WINDOW_PROBE_ACK: u16 = 0x0080;
+    /// `tcp.analysis.keep_alive_ack`.
     pub const KEEP_ALIVE_ACK: u16 = 0x0100;
+    /// `tcp.analysis.out_of_order`.
     pub const OUT_OF_ORDER: u16 = 0x0200;
+    /// `tcp.analysis.fast_retransmission`.
     pub const FAST_RETRANSMISSION: u16 = 0x0400;
+    /// `tcp.analysis.window_update`.
     pub const WINDOW_UPDATE: u16 = 0x0800;
+    /// `tcp.analysis.window_full`.
     pub const WINDOW_FULL: u16 = 0x1000;
+    /// `tcp.analysis.reused_ports`.
     pub const REUSED_PORTS: u16 = 0x2000;
+    /// `tcp.analysis.spurious_retransmission`.
     pub const SPURIOUS_RETRANSMISSION: u16 = 0x4000;
 
     /// Every flag with its display-filter name (`tcp.analysis.<name>`), in Wireshark's order.
@@ -58,9 +73,11 @@ impl Flags {
         (Self::REUSED_PORTS, "reused_ports"),
     ];
 
+    /// Whether flag bit `f` is set.
     pub fn has(self, f: u16) -> bool {
         self.0 & f != 0
     }
+    /// Whether no flag is set.
     pub fn is_empty(self) -> bool {
         self.0 == 0
     }
@@ -86,25 +103,25 @@ impl Flags {
 /// Wireshark's `tcp_flow_t` + `tcp_analyze_seq_flow_info_t`, reduced to what the flags use.
 #[derive(Debug, Clone)]
 pub struct DirState {
-    pub base_seq: u32,
-    pub base_seq_set: bool,
-    pub nextseq: u32,
-    pub nextseq_time: i64,
-    pub nextseq_frame: u64,
-    pub maxseqtobeacked: u32,
-    pub lastack: u32,
-    pub lastack_time: i64,
-    pub lastnondupack: u64,
+    pub(crate) base_seq: u32,
+    pub(crate) base_seq_set: bool,
+    pub(crate) nextseq: u32,
+    pub(crate) nextseq_time: i64,
+    pub(crate) nextseq_frame: u64,
+    pub(crate) maxseqtobeacked: u32,
+    pub(crate) lastack: u32,
+    pub(crate) lastack_time: i64,
+    pub(crate) lastnondupack: u64,
     /// Unsigned as in Wireshark: the "ACKed unseen" marker -1 is `u32::MAX`, which also passes
     /// the fast-retransmission test `dupacknum >= 2` (a 4.0 quirk reproduced on purpose).
-    pub dupacknum: u32,
+    pub(crate) dupacknum: u32,
     /// Last raw window; `u32::MAX` until the first segment.
-    pub window: u32,
+    pub(crate) window: u32,
     /// -1 unknown, -2 no scaling used, else the shift.
-    pub win_scale: i16,
-    pub is_first_ack: bool,
-    pub lastsegmentflags: Flags,
-    pub unacked: Unacked,
+    pub(crate) win_scale: i16,
+    pub(crate) is_first_ack: bool,
+    pub(crate) lastsegmentflags: Flags,
+    pub(crate) unacked: Unacked,
 }
 
 impl Default for DirState {
@@ -143,41 +160,48 @@ impl DirState {
 /// Per-conversation analysis state (one TCP stream).
 #[derive(Debug, Clone, Default)]
 pub struct ConvState {
-    pub dirs: [DirState; 2],
+    pub(crate) dirs: [DirState; 2],
     /// Time of the most recent pure SYN (0 = none: Wireshark's zero-time sentinel).
-    pub ts_mru_syn: i64,
+    pub(crate) ts_mru_syn: i64,
     /// Initial RTT (SYN to the first ACK-without-SYN), 0 = unknown.
-    pub ts_first_rtt: i64,
+    pub(crate) ts_first_rtt: i64,
 }
 
 /// The numbers a verdict was based on, kept so `--packets` can say why without recomputing.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Why {
+    /// Next expected sequence number of this direction, before the packet.
     pub nextseq: u32,
+    /// The peer's last ACK.
     pub rev_lastack: u32,
+    /// The peer's duplicate-ACK run (`u32::MAX`: the ACKed-unseen marker).
     pub rev_dupacks: u32,
+    /// The peer's last raw window.
     pub rev_window: u32,
     /// Time since the peer's last packet (fast-retransmission test), ns (may be "negative").
     pub t_fast_ns: i64,
     /// Time since the segment that last advanced nextseq (out-of-order test), ns.
     pub t_ooo_ns: i64,
+    /// The out-of-order threshold used, ns.
     pub ooo_threshold_ns: i64,
+    /// The peer's window edge the packet was checked against (window-full test).
     pub window_edge: u32,
     /// Base sequence numbers of this direction and the peer's, to print relative numbers as
     /// Wireshark does.
     pub base: u32,
+    /// The peer's base sequence number.
     pub rev_base: u32,
 }
 
 /// The verdict on one packet.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Verdict {
-    pub flags: Flags,
+    pub(crate) flags: Flags,
     /// The duplicate-ACK number (Wireshark's `duplicate_ack_num`), when flagged.
-    pub dupack_num: u32,
+    pub(crate) dupack_num: u32,
     /// The frame this ACK duplicates (`duplicate_ack_frame`).
-    pub dupack_frame: u64,
-    pub why: Why,
+    pub(crate) dupack_frame: u64,
+    pub(crate) why: Why,
 }
 
 /// What `dissect_tcp` does before the sequence analysis for a SYN on an existing conversation.
@@ -521,9 +545,11 @@ pub struct Unacked {
 }
 
 impl Unacked {
+    /// Segments on the list.
     pub fn len(&self) -> usize {
         self.ends.len()
     }
+    /// Whether the list is empty.
     pub fn is_empty(&self) -> bool {
         self.ends.is_empty()
     }

@@ -15,8 +15,11 @@ pub enum Distribution {
     /// Uniform over [delay − jitter, delay + jitter): netem's behaviour without a table.
     #[default]
     Uniform,
+    /// Normal (Gaussian) with σ = jitter: netem's `normal` table.
     Normal,
+    /// Pareto (shape 3) with σ = jitter: netem's `pareto` table, a heavy tail of late packets.
     Pareto,
+    /// iproute2's `paretonormal`: a quarter normal and three quarters Pareto, σ = jitter.
     Paretonormal,
 }
 
@@ -51,21 +54,32 @@ pub enum JitterOrder {
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "model", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Loss {
+    /// No loss.
     #[default]
     None,
     /// Independent (Bernoulli) loss with probability `p`.
-    Random { p: Probability },
+    Random {
+        /// Loss probability per packet.
+        p: Probability,
+    },
     /// Gilbert–Elliott, as netem's `gemodel p r 1-h 1-k`: `p` good→bad, `r` bad→good,
     /// `bad_loss` (1−h) the loss probability in the bad state, `good_loss` (1−k) in the good one.
     GilbertElliott {
+        /// Per packet in the good state, the chance of moving to the bad one.
         p: Probability,
+        /// Per packet in the bad state, the chance of moving back to the good one.
         r: Probability,
+        /// Loss probability in the bad state (1−h).
         bad_loss: Probability,
+        /// Loss probability in the good state (1−k).
         good_loss: Probability,
     },
     /// Every `n`-th packet is lost (packets n, 2n, 3n, …): deterministic, for periodic-loss
     /// models such as Mathis et al.
-    EveryNth { n: u32 },
+    EveryNth {
+        /// The period in packets (1: every packet).
+        n: u32,
+    },
 }
 
 impl Loss {
@@ -114,8 +128,11 @@ pub struct LinkConfig {
     pub delay_s: Dur,
     /// Jitter: half width (uniform) or σ (other distributions) around `delay_s`.
     pub jitter_s: Dur,
+    /// The distribution of the jitter draws.
     pub distribution: Distribution,
+    /// Whether jitter may reorder packets (netem) or keeps them in order.
     pub jitter_order: JitterOrder,
+    /// How packets are lost.
     pub loss: Loss,
     /// Probability a packet is sent twice (the copy is lost and delayed independently).
     pub duplicate: Probability,
@@ -161,7 +178,9 @@ impl Default for LinkConfig {
 pub const DEFAULT_QUEUE_PACKETS: u32 = 1000;
 /// Limits that keep the emulator's memory and timers sane.
 pub const MAX_RATE_BPS: f64 = 400e9;
+/// The slowest rate accepted, bits/s: below it one packet's serialisation takes seconds.
 pub const MIN_RATE_BPS: f64 = 1000.0;
+/// The longest one-way delay accepted.
 pub const MAX_DELAY: Dur = Dur::from_millis(10_000);
 /// netem stores jitter as a 32-bit signed ns count.
 pub const MAX_JITTER: Dur = Dur::from_nanos(i32::MAX as u64);
@@ -169,6 +188,7 @@ pub const MAX_JITTER: Dur = Dur::from_nanos(i32::MAX as u64);
 /// Why a link setting was refused.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ConfigError {
+    /// The message names the setting, its value and the allowed range.
     #[error("{0}")]
     Invalid(String),
 }
@@ -294,6 +314,7 @@ pub struct LinkSpec {
 }
 
 impl LinkSpec {
+    /// Checks both directions against the limits above; the error names the setting.
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.up.validate()?;
         self.down.validate()

@@ -9,6 +9,7 @@
 //! - `sys`: the TUN I/O edge and the event loop (Linux only).
 
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
 pub mod config;
 pub mod pipeline;

@@ -94,9 +94,11 @@ pub fn corrupt_ip(pkt: &mut [u8], rng: &mut Rng) {
 pub struct Counters {
     /// Packets offered to the link (duplicates not included).
     pub packets_in: u64,
+    /// Bytes offered (IP length), duplicates not included.
     pub bytes_in: u64,
     /// Packets delivered to the far side (duplicates included).
     pub packets_out: u64,
+    /// Bytes delivered (IP length), duplicates included.
     pub bytes_out: u64,
     /// Dropped by the loss model.
     pub dropped_loss: u64,
@@ -104,16 +106,20 @@ pub struct Counters {
     pub dropped_queue: u64,
     /// Dropped by netem's `limit` (or the emulator's memory cap).
     pub dropped_limit: u64,
+    /// Copies made by the duplicate impairment.
     pub duplicated: u64,
     /// Of the drops above (loss, queue, limit), copies made by duplication: their original
     /// went on, so the far side got one packet, as if neither had happened (what a capture at
     /// each end sees: `duplicated − copies_dropped` extra copies, drops − this many losses).
     #[serde(default)]
     pub copies_dropped: u64,
+    /// Packets with a bit flipped by the corrupt impairment.
     pub corrupted: u64,
+    /// Packets sent at once by the reorder impairment, skipping the delay.
     pub reordered: u64,
     /// Packets in the bottleneck queue now (waiting for or in serialisation).
     pub queue_packets: u64,
+    /// Bytes in the bottleneck queue now.
     pub queue_bytes: u64,
     /// The largest queue a packet found on arrival (itself included).
     pub max_queue_packets: u64,
@@ -217,6 +223,7 @@ impl<P: Packet> Direction<P> {
         })
     }
 
+    /// The direction's settings as given.
     pub fn config(&self) -> &LinkConfig {
         &self.cfg
     }

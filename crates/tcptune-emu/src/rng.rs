@@ -39,6 +39,7 @@ impl Rng {
         Rng::new(splitmix64(&mut x))
     }
 
+    /// The next 64 random bits (xoshiro256**).
     pub fn next_u64(&mut self) -> u64 {
         let result = self.s[1].wrapping_mul(5).rotate_left(7).wrapping_mul(9);
         let t = self.s[1] << 17;

@@ -15,25 +15,37 @@ use toml_edit::{ImDocument, Item, Value};
 
 /// Where the README's generated table starts and ends.
 pub const BEGIN: &str = "<!-- comparison: generated from seed.toml and results/, do not edit -->";
+/// The line after the table.
 pub const END: &str = "<!-- end of comparison -->";
 
 /// Within this band around 1 a ratio is "about the same".
 const SAME_BAND: f64 = 0.05;
 
+/// Why a comparison could not be made: the file and what is wrong with it.
 #[derive(Debug, thiserror::Error)]
 pub enum CompareError {
+    /// A summary that cannot be read or compared.
     #[error("{path}: {why}")]
-    Bad { path: String, why: String },
+    Bad {
+        /// The file as given.
+        path: String,
+        /// What is wrong, and the fix.
+        why: String,
+    },
 }
 
 /// One row of a summary.csv: the swept values and the goodput statistics.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Row {
+    /// The point's swept values, in the summary's column order.
     pub values: Vec<String>,
+    /// Measured trials.
     pub n: usize,
+    /// Mean goodput, bits/s.
     pub mean: f64,
     /// The standard deviation of the trials (absent under two, or in a summary without it).
     pub sd: Option<f64>,
+    /// The 95% confidence interval of the mean, bits/s (absent under two trials).
     pub ci: Option<(f64, f64)>,
 }
 

@@ -35,8 +35,11 @@ pub enum Endpoint {
     Local,
     /// A host reached with `ssh [-p port] [user@]host`.
     Ssh {
+        /// `ssh user@`; `None`: ssh's default (the config's or the local user).
         user: Option<String>,
+        /// Host name or address.
         host: String,
+        /// `ssh -p`; `None`: ssh's default.
         port: Option<u16>,
     },
 }
@@ -143,7 +146,9 @@ pub fn parse_endpoint(what: &str, s: &str) -> Result<Endpoint, String> {
 /// A spec's `[hosts]` table.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct HostsSpec {
+    /// Where the client (the sender, unless the workload reverses it) runs.
     pub client: Endpoint,
+    /// Where the server runs.
     pub server: Endpoint,
     /// `ssh -i`: the private key.
     pub identity: Option<PathBuf>,

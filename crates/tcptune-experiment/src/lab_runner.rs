@@ -174,12 +174,14 @@ fn lab_gone(lab: &str) -> String {
 /// trial's lab as a dead one, and a sweep that found a new lab under the old name would kill
 /// its workload and delete its namespaces mid-trial.
 pub struct LabRunner {
+    /// The base of the labs' names.
     pub lab: String,
     /// Trials run so far (the next lab's number).
     pub trials: u32,
 }
 
 impl LabRunner {
+    /// A runner whose labs are named after `lab`, no trial run yet.
     pub fn new(lab: &str) -> LabRunner {
         LabRunner {
             lab: lab.to_string(),

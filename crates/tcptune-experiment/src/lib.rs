@@ -8,6 +8,7 @@
 //! the link emulator; tests implement it with a deterministic model.
 
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
 pub mod compare;
 mod fuzz;

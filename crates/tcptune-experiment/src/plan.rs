@@ -17,6 +17,7 @@ use crate::stopping::Auto;
 /// One combination of settings.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Point {
+    /// The point's number, from 0 in spec order.
     pub index: usize,
     /// All settings of the point (the base with the swept values applied).
     pub settings: Settings,
@@ -59,9 +60,11 @@ impl Point {
 pub struct Trial {
     /// Stable id: "p003-r02", "p003-warmup".
     pub id: String,
+    /// The number of the point it runs.
     pub point: usize,
     /// Repetition number (from 1), `None` for the warm-up.
     pub rep: Option<u32>,
+    /// Whether it is the point's unmeasured warm-up.
     pub warmup: bool,
     /// Seed of this trial's random decisions (link impairments).
     pub seed: u64,
@@ -72,9 +75,11 @@ pub struct Trial {
 pub struct SplitMix64(u64);
 
 impl SplitMix64 {
+    /// A generator started at `seed`.
     pub fn new(seed: u64) -> Self {
         SplitMix64(seed)
     }
+    /// The next 64 random bits.
     pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
@@ -311,6 +316,7 @@ pub fn smoke(spec: &Spec, max_points: usize) -> (Vec<Point>, Vec<Trial>) {
 pub struct CheckedPlan {
     /// The experiment's name.
     pub name: String,
+    /// Each sweep point, in spec order.
     pub points: Vec<PlannedPoint>,
     /// Measured trials per point (with `auto`, the most a point may take).
     pub repetitions: u32,
@@ -335,6 +341,7 @@ pub struct CheckedPlan {
 /// One sweep point of a plan.
 #[derive(Serialize, JsonSchema)]
 pub struct PlannedPoint {
+    /// The point's number, from 0.
     pub index: usize,
     /// The settings that vary, as "link.delay=5ms, client.mtu=9000" ("base" when none do).
     pub label: String,

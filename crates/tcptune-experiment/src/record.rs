@@ -13,9 +13,13 @@ use crate::plan::{Point, Trial};
 /// Shares of the trial's time the sender was limited by each cause (fractions of 1).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct LimitShares {
+    /// Receive-window limited.
     pub rwnd: f64,
+    /// Send-buffer limited.
     pub sndbuf: f64,
+    /// Congestion-window (network) limited.
     pub cwnd: f64,
+    /// Application limited (the sender had nothing to send).
     pub app: f64,
 }
 
@@ -24,12 +28,19 @@ pub struct LimitShares {
 pub struct Measurement {
     /// Application bytes delivered per second, bits per second.
     pub goodput_bps: f64,
+    /// Application bytes delivered.
     pub bytes: u64,
+    /// Length of the transfer, seconds.
     pub duration_s: f64,
+    /// Segments the sender retransmitted (`tcpi_total_retrans`).
     pub retransmits: Option<u64>,
+    /// Smallest RTT the sender saw, seconds.
     pub rtt_min_s: Option<f64>,
+    /// The sender's mean smoothed RTT under the load, seconds.
     pub rtt_mean_s: Option<f64>,
+    /// 99th percentile of the sender's smoothed RTT, seconds.
     pub rtt_p99_s: Option<f64>,
+    /// Shares of the trial's time under each limit, from the kernel's chronographs.
     pub limits: Option<LimitShares>,
     /// The diagnosis in one line.
     pub verdict: Option<String>,
@@ -37,6 +48,7 @@ pub struct Measurement {
     /// the chronographs give one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<tcptune_diagnose::Limit>,
+    /// The share of the trial's time under `limit` (fraction of 1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit_share: Option<f64>,
     /// Link counters (packets, drops by cause, …) as the backend reports them.
@@ -66,11 +78,17 @@ pub struct Measurement {
 /// One line of `trials.jsonl`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct TrialRecord {
+    /// The trial's id, e.g. "p003-r02".
     pub id: String,
+    /// The number of the point it ran.
     pub point: usize,
+    /// Repetition number (from 1); `None` for the warm-up.
     pub rep: Option<u32>,
+    /// Whether it was the point's unmeasured warm-up.
     pub warmup: bool,
+    /// Seed of the trial's random decisions (link impairments).
     pub seed: u64,
+    /// When it started, seconds since the Unix epoch.
     pub started_unix_s: u64,
     /// Wall-clock time the trial took, set-up included.
     pub wall_s: f64,
@@ -83,6 +101,7 @@ pub struct TrialRecord {
     /// The share of CPU time the hypervisor took (steal) while the trial ran.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host_steal: Option<f64>,
+    /// What it measured; `None` when it failed.
     pub result: Option<Measurement>,
     /// Why the trial failed, when it did.
     pub error: Option<String>,
@@ -93,10 +112,15 @@ pub struct TrialRecord {
 pub struct SeriesSample {
     /// Seconds since the trial's transfer started.
     pub t_s: f64,
+    /// Bytes acknowledged per second since the previous sample, bits/s.
     pub goodput_bps: Option<f64>,
+    /// The sender's congestion window, bytes.
     pub snd_cwnd_bytes: Option<u64>,
+    /// The window the receiver advertised, bytes.
     pub rwnd_bytes: Option<u64>,
+    /// Smoothed RTT, seconds.
     pub rtt_s: Option<f64>,
+    /// Retransmitted segments so far.
     pub retransmits: Option<u64>,
     /// Receiver side: the buffer space autotuning aims at (`rcv_space`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -109,10 +133,13 @@ pub struct SeriesSample {
 /// The plan as stored in `plan.json`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct StoredPlan {
+    /// The experiment's name.
     pub name: String,
     /// FNV-1a of the spec text: a resumed run must use the same spec.
     pub spec_hash: String,
+    /// Each sweep point.
     pub points: Vec<Point>,
+    /// Every trial, in run order.
     pub trials: Vec<Trial>,
     /// With `repetitions = "auto"`: the stopping rule (`trials` then holds every round up to
     /// the maximum, and the run passes over a point's trials once the rule closes it).
@@ -134,10 +161,13 @@ pub struct JoinDirectionSummary {
     /// data connection's), seconds; samples is that direction's matched packets.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delay_mean_s: Option<f64>,
+    /// Median one-way delay, seconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delay_p50_s: Option<f64>,
+    /// 99th percentile one-way delay, seconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delay_p99_s: Option<f64>,
+    /// Matched packets of that direction: the delay samples.
     pub delay_samples: u64,
 }
 

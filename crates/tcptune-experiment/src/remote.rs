@@ -41,6 +41,7 @@ pub use tcptune_host::tune_report::shell_word;
 pub struct Host {
     /// "client" or "server".
     pub role: &'static str,
+    /// Where it runs: here or over ssh.
     pub endpoint: Endpoint,
     /// The tcptune program there (this executable for a local end).
     pub tcptune: String,
@@ -54,6 +55,7 @@ pub fn control_dir() -> PathBuf {
 }
 
 impl Host {
+    /// The `role` end at `endpoint`, with the ssh options of `spec`.
     pub fn new(role: &'static str, endpoint: &Endpoint, spec: &HostsSpec) -> Host {
         let mut a: Vec<String> = Vec::new();
         let mut opt = |o: &str| {

@@ -26,6 +26,7 @@ use crate::compare::{read_summary_columns, Row};
 pub struct PointGoodput {
     /// Trials measured.
     pub n: usize,
+    /// Mean goodput, bits/s.
     pub mean_bps: f64,
     /// The 95% confidence interval of the mean (absent with fewer than two trials).
     pub ci95_bps: Option<(f64, f64)>,
@@ -68,10 +69,13 @@ impl Agreement {
 pub struct RerunPoint {
     /// The point's swept values, in the order of [`Rerun::columns`].
     pub values: Vec<String>,
+    /// The point in this run; `None` when it was not measured here.
     pub this_run: Option<PointGoodput>,
+    /// The point in the earlier run; `None` when it was not measured there.
     pub earlier: Option<PointGoodput>,
     /// This run's mean ÷ the earlier run's.
     pub ratio: Option<f64>,
+    /// How the two compare.
     pub agreement: Agreement,
 }
 
@@ -82,15 +86,20 @@ pub struct RerunPoint {
 pub struct Rerun {
     /// The two summaries compared.
     pub this_run: String,
+    /// The earlier run's summary.
     pub earlier: String,
     /// The swept settings, as summary.csv names them.
     pub columns: Vec<String>,
     /// The relative difference of two means that still counts as the same when their
     /// intervals do not overlap.
     pub tolerance: f64,
+    /// Each point of either run.
     pub points: Vec<RerunPoint>,
+    /// Points whose intervals overlap.
     pub agree: usize,
+    /// Points whose intervals are apart but whose means are within the tolerance.
     pub within_tolerance: usize,
+    /// Points that differ by more than the tolerance.
     pub differ: usize,
     /// Points without an interval in one run, or measured in one run only.
     pub cannot_tell: usize,
@@ -202,15 +211,28 @@ pub fn compare(
     })
 }
 
+/// Why two runs could not be compared.
 #[derive(Debug, thiserror::Error)]
 pub enum RerunError {
+    /// A summary that cannot be read.
     #[error("{path}: {why}")]
-    Summary { path: String, why: String },
+    Summary {
+        /// The file as given.
+        path: String,
+        /// What is wrong with it.
+        why: String,
+    },
+    /// The runs sweep different settings.
     #[error(
         "the two runs sweep different settings (this run: {this_run}; the earlier one: \
          {earlier}): compare runs of the same spec"
     )]
-    Columns { this_run: String, earlier: String },
+    Columns {
+        /// This run's swept settings.
+        this_run: String,
+        /// The earlier run's swept settings.
+        earlier: String,
+    },
 }
 
 /// Mbit/s to four significant digits: a 1.3 Mbit/s path's difference of 0.5% shows.

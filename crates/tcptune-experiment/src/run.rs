@@ -25,6 +25,7 @@ use crate::spec::Spec;
 pub trait TrialRunner {
     /// Kernel, settings and backend, recorded once per run.
     fn environment(&mut self) -> serde_json::Value;
+    /// Runs `trial` of `point`; the error is one sentence saying why the trial failed.
     fn run(&mut self, point: &Point, trial: &Trial, dir: &Path) -> Result<Measurement, String>;
     /// Whether the run should stop before the next trial (a signal arrived).
     fn should_stop(&self) -> bool {
@@ -35,24 +36,45 @@ pub trait TrialRunner {
 /// Progress after each trial.
 #[derive(Debug, Clone)]
 pub struct Progress<'a> {
+    /// Trials done, those of an earlier interrupted run included.
     pub done: usize,
     /// Trials done and still to run (with `repetitions = "auto"`, as far as is known now).
     pub total: usize,
+    /// The trial just done.
     pub record: &'a TrialRecord,
+    /// Its point's label.
     pub point_label: String,
     /// Estimated seconds left, from the mean wall time of the trials run so far.
     pub eta_s: Option<f64>,
 }
 
+/// Why a run could not start or go on.
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
+    /// The results directory holds another spec's run.
     #[error("{dir} holds results of a different spec; give another --out or remove it")]
-    DifferentSpec { dir: String },
+    DifferentSpec {
+        /// The results directory.
+        dir: String,
+    },
     // The cause is in the message; not chained as a source, or `{:#}` prints it twice.
+    /// Reading or writing a results file failed.
     #[error("{path}: {cause}")]
-    Io { path: String, cause: std::io::Error },
+    Io {
+        /// The file.
+        path: String,
+        /// The error from the OS.
+        cause: std::io::Error,
+    },
+    /// A results file is not what a run writes.
     #[error("{path}: {why}")]
-    Corrupt { path: String, why: String },
+    Corrupt {
+        /// The file.
+        path: String,
+        /// What is wrong with it.
+        why: String,
+    },
+    /// A results file could not be read.
     #[error(transparent)]
     File(#[from] tcptune_kernel::file::FileError),
 }
@@ -67,6 +89,7 @@ fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> RunError + '_ {
     }
 }
 
+/// The spec text's FNV-1a hash, hex: what a resumed run checks against.
 pub fn spec_hash(text: &str) -> String {
     let mut h: u64 = 0xcbf29ce484222325;
     for b in text.as_bytes() {
@@ -105,6 +128,7 @@ pub fn load_records(dir: &Path) -> Result<Vec<TrialRecord>, RunError> {
         .collect()
 }
 
+/// Reads `plan.json` of a results directory.
 pub fn load_plan(dir: &Path) -> Result<StoredPlan, RunError> {
     let path = dir.join("plan.json");
     let text = tcptune_kernel::file::read_text_limited(&path, RESULTS_FILE_LIMIT, "plan")?;
@@ -124,9 +148,13 @@ fn now_unix() -> u64 {
 /// What a run did.
 #[derive(Debug, Clone)]
 pub struct RunOutcome {
+    /// The results directory.
     pub dir: PathBuf,
+    /// Trials run this time.
     pub ran: usize,
+    /// Trials already recorded by an earlier, interrupted run (resumed past).
     pub skipped: usize,
+    /// Trials that failed this time.
     pub failed: usize,
     /// The run stopped early because the runner asked to (a signal); rerun to resume.
     pub interrupted: bool,

@@ -46,6 +46,7 @@ pub enum Order {
     /// Shuffled with the spec's seed, so slow drifts (time of day, thermal state) spread over
     /// all points instead of biasing one (seed 001's warning).
     Random,
+    /// In spec order: points one after another.
     Sequential,
 }
 
@@ -65,34 +66,45 @@ pub enum Seeds {
 /// A list of values swept for one setting.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Axis {
+    /// The setting's path, e.g. `link.delay`.
     pub key: String,
+    /// Its values, as written.
     pub values: Vec<String>,
 }
 
 /// Settings whose values go together, row by row.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Paired {
+    /// The settings' paths.
     pub keys: Vec<String>,
-    /// rows[i][j] is the value of keys[j] in row i.
+    /// `rows[i][j]` is the value of `keys[j]` in row i.
     pub rows: Vec<Vec<String>>,
 }
 
 /// A parsed, checked spec.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Spec {
+    /// The experiment's name (names the results directory and the labs).
     pub name: String,
+    /// What it is for, in a sentence or two.
     pub description: String,
+    /// Seed of the trial order and of every trial's link seed.
     pub seed: u64,
     /// Measured trials per point; with `auto`, the most a point may take.
     pub repetitions: u32,
     /// `repetitions = "auto"`: the stopping rule ([`crate::stopping`]).
     pub auto: Option<Auto>,
+    /// Whether each point gets an unmeasured warm-up trial first.
     pub warmup: bool,
+    /// Trial order.
     pub order: Order,
+    /// How trials get their link seeds.
     pub seeds: Seeds,
     /// Every fixed setting, by path.
     pub base: Settings,
+    /// Settings swept one by one: the points are their product.
     pub sweep: Vec<Axis>,
+    /// Settings swept together, row by row.
     pub paired: Vec<Paired>,
     /// `[hosts]`: real hosts over ssh instead of the lab ([`crate::hosts`]).
     pub hosts: Option<crate::hosts::HostsSpec>,
@@ -106,6 +118,7 @@ pub struct Spec {
 pub struct SpecError {
     /// 1-based line, when known.
     pub line: Option<usize>,
+    /// What is wrong, and the fix.
     pub message: String,
 }
 

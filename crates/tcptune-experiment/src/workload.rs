@@ -502,6 +502,7 @@ fn iperf3_server(hosts: &dyn Hosts, port: u16) -> Result<Guard, String> {
 /// A workload's measurement and the time series of both ends.
 #[derive(Debug, Clone, Default)]
 pub struct WorkloadResult {
+    /// The sender's figures.
     pub measurement: Measurement,
     /// The sender's connection.
     pub series: Vec<SeriesSample>,

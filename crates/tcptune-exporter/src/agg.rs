@@ -27,9 +27,11 @@ pub const OTHER: &str = "other";
 /// What the aggregator is set up with.
 #[derive(Debug, Clone)]
 pub struct Config {
+    /// Which dimensions connections are grouped by, and the operator's names.
     pub grouping: Grouping,
     /// The most series a scrape may hold.
     pub max_series: usize,
+    /// What the diagnosis engine knows of the host (kernel, sysctls) for its verdicts.
     pub ctx: Context,
 }
 
@@ -37,9 +39,13 @@ pub struct Config {
 #[derive(Debug, thiserror::Error)]
 #[error("--max-series {given} is too small: the exporter's own series and the overflow group need {fixed}, and each group {per} more; use at least {least}")]
 pub struct TooFewSeries {
+    /// The `--max-series` given.
     pub given: usize,
+    /// Series the exporter always has: its own health and the overflow group.
     pub fixed: usize,
+    /// Series each admitted group adds.
     pub per: usize,
+    /// The smallest `--max-series` that admits one group.
     pub least: usize,
 }
 
@@ -112,6 +118,8 @@ struct NsState {
     last_dump: Option<Dur>,
 }
 
+/// The exporter's state: one entry per socket cookie and namespace, the admitted groups and
+/// their series. Fed dumps and destroy events by [`crate::poll`]; read by the pages.
 pub struct Aggregator {
     cfg: Config,
     pub(crate) families: Families,
@@ -131,6 +139,7 @@ pub struct Aggregator {
 }
 
 impl Aggregator {
+    /// An aggregator with no connections yet; refuses a `max_series` that cannot hold one group.
     pub fn new(cfg: Config) -> Result<Aggregator, TooFewSeries> {
         let (fixed, per) = (fixed_series() + series_per_group(), series_per_group());
         if cfg.max_series < fixed + per {
@@ -170,6 +179,7 @@ impl Aggregator {
         self.max_groups
     }
 
+    /// The registered metric families, for a scrape and for the poller's health counters.
     pub fn families(&self) -> &Families {
         &self.families
     }

@@ -21,8 +21,11 @@ pub fn index(l: Limit) -> usize {
 /// One socket's interval.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Delta {
+    /// Bytes the peer acknowledged in the interval (`tcpi_bytes_acked`).
     pub delivered: u64,
+    /// Bytes retransmitted in the interval (`tcpi_bytes_retrans`).
     pub retransmitted: u64,
+    /// Retransmission timeouts in the interval (`tcpi_total_rto`).
     pub rto: u64,
     /// Seconds per class, in [`Limit::ALL`]'s order.
     pub seconds: [f64; CLASSES],

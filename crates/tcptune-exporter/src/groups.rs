@@ -44,10 +44,18 @@ impl std::str::FromStr for Dimension {
 /// Why a group map or a `--group-by` value was refused: one sentence naming the input.
 #[derive(Debug, thiserror::Error)]
 pub enum GroupError {
+    /// `--group-by` names no dimension.
     #[error("unknown --group-by dimension '{0}'; use port, cidr, cc or netns")]
     Dimension(String),
+    /// A line of the group map file is wrong.
     #[error("group map line {line}: {why}")]
-    Map { line: usize, why: String },
+    Map {
+        /// Line number, 1-based.
+        line: usize,
+        /// What is wrong, and the fix.
+        why: String,
+    },
+    /// A dimension that needs names from the map, given without one (the dimension, its table).
     #[error("--group-by {0} needs a group map file (--groups FILE) with a [{1}] table")]
     NeedsMap(&'static str, &'static str),
 }
@@ -205,15 +213,21 @@ fn parse_range(s: &str) -> Option<(u16, u16)> {
 /// How connections are grouped: the dimensions in order and the names for them.
 #[derive(Debug, Clone, Default)]
 pub struct Grouping {
+    /// The dimensions in `--group-by` order; empty: one group for every connection.
     pub by: Vec<Dimension>,
+    /// The operator's names for ports and networks (`--groups FILE`).
     pub map: GroupMap,
 }
 
 /// What a connection is grouped by.
 pub struct Key<'a> {
+    /// The socket's local address and port.
     pub local: SocketAddr,
+    /// The peer's address and port.
     pub remote: SocketAddr,
+    /// The congestion control algorithm, when the dump reported it.
     pub congestion: Option<&'a str>,
+    /// The network namespace; `None`: the exporter's own.
     pub netns: Option<&'a str>,
 }
 

@@ -18,6 +18,7 @@ pub const REALM: &str = "tcptune exporter";
 
 /// The pages over the aggregator the poller fills.
 pub struct Pages {
+    /// The state the poller updates and the pages read.
     pub agg: Arc<Mutex<Aggregator>>,
 }
 

@@ -10,6 +10,7 @@
 //! binds, checks access (the web configuration file's basic auth and TLS) and runs the threads.
 
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
 pub mod agg;
 pub mod delta;

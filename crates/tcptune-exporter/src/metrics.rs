@@ -19,18 +19,25 @@ use tcptune_diagnose::Limit;
 /// Label sets.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct GroupLabel {
+    /// The group's name (`group="…"`).
     pub group: String,
 }
 
+/// Labels of the per-limit families: the group and a limit class.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct LimitLabels {
+    /// The group's name.
     pub group: String,
+    /// A limit class of the diagnosis engine, e.g. `receiver_window`.
     pub limit: String,
 }
 
+/// Labels of `tcptune_connections`: the group and a TCP state.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct StateLabels {
+    /// The group's name.
     pub group: String,
+    /// The TCP state's name, e.g. `established`.
     pub state: String,
 }
 
@@ -83,6 +90,7 @@ pub fn fixed_series() -> usize {
 
 /// Every family, registered once.
 pub struct Families {
+    /// Where every family is registered; a scrape encodes it.
     pub registry: Registry,
     limit_seconds: Family<LimitLabels, Seconds>,
     delivered: Family<GroupLabel, Counter>,
@@ -95,33 +103,51 @@ pub struct Families {
     rtt: HistFamily,
     inflation: HistFamily,
     rate: HistFamily,
+    /// The exporter's own health series.
     pub health: Health,
 }
 
 /// The exporter's own health.
 #[derive(Clone)]
 pub struct Health {
+    /// `tcptune_exporter_poll_duration_seconds`: time one poll took.
     pub poll_seconds: Histogram,
+    /// `tcptune_exporter_sockets`: sockets seen in the last poll.
     pub sockets: Gauge,
+    /// `tcptune_exporter_groups`: groups admitted, the overflow group not included.
     pub groups: Gauge,
+    /// `tcptune_exporter_overflow_connections`: connections counted in `other` for lack of series.
     pub overflow: Counter,
+    /// `tcptune_exporter_destroy_events_dropped`: connections gone without a destroy event.
     pub destroy_dropped: Counter,
+    /// `tcptune_exporter_dump_errors`: sock_diag dumps that failed.
     pub dump_errors: Counter,
+    /// `tcptune_exporter_polls`: polls done.
     pub polls: Counter,
 }
 
 /// One group's handles.
 #[derive(Clone)]
 pub struct GroupMetrics {
+    /// `tcptune_limit_seconds`, one per limit class in [`limit_names`] order.
     pub limit_seconds: Vec<Seconds>,
+    /// `tcptune_delivered_bytes`.
     pub delivered: Counter,
+    /// `tcptune_retransmitted_bytes`.
     pub retransmitted: Counter,
+    /// `tcptune_rto_events`.
     pub rto: Counter,
+    /// `tcptune_connections_opened`.
     pub opened: Counter,
+    /// `tcptune_connections_closed`.
     pub closed: Counter,
+    /// `tcptune_connections_limited`, one per limit class in [`limit_names`] order.
     pub by_limit: Vec<Gauge>,
+    /// `tcptune_rtt_seconds`.
     pub rtt: Histogram,
+    /// `tcptune_rtt_inflation_seconds`: smoothed minus minimum RTT.
     pub inflation: Histogram,
+    /// `tcptune_delivery_rate_bytes_per_second`.
     pub rate: Histogram,
     /// Connections-by-state gauges the group has shown, by state number.
     pub states: Vec<(u8, Gauge)>,
@@ -129,12 +155,14 @@ pub struct GroupMetrics {
 }
 
 impl GroupMetrics {
+    /// The group's name, as its `group` label shows it.
     pub fn name(&self) -> &str {
         &self.name
     }
 }
 
 impl Families {
+    /// Every family registered, with no groups yet.
     pub fn new() -> Families {
         let mut r = Registry::default();
         let f = Families {
@@ -306,6 +334,7 @@ impl Default for Families {
 
 /// Content types of the two formats.
 pub const OPENMETRICS_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+/// The classic Prometheus text format's (0.0.4).
 pub const TEXT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
 /// Whether an Accept header asks for OpenMetrics (as Prometheus's scrape header does first).

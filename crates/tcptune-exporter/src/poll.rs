@@ -15,6 +15,7 @@ use crate::agg::Aggregator;
 
 /// A namespace the exporter looks into (`None`: its own).
 pub struct Target {
+    /// The namespace's name; `None`: the exporter's own.
     pub netns: Option<String>,
     diag: Diag,
     events: DestroyEvents,

@@ -36,8 +36,11 @@ pub struct TopConnection {
     pub cookie: u64,
     /// The metrics group it is counted in.
     pub group: String,
+    /// The socket's local address and port.
     pub local: SocketAddr,
+    /// The peer's address and port.
     pub remote: SocketAddr,
+    /// The TCP state's name, e.g. `established`.
     pub state: String,
     /// Seconds under receiver-window and send-buffer limits since the exporter followed it.
     pub fixable_s: f64,

@@ -1,13 +1,14 @@
 //! The small HTTP edge of tcptune's servers (`tcptune exporter`, `watch --web`): binding with
 //! one-sentence errors and a warning when a binding reaches beyond loopback ([`listen`]), a few
-//! serving threads that check access and pass requests to the caller's handler ([`serve`];
-//! [`reply`] builds the answers), and the web configuration file Prometheus exporters share
-//! ([`webconfig`]: a YAML subset ([`yaml`]), basic auth ([`auth`]), TLS with rustls ([`tls`],
-//! served through [`bridge`]) and response headers). Handlers see tiny_http's requests
-//! (re-exported as [`tiny_http`]) and answer its responses; nothing in a handler depends on how
-//! the bytes travel.
+//! serving threads that check access and pass requests to the caller's handler
+//! ([`serve`](mod@serve); [`reply`] builds the answers), and the web configuration file Prometheus
+//! exporters share ([`webconfig`]: a YAML subset ([`yaml`]), basic auth ([`auth`]), TLS with rustls
+//! ([`tls`], served through [`bridge`]) and response headers). Handlers see tiny_http's requests
+//! (re-exported as [`tiny_http`]) and answer its responses; nothing in a handler depends on how the
+//! bytes travel.
 
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
 pub mod auth;
 pub mod bridge;

@@ -9,10 +9,13 @@ use crate::webconfig::WebConfig;
 /// Why the listener could not be made.
 #[derive(Debug, thiserror::Error)]
 pub enum ListenError {
+    /// Another socket holds the port.
     #[error("cannot listen on {0}: the port is in use; pick another with --listen ADDR:PORT")]
     InUse(SocketAddr),
+    /// The address is not assigned to any interface here.
     #[error("cannot listen on {0}: the address is not one of this host's; use 127.0.0.1:PORT or an address `ip -br addr` lists")]
     NotHere(SocketAddr),
+    /// Any other bind or listen failure.
     #[error("cannot listen on {0}: {1}")]
     Other(SocketAddr, io::Error),
 }

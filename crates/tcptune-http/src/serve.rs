@@ -15,6 +15,7 @@ use crate::webconfig::WebConfig;
 
 /// Answers requests that passed the access check.
 pub trait Handler: Send + Sync + 'static {
+    /// The reply to one request; called on a serving thread, so it must not block for long.
     fn handle(&self, req: &Request) -> Reply;
 }
 

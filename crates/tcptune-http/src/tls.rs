@@ -33,15 +33,21 @@ pub enum ClientAuth {
 /// The settings as read, files not yet opened.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TlsSettings {
+    /// The server's certificate chain, PEM (`cert_file`).
     pub cert_file: PathBuf,
+    /// Its private key, PEM (`key_file`).
     pub key_file: PathBuf,
+    /// Which client certificates are asked for (`client_auth_type`).
     pub client_auth: ClientAuth,
+    /// The CA that signs client certificates, PEM (`client_ca_file`); needed to verify them.
     pub client_ca_file: Option<PathBuf>,
     /// TLS minor versions as exporter-toolkit names them: 12 or 13.
     pub min_version: u8,
+    /// Highest TLS minor version, 12 or 13.
     pub max_version: u8,
     /// TLS 1.2 suites in the server's order of preference (empty: rustls's defaults).
     pub cipher_suites: Vec<CipherSuite>,
+    /// Whether the server's suite order wins over the client's.
     pub prefer_server_cipher_suites: bool,
     /// Key-exchange groups in order (empty: rustls's defaults).
     pub curves: Vec<NamedGroup>,
@@ -50,14 +56,19 @@ pub struct TlsSettings {
 /// Why the TLS configuration could not be made from its files.
 #[derive(Debug, thiserror::Error)]
 pub enum TlsError {
+    /// A named file could not be read.
     #[error(transparent)]
     File(#[from] tcptune_kernel::file::FileError),
+    /// The certificate file has no PEM certificate (the path).
     #[error("the TLS certificate file {0} holds no PEM certificate; give the server's certificate (chain) in PEM")]
     NoCert(String),
+    /// The key file has no usable private key (the path).
     #[error("the TLS key file {0} holds no unencrypted PEM private key (PKCS#8, RSA or EC); give the certificate's key")]
     NoKey(String),
+    /// The client CA file has no usable CA certificate (the path, why).
     #[error("the client CA file {0} holds no usable CA certificate ({1}); give the CA that signs the clients' certificates, in PEM")]
     BadCa(String, String),
+    /// rustls refused the certificate with its key (the certificate's path, rustls's reason).
     #[error("rustls refused the TLS certificate {0} with its key: {1}; check that the key file holds this certificate's key")]
     Rejected(String, String),
 }

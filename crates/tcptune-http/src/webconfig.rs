@@ -19,12 +19,21 @@ const FILE_LIMIT: u64 = 1 << 20;
 /// Why a web configuration was refused: one sentence naming the line or file.
 #[derive(Debug, thiserror::Error)]
 pub enum WebConfigError {
+    /// A line is not what the web configuration allows.
     #[error("web config line {line}: {why}")]
-    Line { line: usize, why: String },
+    Line {
+        /// Line number, 1-based.
+        line: usize,
+        /// What is wrong, and the fix.
+        why: String,
+    },
+    /// The file could not be read.
     #[error(transparent)]
     File(#[from] tcptune_kernel::file::FileError),
+    /// The file is not UTF-8 (the path).
     #[error("the web config {0} is not UTF-8 text")]
     NotText(String),
+    /// The TLS settings are unusable.
     #[error(transparent)]
     Tls(#[from] TlsError),
 }

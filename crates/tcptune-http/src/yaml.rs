@@ -6,16 +6,22 @@
 /// A value: a one-line scalar (empty for none), a list of scalars, or a map.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Value {
+    /// A one-line scalar, unquoted; empty for none.
     Scalar(String),
+    /// A list of scalars, each with its line (1-based).
     List(Vec<(usize, String)>),
+    /// A map, entries in file order.
     Map(Vec<Entry>),
 }
 
 /// A map entry with its line (1-based).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Entry {
+    /// Line of the key, 1-based.
     pub line: usize,
+    /// The key, unquoted.
     pub key: String,
+    /// What follows the key (on its line or indented below).
     pub value: Value,
 }
 

@@ -15,7 +15,9 @@ use std::time::Duration;
 pub struct CpuTicks {
     /// Not idle: user, nice, system, irq, softirq (guest time is already inside user).
     pub busy: u64,
+    /// Softirq time (packet processing, much of it network receive), also inside `busy`.
     pub softirq: u64,
+    /// Time a hypervisor ran someone else on our virtual CPUs.
     pub steal: u64,
     /// Everything up to steal (the fields after it repeat user time).
     pub total: u64,

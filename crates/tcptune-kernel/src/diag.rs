@@ -13,23 +13,33 @@ use serde::{Deserialize, Serialize};
 
 use crate::tcp_info::{TailLayout, TcpInfo};
 
+/// Size of `struct nlmsghdr`: length, type, flags, sequence, port id.
 pub const NLMSG_HDRLEN: usize = 16;
+/// Message type: nothing, skip it.
 pub const NLMSG_NOOP: u16 = 1;
+/// Message type: an error (or, with error 0, an acknowledgment) for a request.
 pub const NLMSG_ERROR: u16 = 2;
+/// Message type: the end of a dump.
 pub const NLMSG_DONE: u16 = 3;
+/// Request type of `inet_diag_req_v2` (one address family per dump).
 pub const SOCK_DIAG_BY_FAMILY: u16 = 20;
 /// The pre-3.3 request type, still served: its dump covers IPv4 and IPv6 in one walk of the
 /// socket tables (the kernel treats it as `AF_UNSPEC`), and its answers carry this type.
 pub const TCPDIAG_GETSOCK: u16 = 18;
+/// Flag: this message is a request.
 pub const NLM_F_REQUEST: u16 = 1;
+/// Flags: dump every match (`NLM_F_ROOT | NLM_F_MATCH`) rather than one socket.
 pub const NLM_F_DUMP: u16 = 0x300;
 /// Set on messages of a dump that was interrupted by a change of the socket tables.
 pub const NLM_F_DUMP_INTR: u16 = 0x10;
 
+/// IPv4 address family.
 pub const AF_INET: u8 = 2;
+/// IPv6 address family.
 pub const AF_INET6: u8 = 10;
 /// Both families, in one dump ([`TCPDIAG_GETSOCK`]).
 pub const AF_UNSPEC: u8 = 0;
+/// The protocol a request asks about: TCP.
 pub const IPPROTO_TCP: u8 = 6;
 
 /// Size of `struct inet_diag_req_v2` and `struct inet_diag_msg`.
@@ -42,28 +52,45 @@ const INET_DIAG_REQ_BYTECODE: u16 = 1;
 
 /// Attribute types of `inet_diag_msg` answers.
 pub mod attr {
+    /// `struct inet_diag_meminfo` (superseded by [`SKMEMINFO`]).
     pub const MEMINFO: u16 = 1;
+    /// `struct tcp_info`, of the length the running kernel writes.
     pub const INFO: u16 = 2;
+    /// The congestion control's info: Vegas' (also from the other delay-based modules).
     pub const VEGASINFO: u16 = 3;
+    /// The congestion control algorithm's name, NUL-terminated.
     pub const CONG: u16 = 4;
+    /// IPv4 type of service byte.
     pub const TOS: u16 = 5;
+    /// IPv6 traffic class byte.
     pub const TCLASS: u16 = 6;
+    /// Socket memory counters (`SK_MEMINFO_*`), see [`super::SkMemInfo`].
     pub const SKMEMINFO: u16 = 7;
+    /// Which directions were shut down (bit 0 receive, bit 1 send).
     pub const SHUTDOWN: u16 = 8;
+    /// DCTCP's info.
     pub const DCTCPINFO: u16 = 9;
+    /// BBR's info (`struct tcp_bbr_info`), see [`super::BbrInfo`].
     pub const BBRINFO: u16 = 16;
 }
 
 /// Extensions a request asks for (`idiag_ext`, bit = 1 << (attribute − 1)).
 pub mod ext {
+    /// Ask for [`super::attr::MEMINFO`].
     pub const MEMINFO: u8 = 1 << 0;
+    /// Ask for [`super::attr::INFO`] (tcp_info).
     pub const INFO: u8 = 1 << 1;
     /// Also makes the congestion control module report its own info (BBR, DCTCP).
     pub const VEGASINFO: u8 = 1 << 2;
+    /// Ask for [`super::attr::CONG`] (the algorithm's name).
     pub const CONG: u8 = 1 << 3;
+    /// Ask for [`super::attr::TOS`].
     pub const TOS: u8 = 1 << 4;
+    /// Ask for [`super::attr::TCLASS`].
     pub const TCLASS: u8 = 1 << 5;
+    /// Ask for [`super::attr::SKMEMINFO`].
     pub const SKMEMINFO: u8 = 1 << 6;
+    /// Ask for [`super::attr::SHUTDOWN`].
     pub const SHUTDOWN: u8 = 1 << 7;
     /// What tcptune asks for: tcp_info, the CC name and its info, socket memory, shutdown.
     pub const TCPTUNE: u8 = INFO | VEGASINFO | CONG | SKMEMINFO | SHUTDOWN;
@@ -76,10 +103,18 @@ pub mod ext {
 /// Why a kernel answer could not be decoded.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DecodeError {
+    /// A message's length field runs past the end of the datagram.
     #[error("netlink message truncated: header says {declared} bytes, {available} available")]
-    Truncated { declared: usize, available: usize },
+    Truncated {
+        /// The length the header declares, bytes.
+        declared: usize,
+        /// The bytes left in the datagram.
+        available: usize,
+    },
+    /// An answer shorter than `struct inet_diag_msg`.
     #[error("inet_diag_msg too short: {0} bytes, need 72")]
     ShortDiagMsg(usize),
+    /// An answer for a family other than IPv4 or IPv6.
     #[error("unknown address family {0} in inet_diag_msg")]
     Family(u8),
 }
@@ -87,9 +122,13 @@ pub enum DecodeError {
 /// One netlink message: its type, flags and payload.
 #[derive(Debug, Clone, Copy)]
 pub struct NlMsg<'a> {
+    /// Message type (`nlmsg_type`): [`NLMSG_DONE`], [`NLMSG_ERROR`], [`SOCK_DIAG_BY_FAMILY`], ….
     pub kind: u16,
+    /// Message flags (`nlmsg_flags`), e.g. [`NLM_F_DUMP_INTR`].
     pub flags: u16,
+    /// Sequence number, echoing the request's.
     pub seq: u32,
+    /// The bytes after the header, up to the message's declared length.
     pub payload: &'a [u8],
 }
 
@@ -158,6 +197,8 @@ pub struct SkMemInfo {
 }
 
 impl SkMemInfo {
+    /// Reads the `INET_DIAG_SKMEMINFO` attribute payload; `None` when shorter than the seven
+    /// counters every kernel writes (the later two are optional).
     pub fn decode(p: &[u8]) -> Option<SkMemInfo> {
         let w = |i: usize| {
             p.get(i * 4..i * 4 + 4)
@@ -195,6 +236,7 @@ pub struct BbrInfo {
 const BBR_UNIT: f64 = 256.0;
 
 impl BbrInfo {
+    /// Reads the BBR info attribute payload (the kernel's byte order); `None` when it is cut short.
     pub fn decode(p: &[u8]) -> Option<BbrInfo> {
         let w = |i: usize| {
             p.get(i * 4..i * 4 + 4)
@@ -218,6 +260,7 @@ pub struct CongName {
 }
 
 impl CongName {
+    /// A name as given (cut to the kernel's 16 bytes), e.g. for a replayed or expected socket.
     pub fn new(name: &str) -> CongName {
         let mut bytes = [0u8; 16];
         let n = name.len().min(16);
@@ -236,6 +279,7 @@ impl CongName {
             len: end as u8,
         }
     }
+    /// The name as text (`"?"` if the kernel's bytes are not UTF-8).
     pub fn as_str(&self) -> &str {
         std::str::from_utf8(&self.bytes[..self.len as usize]).unwrap_or("?")
     }

@@ -13,26 +13,44 @@ use std::path::Path;
 /// twice).
 #[derive(Debug, thiserror::Error)]
 pub enum FileError {
+    /// Opening or reading failed.
     #[error("cannot read the {what} {path}: {cause}")]
     Io {
+        /// What the file was for, e.g. "capture" or "experiment spec".
         what: String,
+        /// The path as the user gave it.
         path: String,
+        /// The error from the OS.
         cause: io::Error,
     },
+    /// A FIFO, device, directory or socket: refused before reading.
     #[error("the {what} {path} is {kind}, not a regular file; give the path of a file")]
     NotRegular {
+        /// What the file was for.
         what: String,
+        /// The path as the user gave it.
         path: String,
+        /// What it is instead ("a directory", "a FIFO", …).
         kind: &'static str,
     },
+    /// Longer than the caller's limit.
     #[error("the {what} {path} is larger than {limit} bytes, the most tcptune reads; give the right file")]
     TooLarge {
+        /// What the file was for.
         what: String,
+        /// The path as the user gave it.
         path: String,
+        /// The limit in bytes.
         limit: u64,
     },
+    /// Asked for as text, but not UTF-8.
     #[error("the {what} {path} is not UTF-8 text")]
-    NotText { what: String, path: String },
+    NotText {
+        /// What the file was for.
+        what: String,
+        /// The path as the user gave it.
+        path: String,
+    },
 }
 
 impl FileError {

@@ -17,17 +17,29 @@ use crate::diag::{DiagSocket, AF_INET, AF_INET6};
 
 /// TCP state numbers (`include/net/tcp_states.h`).
 pub mod state {
+    /// Data flows both ways.
     pub const ESTABLISHED: u8 = 1;
+    /// Our SYN is sent, no answer yet.
     pub const SYN_SENT: u8 = 2;
+    /// A SYN received and answered (on a listener: a request socket, see `NEW_SYN_RECV`).
     pub const SYN_RECV: u8 = 3;
+    /// We closed; our FIN is not yet acknowledged.
     pub const FIN_WAIT1: u8 = 4;
+    /// We closed and our FIN is acknowledged; the peer may still send.
     pub const FIN_WAIT2: u8 = 5;
+    /// Both closed; waiting out stray segments (2 MSL).
     pub const TIME_WAIT: u8 = 6;
+    /// Closed (also a socket not yet connected).
     pub const CLOSE: u8 = 7;
+    /// The peer closed; we may still send.
     pub const CLOSE_WAIT: u8 = 8;
+    /// The peer closed, then we did; our FIN is not yet acknowledged.
     pub const LAST_ACK: u8 = 9;
+    /// Listening for connections.
     pub const LISTEN: u8 = 10;
+    /// Both sides closed at once; FINs crossed.
     pub const CLOSING: u8 = 11;
+    /// A pending connection on a listener (a mini socket, before accept).
     pub const NEW_SYN_RECV: u8 = 12;
     /// Every state.
     pub const ALL: u32 = (1 << 13) - 2;
@@ -44,16 +56,21 @@ pub mod state {
 /// Why a filter did not parse. The message names the word and shows what would work.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum FilterError {
+    /// A word that is no filter keyword.
     #[error("filter word '{0}' is not understood; use state NAME, sport/dport/port PORT[-PORT], src/dst/addr ADDR[/LEN][:PORT], ipv4 or ipv6")]
     UnknownWord(String),
+    /// A keyword at the end with no value (the keyword, an example value).
     #[error("filter '{0}' needs a value after it, e.g. '{0} {1}'")]
     MissingValue(String, &'static str),
+    /// Not a port or range.
     #[error("'{0}' is not a port or port range; write 443, :443 or 1000-2000")]
     BadPort(String),
+    /// Not an address or prefix.
     #[error(
         "'{0}' is not an address; write 198.18.0.1, 198.18.0.0/24, [2001:2::1]:80 or 2001:2::/48"
     )]
     BadAddr(String),
+    /// Not a TCP state name.
     #[error("'{0}' is not a TCP state; use established, syn-sent, syn-recv, fin-wait-1, fin-wait-2, time-wait, close, close-wait, last-ack, listen, closing, connected or all")]
     BadState(String),
 }
@@ -85,7 +102,9 @@ enum Atom {
 pub struct Filter {
     /// Bit `1 << state` for each wanted state.
     pub states: u32,
+    /// Dump IPv4 sockets.
     pub ipv4: bool,
+    /// Dump IPv6 sockets.
     pub ipv6: bool,
     clauses: Vec<(String, Vec<Atom>)>,
 }

@@ -5,10 +5,11 @@
 //! - [`filter`]: `ss`-like filters, compiled to the kernel's bytecode.
 //! - [`sys`]: the sockets — dumps, exact queries, destroy events, netns entry, TCP_INFO.
 //! - [`procs`]: which process owns a socket (only when asked).
-//! - [`file`]: reading a user's file with a size limit, refusing FIFOs and devices.
+//! - [`file`](mod@file): reading a user's file with a size limit, refusing FIFOs and devices.
 //! - [`trace`]: per-ACK state from the tcp tracepoints through a tracefs instance of our own.
 
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
 pub mod cpustat;
 pub mod diag;

@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 /// A process holding a socket open.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Owner {
+    /// The process id (in the PID namespace of `/proc`).
     pub pid: u32,
     /// The process name (`/proc/PID/comm`).
     pub comm: String,

@@ -19,23 +19,37 @@ use crate::tcp_info::{KernelVersion, TailLayout, TcpInfo};
 /// would print it twice), and a library printing the error with `{}` still says why.
 #[derive(Debug, thiserror::Error)]
 pub enum KernelError {
+    /// socket(2) failed (the kernel lacks sock_diag, or a seccomp filter).
     #[error("cannot open a NETLINK_SOCK_DIAG socket: {0}")]
     Socket(io::Error),
+    /// Sending or receiving failed.
     #[error("netlink {what} failed: {cause}")]
     Io {
+        /// The step that failed: "send", "recv".
         what: &'static str,
+        /// The error from the OS.
         cause: io::Error,
     },
+    /// The kernel answered the request with an error (`NLMSG_ERROR`).
     #[error("the kernel refused the sock_diag request: {0}")]
     Refused(io::Error),
+    /// The answer could not be decoded.
     #[error("cannot decode the kernel's answer: {0}")]
     Decode(diag::DecodeError),
+    /// `--netns NAME` names no namespace under /run/netns.
     #[error("network namespace '{0}' does not exist; `ip netns list` shows the names")]
     NoSuchNetns(String),
+    /// Entering a namespace needs CAP_SYS_ADMIN.
     #[error("entering network namespace '{0}' needs root (CAP_SYS_ADMIN); run with sudo")]
     NetnsPermission(String),
+    /// setns(2) failed for another reason.
     #[error("cannot enter network namespace '{name}': {cause}")]
-    Netns { name: String, cause: io::Error },
+    Netns {
+        /// The namespace's name.
+        name: String,
+        /// The error from the OS.
+        cause: io::Error,
+    },
 }
 
 impl From<diag::DecodeError> for KernelError {
@@ -198,8 +212,11 @@ pub struct Diag {
 /// What one dump did, for callers that want to know (and the benchmark).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct DumpStats {
+    /// Netlink datagrams received.
     pub datagrams: usize,
+    /// Socket answers received (the kernel applied the filter before sending them).
     pub sockets: usize,
+    /// Bytes received from the kernel.
     pub bytes: usize,
     /// The socket tables changed during the dump (NLM_F_DUMP_INTR): some sockets may be
     /// missing or repeated.

@@ -259,13 +259,21 @@ tcp_info_struct! {
 
 /// `tcpi_options` bits (include/uapi/linux/tcp.h `TCPI_OPT_*`).
 pub mod opt {
+    /// Timestamps (RFC 7323) were negotiated.
     pub const TIMESTAMPS: u8 = 1;
+    /// SACK was negotiated.
     pub const SACK: u8 = 2;
+    /// Window scaling was negotiated (`snd_wscale`/`rcv_wscale` are meaningful).
     pub const WSCALE: u8 = 4;
+    /// ECN was negotiated.
     pub const ECN: u8 = 8;
+    /// An ECN CE mark was received.
     pub const ECN_SEEN: u8 = 16;
+    /// The SYN carried data (TCP Fast Open) that was acknowledged.
     pub const SYN_DATA: u8 = 32;
+    /// Timestamps are in microseconds, not milliseconds (6.7).
     pub const USEC_TS: u8 = 64;
+    /// A passive Fast Open socket (the server side).
     pub const TFO_CHILD: u8 = 128;
 }
 

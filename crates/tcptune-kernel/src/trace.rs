@@ -6,7 +6,7 @@
 //! clock of tcp_info sample times), the tcp events enabled there only, each filtered in the
 //! kernel by port or socket cookie. It reads every CPU's `trace_pipe_raw` without blocking and
 //! decodes the pages itself ([`ring`]) with each event's fields located through its `format`
-//! file ([`format`]), never at assumed offsets ([`decode`]).
+//! file ([`format`](mod@format)), never at assumed offsets ([`decode`]).
 //!
 //! What the events hold (include/trace/events/tcp.h): `tcp:tcp_probe` fires at the start of
 //! `tcp_rcv_established`, for each segment arriving on an established socket, *before* TCP
@@ -37,16 +37,29 @@ use format::{EventFormat, PageHeader};
 /// (a caller adds what it does instead, e.g. "; using sock_diag polling").
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TraceUnavailable {
+    /// Tracing needs CAP_SYS_ADMIN.
     #[error("tracing unavailable: reading kernel tracepoints needs root (CAP_SYS_ADMIN, to mount tracefs and make a trace instance)")]
     NotPermitted,
+    /// The kernel has no tracefs.
     #[error("tracing unavailable: this kernel has no tracefs (built without CONFIG_TRACING)")]
     NoTracefs,
+    /// A tracepoint tcptune reads is missing.
     #[error("tracing unavailable: this kernel has no tcp:{event} tracepoint (tcp_probe came in Linux 4.16)")]
-    EventMissing { event: String },
+    EventMissing {
+        /// The tracepoint's name in the `tcp` group.
+        event: String,
+    },
+    /// A big-endian host: the page decoder reads little-endian only.
     #[error("tracing unavailable: tcptune decodes trace pages on little-endian hosts only")]
     BigEndian,
+    /// Mounting tracefs or setting up the instance failed.
     #[error("tracing unavailable: {step} failed ({error})")]
-    Setup { step: String, error: String },
+    Setup {
+        /// The step that failed, e.g. mounting tracefs.
+        step: String,
+        /// Why, as the OS or tracefs said.
+        error: String,
+    },
 }
 
 impl TraceUnavailable {

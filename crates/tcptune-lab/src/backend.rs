@@ -216,12 +216,17 @@ pub struct QdiscStatus {
     pub host: String,
     /// netem, tbf, or noqueue (no limits).
     pub kind: String,
+    /// Packets the qdisc sent.
     pub packets: u64,
+    /// Bytes the qdisc sent.
     pub bytes: u64,
+    /// Packets it dropped (loss, queue limit).
     pub drops: u64,
+    /// Times a packet had to wait for the rate (tbf) or the limit was reached.
     pub overlimits: u64,
     /// Queued now.
     pub backlog_bytes: u64,
+    /// Packets queued now.
     pub backlog_packets: u64,
 }
 

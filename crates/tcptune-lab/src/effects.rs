@@ -25,6 +25,7 @@ pub trait Effects {
     fn tc(&mut self, ns: &str, args: &[String]) -> Result<String, LabError>;
     /// A sysctl in `ns` (None: this process's namespace), as the kernel prints it.
     fn read_sysctl(&mut self, ns: Option<&str>, key: &str) -> std::io::Result<String>;
+    /// Sets a sysctl in `ns` (None: this process's namespace); the error names key and value.
     fn write_sysctl(&mut self, ns: Option<&str>, key: &str, value: &str) -> Result<(), LabError>;
     /// Whether `key` is the namespace's own (writable inside it), a global or missing.
     fn sysctl_scope(&mut self, ns: &str, key: &str) -> Result<sysctl::Scope, LabError>;
@@ -44,6 +45,7 @@ pub trait Effects {
     fn lab_processes(&mut self) -> Vec<os::LabProcess>;
     /// SIGTERM, `grace` to exit, then SIGKILL.
     fn stop_process(&mut self, pid: u32, grace: Duration);
+    /// Whether a file or directory exists.
     fn exists(&mut self, path: &Path) -> bool;
     /// Removes a directory tree; whether it did.
     fn remove_dir(&mut self, path: &Path) -> bool;
@@ -346,7 +348,7 @@ fn spawn_emulator(lab: &str) -> Result<u32, LabError> {
 /// first effect whose line contains `fail_on` failing.
 #[cfg(test)]
 #[derive(Default)]
-pub struct Fake {
+pub(crate) struct Fake {
     pub log: Vec<String>,
     /// (namespace or "", key) → value.
     pub sysctls: std::collections::BTreeMap<(String, String), String>,

@@ -24,13 +24,31 @@ pub enum Backends {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Kind {
     /// A whole number in `min..=max`.
-    Count { min: u64, max: u64 },
+    Count {
+        /// Smallest accepted.
+        min: u64,
+        /// Largest accepted.
+        max: u64,
+    },
     /// A whole number in `min..=max`, or `inf`: no value (the kernel's default).
-    CountOrInf { min: u64, max: u64 },
+    CountOrInf {
+        /// Smallest accepted.
+        min: u64,
+        /// Largest accepted.
+        max: u64,
+    },
     /// A rate such as `100mbit`, in `min_bps..=max_bps`.
-    Rate { min_bps: f64, max_bps: f64 },
+    Rate {
+        /// Slowest accepted, bits/s.
+        min_bps: f64,
+        /// Fastest accepted, bits/s.
+        max_bps: f64,
+    },
     /// A duration such as `10ms`, at most `max`.
-    Duration { max: Dur },
+    Duration {
+        /// Longest accepted.
+        max: Dur,
+    },
     /// A probability such as `1%` or `1e-3`.
     Probability,
     /// A size such as `64KiB`.
@@ -50,14 +68,21 @@ pub enum Kind {
 /// A value as parsed by its [`Kind`].
 #[derive(Debug, Clone, PartialEq)]
 pub enum Value {
+    /// A [`Kind::Count`] or [`Kind::CountOrInf`].
     Count(u64),
     /// `inf` of a [`Kind::CountOrInf`].
     Inf,
+    /// A [`Kind::Rate`].
     Rate(Rate),
+    /// A [`Kind::Duration`].
     Duration(Dur),
+    /// A [`Kind::Probability`].
     Probability(Probability),
+    /// A size in bytes.
     Bytes(Bytes),
+    /// On or off.
     Switch(bool),
+    /// One of a setting's words (a distribution, a congestion control).
     Word(String),
 }
 
@@ -82,9 +107,11 @@ pub struct Key {
     /// As written after `link.`/`client.`/`server.` in a spec, and in `--host HOST.KEY=…`
     /// (the `lab up` option is `--` and the name with `-` for `_`).
     pub name: &'static str,
+    /// Its value's type and bounds.
     pub kind: Kind,
     /// What it does, in a few words (the help text and the docs use it).
     pub what: &'static str,
+    /// Which backends can carry it.
     pub backends: Backends,
 }
 

@@ -28,6 +28,7 @@
 //! socket), and processes whose command line is `tcptune lab _emulator|_hog --name <lab>`.
 
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
 pub mod backend;
 pub mod background;

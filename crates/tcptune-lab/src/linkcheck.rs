@@ -36,9 +36,13 @@ pub struct Seen {
 /// after the last payload byte, or iperf3's UDP datagram counter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Key {
+    /// IP protocol number (TCP or UDP).
     pub proto: u8,
+    /// Source port.
     pub sport: u16,
+    /// Destination port.
     pub dport: u16,
+    /// The range's end: TCP sequence number after the payload, or the UDP datagram counter.
     pub end: u32,
     /// Payload units the packet covers before `end` (bytes for TCP, 1 for UDP).
     pub len: u32,
@@ -117,6 +121,7 @@ pub struct Errors {
     pub keyed: usize,
     /// Bytes that entered the link, and over what time (the offered load).
     pub bytes: u64,
+    /// Nanoseconds from the first to the last packet that entered.
     pub span_ns: i64,
 }
 

@@ -25,6 +25,7 @@ pub fn addresses(host: &str) -> (&'static str, &'static str) {
     }
 }
 
+/// The other host of a lab: `client` ↔ `server`.
 pub fn peer(host: &str) -> &'static str {
     if host == "client" {
         "server"
@@ -33,10 +34,12 @@ pub fn peer(host: &str) -> &'static str {
     }
 }
 
+/// The namespace of `host` in lab `lab`: `tcptune-LAB-HOST`.
 pub fn netns_name(lab: &str, host: &str) -> String {
     format!("{NS_PREFIX}{lab}-{host}")
 }
 
+/// The lab's state directory under [`RUN_DIR`].
 pub fn lab_dir(lab: &str) -> PathBuf {
     Path::new(RUN_DIR).join(lab)
 }

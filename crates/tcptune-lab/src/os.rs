@@ -102,7 +102,9 @@ fn pidfd_open(pid: u32) -> Option<OwnedFd> {
 /// A process named for good: its PID and its start time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ProcessRef {
+    /// The process id.
     pub pid: u32,
+    /// Its start time, clock ticks since boot ([`start_time`]).
     pub start: u64,
 }
 
@@ -160,9 +162,11 @@ pub fn can_admin_network() -> bool {
 /// A process of some lab, recognised by its command line.
 #[derive(Debug, Clone)]
 pub struct LabProcess {
+    /// The process id.
     pub pid: u32,
     /// `_emulator` or `_hog`.
     pub role: String,
+    /// The lab it belongs to.
     pub lab: String,
 }
 
@@ -242,6 +246,7 @@ pub fn catch_stop_signals() {
     tcptune_os::signal::catch(&[Signal::Int, Signal::Term, Signal::Hup]);
 }
 
+/// Whether a stop signal arrived since [`catch_stop_signals`].
 pub fn interrupted() -> bool {
     tcptune_os::signal::caught()
 }

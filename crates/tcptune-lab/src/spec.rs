@@ -30,6 +30,7 @@ pub struct RouteMetrics {
 }
 
 impl RouteMetrics {
+    /// Whether no metric is set (the route is left as the kernel made it).
     pub fn is_empty(&self) -> bool {
         *self == RouteMetrics::default()
     }
@@ -50,6 +51,7 @@ pub struct HostSettings {
     /// The host's NIC rate: the emulator drains the host's device no faster than this, so its
     /// queue of `txqueuelen` packets behaves like a NIC queue. None: as fast as possible.
     pub line_rate_bps: Option<Rate>,
+    /// Metrics on the host's route to its peer.
     pub route: RouteMetrics,
     /// Keep one CPU of this host busy (a spinning process pinned to `cpu`).
     pub cpu_hog: bool,
@@ -75,18 +77,25 @@ pub enum Backend {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct LabSpec {
+    /// The link between the hosts, both directions.
     pub link: LinkSpec,
+    /// The client host.
     pub client: HostSettings,
+    /// The server host.
     pub server: HostSettings,
+    /// How the link is made.
     pub backend: Backend,
 }
 
 /// Which direction(s) link options change.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Which {
+    /// Client to server and server to client.
     #[default]
     Both,
+    /// Client to server only.
     Up,
+    /// Server to client only.
     Down,
 }
 
@@ -107,27 +116,43 @@ impl std::str::FromStr for Which {
 /// Link options from the command line; only the given ones change the link.
 #[derive(Debug, Clone, Default)]
 pub struct LinkChanges {
+    /// Which direction(s) the options change (`--direction`).
     pub direction: Which,
+    /// Serialisation rate, bits/s.
     pub rate: Option<Rate>,
     /// One-way delay.
     pub delay: Option<Dur>,
     /// Round-trip time: half of it becomes each direction's delay.
     pub rtt: Option<Dur>,
+    /// Jitter around the delay: half width (uniform) or σ.
     pub jitter: Option<Dur>,
+    /// The jitter's distribution.
     pub distribution: Option<Distribution>,
+    /// Whether jitter may reorder packets.
     pub jitter_order: Option<JitterOrder>,
+    /// Independent loss probability per packet.
     pub loss: Option<Probability>,
     /// Gilbert–Elliott "p,r[,1-h[,1-k]]".
     pub loss_ge: Option<String>,
+    /// Lose every n-th packet.
     pub loss_every: Option<u32>,
+    /// Probability a packet is sent twice.
     pub duplicate: Option<Probability>,
+    /// Probability a packet is corrupted.
     pub corrupt: Option<Probability>,
+    /// Probability a packet skips the delay.
     pub reorder: Option<Probability>,
+    /// With `reorder`: delayed packets between two reordered ones, plus one (netem's `gap`).
     pub reorder_gap: Option<u32>,
+    /// Bottleneck queue limit, packets.
     pub queue_packets: Option<u32>,
+    /// Bottleneck queue limit, bytes.
     pub queue_bytes: Option<Bytes>,
+    /// netem's `limit`: packets held anywhere in the emulator.
     pub limit_packets: Option<u32>,
+    /// Bytes added to each packet's length when charging the rate.
     pub overhead_bytes: Option<i32>,
+    /// Seed of the link's random decisions.
     pub seed: Option<u64>,
 }
 
@@ -154,6 +179,7 @@ fn parse_ge(s: &str) -> Result<Loss, LabError> {
 }
 
 impl LinkChanges {
+    /// Whether no option was given (the direction alone changes nothing).
     pub fn is_empty(&self) -> bool {
         let d = LinkChanges {
             direction: self.direction,
@@ -273,6 +299,7 @@ impl HostSettings {
         v
     }
 
+    /// Checks each setting against its key's bounds; the error names the setting.
     pub fn validate(&self) -> Result<(), LabError> {
         self.check_bounds().map_err(LabError::Input)
     }
@@ -302,6 +329,7 @@ pub fn apply_host_setting(spec: &mut LabSpec, item: &str) -> Result<(), LabError
 }
 
 impl LabSpec {
+    /// The settings of host `name`; an error for a host other than client or server.
     pub fn host(&self, name: &str) -> Result<&HostSettings, LabError> {
         match name {
             "client" => Ok(&self.client),
@@ -310,6 +338,7 @@ impl LabSpec {
         }
     }
 
+    /// Checks the link and both hosts; the error names the setting and the fix.
     pub fn validate(&self) -> Result<(), LabError> {
         self.link
             .validate()

@@ -14,8 +14,11 @@ use crate::LabError;
 /// A global sysctl the lab changed, to restore at `down`.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct GlobalChange {
+    /// Dotted sysctl name, e.g. `net.core.rmem_max`.
     pub key: String,
+    /// The value before the lab changed it, restored at `lab down`.
     pub original: String,
+    /// The value the lab set.
     pub value: String,
 }
 

@@ -19,11 +19,17 @@ use crate::LabError;
 /// One host of a lab, as `lab status` shows it.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct HostStatus {
+    /// `client` or `server`.
     pub name: String,
+    /// The host's network namespace.
     pub netns: String,
+    /// The host's interface.
     pub device: String,
+    /// The host's IPv4 address.
     pub ipv4: String,
+    /// The host's IPv6 address.
     pub ipv6: String,
+    /// The settings it was brought up with.
     pub settings: HostSettings,
     /// Packets the host's own device queue (txqueuelen) dropped: the NIC queue overflowed.
     pub nic_tx_dropped: Option<u64>,
@@ -39,12 +45,17 @@ fn nic_tx_dropped(fx: &mut dyn Effects, ns: &str) -> Option<u64> {
 /// `lab status` of one lab.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct LabStatus {
+    /// The lab's name.
     pub name: String,
     /// "running", "starting", or "broken" (a leftover: `lab down` removes it).
     pub state: String,
+    /// How the link is made.
     pub backend: Backend,
+    /// The emulator's process id (emu backend, while it runs).
     pub emulator_pid: Option<u32>,
+    /// Client and server.
     pub hosts: Vec<HostStatus>,
+    /// The link's settings.
     pub link: LinkSpec,
     /// Global sysctls changed for this lab (restored at down).
     pub global_changes: Vec<GlobalChange>,
@@ -57,6 +68,7 @@ pub struct LabStatus {
 /// `lab status`: every lab, or the one named.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct LabList {
+    /// Every lab found, running or not.
     pub labs: Vec<LabStatus>,
 }
 
@@ -242,6 +254,7 @@ impl fmt::Display for LabList {
 /// What `lab down` removed.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct Removed {
+    /// What was removed or restored, one line each (processes, namespaces, sysctls, files).
     pub removed: Vec<String>,
 }
 

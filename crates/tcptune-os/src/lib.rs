@@ -3,10 +3,11 @@
 //! What is here is thin: a syscall, its argument checks and its error, nothing that decides.
 //!
 //! Descriptors are taken as [`BorrowedFd`](std::os::fd::BorrowedFd) and returned as
-//! [`OwnedFd`](std::os::fd::OwnedFd), so no wrapper can touch a descriptor its caller does not
+//! [`OwnedFd`], so no wrapper can touch a descriptor its caller does not
 //! hold. Errors are `std::io::Error` straight from `errno`; callers add what they were doing.
 
 #![deny(clippy::undocumented_unsafe_blocks)]
+#![warn(missing_docs)]
 
 pub mod fs;
 pub mod localtime;

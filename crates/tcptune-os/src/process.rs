@@ -12,10 +12,15 @@ use crate::{check, owned};
 /// The signals tcptune sends or catches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Signal {
+    /// SIGINT: Ctrl-C, asks a run to stop and report.
     Int,
+    /// SIGTERM: asks a background process (the emulator) to exit cleanly.
     Term,
+    /// SIGHUP: the controlling terminal went away.
     Hup,
+    /// SIGKILL: ends a process that did not stop when asked.
     Kill,
+    /// SIGSTOP: suspends a process until SIGCONT or SIGKILL (fault injection in the lab tests).
     Stop,
 }
 

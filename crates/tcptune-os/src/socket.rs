@@ -81,7 +81,9 @@ pub fn get_bytes(fd: BorrowedFd<'_>, level: i32, name: i32, buf: &mut [u8]) -> i
 /// The kinds of socket opened by hand.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
+    /// `SOCK_STREAM`: TCP.
     Stream,
+    /// `SOCK_DGRAM`: UDP.
     Datagram,
 }
 

@@ -76,9 +76,12 @@ pub enum Scope {
     Writable,
     /// Read-only here (inside a namespace: a global such as net.core.rmem_max).
     ReadOnly,
+    /// Not present in this kernel (not built in, or a name from a newer kernel).
     Missing,
 }
 
+/// Whether `key` can be written from the calling thread's namespace, only read, or is absent:
+/// what a lab or `tune` checks before trying to set it.
 pub fn scope(key: &str) -> Scope {
     use std::os::unix::fs::PermissionsExt;
     match path(key).and_then(std::fs::metadata) {
@@ -92,6 +95,7 @@ pub fn scope(key: &str) -> Scope {
 pub trait Access {
     /// The value exactly as the kernel prints it.
     fn read(&mut self, key: &str) -> io::Result<String>;
+    /// Writes `value` as the kernel parses it (one write).
     fn write(&mut self, key: &str, value: &str) -> io::Result<()>;
 }
 
@@ -110,8 +114,11 @@ impl Access for Here {
 /// A sysctl changed: the value it had and the value it was given.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Change {
+    /// Dotted name, e.g. `net.ipv4.tcp_rmem`.
     pub key: String,
+    /// The value before the first change, as the kernel printed it; what a restore writes back.
     pub original: String,
+    /// The value last written.
     pub value: String,
 }
 
@@ -125,6 +132,7 @@ pub struct Change {
 /// at the first failure.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Snapshot {
+    /// One entry per key, in the order each was first changed.
     pub changes: Vec<Change>,
 }
 

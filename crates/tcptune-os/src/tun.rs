@@ -6,11 +6,17 @@ use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
 
 const TUNSETIFF: libc::c_ulong = 0x4004_54ca;
 const TUNSETOFFLOAD: libc::c_ulong = 0x4004_54d0;
+/// A layer-3 device: reads and writes are IP packets (no Ethernet header).
 pub const IFF_TUN: i16 = 0x0001;
+/// No 4-byte packet-information prefix before each packet.
 pub const IFF_NO_PI: i16 = 0x1000;
+/// Each packet is preceded by a 10-byte `virtio_net_hdr` (offloads, checksum hints).
 pub const IFF_VNET_HDR: i16 = 0x4000;
+/// Offload: the kernel may hand packets with a partial checksum for us to complete.
 pub const TUN_F_CSUM: u32 = 0x01;
+/// Offload: the kernel may hand IPv4 TCP segments larger than the MTU (TSO), to be split.
 pub const TUN_F_TSO4: u32 = 0x02;
+/// Offload: the kernel may hand IPv6 TCP segments larger than the MTU (TSO), to be split.
 pub const TUN_F_TSO6: u32 = 0x04;
 
 /// `struct ifreq` as TUNSETIFF reads it: the name, the flags, padding to 40 bytes.

@@ -6,11 +6,15 @@ use std::io;
 /// The fields of `struct utsname` tcptune reports.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Uname {
+    /// `uname -s`, normally `Linux`.
     pub sysname: String,
+    /// `uname -n`: the host name (in the calling thread's UTS namespace).
     pub nodename: String,
     /// `uname -r`, e.g. `6.18.0-1-amd64`.
     pub release: String,
+    /// `uname -v`: the build string (number, date, preempt model).
     pub version: String,
+    /// `uname -m`, e.g. `x86_64`.
     pub machine: String,
 }
 

@@ -9,6 +9,7 @@
 //! phase has a deadline.
 
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
 #[doc(hidden)]
 pub mod fuzz;

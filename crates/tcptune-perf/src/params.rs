@@ -9,13 +9,21 @@ use serde_json::{Map, Value};
 
 /// iperf3's limits (`iperf.h`).
 pub const MAX_TIME_S: u64 = 86_400;
+/// Longest omit period, seconds (`-O`).
 pub const MAX_OMIT_S: u64 = 600;
+/// Largest TCP_MAXSEG, bytes (`-M`).
 pub const MAX_MSS: u64 = 32 * 1024 - 1;
+/// Most parallel streams (`-P`).
 pub const MAX_STREAMS: u64 = 128;
+/// Largest socket buffer, bytes (`-w`).
 pub const MAX_TCP_BUFFER: u64 = 512 * 1024 * 1024;
+/// Largest TCP block, bytes (`-l`).
 pub const MAX_BLOCKSIZE: u64 = 1024 * 1024;
+/// Smallest UDP datagram payload, bytes: the sequence number and the time stamp.
 pub const MIN_UDP_BLOCKSIZE: u64 = 4 + 4 + 8;
+/// Largest UDP datagram payload, bytes: what fits an IPv4 datagram.
 pub const MAX_UDP_BLOCKSIZE: u64 = 65535 - 8 - 20;
+/// Most packets per burst (`-b RATE/BURST`).
 pub const MAX_BURST: u64 = 1000;
 /// iperf3's default TCP block (`-l`): 128 KiB.
 pub const DEFAULT_TCP_BLKSIZE: u32 = 128 * 1024;
@@ -23,18 +31,27 @@ pub const DEFAULT_TCP_BLKSIZE: u32 = 128 * 1024;
 /// Why a parameters object was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ParamError {
+    /// A known key holds the wrong JSON type.
     #[error("parameter '{key}' must be {expected}")]
     WrongType {
+        /// The key.
         key: &'static str,
+        /// What it should be, e.g. "an integer".
         expected: &'static str,
     },
+    /// A numeric key outside iperf3's limits.
     #[error("parameter '{key}' = {value} is outside {min}..={max}")]
     OutOfRange {
+        /// The key.
         key: &'static str,
+        /// The value as given.
         value: String,
+        /// The lowest allowed.
         min: u64,
+        /// The highest allowed.
         max: u64,
     },
+    /// More than one of `tcp`, `udp`, `sctp` is set.
     #[error("more than one protocol (tcp, udp, sctp) was requested")]
     ProtocolConflict,
 }
@@ -64,9 +81,12 @@ impl ParamError {
 /// Transport of the data streams.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Protocol {
+    /// TCP streams.
     #[default]
     Tcp,
+    /// UDP datagrams (`-u`).
     Udp,
+    /// SCTP (`--sctp`): parsed so the server can refuse it by name.
     Sctp,
 }
 
@@ -85,7 +105,9 @@ pub enum Direction {
 /// The parameters of one test.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Params {
+    /// Transport of the data streams.
     pub protocol: Protocol,
+    /// Who sends.
     pub direction: Direction,
     /// Seconds to omit at the start (`-O`).
     pub omit_s: u32,
@@ -99,7 +121,9 @@ pub struct Params {
     pub parallel: u32,
     /// TCP_MAXSEG (`-M`).
     pub mss: Option<u32>,
+    /// TCP_NODELAY on the data streams (`-N`).
     pub nodelay: bool,
+    /// Multipath TCP (`-m`).
     pub mptcp: bool,
     /// SO_SNDBUF and SO_RCVBUF on both sides (`-w`), bytes.
     pub window: Option<u32>,
@@ -111,22 +135,37 @@ pub struct Params {
     pub fqrate_bps: Option<u64>,
     /// Pacing timer, µs.
     pub pacing_timer_us: Option<u64>,
+    /// Packets per pacing burst (`-b RATE/BURST`).
     pub burst: Option<u32>,
+    /// IP TOS / traffic class byte (`-S`).
     pub tos: Option<u8>,
+    /// IPv6 flow label (`-L`).
     pub flowlabel: Option<u32>,
+    /// CPU the server is asked to pin itself to (`--affinity N,M`).
     pub server_affinity: Option<u32>,
+    /// A title prefixed to the output (`-T`).
     pub title: Option<String>,
+    /// Free text carried into the JSON output (`--extra-data`).
     pub extra_data: Option<String>,
     /// TCP_CONGESTION requested (`-C`).
     pub congestion: Option<String>,
+    /// The algorithm the client got, when it says so.
     pub congestion_used: Option<String>,
+    /// Encrypted credentials (`--username` with an RSA key), carried as given.
     pub authtoken: Option<String>,
+    /// The client wants the server's report in the results (`--get-server-output`).
     pub get_server_output: bool,
+    /// UDP packet counters are 64-bit (`--udp-counters-64bit`).
     pub udp_counters_64bit: bool,
+    /// Payload is a repeating pattern instead of random (`--repeating-payload`).
     pub repeating_payload: bool,
+    /// The sender uses zero-copy sends (`-Z`).
     pub zerocopy: bool,
+    /// Set the IP don't-fragment bit (`--dont-fragment`).
     pub dont_fragment: bool,
+    /// The receiver discards data without copying it (`--skip-rx-copy`).
     pub skip_rx_copy: bool,
+    /// The client's iperf3 version string, when sent.
     pub client_version: Option<String>,
 }
 

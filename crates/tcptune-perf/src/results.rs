@@ -10,12 +10,21 @@ use crate::params::MAX_STREAMS;
 /// Why a results object was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ResultsError {
+    /// A top-level field is missing or of the wrong type (the field, what it should be).
     #[error("results field '{0}' is missing or not {1}")]
     Field(&'static str, &'static str),
+    /// A stream's field is missing or not a number.
     #[error("stream {index}: field '{field}' is missing or not a number")]
-    StreamField { index: usize, field: &'static str },
+    StreamField {
+        /// The stream's position in the list.
+        index: usize,
+        /// The field.
+        field: &'static str,
+    },
+    /// Only one of `omitted_errors` and `omitted_packets` is present.
     #[error("stream {0}: omitted_errors and omitted_packets must come together")]
     OmittedPair(usize),
+    /// More streams than a test can have.
     #[error("results list {0} streams, more than the 256 a test can have")]
     TooManyStreams(usize),
 }
@@ -33,12 +42,15 @@ pub struct StreamResult {
     pub jitter: f64,
     /// UDP lost datagrams (0 for TCP).
     pub errors: i64,
+    /// UDP datagrams lost in the omitted period; sent only together with `omitted_packets`.
     pub omitted_errors: Option<i64>,
     /// UDP datagrams (0 for TCP).
     pub packets: i64,
+    /// UDP datagrams of the omitted period (with `omitted_errors`).
     pub omitted_packets: Option<i64>,
     /// Seconds from the stream's start (iperf3 ≥ 3.2 sends them).
     pub start_time: Option<f64>,
+    /// Seconds from the stream's start to its end.
     pub end_time: Option<f64>,
 }
 
@@ -47,15 +59,20 @@ pub struct StreamResult {
 pub struct Results {
     /// CPU use during the test, percent.
     pub cpu_util_total: f64,
+    /// User-space share of `cpu_util_total`, percent.
     pub cpu_util_user: f64,
+    /// Kernel share of `cpu_util_total`, percent.
     pub cpu_util_system: f64,
     /// 1 if this side sent and could count retransmits, 0 if it could not, −1 if it only
     /// received.
     pub sender_has_retransmits: i64,
+    /// The congestion control the data streams used, as this side read it.
     pub congestion_used: Option<String>,
+    /// Per data stream totals.
     pub streams: Vec<StreamResult>,
     /// The server's own JSON report, when the client asked for it.
     pub server_output_json: Option<Value>,
+    /// The server's text report, when the client asked for it and the server is not in JSON mode.
     pub server_output_text: Option<String>,
     /// tcptune's extension (key [`EXTENSION_KEY`]): a tcptune server's tcp_info samples of its
     /// data streams. iperf3's `get_results()` ignores keys it does not know, so a stock peer
@@ -81,6 +98,7 @@ fn integer(m: &Map<String, Value>, key: &'static str) -> Option<i64> {
 }
 
 impl Results {
+    /// Reads a peer's results object; the error names the field that is missing or mistyped.
     pub fn from_json(m: &Map<String, Value>) -> Result<Results, ResultsError> {
         let req = |k: &'static str| number(m, k).ok_or(ResultsError::Field(k, "a number"));
         let cpu_util_total = req("cpu_util_total")?;

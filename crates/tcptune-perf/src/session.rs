@@ -59,26 +59,48 @@ impl Default for Timeouts {
 pub enum SessionError {
     // Causes are in the messages, not chained as sources too (`{:#}` would print them twice);
     // the server logs these errors with `{}`.
+    /// The bytes broke the control protocol's framing.
     #[error("malformed control data: {0}")]
     Wire(WireError),
+    /// The client's parameters were refused.
     #[error("bad test parameters: {0}")]
     Params(ParamError),
+    /// The peer's results could not be read.
     #[error("bad results: {0}")]
     Results(ResultsError),
+    /// A state byte that does not belong in this phase.
     #[error("unexpected control state {state:?} while {phase}")]
-    Unexpected { state: State, phase: &'static str },
+    Unexpected {
+        /// The state received.
+        state: State,
+        /// What the session was doing.
+        phase: &'static str,
+    },
+    /// The phase's deadline passed.
     #[error("the peer sent nothing in time while {phase}")]
-    Timeout { phase: &'static str },
+    Timeout {
+        /// What the session was waiting for.
+        phase: &'static str,
+    },
+    /// The control connection closed early.
     #[error("the peer closed the control connection while {phase}")]
-    Closed { phase: &'static str },
+    Closed {
+        /// What the session was doing.
+        phase: &'static str,
+    },
+    /// The server sent ACCESS_DENIED.
     #[error("the server refused the test (it is busy, or the cookie was wrong)")]
     AccessDenied,
+    /// The server sent SERVER_ERROR with its codes.
     #[error("the server reported error {} (errno {})", .0.i_errno, .0.errno)]
     Server(ServerError),
+    /// The peer sent SERVER_TERMINATE or CLIENT_TERMINATE.
     #[error("the peer terminated the test")]
     Terminated,
+    /// A call after the session finished.
     #[error("the session already ended")]
     Ended,
+    /// A call the current phase does not allow (the call, the phase).
     #[error("{0} is not possible while {1}")]
     Misuse(&'static str, &'static str),
 }
@@ -352,10 +374,12 @@ impl ServerSession {
         }
     }
 
+    /// Where the control conversation is.
     pub fn phase(&self) -> ServerPhase {
         self.phase
     }
 
+    /// The client's parameters, once received.
     pub fn params(&self) -> Option<&Params> {
         self.params.as_ref()
     }
@@ -602,6 +626,7 @@ pub enum ClientPhase {
     Display,
     /// IPERF_DONE sent: the test completed.
     Done,
+    /// The session ended with an error or a termination.
     Failed,
 }
 
@@ -627,7 +652,12 @@ impl ClientPhase {
 pub enum ClientEvent {
     /// Open this many data connections to the server's port, each writing the cookie first
     /// ([`ClientSession::cookie`]); the first `client_sends` of them carry our data.
-    CreateStreams { count: u32, client_sends: u32 },
+    CreateStreams {
+        /// How many data connections to open.
+        count: u32,
+        /// Of them, how many carry data from us (the rest are the server's in `--bidir`).
+        client_sends: u32,
+    },
     /// TEST_START: start the interval timers.
     TestStart,
     /// TEST_RUNNING: start sending.
@@ -666,14 +696,17 @@ impl ClientSession {
         }
     }
 
+    /// Where the control conversation is.
     pub fn phase(&self) -> ClientPhase {
         self.phase
     }
 
+    /// The test's cookie, which every data connection writes first.
     pub fn cookie(&self) -> &Cookie {
         &self.cookie
     }
 
+    /// Bytes to write to the control connection.
     pub fn take_output(&mut self) -> Vec<u8> {
         std::mem::take(&mut self.out)
     }
@@ -690,10 +723,12 @@ impl ClientSession {
         }
     }
 
+    /// Ends the session if the current phase has run out of time.
     pub fn poll(&mut self, now: Dur) -> Result<(), SessionError> {
         poll(self, now)
     }
 
+    /// The peer closed the control connection.
     pub fn handle_eof(&mut self) -> Result<(), SessionError> {
         handle_eof(self)
     }

@@ -58,6 +58,7 @@ pub struct UdpReceiver {
     pub packet_count: u64,
     /// Lost datagrams (iperf3's `cnt_error`, reported as `errors`).
     pub cnt_error: u64,
+    /// Datagrams that arrived with a lower sequence number than one already seen.
     pub outoforder: u64,
     /// Smoothed interarrival jitter, seconds.
     pub jitter: f64,

@@ -28,16 +28,27 @@ pub const MAX_RESULTS_WITH_OUTPUT_JSON: u32 = 64 * 1024 * 1024;
 /// Why bytes from the peer were refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum WireError {
+    /// The cookie is not printable ASCII ended by a NUL.
     #[error("the cookie is not 36 printable characters followed by a NUL")]
     BadCookie,
+    /// A state byte iperf3 never sends.
     #[error("unknown control state byte {0}")]
     UnknownState(i8),
+    /// A JSON frame declares length 0.
     #[error("a JSON frame of length 0")]
     EmptyFrame,
+    /// A JSON frame's declared length is over the limit.
     #[error("a JSON frame of {len} bytes exceeds the limit of {max}")]
-    FrameTooLong { len: u32, max: u32 },
+    FrameTooLong {
+        /// The declared length, bytes.
+        len: u32,
+        /// The limit, bytes.
+        max: u32,
+    },
+    /// The frame is not valid UTF-8 JSON.
     #[error("the JSON frame is not UTF-8 JSON: {0}")]
     BadJson(String),
+    /// The JSON is valid but not an object.
     #[error("the JSON frame is not an object")]
     NotAnObject,
 }
@@ -73,6 +84,7 @@ impl Cookie {
         Ok(Cookie(c))
     }
 
+    /// The 37 bytes as sent on the wire, NUL included.
     pub fn as_bytes(&self) -> &[u8; COOKIE_LEN] {
         &self.0
     }
@@ -94,17 +106,29 @@ impl fmt::Debug for Cookie {
 /// The one-byte states of the control connection (iperf3's `iperf_api.h`; a signed char).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum State {
+    /// Start the interval timers.
     TestStart,
+    /// Start sending data.
     TestRunning,
+    /// The client's time or byte count is up.
     TestEnd,
+    /// The client is to send its parameters.
     ParamExchange,
+    /// The client is to open the data connections.
     CreateStreams,
+    /// The server ends the test early.
     ServerTerminate,
+    /// The client ends the test early (Ctrl-C).
     ClientTerminate,
+    /// Both sides are to send their results.
     ExchangeResults,
+    /// The client is to print the results and answer IPERF_DONE.
     DisplayResults,
+    /// The client is done; the server may close.
     IperfDone,
+    /// The server is busy with another test or the cookie was wrong.
     AccessDenied,
+    /// The server failed; `i_errno` and `errno` follow ([`ServerError`]).
     ServerError,
 }
 
@@ -127,6 +151,7 @@ impl State {
         }
     }
 
+    /// The byte on the wire (the code as an unsigned byte).
     pub fn byte(self) -> u8 {
         self.code() as u8
     }
@@ -156,13 +181,17 @@ impl State {
 /// 4-byte big-endian int.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ServerError {
+    /// iperf3's own error number (`i_errno`, see [`i_errno`]).
     pub i_errno: i32,
+    /// The OS `errno` behind it, 0 when none.
     pub errno: i32,
 }
 
 impl ServerError {
+    /// Bytes after the state byte: two 4-byte ints.
     pub const LEN: usize = 8;
 
+    /// The state byte and both ints, ready to write.
     pub fn encode(self) -> [u8; 1 + Self::LEN] {
         let mut b = [0u8; 1 + Self::LEN];
         b[0] = State::ServerError.byte();
@@ -171,6 +200,7 @@ impl ServerError {
         b
     }
 
+    /// The two ints from the bytes after the state byte.
     pub fn decode(b: &[u8; Self::LEN]) -> ServerError {
         ServerError {
             i_errno: i32::from_be_bytes([b[0], b[1], b[2], b[3]]),

@@ -14,7 +14,9 @@ pub enum Block {
     Pre(String),
     /// A table: header cells and rows (escaped).
     Table {
+        /// Column headings (escaped).
         header: Vec<String>,
+        /// Cells row by row (escaped); the first column is left-aligned, the rest right.
         rows: Vec<Vec<String>>,
     },
     /// An SVG document produced by [`crate::svg::Chart::render`] (trusted: our own output).
@@ -24,17 +26,23 @@ pub enum Block {
     Grid(Vec<(String, String)>),
 }
 
+/// One `<h2>` section of a [`Page`]: its blocks in order.
 #[derive(Debug, Clone)]
 pub struct Section {
+    /// The heading (escaped).
     pub title: String,
+    /// What the section shows, in order.
     pub blocks: Vec<Block>,
 }
 
 /// A page: a title, a one-paragraph summary, and sections.
 #[derive(Debug, Clone, Default)]
 pub struct Page {
+    /// The page's `<title>` and `<h1>` (escaped).
     pub title: String,
+    /// The answer in a paragraph under the title; left out when empty.
     pub summary: String,
+    /// The sections in order.
     pub sections: Vec<Section>,
 }
 
@@ -46,6 +54,7 @@ figure{margin:1em 0}svg{max-width:100%;height:auto}.grid{display:flex;flex-wrap:
 .grid figure{margin:0;flex:0 0 32%;display:flex;flex-direction:column;justify-content:space-between}.grid figcaption{font-size:.8em;color:#555}.summary{font-size:1.05em;background:#eef5fb;padding:.8em}";
 
 impl Page {
+    /// An empty page titled `title`.
     pub fn new(title: impl Into<String>) -> Self {
         Page {
             title: title.into(),
@@ -53,6 +62,7 @@ impl Page {
         }
     }
 
+    /// Appends a section (chainable).
     pub fn section(&mut self, title: impl Into<String>, blocks: Vec<Block>) -> &mut Self {
         self.sections.push(Section {
             title: title.into(),
@@ -61,6 +71,7 @@ impl Page {
         self
     }
 
+    /// The whole document as one HTML string, with its CSS inline.
     pub fn render(&self) -> String {
         let mut h = String::new();
         let _ = write!(

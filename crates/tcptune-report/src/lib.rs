@@ -7,6 +7,7 @@
 //! - [`html`]: a self-contained HTML page (inline CSS and SVG) that opens without a network.
 
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
 pub mod html;
 pub mod stats;

@@ -8,7 +8,9 @@ use serde::Serialize;
 /// Statistics of one sample. `sd` and the interval are absent for n < 2.
 #[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
 pub struct Summary {
+    /// Number of values.
     pub n: usize,
+    /// Arithmetic mean, in the values' unit.
     pub mean: f64,
     /// Sample standard deviation (n − 1 in the denominator).
     pub sd: Option<f64>,
@@ -16,8 +18,11 @@ pub struct Summary {
     pub ci95_low: Option<f64>,
     /// 95% confidence interval of the mean, high end.
     pub ci95_high: Option<f64>,
+    /// Median (the mean of the middle two for an even n).
     pub median: f64,
+    /// Smallest value.
     pub min: f64,
+    /// Largest value.
     pub max: f64,
 }
 
@@ -58,17 +63,22 @@ pub fn summarize(values: &[f64]) -> Option<Summary> {
 /// A sample's mean, standard deviation and size: what a ratio of means needs of each side.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct MeanSd {
+    /// Arithmetic mean.
     pub mean: f64,
     /// Sample standard deviation (n − 1 in the denominator).
     pub sd: f64,
+    /// Number of values.
     pub n: usize,
 }
 
 /// A 95% confidence interval for a ratio of two means.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum RatioInterval {
+    /// The ratio lies in [low, high] with 95% confidence.
     Bounded {
+        /// Lower end of the interval.
         low: f64,
+        /// Upper end of the interval.
         high: f64,
     },
     /// The denominator's mean is not clear of zero at this confidence (its interval reaches 0),

@@ -5,6 +5,7 @@
 //! parallel test binaries never collide, and leftovers are recognisable.
 
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
 mod lines;
 pub use lines::{line_channel, wait_for_line, NoLine};

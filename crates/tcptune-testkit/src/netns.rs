@@ -30,6 +30,8 @@ impl Netns {
         Self::try_new(purpose).unwrap_or_else(|e| panic!("{e}"))
     }
 
+    /// Like [`Netns::new`], but says why the namespace cannot be made (`ip` missing, no
+    /// privilege) instead of panicking: [`crate::privileged`] probes with it.
     pub fn try_new(purpose: &str) -> Result<Netns, String> {
         let n = COUNTER.fetch_add(1, Ordering::Relaxed);
         let purpose: String = purpose
@@ -53,6 +55,7 @@ impl Netns {
         Ok(ns)
     }
 
+    /// The namespace's name, for `ip netns exec NAME` and `setns` by name.
     pub fn name(&self) -> &str {
         &self.name
     }

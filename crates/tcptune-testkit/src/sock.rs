@@ -22,8 +22,11 @@ pub fn listen(addr: &str, rcvbuf: Option<i32>) -> TcpListener {
 /// What [`connect`] sets before the handshake.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Before<'a> {
+    /// `SO_SNDBUF` in bytes as given to setsockopt (the kernel doubles it); `None` leaves autotuning.
     pub sndbuf: Option<i32>,
+    /// `SO_RCVBUF` in bytes as given to setsockopt (the kernel doubles it); `None` leaves autotuning.
     pub rcvbuf: Option<i32>,
+    /// `TCP_CONGESTION` algorithm name (e.g. `"reno"`); `None` keeps the system default.
     pub congestion: Option<&'a str>,
 }
 

@@ -18,6 +18,7 @@ impl TempDir {
         TempDir(d)
     }
 
+    /// The directory; it exists until the guard drops.
     pub fn path(&self) -> &Path {
         &self.0
     }

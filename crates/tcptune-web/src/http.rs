@@ -31,7 +31,9 @@ const MAX_FOR_S: f64 = 3600.0;
 
 /// What the request handlers share.
 pub struct Shared {
+    /// Where updates are published and streams subscribe.
     pub hub: Arc<Hub>,
+    /// Access checks and response headers from the web configuration file.
     pub web: WebConfig,
 }
 
@@ -39,6 +41,7 @@ pub struct Shared {
 pub struct Serving {
     server: Arc<Server>,
     workers: Vec<JoinHandle<()>>,
+    /// The address actually bound (the port chosen when 0 was asked).
     pub addr: SocketAddr,
 }
 

@@ -37,7 +37,9 @@ pub struct Hub {
 /// Why a stream could not be opened.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Refused {
+    /// Too many streams are open already.
     TooMany,
+    /// No connection with that id is kept.
     NoSuchConn,
 }
 
@@ -47,6 +49,7 @@ pub fn sse(event: &str, data: &str) -> String {
 }
 
 impl Hub {
+    /// A hub over `store`, with no streams open.
     pub fn new(store: Store) -> Hub {
         Hub {
             state: Mutex::new(State {

@@ -9,6 +9,7 @@
 //! ([`http`]) serves the embedded page ([`assets`]) and its API; [`live`] is the polling loop.
 
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
 pub mod assets;
 pub mod http;

@@ -19,15 +19,19 @@ use crate::update::Update;
 
 /// A namespace looked into (`None`: ours).
 pub struct Target {
+    /// The namespace's name; `None`: ours.
     pub netns: Option<String>,
+    /// The sock_diag socket inside it.
     pub diag: Diag,
 }
 
 /// Why the live loop stopped early.
 #[derive(Debug, thiserror::Error)]
 pub enum LiveError {
+    /// A dump failed (the namespace, `None` for ours; the kernel's error).
     #[error("dumping sockets{where_}: {1}", where_ = .0.as_ref().map(|n| format!(" in network namespace '{n}'")).unwrap_or_default())]
     Dump(Option<String>, KernelError),
+    /// Writing the `--record` file failed.
     #[error("writing the recording: {0}")]
     Record(std::io::Error),
 }
@@ -37,12 +41,19 @@ pub const TRACE_CAP_PER_S: u32 = 2000;
 
 /// What the loop runs with.
 pub struct Live<'a> {
+    /// The namespaces to dump each interval.
     pub targets: Vec<Target>,
+    /// Which sockets to dump.
     pub filter: Filter,
+    /// The core that turns dumps and trace events into updates.
     pub scope: Scope,
+    /// Where updates are published.
     pub hub: &'a Hub,
+    /// Time between dumps.
     pub interval: Duration,
+    /// The `--record` file, when asked.
     pub recorder: Option<Recorder<BufWriter<File>>>,
+    /// Per-ACK trace events, when tracing works here.
     pub tracer: Option<Tracer>,
 }
 

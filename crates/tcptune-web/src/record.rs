@@ -21,6 +21,7 @@ pub struct Header {
     pub record: String,
     /// The tcptune version that wrote it.
     pub tcptune: String,
+    /// Where the recorded data came from (per-ACK or polled) and the sampling interval.
     pub source: Source,
 }
 
@@ -28,19 +29,29 @@ pub struct Header {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(untagged)]
 pub enum RecordLine {
+    /// The first line.
     Header(Header),
+    /// Every other line.
     Update(Update),
 }
 
 /// Why a recording cannot be replayed: one sentence naming the line.
 #[derive(Debug, thiserror::Error)]
 pub enum ReplayError {
+    /// Reading a line failed (line number, 1-based; the error).
     #[error("line {0} of the recording cannot be read: {1}")]
     Io(usize, std::io::Error),
+    /// The first line is not a [`Header`].
     #[error("the recording does not start with a tcptune-web header line; record one with `tcptune watch --web --record FILE`")]
     NoHeader,
+    /// A line after the first is not an [`Update`].
     #[error("line {line} of the recording is not a tcptune-web update ({why}); was it written by `watch --web --record`?")]
-    Line { line: usize, why: String },
+    Line {
+        /// Line number, 1-based.
+        line: usize,
+        /// Why, as the JSON parser said.
+        why: String,
+    },
 }
 
 /// Writes lines as they are shown.

@@ -5,6 +5,7 @@ use std::collections::VecDeque;
 
 /// Anything stamped with seconds since the view started.
 pub trait Stamped {
+    /// When the item happened, seconds since the view started.
     fn t_s(&self) -> f64;
 }
 
@@ -17,6 +18,7 @@ pub struct Ring<T> {
 }
 
 impl<T: Stamped> Ring<T> {
+    /// An empty ring keeping at most `span_s` seconds and `cap` items (at least one).
     pub fn new(span_s: f64, cap: usize) -> Ring<T> {
         Ring {
             items: VecDeque::new(),
@@ -41,18 +43,22 @@ impl<T: Stamped> Ring<T> {
         }
     }
 
+    /// Items kept.
     pub fn len(&self) -> usize {
         self.items.len()
     }
 
+    /// Whether nothing is kept.
     pub fn is_empty(&self) -> bool {
         self.items.is_empty()
     }
 
+    /// The items, oldest first.
     pub fn iter(&self) -> impl Iterator<Item = &T> {
         self.items.iter()
     }
 
+    /// The newest item.
     pub fn last(&self) -> Option<&T> {
         self.items.back()
     }

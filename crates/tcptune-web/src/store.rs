@@ -45,22 +45,32 @@ impl Default for Bounds {
 /// A moment a trigger froze, with the points that led up to it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Frozen {
+    /// When the trigger fired, seconds since the view started.
     pub t_s: f64,
+    /// What fired.
     pub trigger: Trigger,
+    /// The polled points up to that moment, oldest first.
     pub points: Vec<Point>,
 }
 
 /// Everything kept of one connection: the stream's first message.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ConnView {
+    /// The socket cookie, as a string.
     pub id: String,
+    /// The connection's latest table row, while it is in the table.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub row: Option<Row>,
+    /// Polled points, oldest first.
     pub points: Vec<Point>,
+    /// Per-ACK points, oldest first (empty without tracing).
     pub acks: Vec<AckPoint>,
+    /// Events, oldest first.
     pub events: Vec<Event>,
+    /// The latest diagnosis.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub detail: Option<Detail>,
+    /// The moments triggers froze, oldest first.
     pub frozen: Vec<Frozen>,
     /// When it closed, if it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -80,6 +90,7 @@ struct History {
 /// The store.
 pub struct Store {
     bounds: Bounds,
+    /// Where the data comes from, for the page's banner.
     pub source: Source,
     rows: Vec<Row>,
     conns: HashMap<String, History>,
@@ -109,6 +120,7 @@ fn as_socket(r: &Row) -> DiagSocket {
 }
 
 impl Store {
+    /// An empty store that keeps at most `bounds` of history.
     pub fn new(bounds: Bounds, source: Source) -> Store {
         Store {
             bounds,

@@ -23,6 +23,7 @@ pub struct Point {
     /// Whether that delivery-rate sample was application limited.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub app_limited: Option<bool>,
+    /// Congestion window, bytes (`snd_cwnd` × MSS).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cwnd_bytes: Option<u64>,
     /// The peer's advertised window.
@@ -34,10 +35,13 @@ pub struct Point {
     /// Bytes in flight: (unacked − sacked − lost + retrans) × MSS, the kernel's packets_out rule.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub inflight_bytes: Option<u64>,
+    /// Smoothed RTT, ms.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub srtt_ms: Option<f64>,
+    /// Minimum RTT seen, ms.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_rtt_ms: Option<f64>,
+    /// RTT variation, ms.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rttvar_ms: Option<f64>,
     /// Bytes acknowledged since the connection started (the Stevens view's snd_una, polled).
@@ -54,22 +58,29 @@ pub struct Point {
 /// One `tcp:tcp_probe` record, as charted.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct AckPoint {
+    /// Seconds since the view started.
     pub t_s: f64,
     /// snd_una, bytes after the first one traced (modulo 2^32 arithmetic undone).
     pub una: u64,
     /// snd_nxt, on the same scale.
     pub nxt: u64,
+    /// Congestion window, bytes.
     pub cwnd_bytes: u64,
+    /// Slow-start threshold, bytes; `None` before the first loss.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ssthresh_bytes: Option<u64>,
+    /// The peer's advertised window, bytes (scaled).
     pub snd_wnd_bytes: u32,
+    /// Smoothed RTT, ms.
     pub srtt_ms: f64,
 }
 
 /// Something that happened to a connection.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Event {
+    /// Seconds since the view started.
     pub t_s: f64,
+    /// What happened.
     pub kind: EventKind,
     /// How many, when counted from counters between two samples.
     pub count: u64,
@@ -81,9 +92,13 @@ pub struct Event {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum EventKind {
+    /// Segments were retransmitted.
     Retransmit,
+    /// A retransmission timeout.
     Rto,
+    /// The congestion state changed (open, disorder, cwr, recovery, loss).
     CongState,
+    /// The peer advertised a zero window.
     ZeroWindow,
 }
 
@@ -91,8 +106,11 @@ pub enum EventKind {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Trigger {
+    /// A retransmission timeout.
     Rto,
+    /// The congestion window fell to half or less between two samples.
     CwndHalved,
+    /// The peer advertised a zero window.
     ZeroWindow,
 }
 
@@ -101,32 +119,43 @@ pub enum Trigger {
 pub struct Row {
     /// The socket cookie, as a string (cookies can exceed what a JavaScript number holds).
     pub id: String,
+    /// Network namespace; `None`: ours.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub netns: Option<String>,
     /// TCP state number (the filter's states) and its name as `ss` prints it.
     pub state_num: u8,
+    /// The state's name as `ss` prints it.
     pub state: String,
+    /// The socket's local address and port.
     pub local: SocketAddr,
+    /// The peer's address and port.
     pub remote: SocketAddr,
+    /// The congestion control algorithm.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub congestion: Option<String>,
     /// Goodput over the last interval, else the delivery rate.
     pub rate_bps: f64,
+    /// Smoothed RTT, ms.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub srtt_ms: Option<f64>,
     /// The engine's class and one-line verdict over the last interval.
     pub limit: Limit,
+    /// The one-line verdict.
     pub verdict: String,
 }
 
 /// The chosen connection's verdict, fix and options (computed for connections being watched).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Detail {
+    /// Seconds since the view started.
     pub t_s: f64,
+    /// The engine's class over the last interval.
     pub limit: Limit,
+    /// The engine's one-line verdict.
     pub verdict: String,
     /// The engine's recommendations, one line each ("the receiver: raise …").
     pub fixes: Vec<String>,
+    /// What the handshake negotiated (MSS, window scale, SACK, timestamps, ECN).
     pub negotiated: Negotiated,
 }
 
@@ -148,34 +177,53 @@ pub struct Source {
 pub enum Update {
     /// The table after a poll (at most the store's cap of rows, highest rate first).
     Rows {
+        /// Seconds since the view started.
         t_s: f64,
+        /// The rows, highest rate first.
         rows: Vec<Row>,
     },
+    /// A polled sample of one connection.
     Point {
+        /// The socket cookie, as a string.
         id: String,
+        /// The sample.
         point: Point,
     },
+    /// A per-ACK point of one connection.
     Ack {
+        /// The socket cookie, as a string.
         id: String,
+        /// The point.
         ack: AckPoint,
     },
+    /// Something happened on one connection.
     Event {
+        /// The socket cookie, as a string.
         id: String,
+        /// The event.
         event: Event,
     },
     /// A trigger fired: the page freezes here, with what led up to it on screen.
     Freeze {
+        /// The socket cookie, as a string.
         id: String,
+        /// When, seconds since the view started.
         t_s: f64,
+        /// What fired.
         trigger: Trigger,
     },
+    /// A new diagnosis of one connection.
     Detail {
+        /// The socket cookie, as a string.
         id: String,
+        /// The diagnosis.
         detail: Detail,
     },
     /// The connection is gone.
     Closed {
+        /// The socket cookie, as a string.
         id: String,
+        /// When, seconds since the view started.
         t_s: f64,
     },
 }

@@ -11,6 +11,7 @@
 
 /// IP protocol numbers the readers tell apart.
 pub const IPPROTO_TCP: u8 = 6;
+/// UDP's IP protocol number.
 pub const IPPROTO_UDP: u8 = 17;
 
 fn be16(b: &[u8], at: usize) -> u16 {
@@ -37,6 +38,7 @@ impl<'a> Ipv4<'a> {
     pub fn new(packet: &'a [u8]) -> Option<Self> {
         (packet.len() >= 20).then_some(Ipv4(packet))
     }
+    /// The version nibble: 4.
     #[inline]
     pub fn version(self) -> u8 {
         self.0[0] >> 4
@@ -51,6 +53,7 @@ impl<'a> Ipv4<'a> {
     pub fn total_len(self) -> u16 {
         be16(self.0, 2)
     }
+    /// The identification field: per-sender counter, for matching duplicates and fragments.
     #[inline]
     pub fn id(self) -> u16 {
         be16(self.0, 4)
@@ -60,14 +63,17 @@ impl<'a> Ipv4<'a> {
     pub fn is_fragment(self) -> bool {
         be16(self.0, 6) & 0x3fff != 0
     }
+    /// The protocol of the payload ([`IPPROTO_TCP`], [`IPPROTO_UDP`], …).
     #[inline]
     pub fn protocol(self) -> u8 {
         self.0[9]
     }
+    /// Source address, network order.
     #[inline]
     pub fn src(self) -> [u8; 4] {
         [self.0[12], self.0[13], self.0[14], self.0[15]]
     }
+    /// Destination address, network order.
     #[inline]
     pub fn dst(self) -> [u8; 4] {
         [self.0[16], self.0[17], self.0[18], self.0[19]]
@@ -90,6 +96,7 @@ impl<'a> Ipv6<'a> {
     pub fn new(packet: &'a [u8]) -> Option<Self> {
         (packet.len() >= 40).then_some(Ipv6(packet))
     }
+    /// The version nibble: 6.
     #[inline]
     pub fn version(self) -> u8 {
         self.0[0] >> 4
@@ -104,12 +111,14 @@ impl<'a> Ipv6<'a> {
     pub fn next_header(self) -> u8 {
         self.0[6]
     }
+    /// Source address, network order.
     #[inline]
     pub fn src(self) -> [u8; 16] {
         let mut a = [0u8; 16];
         a.copy_from_slice(&self.0[8..24]);
         a
     }
+    /// Destination address, network order.
     #[inline]
     pub fn dst(self) -> [u8; 16] {
         let mut a = [0u8; 16];
@@ -121,7 +130,9 @@ impl<'a> Ipv6<'a> {
 /// An IP packet of either version, chosen by its version nibble.
 #[derive(Debug, Clone, Copy)]
 pub enum Ip<'a> {
+    /// An IPv4 packet.
     V4(Ipv4<'a>),
+    /// An IPv6 packet.
     V6(Ipv6<'a>),
 }
 
@@ -165,18 +176,22 @@ impl<'a> Tcp<'a> {
     pub fn new(segment: &'a [u8]) -> Option<Self> {
         (segment.len() >= 20).then_some(Tcp(segment))
     }
+    /// Source port.
     #[inline]
     pub fn src_port(self) -> u16 {
         be16(self.0, 0)
     }
+    /// Destination port.
     #[inline]
     pub fn dst_port(self) -> u16 {
         be16(self.0, 2)
     }
+    /// Sequence number of the first payload byte (of the SYN for a SYN).
     #[inline]
     pub fn seq(self) -> u32 {
         be32(self.0, 4)
     }
+    /// Acknowledgment number: the next byte expected (meaningful with ACK set).
     #[inline]
     pub fn ack(self) -> u32 {
         be32(self.0, 8)
@@ -196,6 +211,7 @@ impl<'a> Tcp<'a> {
     pub fn flags12(self) -> u16 {
         be16(self.0, 12) & 0x0fff
     }
+    /// The raw 16-bit receive window field, before window scaling.
     #[inline]
     pub fn window(self) -> u16 {
         be16(self.0, 14)

@@ -8,6 +8,7 @@
 //! segment lengths, as Wireshark computes them.
 
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
 pub mod capture;
 pub mod header;

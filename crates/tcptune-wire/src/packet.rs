@@ -14,7 +14,9 @@ use crate::header::{Ipv4, Ipv6, Tcp};
 /// flow key is one fixed-size value.
 #[derive(Debug, Clone, Copy)]
 pub struct Addr {
+    /// True for IPv6; an IPv4 address uses the first 4 bytes and zeros after.
     pub v6: bool,
+    /// The address in network order, IPv4 in `bytes[..4]`.
     pub bytes: [u8; 16],
 }
 
@@ -55,11 +57,13 @@ impl std::hash::Hash for Addr {
 }
 
 impl Addr {
+    /// An IPv4 address from its four bytes in network order.
     pub fn v4(b: [u8; 4]) -> Addr {
         let mut bytes = [0u8; 16];
         bytes[..4].copy_from_slice(&b);
         Addr { v6: false, bytes }
     }
+    /// The standard-library address, for printing and matching.
     pub fn ip(&self) -> std::net::IpAddr {
         if self.v6 {
             std::net::IpAddr::from(self.bytes)
@@ -77,32 +81,45 @@ impl std::fmt::Display for Addr {
 
 /// TCP flag bits as in the header's 16-bit flags field (low 12 bits).
 pub mod flags {
+    /// No more data from the sender.
     pub const FIN: u16 = 0x001;
+    /// Synchronise sequence numbers (handshake).
     pub const SYN: u16 = 0x002;
+    /// Reset the connection.
     pub const RST: u16 = 0x004;
+    /// Push: deliver to the application now.
     pub const PSH: u16 = 0x008;
+    /// The acknowledgment field is valid.
     pub const ACK: u16 = 0x010;
+    /// The urgent pointer is valid.
     pub const URG: u16 = 0x020;
+    /// ECN echo: the receiver saw congestion marks (RFC 3168).
     pub const ECE: u16 = 0x040;
+    /// Congestion window reduced: the sender answered an ECE.
     pub const CWR: u16 = 0x080;
 }
 
 /// The TCP options tcptune looks at. SACK blocks beyond four are ignored (none fit anyway).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct TcpOptions {
+    /// Maximum segment size in bytes (SYN only).
     pub mss: Option<u16>,
     /// Window scale shift as sent (may exceed 14; the receiver clamps).
     pub wscale: Option<u8>,
+    /// SACK-permitted was offered (SYN only).
     pub sack_permitted: bool,
     /// (TSval, TSecr).
     pub timestamps: Option<(u32, u32)>,
+    /// SACK blocks as (left edge, right edge) sequence numbers; the first `sack_count` are valid.
     pub sack: [(u32, u32); 4],
+    /// How many of `sack` are valid (0 to 4).
     pub sack_count: u8,
     /// An option's length was impossible or ran past the header (parsing stopped there).
     pub malformed: bool,
 }
 
 impl TcpOptions {
+    /// The valid SACK blocks, (left edge, right edge exclusive).
     pub fn sack_blocks(&self) -> &[(u32, u32)] {
         &self.sack[..self.sack_count as usize]
     }
@@ -111,12 +128,19 @@ impl TcpOptions {
 /// The decoded TCP segment of a frame.
 #[derive(Debug, Clone, Copy)]
 pub struct TcpSegment {
+    /// Source address.
     pub src: Addr,
+    /// Destination address.
     pub dst: Addr,
+    /// Source port.
     pub sport: u16,
+    /// Destination port.
     pub dport: u16,
+    /// Sequence number (absolute, as on the wire).
     pub seq: u32,
+    /// Acknowledgment number (absolute; meaningful with [`flags::ACK`]).
     pub ack: u32,
+    /// Flag bits, [`flags`]`::*`.
     pub flags: u16,
     /// The raw 16-bit window field (unscaled).
     pub window: u16,
@@ -125,12 +149,14 @@ pub struct TcpSegment {
     /// Payload length from the IP header (Wireshark's `tcp.len`); `None` when the IP-reported
     /// length is shorter than the TCP header (Wireshark's "short segment", not analysed).
     pub seglen: Option<u32>,
+    /// The options tcptune reads (MSS, window scale, SACK, timestamps).
     pub options: TcpOptions,
     /// IPv4 identification (0 for IPv6), for spotting duplicated captures.
     pub ip_id: u16,
 }
 
 impl TcpSegment {
+    /// Whether flag bit `f` ([`flags`]`::*`) is set.
     pub fn has(&self, f: u16) -> bool {
         self.flags & f != 0
     }

@@ -10,18 +10,27 @@ use crate::capture::LinkType;
 /// One synthetic TCP segment to write.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct SegSpec<'a> {
+    /// Capture time in nanoseconds since the Unix epoch (negative is written as 0).
     pub ts_ns: i64,
+    /// IPv4 source address.
     pub src: [u8; 4],
+    /// IPv4 destination address.
     pub dst: [u8; 4],
+    /// Source port.
     pub sport: u16,
+    /// Destination port.
     pub dport: u16,
+    /// Sequence number.
     pub seq: u32,
+    /// Acknowledgment number.
     pub ack: u32,
     /// TCP flag bits (see `packet::flags`).
     pub flags: u16,
+    /// The raw (unscaled) window field.
     pub window: u16,
     /// Raw option bytes (padded to 4 here).
     pub options: &'a [u8],
+    /// Payload bytes, counted in the lengths but not stored past the snap length (zeros).
     pub payload_len: u32,
     /// IPv4 identification (as a sender's per-packet counter would set it).
     pub ip_id: u16,
@@ -90,6 +99,7 @@ impl<W: Write> PcapWriter<W> {
         self.out.write_all(b)
     }
 
+    /// The underlying writer, once the last segment is written (flush it to finish the file).
     pub fn into_inner(self) -> W {
         self.out
     }

@@ -11,13 +11,21 @@ use tcptune_model::Dur;
 pub struct DelayStats {
     /// True when the delays are relative to the smallest (the clock offset is unknown).
     pub relative: bool,
+    /// Delays measured (matched packets).
     pub samples: u64,
+    /// Smallest delay, seconds.
     pub min_s: Dur,
+    /// Mean delay, seconds.
     pub mean_s: Dur,
+    /// Median delay, seconds.
     pub p50_s: Dur,
+    /// 90th percentile, seconds.
     pub p90_s: Dur,
+    /// 99th percentile, seconds.
     pub p99_s: Dur,
+    /// Largest delay, seconds.
     pub max_s: Dur,
+    /// Standard deviation, seconds.
     pub stdev_s: Dur,
 }
 
@@ -57,6 +65,7 @@ fn ns(x: i64) -> Dur {
 pub struct JoinDirection {
     /// Sending endpoint, "address:port".
     pub from: String,
+    /// Receiving endpoint, "address:port".
     pub to: String,
     /// The capture nearer the sender (as named on the command line).
     pub upstream: String,
@@ -65,6 +74,7 @@ pub struct JoinDirection {
     pub upstream_assumed: bool,
     /// Packets of this direction at the upstream and the downstream point.
     pub upstream_packets: u64,
+    /// Packets of this direction at the downstream point.
     pub downstream_packets: u64,
     /// Packets seen at both points.
     pub matched: u64,
@@ -76,6 +86,7 @@ pub struct JoinDirection {
     /// Holes in the sequence space at the upstream point: data lost before the first point
     /// (or missed by that capture); events and bytes.
     pub lost_before_first: u64,
+    /// Payload bytes of those holes.
     pub lost_before_first_bytes: u64,
     /// Extra copies downstream of a packet seen once upstream: duplicated on the path.
     pub duplicated: u64,
@@ -86,6 +97,7 @@ pub struct JoinDirection {
     /// the downstream capture point), and upstream packets that arrived split into several
     /// (TSO at the upstream capture point): matched by their byte ranges.
     pub coalesced: u64,
+    /// Upstream packets that arrived split into several downstream.
     pub segmented: u64,
     /// Upstream packets whose bytes arrived regrouped across different packet boundaries
     /// (offloads grouping differently at the two points), matched by their bytes.
@@ -99,6 +111,7 @@ pub struct JoinDirection {
     /// Retransmissions of bytes that no earlier transmission delivered downstream (needed), and
     /// of bytes that had already got through (not needed: spurious).
     pub retransmissions_needed: u64,
+    /// Retransmissions of bytes that had already got through (spurious).
     pub retransmissions_unneeded: u64,
     /// One-way delay between the points (matched packets).
     pub delay: Option<DelayStats>,
@@ -109,7 +122,9 @@ pub struct JoinDirection {
 pub struct JoinFlow {
     /// Endpoint that sent the first packet seen, "address:port".
     pub a: String,
+    /// The other endpoint, "address:port".
     pub b: String,
+    /// Each direction that carried packets, a→b first.
     pub directions: Vec<JoinDirection>,
 }
 
@@ -127,18 +142,28 @@ pub struct ClockReport {
 /// Sums over every direction of every flow.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, serde::Deserialize, JsonSchema)]
 pub struct JoinTotals {
+    /// Packets seen at both points.
     pub matched: u64,
+    /// Packets lost on the path between the points.
     pub lost_between: u64,
+    /// Holes in the sequence space already at the upstream point.
     pub lost_before_first: u64,
+    /// Extra copies made on the path.
     pub duplicated: u64,
+    /// Packets reordered by the path.
     pub reordered: u64,
+    /// Downstream packets with no upstream match.
     pub not_seen_upstream: u64,
+    /// Data segments repeating bytes already sent.
     pub retransmissions: u64,
+    /// Retransmissions no earlier transmission had delivered.
     pub retransmissions_needed: u64,
+    /// Retransmissions of bytes that had already got through (spurious).
     pub retransmissions_unneeded: u64,
 }
 
 impl JoinTotals {
+    /// Adds one direction's counts.
     pub fn add(&mut self, d: &JoinDirection) {
         self.matched += d.matched;
         self.lost_between += d.lost_between;
@@ -159,8 +184,11 @@ pub struct JoinReport {
     pub inputs: [String; 2],
     /// TCP packets read from each.
     pub packets: [u64; 2],
+    /// How the two capture clocks were reconciled.
     pub clock: ClockReport,
+    /// Sums over every direction of every flow.
     pub totals: JoinTotals,
+    /// Each conversation seen in either capture.
     pub flows: Vec<JoinFlow>,
     /// What stopped the reading of either file early, if anything.
     pub capture_problems: Vec<String>,

@@ -43,7 +43,9 @@ pub use findings::{ClockReport, DelayStats, JoinDirection, JoinFlow, JoinReport,
 /// Which of the two captures a packet came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Side {
+    /// The first capture given.
     A = 0,
+    /// The second capture given.
     B = 1,
 }
 
@@ -93,6 +95,7 @@ pub struct CaptureSide {
 }
 
 impl CaptureSide {
+    /// A side with nothing read yet.
     pub fn new() -> CaptureSide {
         CaptureSide::default()
     }
@@ -158,6 +161,7 @@ fn signature(seg: &TcpSegment) -> u64 {
 }
 
 impl Joiner {
+    /// A join with no packets yet.
     pub fn new() -> Joiner {
         Joiner::default()
     }
@@ -855,7 +859,9 @@ pub fn join_readers<RA: std::io::Read + Send, RB: std::io::Read + Send>(
 #[derive(Debug, thiserror::Error)]
 #[error("{input}: {why}")]
 pub struct JoinError {
+    /// The input as given on the command line.
     pub input: String,
+    /// What is wrong with it, in one sentence.
     pub why: String,
 }
 

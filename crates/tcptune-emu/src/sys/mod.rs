@@ -48,7 +48,9 @@ pub fn now_ns() -> Nanos {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Side {
+    /// The client host's device.
     Client,
+    /// The server host's device.
     Server,
 }
 
@@ -57,6 +59,7 @@ pub enum Side {
 pub struct PortStats {
     /// Frames read from the host (it sent them).
     pub frames_read: u64,
+    /// Bytes read from the host (virtio header excluded).
     pub bytes_read: u64,
     /// Frames written to the host (it received them).
     pub frames_written: u64,
@@ -117,8 +120,11 @@ impl Lateness {
 /// contribution to delay error (wakeup latency, CPU contention).
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 pub struct LatenessSummary {
+    /// Median lateness, µs; `None` before the first write.
     pub p50_us: Option<u64>,
+    /// 99th percentile lateness, µs.
     pub p99_us: Option<u64>,
+    /// The largest lateness, µs.
     pub max_us: Option<u64>,
 }
 
@@ -132,6 +138,7 @@ pub struct Port {
 }
 
 impl Port {
+    /// A port on the TUN device `tun`, reading no faster than `line_rate` (`None`: unpaced).
     pub fn new(tun: Tun, line_rate: Option<Rate>) -> Port {
         Port {
             tun,
@@ -145,6 +152,7 @@ impl Port {
 /// Everything `lab status` shows about the link.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct EmuStatus {
+    /// The link as configured now.
     pub link: LinkSpec,
     /// True while TSO super-packets pass whole; false while they are segmented in software
     /// because a per-packet impairment is on.
@@ -153,10 +161,15 @@ pub struct EmuStatus {
     pub up: Counters,
     /// Server → client.
     pub down: Counters,
+    /// What the loop did at the client's device.
     pub client: PortStats,
+    /// What the loop did at the server's device.
     pub server: PortStats,
+    /// The client's NIC rate, bits/s (`None`: unpaced).
     pub client_line_rate_bps: Option<Rate>,
+    /// The server's NIC rate, bits/s (`None`: unpaced).
     pub server_line_rate_bps: Option<Rate>,
+    /// Time since the emulator started, seconds.
     pub uptime_s: Dur,
     /// Lateness of writes against the schedule, both directions, since the start.
     pub lateness: LatenessSummary,
@@ -166,18 +179,33 @@ pub struct EmuStatus {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "cmd", rename_all = "snake_case")]
 pub enum Request {
+    /// Answer with the status.
     Status,
-    SetLink { link: Box<LinkSpec> },
-    SetLineRate { side: Side, rate_bps: Option<Rate> },
+    /// Replace the link's settings (validated first).
+    SetLink {
+        /// The new settings for both directions; packets already held keep their schedule.
+        link: Box<LinkSpec>,
+    },
+    /// Pace a host's reads at a new NIC rate.
+    SetLineRate {
+        /// Which host's NIC.
+        side: Side,
+        /// The new rate, bits/s; `None` removes the pacing.
+        rate_bps: Option<Rate>,
+    },
+    /// Stop the loop (the process exits after answering).
     Stop,
 }
 
 /// The answer: one JSON object per line.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Reply {
+    /// Whether the request was carried out.
     pub ok: bool,
+    /// Why not, when `ok` is false.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The status, for [`Request::Status`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<EmuStatus>,
 }
@@ -185,7 +213,9 @@ pub struct Reply {
 /// Why the loop returned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Exit {
+    /// SIGINT, SIGTERM or SIGHUP arrived.
     Signal,
+    /// A [`Request::Stop`] on the control socket.
     StopRequest,
 }
 
@@ -208,6 +238,7 @@ pub fn stop_signals() -> io::Result<OwnedFd> {
 }
 
 impl Emulator {
+    /// The link between the two ports; refuses a spec that fails [`LinkSpec::validate`].
     pub fn new(client: Port, server: Port, spec: LinkSpec) -> Result<Emulator, ConfigError> {
         let up = Direction::new(spec.up.clone(), spec.seed, 0)?;
         let down = Direction::new(spec.down.clone(), spec.seed, 1)?;
@@ -235,6 +266,7 @@ impl Emulator {
         Ok(())
     }
 
+    /// Counters, settings and lateness now, as the control socket reports them.
     pub fn status(&self) -> EmuStatus {
         let now = now_ns();
         EmuStatus {

@@ -73,6 +73,7 @@ impl Tun {
             .and_then(|r| r)
     }
 
+    /// The interface name.
     pub fn name(&self) -> &str {
         &self.name
     }
@@ -126,6 +127,7 @@ impl Tun {
 /// A frame as read from a TUN device: virtio header followed by the IP packet.
 #[derive(Clone, Debug)]
 pub struct Frame {
+    /// The bytes as read: the 10-byte virtio header, then the IP packet.
     pub buf: Vec<u8>,
 }
 

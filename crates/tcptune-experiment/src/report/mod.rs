@@ -4,11 +4,11 @@
 //! diagnosis of each point, the spec and the environment). Everything is read back from the
 //! results directory, so `tcptune report DIR` can redraw a report at any time.
 //!
-//! One module per job: [`theory`] (what the models expect), [`summary`] (statistics and
+//! One module per job: [`theory`](mod@theory) (what the models expect), [`summary`] (statistics and
 //! verdict per point), `results` (the directory read once, and the `Exporter` trait), `csv`,
 //! `chart` and `heatmap` (the goodput figure), `time` (series over time), `captures` (what the
-//! captures show), `figures` (every figure drawn once; the SVG exporter), `tables` (link,
-//! join and failure tables) and `html` (the page). `write_report` runs the exporters.
+//! captures show), `figures` (every figure drawn once; the SVG exporter), `tables` (link, join and
+//! failure tables) and `html` (the page). `write_report` runs the exporters.
 
 use std::path::{Path, PathBuf};
 
@@ -42,9 +42,13 @@ use results::{Exporter, Results};
 /// Files the report wrote.
 #[derive(Debug, Clone)]
 pub struct ReportFiles {
+    /// The HTML report.
     pub html: PathBuf,
+    /// summary.csv: one row per point.
     pub summary_csv: PathBuf,
+    /// Each SVG chart written.
     pub plots: Vec<PathBuf>,
+    /// The statistics of each sweep point.
     pub points: Vec<PointSummary>,
     /// With `repetitions = "auto"`: the stopping rule the run used.
     pub auto: Option<crate::stopping::Auto>,
@@ -55,9 +59,13 @@ pub struct ReportFiles {
 /// The files written and the statistics of each sweep point.
 #[derive(Serialize, JsonSchema)]
 pub struct ReportResult {
+    /// The HTML report's path.
     pub html: String,
+    /// summary.csv's path: one row per point.
     pub summary_csv: String,
+    /// Each SVG chart's path.
     pub plots: Vec<String>,
+    /// The statistics of each sweep point.
     pub points: Vec<PointSummary>,
     /// With `repetitions = "auto"`: the stopping rule the run used (each point's
     /// `stopped` says why it took no more trials).

@@ -12,20 +12,28 @@ use crate::run::{StoredPlan, TrialRecord};
 /// The statistics of one sweep point.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct PointSummary {
+    /// The point's number, from 0.
     pub index: usize,
+    /// The settings that vary, as "link.delay=5ms, client.mtu=9000" ("base" when none do).
     pub label: String,
+    /// The swept settings and their values at this point, in spec order.
     pub varied: Vec<(String, String)>,
     /// Goodput over the measured (not warm-up) trials, bits per second.
     pub goodput_bps: Option<Summary>,
+    /// Mean over trials of the sender's retransmitted segments.
     pub retransmits_mean: Option<f64>,
+    /// Mean over trials of the smallest RTT, seconds.
     pub rtt_min_s_mean: Option<f64>,
     /// Mean over trials of the sender's mean and 99th-percentile smoothed RTT under the load.
     pub rtt_mean_s_mean: Option<f64>,
+    /// Mean over trials of the 99th-percentile smoothed RTT, seconds.
     pub rtt_p99_s_mean: Option<f64>,
     /// Mean over trials of the sender's largest send buffer and the receiver's largest
     /// receive buffer (the memory the connection was granted), bytes.
     pub sndbuf_peak_mean: Option<f64>,
+    /// Mean over trials of the receiver's largest receive buffer, bytes.
     pub rcvbuf_peak_mean: Option<f64>,
+    /// Mean over trials of the limit shares (fractions of 1).
     pub limits_mean: Option<crate::run::LimitShares>,
     /// The limit class of most of the point's trials, from the diagnosis engine (see [`point_verdict`]).
     pub verdict: Option<String>,
@@ -33,6 +41,7 @@ pub struct PointSummary {
     /// reader checks the verdict against: a send-buffer limit shows as a full send buffer,
     /// not as the kernel's sndbuf-limited time, which counts only a blocked writer).
     pub evidence: Option<String>,
+    /// Trials that failed.
     pub failures: usize,
     /// With `repetitions = "auto"`: why the point took no more trials (its interval reached
     /// the precision, or it took the maximum); its measured trials are `goodput_bps.n`.
@@ -40,6 +49,7 @@ pub struct PointSummary {
     pub stopped: Option<crate::stopping::Stop>,
     /// Why the point's trials failed: each distinct error once, with how many times.
     pub failure_causes: Vec<String>,
+    /// What the models predict at this point, beside the measurements.
     pub theory: Theory,
 }
 

@@ -12,10 +12,15 @@ use crate::run::{StoredPlan, TrialRecord};
 /// (`Measurement.link`): shares of the packets that entered the link.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Realised {
+    /// Packets that entered the link.
     pub packets: f64,
+    /// Share lost by the loss model.
     pub lost: f64,
+    /// Share duplicated.
     pub duplicated: f64,
+    /// Share corrupted.
     pub corrupted: f64,
+    /// Share reordered.
     pub reordered: f64,
     /// Drops at the queue (its packet or byte limit, or netem's `limit`), packets.
     pub queue_drops: f64,

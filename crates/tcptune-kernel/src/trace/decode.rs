@@ -248,10 +248,12 @@ pub struct Cap {
     per_sec: u32,
     /// cookie → (second, events passed in it).
     seen: HashMap<u64, (u64, u32)>,
+    /// Events dropped by the cap so far.
     pub dropped: u64,
 }
 
 impl Cap {
+    /// A cap of `per_sec` events per socket per second of trace time (0: no cap).
     pub fn new(per_sec: u32) -> Cap {
         Cap {
             per_sec,

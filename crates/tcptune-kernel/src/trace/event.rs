@@ -7,10 +7,12 @@ use serde::{Deserialize, Serialize};
 /// tracefs instance uses trace_clock "mono"), comparable with tcp_info sample times.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TraceEvent {
+    /// When, CLOCK_MONOTONIC nanoseconds.
     pub t_ns: u64,
     /// The socket cookie (as sock_diag reports it); 0 for a retransmission or state change
     /// on a socket not yet seen in a tcp_probe event.
     pub cookie: u64,
+    /// What happened.
     pub kind: TraceKind,
 }
 
@@ -21,7 +23,9 @@ pub enum TraceKind {
     /// tcp:tcp_probe (an incoming segment on an established socket): the socket's state as
     /// the segment arrived, before TCP processed it.
     Ack {
+        /// Oldest unacknowledged sequence number.
         snd_una: u32,
+        /// Next sequence number to send; `snd_nxt - snd_una` is the bytes in flight.
         snd_nxt: u32,
         /// Congestion window, segments.
         cwnd_segs: u32,
@@ -37,16 +41,26 @@ pub enum TraceKind {
         /// Payload bytes of the arriving segment (0: a pure ACK).
         data_len: u16,
     },
-    /// tcp:tcp_retransmit_skb (`state`: the socket's TCP state number).
-    Retransmit { state: u8 },
-    /// tcp:tcp_cong_state_set (ca_state: 0 open, 1 disorder, 2 cwr, 3 recovery, 4 loss)
-    CongState { ca_state: u8 },
+    /// tcp:tcp_retransmit_skb: a segment was retransmitted.
+    Retransmit {
+        /// The socket's TCP state number (`tcptune_kernel::filter::state`).
+        state: u8,
+    },
+    /// tcp:tcp_cong_state_set: the congestion state changed.
+    CongState {
+        /// The new state: 0 open, 1 disorder, 2 cwr, 3 recovery, 4 loss.
+        ca_state: u8,
+    },
     /// tcp:tcp_rcvbuf_grow (absent on older kernels); `rtt_us` is the receiver's RTT
     /// estimate, µs.
     RcvbufGrow {
+        /// Receive buffer, bytes (`sk_rcvbuf`) after the growth.
         rcvbuf: u32,
+        /// The receive window currently offered, bytes.
         rcv_wnd: u32,
+        /// The most the window may grow to, bytes.
         window_clamp: u32,
+        /// The receiver's RTT estimate, µs.
         rtt_us: u32,
     },
 }
@@ -56,7 +70,10 @@ pub enum TraceKind {
 /// it are dropped and counted; 0: no cap).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct TraceFilter {
+    /// Ports to trace, matched at either end; empty: any.
     pub ports: Vec<u16>,
+    /// Socket cookies to trace; empty: any.
     pub cookies: Vec<u64>,
+    /// Events of one socket kept per second of trace time; 0: no cap.
     pub max_events_per_conn_per_sec: u32,
 }

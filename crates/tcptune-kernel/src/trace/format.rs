@@ -18,18 +18,33 @@ pub struct Field {
 /// An event's format: its id (the record's `common_type`) and fields by name.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EventFormat {
+    /// The event's name, e.g. `tcp_probe`.
     pub name: String,
+    /// The id records carry as `common_type`.
     pub id: u16,
+    /// The fields by name, `common_*` included.
     pub fields: HashMap<String, Field>,
 }
 
 /// Why a format file could not be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum FormatError {
+    /// A field or the id is not in the format file.
     #[error("the format of {event} has no {what}")]
-    Missing { event: String, what: String },
+    Missing {
+        /// The event whose format was read.
+        event: String,
+        /// What is missing: a field's name, or its id.
+        what: String,
+    },
+    /// A line that is not `field: …; offset: …; size: …; signed: …;`.
     #[error("the format of {event} has an unreadable line: {line}")]
-    BadLine { event: String, line: String },
+    BadLine {
+        /// The event whose format was read.
+        event: String,
+        /// The line as read.
+        line: String,
+    },
 }
 
 impl EventFormat {
@@ -113,8 +128,11 @@ fn parse_field(line: &str) -> Option<(String, Field)> {
 /// its commit word (bytes written plus flags) and its data are.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PageHeader {
+    /// The page's time stamp (the trace clock at the first event).
     pub timestamp: Field,
+    /// The commit word: bytes of data, plus the missed-events flags.
     pub commit: Field,
+    /// Where the event data begins.
     pub data: Field,
 }
 

@@ -23,6 +23,7 @@ const TS_MSB: u64 = 0xf8 << 56;
 /// One event record of a page with its time (trace clock, ns for `mono`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RawEvent<'a> {
+    /// Time stamp, trace clock nanoseconds (`mono`: CLOCK_MONOTONIC).
     pub ts: u64,
     /// The record: `common_type` and the event's fields, at the offsets of its format.
     pub data: &'a [u8],
@@ -36,6 +37,7 @@ pub struct PageInfo {
     pub missed: Option<u64>,
     /// Whether events were lost but their count is unknown.
     pub missed_unknown: bool,
+    /// Data events on the page.
     pub events: usize,
 }
 
@@ -43,7 +45,9 @@ pub struct PageInfo {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("a trace page is malformed at byte {at}: {what}")]
 pub struct PageError {
+    /// Byte offset in the page.
     pub at: usize,
+    /// What was wrong there.
     pub what: &'static str,
 }
 

@@ -8,7 +8,9 @@ use super::axis::{esc, fit, fnv, spans_decades, tick_label, Axis, FNV_START};
 /// (a mean, its interval); `None` for a combination that was not measured.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Cell {
+    /// The value that picks the colour, in the heatmap's `value_label` unit.
     pub value: f64,
+    /// Lines of text printed in the cell (the mean, its interval).
     pub text: Vec<String>,
 }
 
@@ -19,13 +21,17 @@ pub struct Cell {
 /// (the values are non-negative quantities), with a colour bar below the table.
 #[derive(Debug, Clone)]
 pub struct Heatmap {
+    /// Title above the table.
     pub title: String,
     /// What the rows and the columns are (the two settings' names).
     pub row_label: String,
+    /// The column setting's name.
     pub col_label: String,
     /// What the colour shows, with its unit.
     pub value_label: String,
+    /// Row headings: the first setting's values, top to bottom.
     pub rows: Vec<String>,
+    /// Column headings: the second setting's values, left to right.
     pub cols: Vec<String>,
     /// `cells[row][col]`.
     pub cells: Vec<Vec<Option<Cell>>>,

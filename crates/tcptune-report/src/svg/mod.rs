@@ -27,8 +27,11 @@ pub const PALETTE: [&str; 8] = [
 /// How a series is drawn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Style {
+    /// Straight lines between points.
     Line,
+    /// A marker at each point, no line.
     Points,
+    /// Lines and markers.
     LinePoints,
     /// A step function (holds each value until the next x): windows, cwnd.
     Step,
@@ -47,15 +50,20 @@ pub enum Style {
 /// One data point; `err` is an interval drawn as an error bar (e.g. the 95% CI).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Point {
+    /// Horizontal position, in the x axis' unit.
     pub x: f64,
+    /// Vertical position, in the y axis' unit.
     pub y: f64,
+    /// (low, high) of the error bar, in the y unit; `None`: no bar.
     pub err: Option<(f64, f64)>,
 }
 
 impl Point {
+    /// A point without an error bar.
     pub fn new(x: f64, y: f64) -> Self {
         Point { x, y, err: None }
     }
+    /// A point with an error bar from `low` to `high`.
     pub fn with_err(x: f64, y: f64, low: f64, high: f64) -> Self {
         Point {
             x,
@@ -65,16 +73,21 @@ impl Point {
     }
 }
 
+/// One named set of points drawn in one style and colour.
 #[derive(Debug, Clone)]
 pub struct Series {
+    /// The legend's label.
     pub name: String,
+    /// The points, sorted by x for lines and steps.
     pub points: Vec<Point>,
+    /// How the points are drawn.
     pub style: Style,
     /// Colour; the palette's next one when `None`.
     pub color: Option<String>,
 }
 
 impl Series {
+    /// A series drawn in the palette colour of its position (set one with [`Series::color`]).
     pub fn new(name: impl Into<String>, style: Style, points: Vec<Point>) -> Self {
         Series {
             name: name.into(),
@@ -83,6 +96,7 @@ impl Series {
             color: None,
         }
     }
+    /// Draws the series in colour `c` (any SVG colour), e.g. to match a series across charts.
     pub fn color(mut self, c: &str) -> Self {
         self.color = Some(c.into());
         self
@@ -92,17 +106,24 @@ impl Series {
 /// A labelled horizontal line (a path rate, a model's bound).
 #[derive(Debug, Clone)]
 pub struct RefLine {
+    /// The legend's label.
     pub name: String,
+    /// Height in the y axis' unit.
     pub y: f64,
 }
 
 /// A chart. Build it, then [`Chart::render`].
 #[derive(Debug, Clone)]
 pub struct Chart {
+    /// Title above the plot.
     pub title: String,
+    /// The x axis' label, with its unit.
     pub x_label: String,
+    /// The y axis' label, with its unit.
     pub y_label: String,
+    /// Logarithmic x axis.
     pub x_log: bool,
+    /// Logarithmic y axis.
     pub y_log: bool,
     /// Start the y axis at zero (throughput, windows) rather than at the data's minimum.
     pub y_from_zero: bool,
@@ -110,8 +131,11 @@ pub struct Chart {
     pub y_max: Option<f64>,
     /// Labels at given x positions instead of numeric ticks (a sweep over names).
     pub x_ticks: Option<Vec<(f64, String)>>,
+    /// The data, drawn in order (later series on top).
     pub series: Vec<Series>,
+    /// Horizontal reference lines.
     pub refs: Vec<RefLine>,
+    /// Width in SVG pixels.
     pub width: u32,
     /// Height of the plot and its axes; the legend below adds to it.
     pub height: u32,
@@ -121,6 +145,7 @@ pub struct Chart {
 }
 
 impl Chart {
+    /// An empty 720 × 400 chart with linear axes, y from zero, values non-negative.
     pub fn new(
         title: impl Into<String>,
         x_label: impl Into<String>,
@@ -142,39 +167,48 @@ impl Chart {
             non_negative: true,
         }
     }
+    /// Sets [`Chart::non_negative`].
     pub fn non_negative(mut self, on: bool) -> Self {
         self.non_negative = on;
         self
     }
+    /// Sets the size in SVG pixels (the legend adds to the height).
     pub fn size(mut self, width: u32, height: u32) -> Self {
         self.width = width;
         self.height = height;
         self
     }
+    /// Sets [`Chart::x_log`].
     pub fn x_log(mut self, on: bool) -> Self {
         self.x_log = on;
         self
     }
+    /// Sets [`Chart::y_log`].
     pub fn y_log(mut self, on: bool) -> Self {
         self.y_log = on;
         self
     }
+    /// Sets [`Chart::y_from_zero`].
     pub fn y_from_zero(mut self, on: bool) -> Self {
         self.y_from_zero = on;
         self
     }
+    /// Caps the y axis at `v` (see [`Chart::y_max`]).
     pub fn y_max(mut self, v: f64) -> Self {
         self.y_max = Some(v);
         self
     }
+    /// Labels the x axis at these positions instead of numeric ticks.
     pub fn x_ticks(mut self, ticks: Vec<(f64, String)>) -> Self {
         self.x_ticks = Some(ticks);
         self
     }
+    /// Adds a series on top of the others.
     pub fn series(mut self, s: Series) -> Self {
         self.series.push(s);
         self
     }
+    /// Adds a labelled horizontal line at `y`.
     pub fn reference(mut self, name: impl Into<String>, y: f64) -> Self {
         self.refs.push(RefLine {
             name: name.into(),

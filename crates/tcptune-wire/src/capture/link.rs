@@ -6,26 +6,39 @@
 pub struct LinkType(pub u32);
 
 impl LinkType {
+    /// BSD loopback: a 4-byte address family in the capturing host's byte order, then the packet.
     pub const NULL: LinkType = LinkType(0);
+    /// Ethernet II (VLAN tags are read through).
     pub const ETHERNET: LinkType = LinkType(1);
     /// DLT_RAW as numbered on most systems.
     pub const RAW_12: LinkType = LinkType(12);
     /// DLT_RAW as numbered on OpenBSD.
     pub const RAW_14: LinkType = LinkType(14);
+    /// Raw IP: the frame starts with the IPv4 or IPv6 header.
     pub const RAW: LinkType = LinkType(101);
+    /// OpenBSD loopback: a 4-byte address family in network byte order, then the packet.
     pub const LOOP: LinkType = LinkType(108);
+    /// Linux cooked capture v1 (`tcpdump -i any`): a 16-byte pseudo-header.
     pub const LINUX_SLL: LinkType = LinkType(113);
+    /// Raw IPv4 only.
     pub const IPV4: LinkType = LinkType(228);
+    /// Raw IPv6 only.
     pub const IPV6: LinkType = LinkType(229);
+    /// Linux cooked capture v2: a 20-byte pseudo-header with the interface index.
     pub const LINUX_SLL2: LinkType = LinkType(276);
+    /// PPP with its 2-byte protocol field.
     pub const PPP: LinkType = LinkType(9);
+    /// FDDI with an 802.2 LLC/SNAP header.
     pub const FDDI: LinkType = LinkType(10);
     /// PPP in HDLC-like framing (also Cisco HDLC's number on some systems: 50).
     pub const PPP_HDLC: LinkType = LinkType(50);
     /// PPPoE session payload (PPP) without its Ethernet header.
     pub const PPP_ETHER: LinkType = LinkType(51);
+    /// Cisco HDLC: address, control and a 2-byte EtherType.
     pub const C_HDLC: LinkType = LinkType(104);
+    /// Juniper's Ethernet capture: a Juniper pseudo-header before the Ethernet frame.
     pub const JUNIPER_ETHER: LinkType = LinkType(178);
+    /// PPP with a leading direction byte.
     pub const PPP_WITH_DIR: LinkType = LinkType(204);
     /// IP over InfiniBand as Linux captures it: a 20-byte address, then a 4-byte header.
     pub const IPOIB: LinkType = LinkType(242);

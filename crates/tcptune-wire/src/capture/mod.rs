@@ -38,9 +38,11 @@ pub struct Frame<'a> {
     pub number: u64,
     /// Capture time in nanoseconds since the Unix epoch.
     pub ts_ns: i64,
+    /// The link-layer type `data` starts with (per interface in pcapng).
     pub link: LinkType,
     /// Length of the packet on the wire; `data` may be shorter (snaplen).
     pub orig_len: u32,
+    /// The captured bytes from the link-layer header on, at most the snap length.
     pub data: &'a [u8],
 }
 
@@ -49,10 +51,13 @@ pub struct Frame<'a> {
 pub enum CaptureError {
     // The cause is in the message, so it is not chained as a source too (`{:#}` would print
     // it twice); analyses print this error with `{}`.
+    /// Reading the input failed.
     #[error("cannot read: {0}")]
     Io(io::Error),
+    /// The input had no bytes at all.
     #[error("empty input: no capture file header")]
     Empty,
+    /// The first four bytes are no pcap or pcapng magic number.
     #[error("not a pcap or pcapng file (first bytes {0:02x?})")]
     NotACapture([u8; 4]),
     /// Compressed with something other than gzip (which is read directly).
@@ -62,18 +67,26 @@ pub enum CaptureError {
     /// version): nothing in the file can be read.
     #[error("unusable capture file header: {0}")]
     BadHeader(String),
+    /// The data ended inside a header or record; what was read before it is still good.
     #[error("the capture ends in the middle of {what} at byte {offset}; {frames} complete frames were read before it")]
     Truncated {
+        /// What was being read: a record header, a block, a packet.
         what: &'static str,
+        /// Byte offset in the file where it started.
         offset: u64,
+        /// Complete frames read before it.
         frames: u64,
     },
+    /// A length or field no valid capture has, where reading cannot resynchronise.
     #[error(
         "corrupt capture at byte {offset}: {why}; {frames} complete frames were read before it"
     )]
     Corrupt {
+        /// Byte offset in the file of the bad header.
         offset: u64,
+        /// What is wrong with it, in words.
         why: String,
+        /// Complete frames read before it.
         frames: u64,
     },
 }
