@@ -6,8 +6,9 @@
 //! The receive side follows the kernel's own arithmetic ([`WindowRule`]): before 6.6 half of a
 //! buffer is window (`tcp_adv_win_scale` 1), since 6.6 `scaling_ratio`/256 of it (50 % assumed).
 //! The send side follows `tcp_sndbuf_expand()`: factor 2 × the window (3 for BBR). These are the
-//! rules R1–R5 of the host-tuning research note; `tcptune audit` reuses the functions below to
-//! judge a host's current values.
+//! rules R1–R5 of the host-tuning research note. The maxima `test`, `audit` and `tune`
+//! recommend (the need, rounded, and `--fit`'s headroom) come from [`crate::sizing`], which
+//! sizes with the functions below; `buffers` shows the exact figures.
 
 use schemars::JsonSchema;
 use serde::Serialize;
@@ -16,6 +17,7 @@ use crate::kernel::{
     self, CongestionControl, KernelSource, KernelVersion, WindowRule, MAX_WINDOW_BYTES,
     SYSCTL_INT_MAX,
 };
+use crate::sizing::{self, SizingQuery};
 use crate::units::{Bytes, Dur, Rate};
 use crate::ModelError;
 
@@ -162,10 +164,17 @@ pub fn buffers(q: &BufferQuery) -> Result<Buffers, ModelError> {
         FlowSharing::PerFlow => q.rate,
     };
     let rule = WindowRule::for_kernel(q.kernel, q.scaling_ratio, q.adv_win_scale);
-    let window = flow_rate.times(q.rtt).to_bytes_ceil();
-    let rmem = receive_buffer_for(window, rule);
+    // The needs of one flow at its rate, by the one sizing rule (unrounded: the model shows
+    // the exact figures; `sizing` also says what to recommend).
+    let need = sizing::size(&SizingQuery {
+        rate: flow_rate,
+        rtt: q.rtt,
+        flows: 1,
+        cc: q.cc,
+        rule,
+    });
+    let (window, rmem, wmem) = (need.window, need.rmem_need, need.wmem_need);
     let headroom = receive_buffer_for(Bytes::new(window.get().saturating_mul(2)), rule);
-    let wmem = send_buffer_for(window, q.cc);
     let so_rcvbuf = kernel::setsockopt_value_for(rmem.get());
     let so_sndbuf = kernel::setsockopt_value_for(wmem.get());
     let total_rate = match q.sharing {

@@ -17,6 +17,7 @@ pub mod path;
 pub mod pftk;
 pub mod ramp;
 pub mod render;
+pub mod sizing;
 pub mod units;
 
 pub use path::{PathError, PathSpec};
