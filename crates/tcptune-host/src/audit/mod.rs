@@ -11,6 +11,7 @@ use std::fmt;
 use schemars::JsonSchema;
 use serde::Serialize;
 use tcptune_model::kernel::{CongestionControl, KernelVersion, WindowRule, MAX_WINDOW_BYTES};
+use tcptune_model::sizing::{self, SizingQuery};
 use tcptune_model::{bdp, buffers, Bytes, Dur, Probability, Rate};
 
 use crate::state::HostState;
@@ -51,7 +52,8 @@ pub struct AuditInput {
     /// Memory the buffers of those flows may take in all, when bounded.
     pub memory_budget_bytes: Option<Bytes>,
     pub role: Role,
-    /// Size buffer maxima to this path ([`fitted`]) rather than only raising short ones.
+    /// Size buffer maxima to this path ([`tcptune_model::sizing::FIT`]) rather than only
+    /// raising short ones.
     #[serde(default)]
     pub fit: bool,
 }
@@ -163,28 +165,16 @@ fn fmt_bytes(b: u64) -> String {
     Bytes::new(b).short()
 }
 
-/// The maximum `--fit` gives a buffer that `needed` bytes carry: 1.5× the need (headroom for
-/// an RTT that grows with queueing, and for delayed and stretched ACKs; the need itself
-/// already counts the kernel's overhead, twice the window or more), rounded up like every
-/// recommended buffer, and at least 128 KiB: two of the largest (64 KiB) TSO bursts, so a
-/// sender can fill one while the other is in flight, whatever the BDP.
-///
-/// Chosen with the tuning evaluation (examples/tuning-evaluation): a 256 KiB floor used 3.4×
-/// the smallest sufficient buffer on a 1 Gbit/s × 0.2 ms LAN; twice the need would let the
-/// scaled 10 Gbit/s × 1.6 ms path's buffers grow to 8 + 8 MiB, twice the 4 + 4 MiB that
-/// suffice there.
+/// The maximum `--fit` gives a buffer whose recommended maximum is `needed` bytes: the model's
+/// one policy ([`sizing::FIT`]), so `test --fit` names the same value.
 pub fn fitted(needed: u64) -> u64 {
-    round_buffer(1.5 * needed as f64).max(128 * 1024)
+    sizing::FIT.fitted(Bytes::new(needed)).get()
 }
 
-/// Rounds a buffer size up to a readable value: a whole MiB above 4 MiB, 64 KiB below.
+/// Rounds a buffer size up to a value people write, by the model's one rule
+/// ([`sizing::round_buffer`]).
 fn round_buffer(bytes: f64) -> u64 {
-    let unit = if bytes > 4.0 * 1048576.0 {
-        1048576.0
-    } else {
-        65536.0
-    };
-    ((bytes / unit).ceil() * unit) as u64
+    sizing::round_buffer(Bytes::new(bytes.ceil() as u64)).get()
 }
 
 /// Runs every rule.
@@ -204,7 +194,6 @@ pub fn audit(state: &HostState, input: &AuditInput) -> Audit {
         .sysctl("net.ipv4.tcp_congestion_control")
         .unwrap_or("")
         .to_string();
-    let rmem_needed = round_buffer(buffers::receive_buffer_for(flow_bdp, rule).get() as f64);
     let mut ctx = Ctx {
         state,
         input,
@@ -213,7 +202,7 @@ pub fn audit(state: &HostState, input: &AuditInput) -> Audit {
         fraction,
         cc,
         sender_cc: CongestionControl::Cubic,
-        rmem_needed,
+        rmem_needed: 0,
         wmem_needed: 0,
         out: Vec::new(),
     };
@@ -222,7 +211,16 @@ pub fn audit(state: &HostState, input: &AuditInput) -> Audit {
     if ctx.cc == "bbr" || ctx.switches_to_bbr() {
         ctx.sender_cc = CongestionControl::Bbr;
     }
-    let wmem_needed = round_buffer(buffers::send_buffer_for(flow_bdp, ctx.sender_cc).get() as f64);
+    // The maxima to recommend: the model's one sizing rule, as `test` and `tune` name them.
+    let sized = sizing::size(&SizingQuery {
+        rate: input.rate_bps,
+        rtt: input.rtt_s,
+        flows,
+        cc: ctx.sender_cc,
+        rule,
+    });
+    let (rmem_needed, wmem_needed) = (sized.rmem_max.get(), sized.wmem_max.get());
+    ctx.rmem_needed = rmem_needed;
     ctx.wmem_needed = wmem_needed;
     ctx.options();
     ctx.buffers();
