@@ -24,8 +24,11 @@ mod sockets;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Role {
+    /// It sends the bulk data: the send buffers count.
     Sender,
+    /// It receives the bulk data: the receive buffers count.
     Receiver,
+    /// It does both (a server with uploads and downloads, or a test host).
     Both,
 }
 
@@ -51,6 +54,7 @@ pub struct AuditInput {
     pub flows: u32,
     /// Memory the buffers of those flows may take in all, when bounded.
     pub memory_budget_bytes: Option<Bytes>,
+    /// Which side of the transfers this host is.
     pub role: Role,
     /// Size buffer maxima to this path ([`tcptune_model::sizing::FIT`]) rather than only
     /// raising short ones.
@@ -86,12 +90,20 @@ impl fmt::Display for Verdict {
 pub enum Action {
     /// Write a sysctl. `global` ones (net.core.*, tcp_mem) cannot be set inside a namespace.
     Sysctl {
+        /// The sysctl, dotted (`net.ipv4.tcp_rmem`).
         key: String,
+        /// The value to write, as /proc/sys prints it.
         value: String,
+        /// Whether the key is one value for the whole kernel ([`is_global`]).
         global: bool,
     },
     /// Change an interface's txqueuelen.
-    Txqueuelen { dev: String, value: u32 },
+    Txqueuelen {
+        /// The interface.
+        dev: String,
+        /// The queue length, packets.
+        value: u32,
+    },
 }
 
 /// One judged setting.
@@ -101,8 +113,11 @@ pub struct Finding {
     pub rule: String,
     /// The setting, as a sysctl key, `dev:NAME txqueuelen`, a route, or a socket.
     pub setting: String,
+    /// The value now, as read.
     pub current: String,
+    /// The value recommended, when one is.
     pub recommended: Option<String>,
+    /// How the setting stands.
     pub verdict: Verdict,
     /// Why, in one sentence with the numbers.
     pub why: String,
@@ -115,8 +130,11 @@ pub struct Finding {
 /// The audit's result.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct Audit {
+    /// The network namespace audited (`None`: the caller's own).
     pub netns: Option<String>,
+    /// The kernel's version, when it was read.
     pub kernel: Option<KernelVersion>,
+    /// The path and flows the host was judged against.
     pub input: AuditInput,
     /// Path BDP, bytes.
     pub bdp_bytes: Bytes,
@@ -126,17 +144,20 @@ pub struct Audit {
     pub rmem_needed_bytes: Bytes,
     /// Send buffer maximum one flow needs, bytes.
     pub wmem_needed_bytes: Bytes,
+    /// Every judged setting, changes first.
     pub findings: Vec<Finding>,
     /// One plain sentence: what to do, or that nothing needs changing.
     pub summary: String,
 }
 
 impl Audit {
+    /// The findings `tune` will act on (verdict `change`).
     pub fn changes(&self) -> impl Iterator<Item = &Finding> {
         self.findings
             .iter()
             .filter(|f| f.verdict == Verdict::Change)
     }
+    /// Whether any finding is not fine (a change or a warning).
     pub fn needs_attention(&self) -> bool {
         self.findings.iter().any(|f| f.verdict != Verdict::Fine)
     }
