@@ -30,6 +30,7 @@ use tcptune_model::goodput::{goodput_ceiling, tcp_ip_header_bytes, ETHERNET_WIRE
 use tcptune_model::kernel::{CongestionControl, KernelSource, KernelVersion};
 use tcptune_model::mathis::{mathis_bps, MathisConstant};
 use tcptune_model::pftk::{pftk, PftkQuery};
+use tcptune_model::sizing::{self, Sizing, SizingQuery, FIT};
 use tcptune_model::{Bytes, Dur, Probability, Rate};
 
 pub use crate::advice::End;

@@ -7,6 +7,7 @@
 //! host states without root; only `read` and the live sysctl writer touch the system.
 
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
 pub mod audit;
 pub mod probe;

@@ -18,13 +18,23 @@ use tcptune_kernel::sys::{in_netns, KernelError};
 /// message: the binary prints the chain (`{:#}`) once.
 #[derive(Debug, thiserror::Error)]
 pub enum ReadError {
+    /// The namespace could not be entered.
     #[error(transparent)]
     Netns(#[from] KernelError),
+    /// A command (`ip`) could not be run or failed.
     #[error("cannot run `{cmd}`: {why}")]
-    Command { cmd: String, why: String },
+    Command {
+        /// The command line.
+        cmd: String,
+        /// Why, as it said.
+        why: String,
+    },
+    /// A file under /proc or /sys could not be read.
     #[error("cannot read {path}")]
     Io {
+        /// The file.
         path: String,
+        /// Why.
         source: std::io::Error,
     },
 }

@@ -14,8 +14,11 @@ pub use tcptune_model::kernel::KernelVersion;
 /// One network interface as the audit needs it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Interface {
+    /// The interface's name (`eth0`).
     pub name: String,
+    /// Its MTU, bytes.
     pub mtu: u32,
+    /// Its transmit queue length, packets.
     pub txqueuelen: u32,
     /// Root qdisc kind (`noqueue`, `pfifo_fast`, `fq`, `fq_codel`, `mq`, …).
     pub qdisc: String,
@@ -23,6 +26,7 @@ pub struct Interface {
     pub link_type: String,
     /// Device kind for virtual devices (`veth`, `tun`, `bridge`), when the kernel says.
     pub kind: Option<String>,
+    /// Whether it is up.
     pub up: bool,
 }
 
@@ -38,21 +42,32 @@ impl Interface {
 pub struct Route {
     /// Destination as `ip` prints it (`default`, `198.18.0.0/15`).
     pub dst: String,
+    /// The device it leaves by.
     pub dev: Option<String>,
+    /// The routing table, when not `main`.
     pub table: Option<String>,
+    /// The `mtu` metric, bytes.
     pub mtu: Option<u32>,
+    /// The `advmss` metric, bytes.
     pub advmss: Option<u32>,
+    /// The `window` metric (the largest window advertised), bytes.
     pub window: Option<u32>,
+    /// The `initcwnd` metric, segments.
     pub initcwnd: Option<u32>,
+    /// The `initrwnd` metric, segments.
     pub initrwnd: Option<u32>,
+    /// The `ssthresh` metric, segments (often a cached value the kernel saved).
     pub ssthresh: Option<u32>,
+    /// The `congctl` metric: a congestion control for this route.
     pub congctl: Option<String>,
 }
 
 /// A line of a sysctl configuration file that sets a key.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct SysctlFileLine {
+    /// The file.
     pub path: String,
+    /// The line number in it, from 1.
     pub line: u32,
     /// The key in dotted form (`net.ipv4.tcp_rmem`).
     pub key: String,
@@ -64,7 +79,9 @@ pub struct SysctlFileLine {
 /// autotuning off for it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct LockedSocket {
+    /// The local address and port.
     pub local: String,
+    /// The remote address and port.
     pub remote: String,
     /// The process that owns it, when it could be found.
     pub process: Option<String>,
@@ -79,20 +96,28 @@ pub struct LockedSocket {
 pub struct HostState {
     /// The network namespace this was read in (`None` = the caller's own).
     pub netns: Option<String>,
+    /// The kernel's version, when it could be read.
     pub kernel: Option<KernelVersion>,
     /// `net.*` sysctls, dotted keys, values with whitespace collapsed to single spaces.
     pub sysctls: BTreeMap<String, String>,
+    /// Network interfaces.
     pub interfaces: Vec<Interface>,
+    /// Routes, with the TCP metrics set on them.
     pub routes: Vec<Route>,
+    /// The page size, bytes (tcp_mem counts pages).
     pub page_size: u64,
+    /// Physical memory, bytes, when read.
     pub mem_total_bytes: Option<u64>,
     /// Pages TCP uses now (`/proc/net/sockstat`, "TCP: … mem N").
     pub tcp_mem_used_pages: Option<u64>,
+    /// Lines of sysctl configuration files that will set these keys at boot.
     pub sysctl_files: Vec<SysctlFileLine>,
+    /// Sockets whose application fixed their buffers.
     pub locked_sockets: Vec<LockedSocket>,
 }
 
 impl HostState {
+    /// The value of a sysctl, as /proc/sys prints it (whitespace collapsed).
     pub fn sysctl(&self, key: &str) -> Option<&str> {
         self.sysctls.get(key).map(String::as_str)
     }
@@ -107,6 +132,7 @@ impl HostState {
         self.sysctl(key)?.split_whitespace().nth(i)?.parse().ok()
     }
 
+    /// The congestion controls the kernel has loaded (`tcp_available_congestion_control`).
     pub fn congestion_controls_available(&self) -> Vec<&str> {
         self.sysctl("net.ipv4.tcp_available_congestion_control")
             .map(|s| s.split_whitespace().collect())

@@ -34,6 +34,7 @@ use crate::audit::{Action, Audit};
 /// One change of the plan, with the value it replaces.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
 pub struct PlannedChange {
+    /// The change.
     pub action: Action,
     /// The value now, as the audit read it.
     pub current: String,
@@ -44,6 +45,7 @@ pub struct PlannedChange {
 /// What `tune` will do.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct Plan {
+    /// The network namespace it applies in (`None`: the caller's own).
     pub netns: Option<String>,
     /// Changes this host (or namespace) can make.
     pub changes: Vec<PlannedChange>,
@@ -59,8 +61,11 @@ pub struct Plan {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("refusing {what} = {value}: {why}")]
 pub struct Refused {
+    /// The setting.
     pub what: String,
+    /// The value refused.
     pub value: String,
+    /// Why, with the range accepted.
     pub why: String,
 }
 
@@ -178,9 +183,13 @@ pub trait HostIo {
     /// The inode of that namespace (`/proc/self/ns/net` inside it): tells a namespace from one
     /// deleted and created again under the same name.
     fn netns_inode(&mut self) -> io::Result<u64>;
+    /// Reads a sysctl, as /proc/sys prints it.
     fn read_sysctl(&mut self, key: &str) -> io::Result<String>;
+    /// Writes a sysctl.
     fn write_sysctl(&mut self, key: &str, value: &str) -> io::Result<()>;
+    /// Reads an interface's txqueuelen.
     fn read_txqueuelen(&mut self, dev: &str) -> io::Result<u32>;
+    /// Sets an interface's txqueuelen.
     fn write_txqueuelen(&mut self, dev: &str, value: u32) -> io::Result<()>;
 }
 
@@ -207,45 +216,87 @@ pub enum ApplyError {
     #[error(
         "a snapshot already exists at {0}: roll it back first (`tcptune tune --rollback`) so the original values are not lost"
     )]
+    /// A snapshot from an earlier apply is still there.
     SnapshotExists(String),
+    /// No snapshot to roll back.
     #[error("no snapshot at {0}: nothing to roll back")]
     NoSnapshot(String),
+    /// A value could not be read before changing it.
     #[error("cannot read {what}")]
-    Read { what: String, source: io::Error },
+    Read {
+        /// The value.
+        what: String,
+        /// Why.
+        source: io::Error,
+    },
+    /// Applying a value failed; those already changed were restored.
     #[error("the {restored} value(s) already changed were restored after applying {what} failed")]
     Midway {
+        /// The value that failed.
         what: String,
+        /// Why.
         source: io::Error,
+        /// How many values were restored.
         restored: usize,
     },
+    /// Applying a value failed, and so did restoring those already changed.
     #[error("the snapshot is kept at {snapshot}: restoring failed ({restore}) after applying {what} failed")]
     RestoreFailed {
+        /// The value that failed.
         what: String,
+        /// Why.
         source: io::Error,
+        /// Why restoring failed.
         restore: String,
+        /// The snapshot kept, to roll back by hand.
         snapshot: String,
     },
+    /// Restoring a value from the snapshot failed.
     #[error("rolling back {what} failed (the snapshot is kept)")]
-    Rollback { what: String, source: io::Error },
+    Rollback {
+        /// The value.
+        what: String,
+        /// Why.
+        source: io::Error,
+    },
+    /// The snapshot file could not be written, or is not a snapshot.
     #[error("snapshot file {path}: {why}")]
-    SnapshotFile { path: String, why: String },
+    SnapshotFile {
+        /// The file.
+        path: String,
+        /// What is wrong.
+        why: String,
+    },
+    /// The snapshot file could not be read.
     #[error(transparent)]
     File(#[from] tcptune_kernel::file::FileError),
     #[error(
         "another `tcptune tune --apply` or `--rollback` is working on {0}; wait for it to finish"
     )]
+    /// Another apply or rollback holds the snapshot's lock.
     Busy(String),
+    /// The snapshot was taken in another namespace.
     #[error("the snapshot {path} was taken in {taken}, not in {here}; roll it back with {fix}")]
     WrongNetns {
+        /// The snapshot file.
         path: String,
+        /// Where it was taken.
         taken: String,
+        /// Where this run works.
         here: String,
+        /// The command that rolls it back.
         fix: String,
     },
+    /// The namespace was deleted and made again since the snapshot was taken.
     #[error(
         "{netns} is not the namespace the snapshot {path} was taken in (it was deleted and made again, so the tuned values are gone with it); remove the stale snapshot"
     )]
-    NetnsRecreated { netns: String, path: String },
+    NetnsRecreated {
+        /// The namespace.
+        netns: String,
+        /// The snapshot file.
+        path: String,
+    },
 }
 
 /// The largest snapshot file read (a snapshot holds a few dozen values).
@@ -545,6 +596,7 @@ fn write_snapshot(snap: &Snapshot, path: &Path) -> Result<(), ApplyError> {
 
 /// The live host (or a namespace of it): /proc/sys and `ip link`.
 pub struct LiveHost {
+    /// The named network namespace to work in (`None`: the caller's own).
     pub netns: Option<String>,
 }
 

@@ -14,11 +14,13 @@ pub struct TuneReport {
     pub mode: String,
     /// The audit the plan comes from (absent for rollback).
     pub audit: Option<Audit>,
+    /// The plan made (absent for rollback).
     pub plan: Option<Plan>,
     /// The drop-in file written, for --write.
     pub wrote: Option<String>,
     /// The snapshot saved by --apply or restored by --rollback.
     pub snapshot: Option<Snapshot>,
+    /// Where the snapshot is, for --apply and --rollback.
     pub snapshot_path: Option<String>,
     /// The command that undoes --apply, with the --netns and --snapshot it used.
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -22,6 +22,7 @@ pub struct Bdp {
     pub caveats: Vec<String>,
 }
 
+/// The bandwidth-delay product of `rate` × `rtt`: the data in flight that keeps the path busy.
 pub fn bdp(rate: Rate, rtt: Dur) -> Bdp {
     let bits = rate.times(rtt);
     Bdp {
@@ -54,6 +55,7 @@ pub enum WindowDirection {
 /// The window bound: at most one window of data per round trip.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct WindowBound {
+    /// Whether the window gives the rate, or the rate the window.
     pub direction: WindowDirection,
     /// Window (the smaller of cwnd, receive window and send buffer), bytes.
     pub window_bytes: Bytes,
@@ -61,7 +63,9 @@ pub struct WindowBound {
     pub rtt_s: Dur,
     /// Throughput bound, bits per second.
     pub rate_bps: Rate,
+    /// The formula, in words.
     pub formula: String,
+    /// When the number misleads.
     pub caveats: Vec<String>,
 }
 

@@ -6,8 +6,9 @@
 //! The receive side follows the kernel's own arithmetic ([`WindowRule`]): before 6.6 half of a
 //! buffer is window (`tcp_adv_win_scale` 1), since 6.6 `scaling_ratio`/256 of it (50 % assumed).
 //! The send side follows `tcp_sndbuf_expand()`: factor 2 × the window (3 for BBR). These are the
-//! rules R1–R5 of the host-tuning research note; `tcptune audit` reuses the functions below to
-//! judge a host's current values.
+//! rules R1–R5 of the host-tuning research note. The maxima `test`, `audit` and `tune`
+//! recommend (the need, rounded, and `--fit`'s headroom) come from [`crate::sizing`], which
+//! sizes with the functions below; `buffers` shows the exact figures.
 
 use schemars::JsonSchema;
 use serde::Serialize;
@@ -16,6 +17,7 @@ use crate::kernel::{
     self, CongestionControl, KernelSource, KernelVersion, WindowRule, MAX_WINDOW_BYTES,
     SYSCTL_INT_MAX,
 };
+use crate::sizing::{self, SizingQuery};
 use crate::units::{Bytes, Dur, Rate};
 use crate::ModelError;
 
@@ -58,19 +60,25 @@ pub enum FlowSharing {
 /// What `buffers` needs to know.
 #[derive(Debug, Clone, Copy)]
 pub struct BufferQuery {
+    /// The path's rate (all flows together, or each flow's with [`FlowSharing::PerFlow`]).
     pub rate: Rate,
+    /// The round-trip time the window must cover.
     pub rtt: Dur,
     /// Concurrent bulk flows (at least 1).
     pub flows: u32,
+    /// How the flows relate to `rate`.
     pub sharing: FlowSharing,
     /// Memory the host may spend on these flows' buffers (per role: receiving or sending).
     pub memory_budget: Option<Bytes>,
+    /// The kernel whose buffer arithmetic applies.
     pub kernel: KernelVersion,
+    /// Where `kernel` came from (given, detected, assumed).
     pub kernel_source: KernelSource,
     /// The receiver's measured `scaling_ratio` (out of 256), 6.6+ only.
     pub scaling_ratio: Option<u8>,
     /// `tcp_adv_win_scale`, before 6.6 only.
     pub adv_win_scale: Option<i8>,
+    /// The sender's congestion control (the send buffer's expand factor).
     pub cc: CongestionControl,
 }
 
@@ -79,6 +87,7 @@ pub struct BufferQuery {
 pub struct SideBudget {
     /// N × the per-flow buffer maximum, bytes.
     pub needed_bytes: Bytes,
+    /// Whether `needed_bytes` fits in the budget.
     pub fits: bool,
     /// The per-flow maximum the budget allows: min(need, budget / N), bytes.
     pub per_flow_cap_bytes: Bytes,
@@ -95,8 +104,11 @@ pub struct MemoryCost {
     pub receiver_bytes: Bytes,
     /// Sending host: N × tcp_wmem max, bytes.
     pub sender_bytes: Bytes,
+    /// The budget given, bytes.
     pub budget_bytes: Option<Bytes>,
+    /// The receiving side against the budget, when one was given.
     pub receiver: Option<SideBudget>,
+    /// The sending side against the budget, when one was given.
     pub sender: Option<SideBudget>,
 }
 
@@ -107,16 +119,21 @@ pub struct Buffers {
     pub rate_bps: Rate,
     /// Round-trip time, seconds.
     pub rtt_s: Dur,
+    /// Concurrent bulk flows.
     pub flows: u32,
+    /// How the flows relate to the rate.
     pub flow_sharing: FlowSharing,
     /// Each flow's rate: rate / N when shared, bits per second.
     pub flow_rate_bps: Rate,
+    /// The kernel whose buffer arithmetic was used.
     pub kernel: KernelVersion,
+    /// Where the kernel version came from.
     pub kernel_source: KernelSource,
     /// How the kernel splits a receive buffer into window and overhead.
     pub window_rule: WindowRule,
     /// Whether the 6.6+ scaling ratio was assumed (50 %) rather than given.
     pub scaling_ratio_assumed: bool,
+    /// The sender's congestion control (the send buffer's factor).
     pub congestion_control: CongestionControl,
     /// Window each flow needs: its rate × RTT, bytes.
     pub window_bytes: Bytes,
@@ -144,8 +161,11 @@ pub struct Buffers {
     pub exceeds_max_window: bool,
     /// Flows needed to fill the path when one cannot (BDP / 1 GiB, rounded up).
     pub min_flows: Option<u64>,
+    /// The memory the buffers cost, and the budget check.
     pub memory: MemoryCost,
+    /// The formula, in words.
     pub formula: String,
+    /// What the figures assume and do not cover.
     pub caveats: Vec<String>,
 }
 
@@ -162,10 +182,17 @@ pub fn buffers(q: &BufferQuery) -> Result<Buffers, ModelError> {
         FlowSharing::PerFlow => q.rate,
     };
     let rule = WindowRule::for_kernel(q.kernel, q.scaling_ratio, q.adv_win_scale);
-    let window = flow_rate.times(q.rtt).to_bytes_ceil();
-    let rmem = receive_buffer_for(window, rule);
+    // The needs of one flow at its rate, by the one sizing rule (unrounded: the model shows
+    // the exact figures; `sizing` also says what to recommend).
+    let need = sizing::size(&SizingQuery {
+        rate: flow_rate,
+        rtt: q.rtt,
+        flows: 1,
+        cc: q.cc,
+        rule,
+    });
+    let (window, rmem, wmem) = (need.window, need.rmem_need, need.wmem_need);
     let headroom = receive_buffer_for(Bytes::new(window.get().saturating_mul(2)), rule);
-    let wmem = send_buffer_for(window, q.cc);
     let so_rcvbuf = kernel::setsockopt_value_for(rmem.get());
     let so_sndbuf = kernel::setsockopt_value_for(wmem.get());
     let total_rate = match q.sharing {

@@ -49,11 +49,13 @@ pub struct Cubic {
     pub loss: Probability,
     /// C, segments/s³.
     pub c: f64,
+    /// β, the multiplicative decrease (0.7 in Linux).
     pub beta: f64,
     /// Average window of the cubic curve, segments.
     pub cubic_window_segments: f64,
     /// Average window of the Reno-friendly estimate, segments.
     pub reno_friendly_window_segments: f64,
+    /// Which estimate gives the window: the cubic curve or the Reno-friendly one.
     pub region: CubicRegion,
     /// The larger of the two, segments.
     pub avg_window_segments: f64,
@@ -61,7 +63,9 @@ pub struct Cubic {
     pub rate_bps: Rate,
     /// Reno (Mathis, C = √(3/2)) at the same point, bits per second.
     pub reno_rate_bps: Rate,
+    /// The formula, in words.
     pub formula: String,
+    /// When the model does not apply.
     pub caveats: Vec<String>,
 }
 

@@ -33,7 +33,9 @@ pub const DEFAULT_SCALING_RATIO: u8 = 128;
 /// A Linux kernel version, major.minor (the patch level never changes TCP buffer semantics).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct KernelVersion {
+    /// The major version (6 in 6.18).
     pub major: u16,
+    /// The minor version (18 in 6.18).
     pub minor: u16,
 }
 
@@ -55,6 +57,7 @@ impl KernelVersion {
         }
     }
 
+    /// The version `major`.`minor`.
     pub const fn new(major: u16, minor: u16) -> Self {
         KernelVersion { major, minor }
     }
@@ -149,10 +152,16 @@ pub enum KernelSource {
 pub enum WindowRule {
     /// Before 6.6: window = buf − buf >> tcp_adv_win_scale (scale > 0), or buf >> −scale
     /// (scale ≤ 0). The default scale 1 makes half the buffer window.
-    AdvWinScale { adv_win_scale: i8 },
+    AdvWinScale {
+        /// `net.ipv4.tcp_adv_win_scale`.
+        adv_win_scale: i8,
+    },
     /// Since 6.6: window = buf × scaling_ratio / 256, with a per-socket ratio measured as
     /// payload / truesize of received packets.
-    ScalingRatio { scaling_ratio: u8 },
+    ScalingRatio {
+        /// The socket's payload/truesize ratio, out of 256.
+        scaling_ratio: u8,
+    },
 }
 
 impl WindowRule {
@@ -275,8 +284,11 @@ pub fn setsockopt_value_for(buffer: u64) -> u64 {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum CongestionControl {
+    /// Reno (NewReno): the Mathis model's congestion control.
     Reno,
+    /// CUBIC, Linux's default.
     Cubic,
+    /// BBR (v1, Linux's `bbr`).
     Bbr,
 }
 
@@ -290,6 +302,7 @@ impl CongestionControl {
             CongestionControl::Reno | CongestionControl::Cubic => 2,
         }
     }
+    /// The name Linux uses (`net.ipv4.tcp_congestion_control`).
     pub fn name(self) -> &'static str {
         match self {
             CongestionControl::Reno => "reno",

@@ -6,6 +6,7 @@
 //! draw theory beside measurements, so there is one implementation of each formula.
 
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
 pub mod bdp;
 pub mod buffers;
@@ -17,6 +18,7 @@ pub mod path;
 pub mod pftk;
 pub mod ramp;
 pub mod render;
+pub mod sizing;
 pub mod units;
 
 pub use path::{PathError, PathSpec};
@@ -25,6 +27,7 @@ pub use units::{Bits, Bytes, Dur, Probability, Rate, UnitError};
 /// Why a model's inputs were refused (not a unit error: the units were fine, the values are not).
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ModelError {
+    /// The inputs, with what is wrong and the fix, in one sentence.
     #[error("{0}")]
     Invalid(String),
 }

@@ -20,6 +20,7 @@ pub enum MathisConstant {
 }
 
 impl MathisConstant {
+    /// The constant C.
     pub fn value(self) -> f64 {
         match self {
             MathisConstant::Periodic => (1.5f64).sqrt(),
@@ -27,6 +28,7 @@ impl MathisConstant {
             MathisConstant::Given(c) => c,
         }
     }
+    /// C and where it comes from, in words.
     pub fn describe(self) -> String {
         match self {
             MathisConstant::Periodic => "√(3/2) ≈ 1.225 (periodic loss, ACK every packet)".into(),
@@ -64,6 +66,7 @@ pub enum MathisDirection {
 /// A Mathis bound or its inverse.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct Mathis {
+    /// Whether the rate was computed from the loss, or the loss from the rate.
     pub direction: MathisDirection,
     /// Maximum segment size (payload per packet), bytes.
     pub mss_bytes: Bytes,
@@ -79,7 +82,9 @@ pub struct Mathis {
     pub constant_meaning: String,
     /// The path's rate, when known: the bound matters only below it.
     pub path_rate_bps: Option<Rate>,
+    /// The formula, in words.
     pub formula: String,
+    /// When the model does not apply.
     pub caveats: Vec<String>,
 }
 

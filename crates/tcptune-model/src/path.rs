@@ -22,12 +22,16 @@ pub struct PathSpec {
 /// Why a `--path` value could not be read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PathError {
+    /// An item without `=`.
     #[error("path item '{0}' is not key=value; write --path rate=100mbit,rtt=20ms,loss=0.1%")]
     NotKeyValue(String),
+    /// A key other than rate, rtt and loss.
     #[error("path key '{0}' is unknown; the keys are rate, rtt and loss")]
     UnknownKey(String),
+    /// A key given twice.
     #[error("path key '{0}' is given twice")]
     Repeated(String),
+    /// A value that is not a quantity of its key's unit.
     #[error(transparent)]
     Unit(#[from] UnitError),
 }

@@ -14,8 +14,11 @@ use crate::ModelError;
 /// The inputs of the PFTK model.
 #[derive(Debug, Clone, Copy)]
 pub struct PftkQuery {
+    /// Maximum segment size (payload per packet).
     pub mss: Bytes,
+    /// Round-trip time.
     pub rtt: Dur,
+    /// Loss event probability.
     pub loss: Probability,
     /// Retransmission timeout T0 (Linux: at least `rto_min`, 200 ms).
     pub rto: Dur,
@@ -58,12 +61,15 @@ pub struct Pftk {
     pub loss_rate_bps: Rate,
     /// Wmax / RTT, bits per second.
     pub window_rate_bps: Option<Rate>,
+    /// Whether the loss or the window bound the rate.
     pub limited_by: PftkLimit,
     /// Share of the time per packet the timeout term accounts for (0..1).
     pub timeout_share: f64,
     /// Mathis with the same b (C = √(3/(2b))), for comparison, bits per second.
     pub mathis_rate_bps: Option<Rate>,
+    /// The formula, in words.
     pub formula: String,
+    /// When the model does not apply.
     pub caveats: Vec<String>,
 }
 

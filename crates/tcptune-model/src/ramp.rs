@@ -27,7 +27,9 @@ pub const MAX_ROUNDS: u64 = 10_000_000;
 /// An initial slow-start threshold: a size, or infinite (Linux's default, 0x7fffffff segments).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Ssthresh {
+    /// A size, bytes.
     Bytes(Bytes),
+    /// Infinite: slow start runs until the path or a loss stops it.
     Infinite,
 }
 
@@ -65,11 +67,15 @@ impl fmt::Display for Ssthresh {
 /// The inputs of one ramp.
 #[derive(Debug, Clone, Copy)]
 pub struct RampQuery {
+    /// The path's bottleneck rate.
     pub rate: Rate,
+    /// The path's round-trip time.
     pub rtt: Dur,
+    /// Maximum segment size (payload per packet).
     pub mss: Bytes,
     /// Initial congestion window, segments.
     pub initcwnd: u32,
+    /// The initial slow-start threshold.
     pub ssthresh: Ssthresh,
     /// Reno or CUBIC (BBR's startup is not modelled).
     pub cc: CongestionControl,
@@ -83,7 +89,9 @@ pub struct RampQuery {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Phase {
+    /// cwnd grows by one MSS per ACK (doubling each round trip).
     SlowStart,
+    /// cwnd grows by about one MSS per round trip (Reno) or along the cubic curve.
     CongestionAvoidance,
 }
 
@@ -94,6 +102,7 @@ pub struct RampRow {
     pub round: u64,
     /// Start of the round, seconds from the first data segment.
     pub time_s: Dur,
+    /// The phase this round is in.
     pub phase: Phase,
     /// Congestion window, segments.
     pub cwnd_segments: f64,
@@ -108,9 +117,11 @@ pub struct RampRow {
 pub struct RampRun {
     /// Initial ssthresh, bytes; null when infinite.
     pub ssthresh_bytes: Option<Bytes>,
+    /// Whether the target rate was reached within the simulation's rounds.
     pub reached: bool,
     /// Time from the first data segment to the first round at the target rate, seconds.
     pub time_to_target_s: Option<Dur>,
+    /// Round trips to the first round at the target rate.
     pub rounds_to_target: Option<u64>,
     /// Data sent before the target was reached, bytes.
     pub bytes_before_target: Option<Bytes>,
@@ -133,6 +144,7 @@ pub struct Ramp {
     pub mss_bytes: Bytes,
     /// Initial congestion window, segments.
     pub initcwnd_segments: u32,
+    /// Reno or CUBIC.
     pub congestion_control: CongestionControl,
     /// Share of the path rate to reach.
     pub target_share: Probability,
@@ -142,8 +154,11 @@ pub struct Ramp {
     pub bdp_segments: f64,
     /// Receive window cap, bytes.
     pub window_bytes: Option<Bytes>,
+    /// One ramp per initial ssthresh.
     pub runs: Vec<RampRun>,
+    /// The formula, in words.
     pub formula: String,
+    /// When the model does not apply.
     pub caveats: Vec<String>,
 }
 

@@ -25,29 +25,54 @@ use serde::{Deserialize, Serialize};
 /// Why a quantity could not be parsed. The message names the input and lists accepted forms.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum UnitError {
+    /// Not a number followed by a unit.
     #[error("'{input}' is not a {kind}: expected a number followed by a unit, such as {examples}")]
     Malformed {
+        /// The text given.
         input: String,
+        /// What was expected (rate, size, duration, …).
         kind: &'static str,
+        /// Accepted forms, as examples.
         examples: &'static str,
     },
+    /// Below zero.
     #[error("'{input}' is negative; a {kind} is zero or more, such as {examples}")]
     Negative {
+        /// The text given.
         input: String,
+        /// What was expected.
         kind: &'static str,
+        /// Accepted forms, as examples.
         examples: &'static str,
     },
+    /// A unit this kind of quantity does not take.
     #[error("'{input}' has an unknown {kind} unit '{unit}'; accepted: {accepted}")]
     UnknownUnit {
+        /// The text given.
         input: String,
+        /// What was expected.
         kind: &'static str,
+        /// The unit given.
         unit: String,
+        /// The units accepted.
         accepted: &'static str,
     },
+    /// A form with more than one reading.
     #[error("'{input}' is ambiguous: {why}")]
-    Ambiguous { input: String, why: String },
+    Ambiguous {
+        /// The text given.
+        input: String,
+        /// The readings it allows, and how to write the one meant.
+        why: String,
+    },
+    /// A value outside what the quantity takes.
     #[error("'{input}' is out of range: {why}")]
-    OutOfRange { input: String, why: String },
+    OutOfRange {
+        /// The text given.
+        input: String,
+        /// The range accepted.
+        why: String,
+    },
 }
 
 const RATE_FORMS: &str = "bits: 625kbit, 100mbit, 1.5mbps, 10gbit, 1Gb/s, 2Mibit; \
@@ -182,12 +207,15 @@ impl Rate {
     /// rates times durations stay finite and fit in 64-bit counters.
     pub const MAX_BPS: f64 = 1e15;
 
+    /// A rate of `bps` bits per second.
     pub const fn from_bps(bps: f64) -> Self {
         Rate(bps)
     }
+    /// Bits per second.
     pub fn bps(self) -> f64 {
         self.0
     }
+    /// Bytes per second.
     pub fn bytes_per_sec(self) -> f64 {
         self.0 / 8.0
     }
@@ -285,12 +313,15 @@ impl JsonSchema for Bytes {
 }
 
 impl Bytes {
+    /// `n` bytes.
     pub const fn new(n: u64) -> Self {
         Bytes(n)
     }
+    /// The number of bytes.
     pub const fn get(self) -> u64 {
         self.0
     }
+    /// The same size in bits.
     pub fn bits(self) -> Bits {
         Bits(self.0 as f64 * 8.0)
     }
@@ -427,9 +458,11 @@ impl fmt::Display for Bytes {
 pub struct Bits(f64);
 
 impl Bits {
+    /// `bits` bits.
     pub const fn new(bits: f64) -> Self {
         Bits(bits)
     }
+    /// The number of bits.
     pub fn get(self) -> f64 {
         self.0
     }
@@ -487,27 +520,35 @@ impl JsonSchema for Dur {
 }
 
 impl Dur {
+    /// No time at all.
     pub const ZERO: Dur = Dur(0);
     /// The longest duration a parser accepts: one day.
     pub const MAX_PARSED: Dur = Dur(86_400_000_000_000);
+    /// `ns` nanoseconds.
     pub const fn from_nanos(ns: u64) -> Self {
         Dur(ns)
     }
+    /// `us` microseconds.
     pub const fn from_micros(us: u64) -> Self {
         Dur(us * 1000)
     }
+    /// `ms` milliseconds.
     pub const fn from_millis(ms: u64) -> Self {
         Dur(ms * 1_000_000)
     }
+    /// `s` seconds, to the nearest nanosecond (negative: zero).
     pub fn from_secs_f64(s: f64) -> Self {
         Dur((s * 1e9).round().max(0.0) as u64)
     }
+    /// Whole nanoseconds.
     pub const fn nanos(self) -> u64 {
         self.0
     }
+    /// Seconds, with a fraction.
     pub fn secs(self) -> f64 {
         self.0 as f64 / 1e9
     }
+    /// The same duration as a `std::time::Duration`.
     pub fn std(self) -> std::time::Duration {
         std::time::Duration::from_nanos(self.0)
     }
@@ -593,9 +634,11 @@ impl Probability {
     pub fn new(p: f64) -> Option<Self> {
         (0.0..=1.0).contains(&p).then_some(Probability(p))
     }
+    /// The probability as a fraction in [0, 1].
     pub fn get(self) -> f64 {
         self.0
     }
+    /// The probability in percent.
     pub fn percent(self) -> f64 {
         self.0 * 100.0
     }

@@ -304,7 +304,11 @@ fn a_4k_receive_buffer_is_diagnosed_receiver_window_limited_with_the_bdp_fix() {
         .unwrap()
         .tcp_rmem_max_bytes
         .get();
-    let want = bdp_sized.max(2 * 4096).max(65_536);
+    // Rounded up by the one sizing rule, as every command recommends it.
+    let want = tcptune_model::sizing::round_buffer(tcptune_model::Bytes::new(
+        bdp_sized.max(2 * 4096).max(65_536),
+    ))
+    .get();
     // The receiver is the server's namespace, whose settings this client cannot read: the
     // recommendation is a condition with the value, and no command that might lower it.
     let r = &s.recommendations[0];

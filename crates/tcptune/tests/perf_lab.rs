@@ -38,7 +38,9 @@ fn rmem_for(rate: &str, rtt_s: f64, rcvbuf: u64) -> u64 {
         cc: CongestionControl::Cubic,
     })
     .unwrap();
-    b.tcp_rmem_max_bytes.get().max(2 * rcvbuf).max(65_536)
+    // Rounded up by the one sizing rule, as every command recommends it.
+    let need = b.tcp_rmem_max_bytes.get().max(2 * rcvbuf).max(65_536);
+    tcptune_model::sizing::round_buffer(tcptune_model::Bytes::new(need)).get()
 }
 
 #[test]

@@ -18,8 +18,31 @@ pub(crate) fn query(rate: Rate, rtt: Dur, ctx: &Context) -> BufferQuery {
     }
 }
 
-/// Buffers sized for the path, with the rate and RTT they were sized for.
-type Sized = (tcptune_model::buffers::Buffers, Rate, Dur);
+/// Buffers sized for the path: the model's figures (the socket buffer `-w` must ask for), the
+/// maxima to recommend by the one sizing rule (what `audit` and `tune` name for the same path
+/// and flow count), and the RTT they were sized for.
+struct Sized {
+    buffers: tcptune_model::buffers::Buffers,
+    sizing: Sizing,
+    rtt: Dur,
+}
+
+/// Sizes the path's buffers for `rate` × `rtt` and the context's streams, kernel and sender.
+fn sized(rate: Rate, rtt: Dur, ctx: &Context) -> Option<Sized> {
+    let b = buffers(&query(rate, rtt, ctx)).ok()?;
+    let sizing = sizing::size(&SizingQuery {
+        rate,
+        rtt,
+        flows: ctx.streams.max(1),
+        cc: b.congestion_control,
+        rule: b.window_rule,
+    });
+    Some(Sized {
+        buffers: b,
+        sizing,
+        rtt,
+    })
+}
 
 /// The needs a limit implies, from the evidence that shows it.
 pub fn needs(limit: Limit, e: &Evidence, ctx: &Context) -> Vec<Need> {
@@ -28,7 +51,7 @@ pub fn needs(limit: Limit, e: &Evidence, ctx: &Context) -> Vec<Need> {
     // RTT plus the hosts' own delay, which the window must cover too).
     let rtt = e.rtt_s.or(e.min_rtt_s).filter(|r| *r > Dur::ZERO);
     let sized: Option<Sized> = match (ctx.path_rate, rtt) {
-        (Some(rate), Some(rtt)) => buffers(&query(rate, rtt, ctx)).ok().map(|b| (b, rate, rtt)),
+        (Some(rate), Some(rtt)) => sized(rate, rtt, ctx),
         _ => None,
     };
     match limit {
@@ -159,8 +182,9 @@ fn receiver_window_needs(
 }
 
 /// A buffer maximum (and, under `-w`, the socket buffer and its core limit) that lets the
-/// window cover the BDP; without the path's rate, twice the buffer that limited the flow, or
-/// four times the window that did.
+/// window cover the BDP: the one sizing rule's recommended maximum (rounded; under `--fit` with
+/// its headroom), never below twice the buffer that limited the flow; without the path's rate,
+/// twice that buffer, or four times the window that did.
 fn buffer_need(
     out: &mut Vec<Need>,
     end: End,
@@ -180,18 +204,20 @@ fn buffer_need(
     // The buffer measured limited this flow: a maximum below twice it cannot be the fix;
     // nor one below 64 KiB, the kernel's own smallest default maximum.
     let floor = measured.map(|m| (2 * m).max(MIN_MAXIMUM)).unwrap_or(0);
-    match &sized {
-        Some((b, _, rtt)) => {
-            let want = if recv {
-                b.tcp_rmem_max_bytes.get()
-            } else {
-                b.tcp_wmem_max_bytes.get()
-            };
-            let n = want.max(floor);
+    match sized {
+        Some(Sized {
+            buffers: b,
+            sizing: s,
+            rtt,
+        }) => {
+            let want = if recv { s.rmem_max } else { s.wmem_max };
+            let base = sizing::round_buffer(want.max(Bytes::new(floor)));
+            // Fitted only when asked: the one case a larger current maximum may be lowered.
+            let n = if ctx.fit { FIT.fitted(base) } else { base }.get();
             let mut why = format!(
                 "let the {name} buffer grow to {} so the window covers the BDP: {}",
                 size(n),
-                note(b.flow_rate_bps, *rtt, b.window_bytes)
+                note(s.flow_rate, *rtt, s.window)
             );
             if !recv {
                 why += &format!(", {}× the window for the send buffer", b.sndbuf_factor);

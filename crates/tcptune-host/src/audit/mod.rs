@@ -11,6 +11,7 @@ use std::fmt;
 use schemars::JsonSchema;
 use serde::Serialize;
 use tcptune_model::kernel::{CongestionControl, KernelVersion, WindowRule, MAX_WINDOW_BYTES};
+use tcptune_model::sizing::{self, SizingQuery};
 use tcptune_model::{bdp, buffers, Bytes, Dur, Probability, Rate};
 
 use crate::state::HostState;
@@ -23,8 +24,11 @@ mod sockets;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Role {
+    /// It sends the bulk data: the send buffers count.
     Sender,
+    /// It receives the bulk data: the receive buffers count.
     Receiver,
+    /// It does both (a server with uploads and downloads, or a test host).
     Both,
 }
 
@@ -50,8 +54,10 @@ pub struct AuditInput {
     pub flows: u32,
     /// Memory the buffers of those flows may take in all, when bounded.
     pub memory_budget_bytes: Option<Bytes>,
+    /// Which side of the transfers this host is.
     pub role: Role,
-    /// Size buffer maxima to this path ([`fitted`]) rather than only raising short ones.
+    /// Size buffer maxima to this path ([`tcptune_model::sizing::FIT`]) rather than only
+    /// raising short ones.
     #[serde(default)]
     pub fit: bool,
 }
@@ -84,12 +90,20 @@ impl fmt::Display for Verdict {
 pub enum Action {
     /// Write a sysctl. `global` ones (net.core.*, tcp_mem) cannot be set inside a namespace.
     Sysctl {
+        /// The sysctl, dotted (`net.ipv4.tcp_rmem`).
         key: String,
+        /// The value to write, as /proc/sys prints it.
         value: String,
+        /// Whether the key is one value for the whole kernel ([`is_global`]).
         global: bool,
     },
     /// Change an interface's txqueuelen.
-    Txqueuelen { dev: String, value: u32 },
+    Txqueuelen {
+        /// The interface.
+        dev: String,
+        /// The queue length, packets.
+        value: u32,
+    },
 }
 
 /// One judged setting.
@@ -99,8 +113,11 @@ pub struct Finding {
     pub rule: String,
     /// The setting, as a sysctl key, `dev:NAME txqueuelen`, a route, or a socket.
     pub setting: String,
+    /// The value now, as read.
     pub current: String,
+    /// The value recommended, when one is.
     pub recommended: Option<String>,
+    /// How the setting stands.
     pub verdict: Verdict,
     /// Why, in one sentence with the numbers.
     pub why: String,
@@ -113,8 +130,11 @@ pub struct Finding {
 /// The audit's result.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct Audit {
+    /// The network namespace audited (`None`: the caller's own).
     pub netns: Option<String>,
+    /// The kernel's version, when it was read.
     pub kernel: Option<KernelVersion>,
+    /// The path and flows the host was judged against.
     pub input: AuditInput,
     /// Path BDP, bytes.
     pub bdp_bytes: Bytes,
@@ -124,17 +144,20 @@ pub struct Audit {
     pub rmem_needed_bytes: Bytes,
     /// Send buffer maximum one flow needs, bytes.
     pub wmem_needed_bytes: Bytes,
+    /// Every judged setting, changes first.
     pub findings: Vec<Finding>,
     /// One plain sentence: what to do, or that nothing needs changing.
     pub summary: String,
 }
 
 impl Audit {
+    /// The findings `tune` will act on (verdict `change`).
     pub fn changes(&self) -> impl Iterator<Item = &Finding> {
         self.findings
             .iter()
             .filter(|f| f.verdict == Verdict::Change)
     }
+    /// Whether any finding is not fine (a change or a warning).
     pub fn needs_attention(&self) -> bool {
         self.findings.iter().any(|f| f.verdict != Verdict::Fine)
     }
@@ -163,28 +186,16 @@ fn fmt_bytes(b: u64) -> String {
     Bytes::new(b).short()
 }
 
-/// The maximum `--fit` gives a buffer that `needed` bytes carry: 1.5× the need (headroom for
-/// an RTT that grows with queueing, and for delayed and stretched ACKs; the need itself
-/// already counts the kernel's overhead, twice the window or more), rounded up like every
-/// recommended buffer, and at least 128 KiB: two of the largest (64 KiB) TSO bursts, so a
-/// sender can fill one while the other is in flight, whatever the BDP.
-///
-/// Chosen with the tuning evaluation (examples/tuning-evaluation): a 256 KiB floor used 3.4×
-/// the smallest sufficient buffer on a 1 Gbit/s × 0.2 ms LAN; twice the need would let the
-/// scaled 10 Gbit/s × 1.6 ms path's buffers grow to 8 + 8 MiB, twice the 4 + 4 MiB that
-/// suffice there.
+/// The maximum `--fit` gives a buffer whose recommended maximum is `needed` bytes: the model's
+/// one policy ([`sizing::FIT`]), so `test --fit` names the same value.
 pub fn fitted(needed: u64) -> u64 {
-    round_buffer(1.5 * needed as f64).max(128 * 1024)
+    sizing::FIT.fitted(Bytes::new(needed)).get()
 }
 
-/// Rounds a buffer size up to a readable value: a whole MiB above 4 MiB, 64 KiB below.
+/// Rounds a buffer size up to a value people write, by the model's one rule
+/// ([`sizing::round_buffer`]).
 fn round_buffer(bytes: f64) -> u64 {
-    let unit = if bytes > 4.0 * 1048576.0 {
-        1048576.0
-    } else {
-        65536.0
-    };
-    ((bytes / unit).ceil() * unit) as u64
+    sizing::round_buffer(Bytes::new(bytes.ceil() as u64)).get()
 }
 
 /// Runs every rule.
@@ -204,7 +215,6 @@ pub fn audit(state: &HostState, input: &AuditInput) -> Audit {
         .sysctl("net.ipv4.tcp_congestion_control")
         .unwrap_or("")
         .to_string();
-    let rmem_needed = round_buffer(buffers::receive_buffer_for(flow_bdp, rule).get() as f64);
     let mut ctx = Ctx {
         state,
         input,
@@ -213,7 +223,7 @@ pub fn audit(state: &HostState, input: &AuditInput) -> Audit {
         fraction,
         cc,
         sender_cc: CongestionControl::Cubic,
-        rmem_needed,
+        rmem_needed: 0,
         wmem_needed: 0,
         out: Vec::new(),
     };
@@ -222,7 +232,16 @@ pub fn audit(state: &HostState, input: &AuditInput) -> Audit {
     if ctx.cc == "bbr" || ctx.switches_to_bbr() {
         ctx.sender_cc = CongestionControl::Bbr;
     }
-    let wmem_needed = round_buffer(buffers::send_buffer_for(flow_bdp, ctx.sender_cc).get() as f64);
+    // The maxima to recommend: the model's one sizing rule, as `test` and `tune` name them.
+    let sized = sizing::size(&SizingQuery {
+        rate: input.rate_bps,
+        rtt: input.rtt_s,
+        flows,
+        cc: ctx.sender_cc,
+        rule,
+    });
+    let (rmem_needed, wmem_needed) = (sized.rmem_max.get(), sized.wmem_max.get());
+    ctx.rmem_needed = rmem_needed;
     ctx.wmem_needed = wmem_needed;
     ctx.options();
     ctx.buffers();
