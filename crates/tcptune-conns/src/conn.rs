@@ -14,8 +14,8 @@ use tcptune_kernel::tcp_info::state_name;
 use tcptune_kernel::{BbrInfo, CongName, DiagSocket, SkMemInfo, TcpInfo};
 use tcptune_model::{Bytes, Dur, Rate};
 
-use crate::engine::CpuUse;
-use crate::{interval, judge, snapshot, Context, Interval, Sample, Snapshot, Verdict};
+use tcptune_diagnose::engine::CpuUse;
+use tcptune_diagnose::{interval, judge, snapshot, Context, Interval, Sample, Snapshot, Verdict};
 
 /// One connection with what limits it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -102,7 +102,7 @@ impl Conn {
                 None,
                 None,
                 Verdict {
-                    limit: crate::Limit::NotEnoughEvidence,
+                    limit: tcptune_diagnose::Limit::NotEnoughEvidence,
                     share: None,
                     text: "not enough evidence: no tcp_info in this state".into(),
                     missing: Vec::new(),

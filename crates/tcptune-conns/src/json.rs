@@ -18,7 +18,7 @@ use tcptune_model::{Dur, Rate};
 
 use crate::conn::Conn;
 use crate::rows::Rendered;
-use crate::{Negotiated, Shares, Snapshot};
+use tcptune_diagnose::{Negotiated, Shares, Snapshot};
 
 /// Indentation: two spaces per level, as serde_json's pretty printer.
 const SPACES: &[u8; 64] = b"                                                                ";
@@ -508,7 +508,7 @@ impl JsonRows {
 mod tests {
     use super::*;
     use crate::conn::{ConnTable, History};
-    use crate::Context;
+    use tcptune_diagnose::Context;
     use tcptune_kernel::procs::Owner;
 
     use crate::recorded_sockets as recorded;

@@ -13,7 +13,7 @@ use tcptune_kernel::{DiagSocket, Filter};
 use tcptune_model::Dur;
 
 use crate::conn::{Conn, RecordLine};
-use crate::{interval, size, snapshot, verdict, Context, Interval, Sample};
+use tcptune_diagnose::{interval, size, snapshot, verdict, Context, Interval, Sample};
 
 /// When a watch stops: after `count` rounds or once `duration` has passed, whichever comes
 /// first (neither: never).
