@@ -16,7 +16,9 @@ use crate::figures::size;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum End {
+    /// The sending end.
     Sender,
+    /// The receiving end.
     Receiver,
     /// One host running both ends (a loopback test).
     BothEnds,
@@ -38,8 +40,11 @@ pub enum Knob {
     SocketBuffer,
     /// The sender's congestion control.
     CongestionControl,
+    /// `net.ipv4.tcp_sack`: selective acknowledgements.
     Sack,
+    /// `net.ipv4.tcp_timestamps`.
     Timestamps,
+    /// `net.ipv4.tcp_window_scaling`.
     WindowScaling,
     /// Find where packets are lost (no setting: a place to look).
     FindLoss,
@@ -87,8 +92,11 @@ pub enum Value {
 /// One thing the judgement says would help one flow, before merging and checking settings.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Need {
+    /// The setting that would help.
     pub knob: Knob,
+    /// Which end it is set on.
     pub on: End,
+    /// The value it needs.
     pub value: Value,
     /// Why, with the numbers (reproducible from the evidence).
     pub why: String,
@@ -98,20 +106,28 @@ pub struct Need {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct HostSettings {
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// `net.ipv4.tcp_rmem`: min, default, max.
     pub tcp_rmem: Option<[u64; 3]>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// `net.ipv4.tcp_wmem`: min, default, max.
     pub tcp_wmem: Option<[u64; 3]>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// `net.core.rmem_max`.
     pub rmem_max: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// `net.core.wmem_max`.
     pub wmem_max: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// `net.ipv4.tcp_congestion_control`.
     pub congestion_control: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// `net.ipv4.tcp_sack`.
     pub sack: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// `net.ipv4.tcp_timestamps`.
     pub timestamps: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// `net.ipv4.tcp_window_scaling`.
     pub window_scaling: Option<bool>,
     /// `net.ipv4.tcp_notsent_lowat` (4294967295: unset).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -167,8 +183,10 @@ impl HostSettings {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct KnownSettings {
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// The sending host's settings.
     pub sender: Option<HostSettings>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// The receiving host's settings.
     pub receiver: Option<HostSettings>,
 }
 

@@ -65,6 +65,7 @@ pub const SNDBUF_FULL_SAMPLES: f64 = 0.5;
 /// [`IN_FLIGHT_SHORT`] of cwnd. Either alone is not enough: BBR keeps in flight near half of
 /// cwnd on any path.
 pub const SNDBUF_SOME: f64 = 0.25;
+/// The median data in flight, as a share of cwnd, below which cwnd had room (see [`SNDBUF_SOME`]).
 pub const IN_FLIGHT_SHORT: f64 = 0.7;
 /// A loss rate (retransmitted / sent segments) at which a network-limited flow is loss-limited
 /// even far below the Mathis bound (timeouts dominate there, and Mathis is optimistic).
@@ -120,6 +121,7 @@ pub enum Limit {
 }
 
 impl Limit {
+    /// The class as the verdicts name it ("receiver-window limited", …).
     pub fn label(self) -> &'static str {
         match self {
             Limit::ReceiverWindow => "receiver-window limited",
@@ -159,6 +161,7 @@ impl std::fmt::Display for Limit {
 /// CPU use of one end over the observation.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct CpuUse {
+    /// Which end the figures are of.
     pub end: End,
     /// What was measured: "process" (user + system of the process) or "host" (every CPU's
     /// non-idle time from /proc/stat, softirq included).
@@ -182,7 +185,9 @@ pub struct CpuUse {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum CpuScope {
+    /// User and system time of the process.
     Process,
+    /// Every CPU's non-idle time from /proc/stat, softirq included.
     Host,
 }
 
@@ -238,21 +243,27 @@ pub struct CaptureEvidence {
     pub zero_window: u64,
     /// Retransmissions: all, fast, and after a timeout (or tail loss).
     pub retransmissions: u64,
+    /// Fast retransmissions (after duplicate ACKs or SACKs).
     pub fast_retransmissions: u64,
+    /// Retransmissions after a timeout (or tail loss).
     pub timeout_retransmissions: u64,
+    /// Retransmissions of data the receiver already had.
     pub spurious_retransmissions: u64,
     /// Payload bytes delivered and over how long.
     pub payload_bytes: u64,
+    /// How long the payload took.
     pub duration: Dur,
     /// Smallest and mean RTT samples (Karn).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_rtt: Option<Dur>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Mean RTT sample (Karn).
     pub mean_rtt: Option<Dur>,
     /// The largest window the receiver advertised, scaled.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_window_bytes: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// The largest segment seen, bytes.
     pub mss: Option<u32>,
 }
 
@@ -272,6 +283,7 @@ pub struct Context {
     pub congestion: Option<CongestionControl>,
     /// The kernel whose buffer arithmetic the recommendations use.
     pub kernel: KernelVersion,
+    /// Where [`Context::kernel`] came from (the running kernel, or assumed).
     pub kernel_source: KernelSource,
     /// Parallel streams in one direction: they share the path (and the BDP).
     pub streams: u32,
@@ -332,15 +344,18 @@ impl Context {
 /// A connection's samples in time order: borrowed, without copying.
 #[derive(Debug, Clone, Copy)]
 pub enum Series<'a> {
+    /// No sample.
     None,
     /// One sample: figures over the connection's life so far.
     One(&'a Sample),
     /// Two samples: figures over the interval between them.
     Two(&'a Sample, &'a Sample),
+    /// Any number (a test's samples): figures over their span, medians of more than two.
     Many(&'a [Sample]),
 }
 
 impl<'a> Series<'a> {
+    /// The series of `s`'s samples, in time order.
     pub fn of(s: &'a [Sample]) -> Series<'a> {
         match s {
             [] => Series::None,
@@ -357,17 +372,21 @@ impl<'a> Series<'a> {
             Series::Many(s) => (None, s, None),
         }
     }
+    /// The samples, oldest first.
     pub fn iter(&self) -> impl Iterator<Item = &'a Sample> {
         let (a, s, b) = self.parts();
         a.into_iter().chain(s.iter()).chain(b)
     }
+    /// The oldest sample.
     pub fn first(&self) -> Option<&'a Sample> {
         self.iter().next()
     }
+    /// The newest sample.
     pub fn last(&self) -> Option<&'a Sample> {
         let (_, s, b) = self.parts();
         b.or(s.last())
     }
+    /// How many samples.
     pub fn len(&self) -> usize {
         match self {
             Series::None => 0,
@@ -376,6 +395,7 @@ impl<'a> Series<'a> {
             Series::Many(s) => s.len(),
         }
     }
+    /// Whether there is no sample.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -391,7 +411,9 @@ pub struct Observations<'a> {
     /// Bytes the receiver got over `seconds`, when the caller counted them (a test); else the
     /// rate comes from the samples.
     pub delivered: Option<(u64, Dur)>,
+    /// CPU use of the ends, when measured.
     pub cpu: &'a [CpuUse],
+    /// What a packet capture of the flow shows, when there is one.
     pub capture: Option<&'a CaptureEvidence>,
 }
 
@@ -454,6 +476,7 @@ pub struct Evidence {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reordering_seen: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Retransmissions the receiver reported as duplicates (DSACK).
     pub dsack_dups: Option<u64>,
     /// Share of the sender's samples with cwnd ≥ 2× a receiver's window kept full.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -480,6 +503,7 @@ pub struct Evidence {
     pub from_capture: bool,
     /// Mean smoothed RTT.
     pub rtt_s: Option<Dur>,
+    /// Smallest RTT seen.
     pub min_rtt_s: Option<Dur>,
     /// rtt / min_rtt.
     pub rtt_inflation: Option<f64>,
@@ -489,7 +513,9 @@ pub struct Evidence {
     pub loss_ratio: Option<f64>,
     /// Retransmitted / sent bytes.
     pub retrans_ratio: Option<f64>,
+    /// The sender's MSS.
     pub mss_bytes: Option<u32>,
+    /// Options agreed in the handshake.
     pub negotiated: Negotiated,
     /// Handshake options that are off, each with what it costs.
     pub missing_options: Vec<String>,
@@ -503,6 +529,7 @@ pub struct Evidence {
 pub struct Bound {
     /// "window/RTT", "Mathis", "PFTK", "path payload".
     pub model: String,
+    /// The rate the model allows.
     pub rate_bps: Rate,
     /// The inputs, in words: "64 KiB / 20.3 ms".
     pub inputs: String,
@@ -513,13 +540,16 @@ pub struct Bound {
 /// A model the engine did not show as a bound, and why (its assumptions do not hold here).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct NotShown {
+    /// The model's name, as in [`Bound::model`].
     pub model: String,
+    /// Why it is not shown: the assumption that does not hold.
     pub why: String,
 }
 
 /// The class, its share and the one-line reason: what conns and watch print per row.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Verdict {
+    /// What limits the flow.
     pub limit: Limit,
     /// Share of the time under that limit, where the chronographs or samples say it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -534,15 +564,19 @@ pub struct Verdict {
 /// The full judgement of one flow: verdict, evidence, bounds, advice.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Diagnosis {
+    /// What limits the flow.
     pub limit: Limit,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Share of the time under that limit, where the chronographs or samples say it.
     pub share: Option<f64>,
     /// One line with the numbers.
     pub verdict: String,
     /// What would decide it, when the limit is not known.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub missing: Vec<String>,
+    /// The figures the decision was made on.
     pub evidence: Evidence,
+    /// The models' bounds for the measured conditions.
     pub bounds: Vec<Bound>,
     /// Models left out of `bounds` because their assumptions do not hold for this flow.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -550,6 +584,7 @@ pub struct Diagnosis {
     /// What would help, before merging with other flows (see [`advice::advise`]).
     #[serde(skip)]
     pub needs: Vec<Need>,
+    /// What to change, one per knob, checked against the settings in effect.
     pub recommendations: Vec<Recommendation>,
     /// What the flow had in effect, against which the recommendations were checked.
     pub in_effect: InEffect,

@@ -12,8 +12,10 @@ use tcptune_model::{Dur, Rate};
 pub struct Sample {
     /// When it was taken, on any monotonic clock (only differences are used).
     pub at_s: Dur,
+    /// The kernel's `tcp_info`.
     pub info: TcpInfo,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Socket memory, when asked for.
     pub skmem: Option<SkMemInfo>,
 }
 
@@ -36,12 +38,16 @@ pub struct Shares {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Negotiated {
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Selective acknowledgements.
     pub sack: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// TCP timestamps.
     pub timestamps: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Window scaling.
     pub window_scaling: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Explicit congestion notification.
     pub ecn: Option<bool>,
     /// The peer's window scale (what our sends are scaled by).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -58,6 +64,7 @@ pub struct Negotiated {
 }
 
 impl Negotiated {
+    /// The options agreed, as `tcp_info` reports them.
     pub fn of(i: &TcpInfo) -> Negotiated {
         Negotiated {
             sack: i.sack(),
@@ -100,6 +107,7 @@ pub struct Snapshot {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delivery_rate_bps: Option<Rate>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// The kernel's pacing rate.
     pub pacing_rate_bps: Option<Rate>,
     /// bytes_retrans / bytes_sent over the connection's life.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -107,6 +115,7 @@ pub struct Snapshot {
     /// Shares of the busy time since the connection started.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lifetime_shares: Option<Shares>,
+    /// Options agreed in the handshake.
     pub negotiated: Negotiated,
 }
 

@@ -32,15 +32,18 @@ pub enum ProbeKind {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Phase {
+    /// Before the load.
     Idle,
     /// The load's first part ([`RAMP_SHARE`] of it, at least [`RAMP_MIN`]), while queues
     /// fill: kept, not counted as loaded (the draft measures under working conditions).
     Ramp,
+    /// Under the load, after its ramp.
     Loaded,
 }
 
 /// The share of the load, and the least time, counted as its ramp.
 pub const RAMP_SHARE: f64 = 0.25;
+/// The least time counted as a load's ramp.
 pub const RAMP_MIN: Dur = Dur::from_millis(1000);
 
 /// Marks the loaded probes of a load that ran from `start` for `length` that fall in its ramp.
@@ -58,19 +61,27 @@ pub fn mark_ramp(probes: &mut [Probe], start: Dur, length: Dur) {
 /// the probe's timeout).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Probe {
+    /// When it was sent, on the test's clock.
     pub at_s: Dur,
+    /// What it measured.
     pub kind: ProbeKind,
+    /// When in the test it was sent.
     pub phase: Phase,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// The round trip (absent: no answer within the probe's timeout).
     pub rtt_s: Option<Dur>,
 }
 
 /// Percentiles of a set of round trips.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Percentiles {
+    /// How many round trips.
     pub n: usize,
+    /// The median.
     pub p50_s: Dur,
+    /// The 90th percentile.
     pub p90_s: Dur,
+    /// The 99th percentile.
     pub p99_s: Dur,
     /// The draft's single-sided trimmed mean: the highest 5% dropped.
     pub trimmed_mean_s: Dur,
@@ -160,8 +171,10 @@ pub struct LatencySummary {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rpm_foreign: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Responsiveness from the self probes alone.
     pub rpm_self: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// The draft's RPM: the mean of the two.
     pub rpm: Option<f64>,
     /// DSLReports grade of `added_s`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -220,6 +233,7 @@ pub struct DelayPlaces {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sender_unsent_bytes: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// The time the unsent bytes take to leave at the achieved rate.
     pub sender_queue_s: Option<Dur>,
     /// `net.ipv4.tcp_notsent_lowat` on the sender, when read (4294967295: unset).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -240,10 +254,12 @@ pub struct BloatFinding {
     pub full_queue_delay_s: Dur,
     /// Rate × the full queue's delay: the bottleneck's buffer.
     pub implied_buffer_bytes: u64,
+    /// The rate the load achieved.
     pub rate_bps: Rate,
     /// One line with the numbers.
     pub text: String,
     #[serde(skip)]
+    /// What would help, before merging with the streams' needs.
     pub needs: Vec<Need>,
 }
 
@@ -346,8 +362,11 @@ pub fn bloat(
 /// Everything the latency probes gave, as the test reports it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct LatencyReport {
+    /// Every probe, in time order.
     pub probes: Vec<Probe>,
+    /// Percentiles idle and under load, and the grade.
     pub summary: LatencySummary,
+    /// Where the added delay sits.
     pub places: DelayPlaces,
     /// Which parts of draft-ietf-ippm-responsiveness-09 this implements.
     pub draft_coverage: Vec<DraftPart>,
@@ -356,7 +375,9 @@ pub struct LatencyReport {
 /// One part of the draft and whether it is implemented.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct DraftPart {
+    /// The draft's part, by its section's name.
     pub part: String,
+    /// Whether tcptune implements it.
     pub implemented: bool,
 }
 

@@ -15,16 +15,13 @@
 //! shorter than ~50 ms give coarse shares, which [`Interval::coarse`] flags.
 
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
 pub mod advice;
-pub mod conn;
 pub mod engine;
 mod figures;
-pub mod json;
 pub mod latency;
-mod rows;
 pub mod throughput;
-pub mod watch;
 
 pub use engine::{Context, Limit, Verdict};
 pub use figures::{interval, size, snapshot, Interval, Negotiated, Sample, Shares, Snapshot};
@@ -54,20 +51,4 @@ pub fn judge(a: Option<&Sample>, b: &Sample, ctx: &Context, cpu: &[engine::CpuUs
         ..engine::Observations::socket(series)
     };
     engine::classify(&obs, ctx, &over).0
-}
-
-/// The sockets of the recorded loopback dump (fixtures/kernel/6.18), for unit tests.
-#[cfg(test)]
-pub(crate) fn recorded_sockets() -> Vec<tcptune_kernel::DiagSocket> {
-    let rec = include_bytes!("../../../fixtures/kernel/6.18/dump-loopback.nl");
-    let socks: Vec<tcptune_kernel::DiagSocket> = tcptune_kernel::diag::messages(rec)
-        .filter_map(|m| m.ok())
-        .filter(|m| m.kind == tcptune_kernel::diag::SOCK_DIAG_BY_FAMILY)
-        .map(|m| {
-            tcptune_kernel::DiagSocket::decode(m.payload, tcptune_kernel::TailLayout::Linux6_18)
-        })
-        .collect::<Result<_, _>>()
-        .unwrap();
-    assert!(!socks.is_empty());
-    socks
 }

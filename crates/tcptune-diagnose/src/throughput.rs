@@ -22,6 +22,7 @@ pub type TestContext = Context;
 /// One stream's measurements.
 #[derive(Debug, Clone, Copy)]
 pub struct StreamInput<'a> {
+    /// The stream's number.
     pub id: u32,
     /// tcp_info of the sending end, in time order (empty when that end is not ours).
     pub sender: &'a [Sample],
@@ -43,8 +44,11 @@ pub use record::ContextRecord;
 /// The diagnosis of one stream.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct StreamDiagnosis {
+    /// The stream's number.
     pub id: u32,
+    /// The goodput the receiver got.
     pub achieved_bps: Rate,
+    /// What limited it.
     pub limit: Limit,
     /// Share of the test time under that limit, where the shares say it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -54,13 +58,17 @@ pub struct StreamDiagnosis {
     /// What would decide the limit, when it is not known.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub missing: Vec<String>,
+    /// The figures the decision was made on.
     pub evidence: Evidence,
+    /// The models' bounds for the measured conditions.
     pub bounds: Vec<Bound>,
     /// Models left out of `bounds` because their assumptions do not hold for this stream.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub bounds_not_shown: Vec<NotShown>,
     #[serde(skip)]
+    /// What would help this stream, before merging with the others'.
     pub needs: Vec<crate::advice::Need>,
+    /// What to change, one per knob, checked against the settings in effect.
     pub recommendations: Vec<Recommendation>,
     /// What the stream had in effect, against which the recommendations were checked.
     pub in_effect: InEffect,
@@ -90,14 +98,17 @@ impl StreamDiagnosis {
 /// The diagnosis of the whole test.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct TestDiagnosis {
+    /// The goodput of every stream together.
     pub achieved_bps: Rate,
     /// The limit of most of the bytes.
     pub limit: Limit,
+    /// One line with the numbers.
     pub verdict: String,
     /// Bounds for the whole test (the sums of the streams' bounds, and the path's payload).
     pub bounds: Vec<Bound>,
     /// One per knob: the largest need over the streams.
     pub recommendations: Vec<Recommendation>,
+    /// Each stream's own diagnosis.
     pub streams: Vec<StreamDiagnosis>,
     /// The other direction of a bidirectional test, judged and summed on its own (its sender
     /// is the other host).
@@ -106,6 +117,7 @@ pub struct TestDiagnosis {
     /// Latency under the load rose far beyond idle (from the test's latency probes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bufferbloat: Option<crate::latency::BloatFinding>,
+    /// True when something should change (exit code 1).
     pub problem: bool,
     /// What the engine knew of this direction besides the samples: a recorded test is judged
     /// again from its samples and this ([`record`]).

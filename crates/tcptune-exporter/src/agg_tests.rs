@@ -24,20 +24,7 @@ fn agg(by: Vec<Dimension>, max_series: usize) -> Aggregator {
 /// A socket's counters: (bytes acked, busy µs, rwnd-limited µs).
 fn sock(cookie: u64, port: u16, acked: u64, busy: u64, rwnd: u64) -> DiagSocket {
     DiagSocket {
-        state: 1,
-        src: format!("10.0.0.1:{port}").parse().unwrap(),
-        dst: format!("10.0.0.2:{}", 40000 + cookie % 20000)
-            .parse()
-            .unwrap(),
-        ifindex: 0,
         cookie,
-        timer: 0,
-        timer_retrans: 0,
-        timer_expires_ms: 0,
-        rqueue_bytes: 0,
-        wqueue_bytes: 0,
-        uid: 0,
-        inode: 0,
         info: Some(TcpInfo {
             bytes_acked: Some(acked),
             bytes_retrans: Some(acked / 100),
@@ -50,10 +37,14 @@ fn sock(cookie: u64, port: u16, acked: u64, busy: u64, rwnd: u64) -> DiagSocket 
             delivery_rate_app_limited: Some(false),
             ..TcpInfo::default()
         }),
-        skmem: None,
         congestion: Some(CongName::new("cubic")),
-        bbr: None,
-        shutdown: None,
+        ..DiagSocket::from_addrs(
+            1,
+            format!("10.0.0.1:{port}").parse().unwrap(),
+            format!("10.0.0.2:{}", 40000 + cookie % 20000)
+                .parse()
+                .unwrap(),
+        )
     }
 }
 

@@ -375,6 +375,30 @@ fn sockaddr(family: u8, port_be: &[u8], addr: &[u8]) -> Result<SocketAddr, Decod
 }
 
 impl DiagSocket {
+    /// A socket known only by its state and addresses, every other field zero or absent: what
+    /// a filter looks at (the web page's rows), and tests' sockets (`..` the rest).
+    pub fn from_addrs(state: u8, src: SocketAddr, dst: SocketAddr) -> DiagSocket {
+        DiagSocket {
+            state,
+            src,
+            dst,
+            ifindex: 0,
+            cookie: 0,
+            timer: 0,
+            timer_retrans: 0,
+            timer_expires_ms: 0,
+            rqueue_bytes: 0,
+            wqueue_bytes: 0,
+            uid: 0,
+            inode: 0,
+            info: None,
+            skmem: None,
+            congestion: None,
+            bbr: None,
+            shutdown: None,
+        }
+    }
+
     /// Decodes the payload of a `SOCK_DIAG_BY_FAMILY` answer (an `inet_diag_msg` and its
     /// attributes). Unknown attributes are skipped.
     pub fn decode(p: &[u8], tail: TailLayout) -> Result<DiagSocket, DecodeError> {

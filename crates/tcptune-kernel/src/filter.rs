@@ -465,23 +465,12 @@ mod tests {
 
     fn sock(src: &str, dst: &str) -> DiagSocket {
         DiagSocket {
-            state: state::ESTABLISHED,
-            src: src.parse().unwrap(),
-            dst: dst.parse().unwrap(),
-            ifindex: 0,
             cookie: 1,
-            timer: 0,
-            timer_retrans: 0,
-            timer_expires_ms: 0,
-            rqueue_bytes: 0,
-            wqueue_bytes: 0,
-            uid: 0,
-            inode: 0,
-            info: None,
-            skmem: None,
-            congestion: None,
-            bbr: None,
-            shutdown: None,
+            ..DiagSocket::from_addrs(
+                state::ESTABLISHED,
+                src.parse().unwrap(),
+                dst.parse().unwrap(),
+            )
         }
     }
 

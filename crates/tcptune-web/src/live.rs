@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use tcptune_kernel::diag::ext;
 use tcptune_kernel::trace::{TraceFilter, Tracer};
-use tcptune_kernel::{Diag, Filter, KernelError};
+use tcptune_kernel::{Filter, KernelError};
 use tcptune_os::process::monotonic_ns;
 
 use crate::hub::Hub;
@@ -17,13 +17,8 @@ use crate::record::Recorder;
 use crate::scope::Scope;
 use crate::update::Update;
 
-/// A namespace looked into (`None`: ours).
-pub struct Target {
-    /// The namespace's name; `None`: ours.
-    pub netns: Option<String>,
-    /// The sock_diag socket inside it.
-    pub diag: Diag,
-}
+/// A namespace looked into (`None`: ours): `conns`' and `watch`'s own.
+pub use tcptune_conns::dump::Target;
 
 /// Why the live loop stopped early.
 #[derive(Debug, thiserror::Error)]

@@ -8,8 +8,9 @@
 
 use std::collections::{HashMap, HashSet};
 
+use tcptune_conns::conn::Conn;
 use tcptune_diagnose::engine::{self, Observations, Series};
-use tcptune_diagnose::{conn::Conn, Context, Sample};
+use tcptune_diagnose::{Context, Sample};
 use tcptune_kernel::tcp_info::ca_state_name;
 use tcptune_kernel::trace::{TraceEvent, TraceKind};
 use tcptune_kernel::{DiagSocket, TcpInfo};

@@ -45,23 +45,13 @@ fn info(t_ms: u64) -> TcpInfo {
 
 fn sock(cookie: u64, port: u16, info: TcpInfo) -> DiagSocket {
     DiagSocket {
-        state: 1,
-        src: "127.0.0.1:40000".parse().unwrap(),
-        dst: format!("127.0.0.1:{port}").parse().unwrap(),
-        ifindex: 0,
         cookie,
-        timer: 0,
-        timer_retrans: 0,
-        timer_expires_ms: 0,
-        rqueue_bytes: 0,
-        wqueue_bytes: 0,
-        uid: 0,
-        inode: 0,
         info: Some(info),
-        skmem: None,
-        congestion: None,
-        bbr: None,
-        shutdown: None,
+        ..DiagSocket::from_addrs(
+            1,
+            "127.0.0.1:40000".parse().unwrap(),
+            format!("127.0.0.1:{port}").parse().unwrap(),
+        )
     }
 }
 

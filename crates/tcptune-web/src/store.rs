@@ -98,25 +98,7 @@ pub struct Store {
 
 /// A filter's view of a row: the address, port and state conditions `conns` filters by.
 fn as_socket(r: &Row) -> DiagSocket {
-    DiagSocket {
-        state: r.state_num,
-        src: r.local,
-        dst: r.remote,
-        ifindex: 0,
-        cookie: 0,
-        timer: 0,
-        timer_retrans: 0,
-        timer_expires_ms: 0,
-        rqueue_bytes: 0,
-        wqueue_bytes: 0,
-        uid: 0,
-        inode: 0,
-        info: None,
-        skmem: None,
-        congestion: None,
-        bbr: None,
-        shutdown: None,
-    }
+    DiagSocket::from_addrs(r.state_num, r.local, r.remote)
 }
 
 impl Store {

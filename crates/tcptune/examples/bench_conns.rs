@@ -26,7 +26,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use tcptune_diagnose::conn::Conn;
+use tcptune_conns::conn::Conn;
 use tcptune_diagnose::Context;
 use tcptune_kernel::diag::{ext, DumpRequest, AF_UNSPEC};
 use tcptune_kernel::filter::state;
@@ -208,7 +208,7 @@ fn render(
         let s = DiagSocket::decode(p, tail).unwrap();
         rows.push(Conn::new(s, Dur::ZERO, None, ctx, false).0);
     }
-    let table = tcptune_diagnose::conn::ConnTable {
+    let table = tcptune_conns::conn::ConnTable {
         connections: rows,
         all: false,
     };
@@ -218,7 +218,7 @@ fn render(
     // JSON as `conns --json` renders it (by hand; compact, as into a pipe or file, and
     // indented, as on a terminal) and through serde_json, into a sink as the process writes to
     // /dev/null; then into memory, to check they make the same bytes.
-    use tcptune_diagnose::json::{write_table, Layout};
+    use tcptune_conns::json::{write_table, Layout};
     let compact = Layout {
         level: 1,
         pretty: false,

@@ -339,48 +339,6 @@ fn a_bulk_sender_briefly_out_of_data_is_not_application_limited() {
     assert_eq!(v.limit, Limit::Application, "{}", v.text);
 }
 
-#[test]
-fn parallel_connections_are_judged_against_their_share_of_the_path() {
-    use crate::conn::History;
-    use tcptune_kernel::DiagSocket;
-    let sock = |cookie: u64, port: u16, acked: u64| DiagSocket {
-        cookie,
-        state: 1,
-        src: format!("198.18.0.1:{port}").parse().unwrap(),
-        dst: "198.18.0.2:5201".parse().unwrap(),
-        info: Some(TcpInfo {
-            bytes_sent: Some(acked),
-            bytes_acked: Some(acked),
-            busy_time_us: Some(acked / 10),
-            ..info()
-        }),
-        ifindex: 0,
-        timer: 0,
-        timer_retrans: 0,
-        timer_expires_ms: 0,
-        rqueue_bytes: 0,
-        wqueue_bytes: 0,
-        uid: 0,
-        inode: 0,
-        skmem: None,
-        congestion: None,
-        bbr: None,
-        shutdown: None,
-    };
-    let ctx = Context::with_path_rate(Some("100mbit".parse().unwrap()));
-    let mut h = History::default();
-    // Four streams, each 23 Mbit/s over 1 s: together at the 100 Mbit/s path's capacity.
-    let first: Vec<DiagSocket> = (0..4).map(|k| sock(k, 40000 + k as u16, 0)).collect();
-    h.rows(None, &first, Dur::ZERO, &ctx, false);
-    let second: Vec<DiagSocket> = (0..4)
-        .map(|k| sock(k, 40000 + k as u16, 2_875_000))
-        .collect();
-    let rows = h.rows(None, &second, Dur::from_millis(1000), &ctx, false);
-    for r in &rows {
-        assert_eq!(r.verdict.limit, Limit::PathCapacity, "{}", r.verdict.text);
-    }
-}
-
 /// One second of a bulk sender on a 16.5 ms path: `segs` segments sent, `retrans` of them
 /// retransmitted, cwnd-limited throughout.
 fn lossy_second(segs: u32, retrans: u32) -> (Sample, Sample) {

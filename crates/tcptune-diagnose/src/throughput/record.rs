@@ -29,6 +29,7 @@ pub struct ContextRecord {
     pub congestion: Option<CongestionControl>,
     /// The kernel whose buffer arithmetic the recommendations used, and where it came from.
     pub kernel: KernelVersion,
+    /// Where `kernel` came from (the running kernel, or assumed).
     pub kernel_source: KernelSource,
     /// Parallel streams in this direction.
     pub streams: u32,

@@ -1,187 +1,23 @@
 //! `tcptune conns`: one dump (or two, `--over`) of the TCP sockets that pass the filter, with
-//! figures and a verdict for each. Also the shared plumbing of `watch`: parsing the filter and
-//! opening a sock_diag socket per network namespace.
+//! figures and a verdict for each (the dumps, rows and their rendering are `tcptune_conns`).
 
-use std::collections::HashSet;
 use std::time::Instant;
 
-use anyhow::Context as _;
-use tcptune_diagnose::conn::{Conn, ConnTable, History, TextRows};
-use tcptune_diagnose::json::{JsonRows, Layout};
+use tcptune_conns::conn::{Conn, ConnTable, History, TextRows};
+use tcptune_conns::dump::{
+    add_processes, host_cpu, once, parse_filter, sample_all, sort_by_rate, targets,
+};
+use tcptune_conns::json::{JsonRows, Layout};
 use tcptune_diagnose::Context;
-use tcptune_kernel::diag::ext;
-use tcptune_kernel::tcp_info::{KernelVersion, TailLayout};
-use tcptune_kernel::{procs, sys, Diag, Filter, KernelError};
-use tcptune_model::Dur;
 
-use crate::cli::{ConnsArgs, SockArgs};
+use crate::cli::ConnsArgs;
 use crate::outcome::Outcome;
 use crate::output;
 
-/// A sock_diag socket and the namespace it looks into (`None`: ours).
-pub(super) struct Target {
-    pub netns: Option<String>,
-    pub diag: Diag,
-}
-
-pub(super) fn parse_filter(words: &[String]) -> anyhow::Result<Filter> {
-    let text = words.join(" ");
-    text.parse::<Filter>()
-        .with_context(|| format!("bad filter '{text}'"))
-}
-
-/// Recorded kernel answers to use instead of the kernel (CLI tests without root): a file of
-/// netlink messages as under fixtures/kernel/, and the kernel version it came from.
-const REPLAY_ENV: &str = "TCPTUNE_REPLAY_SOCK_DIAG";
-const REPLAY_KERNEL_ENV: &str = "TCPTUNE_REPLAY_KERNEL";
-/// The largest recording replayed (fixtures are kilobytes; a dump of 100,000 sockets ~60 MB).
-const REPLAY_LIMIT: u64 = 64 << 20;
-
-pub(super) fn targets(sock: &SockArgs) -> anyhow::Result<Vec<Target>> {
-    if let Some(path) = std::env::var_os(REPLAY_ENV) {
-        let rec = tcptune_kernel::file::read_regular_limited(
-            std::path::Path::new(&path),
-            REPLAY_LIMIT,
-            &format!("{REPLAY_ENV} recording"),
-        )?;
-        let release = std::env::var(REPLAY_KERNEL_ENV).unwrap_or_else(|_| "6.18".into());
-        let version = release.parse::<KernelVersion>().ok().with_context(|| {
-            format!("{REPLAY_KERNEL_ENV}={release} is not a kernel version such as 6.18")
-        })?;
-        return Ok(vec![Target {
-            netns: sock.netns.clone(),
-            diag: Diag::replay(rec, TailLayout::for_kernel(version)),
-        }]);
-    }
-    let mut names: Vec<Option<String>> = Vec::new();
-    if sock.all_netns {
-        names.push(None);
-        names.extend(sys::named_netns().into_iter().map(Some));
-    } else {
-        names.push(sock.netns.clone());
-    }
-    let mut out = Vec::new();
-    for netns in names {
-        match Diag::open_maybe_in(netns.as_deref()) {
-            Ok(diag) => out.push(Target { netns, diag }),
-            // Listed a moment ago and deleted since: nothing to look at there.
-            Err(KernelError::NoSuchNetns(_)) if sock.all_netns => {}
-            Err(e) => return Err(e.into()),
-        }
-    }
-    Ok(out)
-}
-
-/// This host's CPU use since `before`, for the verdicts of loopback connections (both of whose
-/// ends run here).
-pub(super) fn host_cpu(
-    before: Option<tcptune_kernel::cpustat::CpuTicks>,
-) -> Option<tcptune_diagnose::engine::CpuUse> {
-    use tcptune_diagnose::engine::{CpuScope, CpuUse, End};
-    let (busy, softirq, _) = before?.shares_until(&tcptune_kernel::cpustat::CpuTicks::now()?)?;
-    Some(CpuUse {
-        end: End::BothEnds,
-        scope: CpuScope::Host,
-        percent: busy * 100.0,
-        cores: 1.0,
-        softirq_percent: Some(softirq * 100.0),
-        wait_percent: None,
-    })
-}
-
-pub(super) fn context(sock: &SockArgs) -> Context {
-    Context::with_path_rate(sock.rate)
-}
-
-/// Highest rate first. The key is computed once per row, and rows move about once (they are
-/// large; bench/conns sorts 20,000).
-pub(super) fn sort_by_rate(rows: &mut [Conn]) {
-    rows.sort_by_cached_key(Conn::sort_key);
-}
-
-pub(super) fn since(start: Instant) -> Dur {
-    Dur::from(start.elapsed())
-}
-
-/// Fills in owning processes (one /proc scan for all rows).
-pub(super) fn add_processes(rows: &mut [Conn]) {
-    let inodes: HashSet<u32> = rows.iter().map(|c| c.inode).filter(|&i| i != 0).collect();
-    let owners = procs::owners(&inodes);
-    for c in rows {
-        c.process = owners.get(&c.inode).cloned().map(Box::new);
-    }
-}
-
-/// What to ask the kernel for: every row's evidence, and with `--all` the congestion
-/// control's own info too.
-fn row_ext(all: bool) -> u8 {
-    if all {
-        ext::TCPTUNE
-    } else {
-        ext::ROWS
-    }
-}
-
-/// One dump of every target, turned into rows with the help of `history`.
-pub(super) fn sample_all(
-    targets: &mut [Target],
-    filter: &Filter,
-    history: &mut History,
-    start: Instant,
-    ctx: &Context,
-    all: bool,
-) -> anyhow::Result<Vec<Conn>> {
-    let mut rows = Vec::new();
-    for t in targets.iter_mut() {
-        let socks = t
-            .diag
-            .dump(filter, row_ext(all))
-            .with_context(|| match &t.netns {
-                Some(n) => format!("dumping sockets in network namespace '{n}'"),
-                None => "dumping sockets".to_string(),
-            })?;
-        let at = since(start);
-        rows.extend(history.rows(t.netns.as_deref(), &socks, at, ctx, all));
-    }
-    Ok(rows)
-}
-
-/// One dump of every target, each socket's row handed to `each` as it is decoded (on the
-/// decoding thread).
-fn once(
-    targets: &mut [Target],
-    filter: &Filter,
-    start: Instant,
-    ctx: &Context,
-    all: bool,
-    mut each: impl FnMut(Conn) + Send,
-) -> anyhow::Result<()> {
-    for t in targets.iter_mut() {
-        let at = since(start);
-        let netns = t.netns.clone();
-        let each = &mut each;
-        t.diag
-            .dump_each_parallel(filter, row_ext(all), |s| {
-                let (mut c, _) = Conn::new(s, at, None, ctx, all);
-                c.netns.clone_from(&netns);
-                each(c);
-            })
-            .with_context(|| dump_context(&t.netns))?;
-    }
-    Ok(())
-}
-
-fn dump_context(netns: &Option<String>) -> String {
-    match netns {
-        Some(n) => format!("dumping sockets in network namespace '{n}'"),
-        None => "dumping sockets".to_string(),
-    }
-}
-
 pub fn run(args: ConnsArgs, json: bool) -> anyhow::Result<Outcome> {
     let filter = parse_filter(&args.sock.filter)?;
-    let mut targets = targets(&args.sock)?;
-    let ctx = context(&args.sock);
+    let mut targets = targets(args.sock.netns.as_deref(), args.sock.all_netns)?;
+    let ctx = Context::with_path_rate(args.sock.rate);
     let start = Instant::now();
     let mut history = History::default();
     if args.over.is_none() && json && !args.sock.processes {
@@ -261,14 +97,16 @@ fn write_json<'a>(
     let (before, after) =
         output::envelope_around("conns", layout.pretty).map_err(std::io::Error::other)?;
     out.write_all(before.as_bytes())?;
-    tcptune_diagnose::json::write_table(rows, layout, out)?;
+    tcptune_conns::json::write_table(rows, layout, out)?;
     out.write_all(after.as_bytes())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tcptune_kernel::tcp_info::TailLayout;
     use tcptune_kernel::DiagSocket;
+    use tcptune_model::Dur;
 
     #[test]
     fn json_by_hand_is_what_emit_prints() {

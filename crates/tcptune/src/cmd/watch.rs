@@ -3,8 +3,8 @@
 //! down to 1 ms), or the final statistics of each connection as it closes (destroy events).
 //! `--record FILE` appends every sample as a JSON line; `--json` prints those lines instead.
 //! The decisions between samples (history rows, the verdict's base, which destroy events are
-//! closed connections, when to stop) and the detail view's text are `tcptune_diagnose::watch`;
-//! this module samples, keeps the clock and prints.
+//! closed connections, when to stop) and the detail view's text are `tcptune_conns::watch`, its
+//! dumps `tcptune_conns::dump`; this module keeps the clock and the screen, and prints.
 
 use std::collections::HashSet;
 use std::fs::File;
@@ -13,21 +13,20 @@ use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context as _};
-use tcptune_diagnose::conn::{Conn, ConnTable, History, RecordLine};
-use tcptune_diagnose::watch::{
+use tcptune_conns::conn::{Conn, ConnTable, History, RecordLine};
+use tcptune_conns::dump::{
+    add_processes, host_cpu, parse_filter, sample_all, since, sort_by_rate, targets, Target,
+};
+use tcptune_conns::watch::{
     closed_filter, closed_line, closed_wanted, fit, quits, record_line, row_record, Detail,
     DetailView, Stop, DETAIL_INDENT, TABLE_INDENT,
 };
-use tcptune_diagnose::{verdict, Sample};
+use tcptune_diagnose::{verdict, Context, Sample};
 use tcptune_kernel::diag::ext;
 use tcptune_kernel::DiagSocket;
 use tcptune_model::Dur;
 use tcptune_os::process::Signal;
 
-use super::conns::{
-    add_processes, context, host_cpu, parse_filter, sample_all, since, sort_by_rate, targets,
-    Target,
-};
 use crate::cli::WatchArgs;
 use crate::outcome::Outcome;
 
@@ -159,7 +158,7 @@ pub fn run(args: WatchArgs, json: bool) -> anyhow::Result<Outcome> {
             args.interval
         );
     }
-    let targets = targets(&args.sock)?;
+    let targets = targets(args.sock.netns.as_deref(), args.sock.all_netns)?;
     let record = match &args.record {
         Some(p) => Some(BufWriter::new(File::create(p).with_context(|| {
             format!("cannot create the record file {}", p.display())
@@ -190,7 +189,7 @@ fn table(
     filter: &tcptune_kernel::Filter,
     sink: &mut Sink,
 ) -> anyhow::Result<Outcome> {
-    let ctx = context(&args.sock);
+    let ctx = Context::with_path_rate(args.sock.rate);
     let start = Instant::now();
     let mut stop = Stop::new(args.count, args.duration);
     let mut history = History::default();
@@ -264,7 +263,7 @@ fn one(
         [] => bail!("no connection matches the filter{}; `tcptune conns --all` lists them with their cookies", args.cookie.map(|c| format!(" and cookie {c}")).unwrap_or_default()),
         many => bail!("the filter matches {} connections; narrow it (e.g. dport/sport) or pick one with --cookie", many.len()),
     };
-    let ctx = context(&args.sock);
+    let ctx = Context::with_path_rate(args.sock.rate);
     let start = Instant::now();
     let mut stop = Stop::new(args.count, args.duration);
     let mut screen = Screen::open();
@@ -324,7 +323,7 @@ fn closed(
     }
     drop(targets);
     eprintln!("watching for closing connections (Ctrl-C to stop)");
-    let ctx = context(&args.sock);
+    let ctx = Context::with_path_rate(args.sock.rate);
     let start = Instant::now();
     let mut stop = Stop::new(args.count, args.duration);
     let slice = Duration::from_millis(100) / subs.len().max(1) as u32;

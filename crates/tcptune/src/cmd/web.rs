@@ -11,6 +11,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context as _};
+use tcptune_conns::dump::{parse_filter, targets};
+use tcptune_diagnose::Context;
 use tcptune_kernel::trace::Tracer;
 use tcptune_web::http::{bind, exposure_warning, serve, Shared, WebConfig};
 use tcptune_web::hub::Hub;
@@ -20,7 +22,6 @@ use tcptune_web::scope::{Limits, Scope};
 use tcptune_web::store::{Bounds, Store};
 use tcptune_web::update::Source;
 
-use super::conns::{context, parse_filter, targets};
 use crate::cli::{AccessArgs, ViewArgs, WatchArgs};
 use crate::outcome::Outcome;
 
@@ -80,13 +81,7 @@ pub fn watch(args: &WatchArgs, addr: SocketAddr, json: bool) -> anyhow::Result<O
     let filter = parse_filter(&args.sock.filter)?;
     let listener = bind(addr)?;
     warn_exposure(addr, &web);
-    let targets: Vec<live::Target> = targets(&args.sock)?
-        .into_iter()
-        .map(|t| live::Target {
-            netns: t.netns,
-            diag: t.diag,
-        })
-        .collect();
+    let targets = targets(args.sock.netns.as_deref(), args.sock.all_netns)?;
     let interval = args.interval.std().clamp(SHORTEST, PAGE_INTERVAL);
     let (tracer, reason) = match Tracer::open(&live::filter_of(Vec::new())) {
         Ok(t) => (Some(t), None),
@@ -107,7 +102,7 @@ pub fn watch(args: &WatchArgs, addr: SocketAddr, json: bool) -> anyhow::Result<O
     };
     let origin = tcptune_os::process::monotonic_ns();
     let scope = Scope::new(
-        context(&args.sock),
+        Context::with_path_rate(args.sock.rate),
         Limits::default(),
         origin,
         tracer.is_some(),

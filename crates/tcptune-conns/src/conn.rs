@@ -14,8 +14,8 @@ use tcptune_kernel::tcp_info::state_name;
 use tcptune_kernel::{BbrInfo, CongName, DiagSocket, SkMemInfo, TcpInfo};
 use tcptune_model::{Bytes, Dur, Rate};
 
-use crate::engine::CpuUse;
-use crate::{interval, judge, snapshot, Context, Interval, Sample, Snapshot, Verdict};
+use tcptune_diagnose::engine::CpuUse;
+use tcptune_diagnose::{interval, judge, snapshot, Context, Interval, Sample, Snapshot, Verdict};
 
 /// One connection with what limits it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -25,28 +25,35 @@ pub struct Conn {
     pub netns: Option<String>,
     /// TCP state as `ss` names it (ESTAB, CLOSE-WAIT, …).
     pub state: Cow<'static, str>,
+    /// Local address and port.
     pub local: SocketAddr,
+    /// Remote address and port.
     pub remote: SocketAddr,
     /// The kernel's socket cookie (stable for the socket's life; joins samples).
     pub cookie: u64,
+    /// The owner's user id.
     pub uid: u32,
+    /// The socket's inode (`socket:[inode]` under /proc/PID/fd).
     pub inode: u32,
     /// The owning process, when asked for and found.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub process: Option<Box<Owner>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// The congestion control algorithm.
     pub congestion: Option<CongName>,
     /// Unread bytes queued for the application.
     pub rqueue_bytes: u32,
     /// Unacknowledged plus unsent bytes.
     pub wqueue_bytes: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Figures of the newest sample (absent: no `tcp_info` in this state).
     pub snapshot: Option<Snapshot>,
     // Boxed, like the `--all` fields below: a one-shot dump has none, and 20,000 rows of
     // 680 bytes cost more in page faults than their decoding.
     /// Figures since the previous sample (watch, conns --over).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interval: Option<Box<Interval>>,
+    /// What limits it, with the evidence.
     pub verdict: Verdict,
     /// Every `tcp_info` field (with `--all`; boxed, so rows without it stay small).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -102,7 +109,7 @@ impl Conn {
                 None,
                 None,
                 Verdict {
-                    limit: crate::Limit::NotEnoughEvidence,
+                    limit: tcptune_diagnose::Limit::NotEnoughEvidence,
                     share: None,
                     text: "not enough evidence: no tcp_info in this state".into(),
                     missing: Vec::new(),
@@ -286,6 +293,7 @@ impl fmt::Write for Utf8<'_> {
 }
 
 impl TextRows {
+    /// An empty table; with `all`, each row followed by its details (`--all`).
     pub fn new(all: bool) -> TextRows {
         TextRows {
             rows: Default::default(),
@@ -293,6 +301,7 @@ impl TextRows {
         }
     }
 
+    /// Renders a row and keeps its text and sort key.
     pub fn push(&mut self, c: &Conn) {
         let all = self.all;
         // Writing into a buffer cannot fail.
@@ -587,16 +596,23 @@ pub struct RecordLine {
     /// Seconds since the watch started.
     pub t_s: Dur,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// The named network namespace (absent: the current one).
     pub netns: Option<String>,
+    /// The kernel's socket cookie.
     pub cookie: u64,
+    /// Local address and port.
     pub local: SocketAddr,
+    /// Remote address and port.
     pub remote: SocketAddr,
+    /// TCP state as `ss` names it.
     pub state: String,
     /// True for the final statistics of a closing connection (destroy event).
     #[serde(default)]
     pub closed: bool,
+    /// The sample: `tcp_info` and socket memory, with the time it was taken.
     pub sample: Sample,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// The congestion control algorithm.
     pub congestion: Option<CongName>,
 }
 
@@ -738,5 +754,56 @@ mod tests {
         push_u64(&mut s, 0);
         push_u64(&mut s, u64::MAX);
         assert_eq!(s, format!("0{}", u64::MAX));
+    }
+
+    #[test]
+    fn parallel_connections_are_judged_against_their_share_of_the_path() {
+        let sock = |cookie: u64, port: u16, acked: u64| DiagSocket {
+            cookie,
+            info: Some(TcpInfo {
+                len: 280,
+                state: Some(1),
+                options: Some(7),
+                snd_wscale: Some(7),
+                rcv_wscale: Some(9),
+                snd_mss: Some(1448),
+                snd_cwnd: Some(100),
+                rtt_us: Some(20_000),
+                min_rtt_us: Some(10_000),
+                snd_wnd: Some(65536),
+                bytes_sent: Some(acked),
+                bytes_acked: Some(acked),
+                bytes_received: Some(0),
+                bytes_retrans: Some(0),
+                total_retrans: Some(0),
+                data_segs_out: Some(0),
+                busy_time_us: Some(acked / 10),
+                rwnd_limited_us: Some(0),
+                sndbuf_limited_us: Some(0),
+                ..TcpInfo::default()
+            }),
+            ..DiagSocket::from_addrs(
+                1,
+                format!("198.18.0.1:{port}").parse().unwrap(),
+                "198.18.0.2:5201".parse().unwrap(),
+            )
+        };
+        let ctx = Context::with_path_rate(Some("100mbit".parse().unwrap()));
+        let mut h = History::default();
+        // Four streams, each 23 Mbit/s over 1 s: together at the 100 Mbit/s path's capacity.
+        let first: Vec<DiagSocket> = (0..4).map(|k| sock(k, 40000 + k as u16, 0)).collect();
+        h.rows(None, &first, Dur::ZERO, &ctx, false);
+        let second: Vec<DiagSocket> = (0..4)
+            .map(|k| sock(k, 40000 + k as u16, 2_875_000))
+            .collect();
+        let rows = h.rows(None, &second, Dur::from_millis(1000), &ctx, false);
+        for r in &rows {
+            assert_eq!(
+                r.verdict.limit,
+                tcptune_diagnose::Limit::PathCapacity,
+                "{}",
+                r.verdict.text
+            );
+        }
     }
 }

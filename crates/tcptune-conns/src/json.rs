@@ -18,7 +18,7 @@ use tcptune_model::{Dur, Rate};
 
 use crate::conn::Conn;
 use crate::rows::Rendered;
-use crate::{Negotiated, Shares, Snapshot};
+use tcptune_diagnose::{Negotiated, Shares, Snapshot};
 
 /// Indentation: two spaces per level, as serde_json's pretty printer.
 const SPACES: &[u8; 64] = b"                                                                ";
@@ -40,6 +40,7 @@ pub struct Pretty {
 }
 
 impl Pretty {
+    /// A formatter for a value that starts `level` levels deep.
     pub fn at(level: usize) -> Pretty {
         Pretty {
             level,
@@ -396,7 +397,9 @@ fn conn(buf: &mut Vec<u8>, level: usize, pretty: bool, c: &Conn) {
 /// deep (1 for the table alone, 2 as the `result` of the `--json` envelope), or its compact one.
 #[derive(Clone, Copy, Debug)]
 pub struct Layout {
+    /// How deep the table's members are (2 inside the `--json` envelope).
     pub level: usize,
+    /// Indented as serde_json's pretty printer, else compact.
     pub pretty: bool,
 }
 
@@ -479,6 +482,7 @@ pub struct JsonRows {
 }
 
 impl JsonRows {
+    /// An empty table laid out as `layout` says.
     pub fn new(layout: Layout) -> JsonRows {
         JsonRows {
             layout,
@@ -486,6 +490,7 @@ impl JsonRows {
         }
     }
 
+    /// Renders a row and keeps its bytes and sort key.
     pub fn push(&mut self, c: &Conn) {
         let layout = self.layout;
         self.rows.push(c.sort_key(), |buf| layout.row(buf, c));
@@ -508,7 +513,7 @@ impl JsonRows {
 mod tests {
     use super::*;
     use crate::conn::{ConnTable, History};
-    use crate::Context;
+    use tcptune_diagnose::Context;
     use tcptune_kernel::procs::Owner;
 
     use crate::recorded_sockets as recorded;

@@ -13,7 +13,7 @@ use tcptune_kernel::{DiagSocket, Filter};
 use tcptune_model::Dur;
 
 use crate::conn::{Conn, RecordLine};
-use crate::{interval, size, snapshot, verdict, Context, Interval, Sample};
+use tcptune_diagnose::{interval, size, snapshot, verdict, Context, Interval, Sample};
 
 /// When a watch stops: after `count` rounds or once `duration` has passed, whichever comes
 /// first (neither: never).
@@ -25,6 +25,7 @@ pub struct Stop {
 }
 
 impl Stop {
+    /// Stops after `count` rounds or `duration`, whichever comes first.
     pub fn new(count: Option<u64>, duration: Option<Dur>) -> Stop {
         Stop {
             count,
@@ -110,10 +111,15 @@ pub const MIN_ROW_PERIOD: Dur = Dur::from_millis(100);
 /// One row of the detail view's history: the interval that ended at `t`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Row {
+    /// When the interval ended, since the watch started.
     pub t: Dur,
+    /// Figures over the interval.
     pub iv: Interval,
+    /// The congestion window at its end, in bytes.
     pub cwnd: Option<u64>,
+    /// The peer's advertised window at its end, in bytes.
     pub snd_wnd: Option<u32>,
+    /// The smoothed RTT at its end.
     pub rtt: Option<Dur>,
 }
 
@@ -170,6 +176,7 @@ impl Detail {
         self.marks.front().filter(|m| m.at_s < b.at_s)
     }
 
+    /// The history's rows, oldest first.
     pub fn rows(&self) -> &VecDeque<Row> {
         &self.rows
     }
@@ -177,10 +184,15 @@ impl Detail {
 
 /// The detail view of one connection: its socket, newest sample, verdict and history.
 pub struct DetailView<'a> {
+    /// The socket as the newest dump or query saw it.
     pub socket: &'a DiagSocket,
+    /// The named network namespace (`None`: ours).
     pub netns: Option<&'a str>,
+    /// The newest sample.
     pub sample: &'a Sample,
+    /// The verdict's text over the history (see [`Detail::verdict_base`]).
     pub verdict: &'a str,
+    /// The rows shown under the figures.
     pub history: &'a Detail,
     /// The sampling interval, shown in the header.
     pub every: Dur,
