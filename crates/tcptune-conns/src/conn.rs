@@ -275,7 +275,7 @@ fn header() -> String {
 
 /// The text of a [`ConnTable`], built row by row as the sockets are decoded: each row is
 /// rendered where it is made and only its line and sort key are kept, ~150 bytes instead of a
-/// ~440-byte row (see [`crate::rows`]). The result is the same text as the table's.
+/// ~440-byte row (see the `rows` module). The result is the same text as the table's.
 #[derive(Debug, Default)]
 pub struct TextRows {
     rows: crate::rows::Rendered,

@@ -474,7 +474,7 @@ pub fn write_table<'a>(
 }
 
 /// The rows of a one-shot `conns --json`, rendered as they are decoded and written sorted
-/// (see [`crate::rows`]).
+/// (see the `rows` module).
 pub struct JsonRows {
     layout: Layout,
     /// Each row with a comma before it.
