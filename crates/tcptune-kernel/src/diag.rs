@@ -56,7 +56,7 @@ pub mod attr {
     pub const MEMINFO: u16 = 1;
     /// `struct tcp_info`, of the length the running kernel writes.
     pub const INFO: u16 = 2;
-    /// The congestion control's info: Vegas' (also from the other delay-based modules).
+    /// `struct tcpvegas_info`: the figures of Vegas (and of Westwood, which reports in it).
     pub const VEGASINFO: u16 = 3;
     /// The congestion control algorithm's name, NUL-terminated.
     pub const CONG: u16 = 4;

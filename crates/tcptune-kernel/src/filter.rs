@@ -21,7 +21,8 @@ pub mod state {
     pub const ESTABLISHED: u8 = 1;
     /// Our SYN is sent, no answer yet.
     pub const SYN_SENT: u8 = 2;
-    /// A SYN received and answered (on a listener: a request socket, see `NEW_SYN_RECV`).
+    /// A SYN received and answered, handshake not complete (a Fast Open child; pending
+    /// connections on a listener are `NEW_SYN_RECV`).
     pub const SYN_RECV: u8 = 3;
     /// We closed; our FIN is not yet acknowledged.
     pub const FIN_WAIT1: u8 = 4;
