@@ -7,13 +7,17 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+mod common;
+
+use common::serving::{address, serving};
 use serde_json::Value;
+use tcptune_testkit::cdp::chromium;
 use tcptune_testkit::sock::{self, listen};
 use tcptune_testkit::{privileged, veth_pair, wait_for, Kill, Netns, TempDir};
 
@@ -23,26 +27,6 @@ fn tcptune() -> Command {
 
 fn in_ns<T: Send>(ns: &Netns, f: impl FnOnce() -> T + Send) -> T {
     tcptune_kernel::sys::in_netns(ns.name(), f).unwrap()
-}
-
-/// Starts a serving tcptune command; returns it and the address its first line prints.
-fn serving(args: &[&str]) -> (Kill, SocketAddr) {
-    let mut child = tcptune()
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let addr = line
-        .split("http://")
-        .nth(1)
-        .and_then(|r| r.split('/').next())
-        .unwrap_or_else(|| panic!("no address in {line:?}"));
-    (Kill(child), addr.parse().unwrap())
 }
 
 /// [`serving`], checking that standard error's first line starts with `warning`.
@@ -62,12 +46,7 @@ fn serving_err(args: &[&str], warning: &str) -> (Kill, SocketAddr) {
     BufReader::new(child.stdout.take().unwrap())
         .read_line(&mut out)
         .unwrap();
-    let addr = out
-        .split("http://")
-        .nth(1)
-        .and_then(|r| r.split('/').next())
-        .unwrap();
-    (Kill(child), addr.parse().unwrap())
+    (Kill(child), address(&out))
 }
 
 /// One HTTP/1.0 GET: (status, body).
@@ -105,13 +84,6 @@ fn snapshot(addr: SocketAddr, id: &str) -> Value {
             return serde_json::from_str(d).unwrap();
         }
     }
-}
-
-fn chromium() -> Option<PathBuf> {
-    ["/usr/bin/chromium", "/usr/bin/chromium-browser"]
-        .iter()
-        .map(PathBuf::from)
-        .find(|p| p.exists())
 }
 
 /// Runs headless Chromium on `url` with `args`, within a deadline.

@@ -106,13 +106,17 @@ pub fn watch(args: &WatchArgs, addr: SocketAddr, json: bool) -> anyhow::Result<O
         None => None,
     };
     let origin = tcptune_os::process::monotonic_ns();
+    // The same instant on the wall clock: streamed updates say when they were taken on the
+    // clock the page reads (the page's update latency, `bench/web`).
+    let origin_wall_ms = tcptune_os::process::realtime_ns() as f64 / 1e6;
     let scope = Scope::new(
         context(&args.sock),
         Limits::default(),
         origin,
         tracer.is_some(),
     );
-    let hub = Arc::new(Hub::new(Store::new(Bounds::default(), source.clone())));
+    let hub =
+        Arc::new(Hub::new(Store::new(Bounds::default(), source.clone())).stamping(origin_wall_ms));
     let served = serve(
         listener,
         Arc::new(Shared {
