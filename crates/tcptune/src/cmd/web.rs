@@ -43,20 +43,12 @@ pub fn address(web: Option<SocketAddr>, access: &AccessArgs) -> anyhow::Result<O
     }
 }
 
-/// The web configuration, as the exporter reads it; TLS is refused, not ignored.
+/// The web configuration, as the exporter reads it (TLS, basic auth, headers).
 fn web_config(access: &AccessArgs) -> anyhow::Result<WebConfig> {
     let Some(p) = &access.web_config else {
         return Ok(WebConfig::default());
     };
-    let web =
-        WebConfig::load(p).with_context(|| format!("reading the web config {}", p.display()))?;
-    if web.serves_tls() {
-        bail!(
-            "the web config {} has tls_server_config, which watch --web and view do not serve yet; leave it out and keep the page on loopback (or put a TLS proxy in front)",
-            p.display()
-        );
-    }
-    Ok(web)
+    WebConfig::load(p).with_context(|| format!("reading the web config {}", p.display()))
 }
 
 /// The exporter's warning when the page reaches beyond loopback without protection.
@@ -127,8 +119,8 @@ pub fn watch(args: &WatchArgs, addr: SocketAddr, json: bool) -> anyhow::Result<O
     )
     .context("starting the HTTP server")?;
     println!(
-        "tcptune watch: serving http://{}/ ({}; Ctrl-C to stop)",
-        served.addr,
+        "tcptune watch: serving {}/ ({}; Ctrl-C to stop)",
+        served.url(),
         match &source.reason {
             None => format!(
                 "per-ACK tracing, table every {}",
@@ -169,9 +161,9 @@ pub fn view(args: &ViewArgs) -> anyhow::Result<Outcome> {
     let served = serve(listener, Arc::new(Shared { hub, web }), HANDLERS)
         .context("starting the HTTP server")?;
     println!(
-        "tcptune view: serving {} at http://{}/ (Ctrl-C to stop)",
+        "tcptune view: serving {} at {}/ (Ctrl-C to stop)",
         args.file.display(),
-        served.addr
+        served.url()
     );
     let stop = stop_flag();
     while !stop.load(Ordering::Relaxed) {
