@@ -33,11 +33,13 @@ fn the_page_draws_updates_within_a_second() {
         );
         return;
     };
-    let lab = Lab::up("web-lat", &["--rate", "100mbit", "--rtt", "10ms"]);
+    let lab = Lab::up("web-lat", &["--rate", "10mbit", "--rtt", "10ms"]);
     let client = lab.ns("client");
     let dir = TempDir::new("web-latency");
     std::thread::scope(|s| {
-        let transfer = s.spawn(|| lab.test(&["-t", "20"]));
+        // Long enough to outlast a slow start of the browser on a loaded machine: the page
+        // must stream while the transfer runs.
+        let transfer = s.spawn(|| lab.test(&["-t", "40"]));
         let (watch, web) = serving(&[
             "watch",
             "--web",
@@ -59,7 +61,7 @@ fn the_page_draws_updates_within_a_second() {
                 .as_array()
                 .into_iter()
                 .flatten()
-                .filter(|r| rate(r) > 1e6)
+                .filter(|r| rate(r) > 1e5)
                 .max_by(|a, b| rate(a).total_cmp(&rate(b)));
             if let Some(r) = best {
                 id = r["id"].as_str().unwrap_or_default().to_string();
