@@ -179,8 +179,9 @@ impl WebConfig {
         self.tls.is_some()
     }
 
-    /// The rustls configuration, when it serves TLS.
-    pub(crate) fn tls_config(&self) -> Option<Arc<rustls::ServerConfig>> {
+    /// The rustls configuration, when it serves TLS (for a server that runs its own loop over
+    /// [`crate::bridge::Bridge`], as `watch --web` does for its streams).
+    pub fn tls_config(&self) -> Option<Arc<rustls::ServerConfig>> {
         self.tls.clone()
     }
 

@@ -9,6 +9,7 @@
 
 mod lines;
 pub use lines::{line_channel, wait_for_line, NoLine};
+pub mod cdp;
 pub mod certs;
 mod netns;
 pub mod sock;

@@ -120,6 +120,29 @@ function set(name, data, count) {
   charts[name].root.parentElement.dataset.points = String(count);
 }
 
+// Update latency, event to pixel (a hidden hook for `bench/web` and the tests): a streamed
+// update says when its sample or event was taken (taken_ms, the server's CLOCK_REALTIME);
+// once a redraw has drawn it, the next animation frame notes the page's wall clock.
+const latency = { pending: [], ms: [], updates: 0, first: null, last: null, undrawn: 0 };
+const LATENCY_KEPT = 100000;
+window.tcptuneLatency = () => ({
+  ms: latency.ms.slice(), updates: latency.updates, undrawn: latency.undrawn + latency.pending.length,
+  span_ms: latency.first == null ? 0 : latency.last - latency.first, stream: $("#detail").dataset.stream,
+});
+let streamEnded;
+window.tcptuneEnded = new Promise((r) => { streamEnded = r; });
+const wallNow = () => performance.timeOrigin + performance.now();
+
+function noteDrawn() {
+  if (!latency.pending.length) return;
+  const taken = latency.pending;
+  latency.pending = [];
+  requestAnimationFrame(() => {
+    const now = wallNow();
+    for (const t of taken) if (latency.ms.length < LATENCY_KEPT) latency.ms.push(now - t);
+  });
+}
+
 function redraw() {
   const v = state.view;
   if (!v || !charts || state.frozen) return;
@@ -155,6 +178,7 @@ function redraw() {
   const ev = v.events.slice().sort((a, b) => a.t_s - b.t_s);
   set("events", [ev.map((e) => e.t_s)].concat(KINDS.map((k, i) => ev.map((e) => (e.kind === k ? i + 1 : null)))), ev.length);
   showDetail();
+  noteDrawn();
 }
 
 function showDetail() {
@@ -190,6 +214,9 @@ function apply(u) {
       if (!state.frozen && armed(u.trigger)) {
         redraw(); // show what led up to it, then hold
         state.frozen = u;
+        // Updates held back by the freeze are never drawn as they come: not a latency.
+        latency.undrawn += latency.pending.length;
+        latency.pending = [];
         $("#frozen").dataset.frozen = u.trigger;
         $("#frozen").textContent = "frozen at " + u.t_s.toFixed(2) + " s on " + u.trigger.replace(/_/g, " ");
         $("#resume").hidden = false;
@@ -234,8 +261,17 @@ function choose(id) {
     $("#detail-title").textContent = v.row ? v.row.local + " → " + v.row.remote + " (cookie " + v.id + ")" : "connection " + v.id;
     redraw();
   });
-  es.addEventListener("update", (e) => { if (state.view) apply(JSON.parse(e.data)); });
-  es.addEventListener("end", () => { es.close(); $("#detail").dataset.stream = "ended"; redraw(); });
+  es.addEventListener("update", (e) => {
+    if (!state.view) return;
+    const u = JSON.parse(e.data);
+    const now = wallNow();
+    latency.updates += 1;
+    if (latency.first == null) latency.first = now;
+    latency.last = now;
+    if (u.taken_ms != null && !state.frozen) latency.pending.push(u.taken_ms);
+    apply(u);
+  });
+  es.addEventListener("end", () => { es.close(); $("#detail").dataset.stream = "ended"; redraw(); requestAnimationFrame(() => requestAnimationFrame(streamEnded)); });
   state.stream = es;
 }
 

@@ -5,8 +5,8 @@
 //! configuration file) and the configured headers are `tcptune_http`'s, as for the exporter.
 //! The serving loop is this module's: a stream is written on the connection as each message
 //! comes (tiny_http would hold a streamed body back in 8 KiB chunks), which `tcptune_http`'s
-//! handlers, answering a response, cannot do; so TLS, which it ends in front of tiny_http, is
-//! not served here yet (`cmd/web.rs` refuses a `tls_server_config`).
+//! handlers, answering a response, cannot do. TLS is `tcptune_http`'s bridge in front of
+//! tiny_http, as for the exporter: it relays each write as it comes, so streams work over it.
 
 use std::io::{self, Write};
 use std::net::{SocketAddr, TcpListener};
@@ -16,6 +16,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
+use tcptune_http::bridge::Bridge;
 use tcptune_http::tiny_http::{Header, Method, Request, Response, Server};
 
 use crate::assets;
@@ -41,6 +42,7 @@ pub struct Shared {
 pub struct Serving {
     server: Arc<Server>,
     workers: Vec<JoinHandle<()>>,
+    bridge: Option<Bridge>,
     /// The address actually bound (the port chosen when 0 was asked).
     pub addr: SocketAddr,
 }
@@ -49,7 +51,14 @@ pub struct Serving {
 /// own, at most [`crate::hub::MAX_STREAMS`]).
 pub fn serve(listener: TcpListener, shared: Arc<Shared>, threads: usize) -> io::Result<Serving> {
     let addr = listener.local_addr()?;
-    let server = Arc::new(Server::from_listener(listener, None).map_err(io::Error::other)?);
+    let (server, bridge) = match shared.web.tls_config() {
+        Some(tls) => {
+            let (inner, bridge) = Bridge::start(listener, tls)?;
+            (Server::from_listener(inner, None), Some(bridge))
+        }
+        None => (Server::from_listener(listener, None), None),
+    };
+    let server = Arc::new(server.map_err(io::Error::other)?);
     let workers = (0..threads.max(1))
         .map(|_| {
             let (server, shared) = (server.clone(), shared.clone());
@@ -64,13 +73,27 @@ pub fn serve(listener: TcpListener, shared: Arc<Shared>, threads: usize) -> io::
     Ok(Serving {
         server,
         workers,
+        bridge,
         addr,
     })
 }
 
 impl Serving {
+    /// The base URL (`http://ADDR` or `https://ADDR`).
+    pub fn url(&self) -> String {
+        let scheme = if self.bridge.is_some() {
+            "https"
+        } else {
+            "http"
+        };
+        format!("{scheme}://{}", self.addr)
+    }
+
     /// Stops serving and waits for the handlers.
     pub fn stop(self) {
+        if let Some(b) = self.bridge {
+            b.stop();
+        }
         for _ in 0..self.workers.len() {
             self.server.unblock();
         }

@@ -8,7 +8,7 @@ use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
 use std::sync::{Mutex, MutexGuard};
 
 use crate::store::{ConnView, Store};
-use crate::update::Update;
+use crate::update::{Stamped, Update};
 
 /// Messages a stream may have queued before its page counts as too slow.
 pub const QUEUE: usize = 256;
@@ -32,6 +32,9 @@ struct State {
 /// The hub.
 pub struct Hub {
     state: Mutex<State>,
+    /// CLOCK_REALTIME (ms since the epoch) at the view's origin, when streamed updates are
+    /// stamped with when they were taken.
+    origin_wall_ms: Option<f64>,
 }
 
 /// Why a stream could not be opened.
@@ -58,7 +61,27 @@ impl Hub {
                 dropped: 0,
                 next_token: 0,
             }),
+            origin_wall_ms: None,
         }
+    }
+
+    /// Stamps every streamed update with when it was taken ([`Stamped`]): `origin_wall_ms` is
+    /// CLOCK_REALTIME at the instant the view's `t_s` counts from.
+    pub fn stamping(mut self, origin_wall_ms: f64) -> Hub {
+        self.origin_wall_ms = Some(origin_wall_ms);
+        self
+    }
+
+    /// One update as a stream's message.
+    fn message(&self, u: &Update) -> String {
+        let data = match self.origin_wall_ms {
+            Some(o) => serde_json::to_string(&Stamped {
+                update: u,
+                taken_ms: o + u.t_s() * 1e3,
+            }),
+            None => serde_json::to_string(u),
+        };
+        sse("update", &data.unwrap_or_default())
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -84,11 +107,7 @@ impl Hub {
                 if s.id != id {
                     return true;
                 }
-                let m = msg
-                    .get_or_insert_with(|| {
-                        sse("update", &serde_json::to_string(u).unwrap_or_default())
-                    })
-                    .clone();
+                let m = msg.get_or_insert_with(|| self.message(u)).clone();
                 match s.tx.try_send(m) {
                     Ok(()) => true,
                     Err(TrySendError::Full(_)) => {
@@ -197,6 +216,27 @@ mod tests {
         assert!(rx.try_recv().is_err());
         assert_eq!(h.watched(), HashSet::from([7]));
         assert_eq!(h.subscribe("8").unwrap_err(), Refused::NoSuchConn);
+    }
+
+    #[test]
+    fn a_stamping_hub_says_when_each_update_was_taken() {
+        let h = hub().stamping(1_700_000_000_000.0);
+        h.publish(&[point(0.0)]);
+        let (_view, rx, _) = h.subscribe("7").unwrap();
+        h.publish(&[point(2.5)]);
+        let msg = rx.try_recv().unwrap();
+        let data = msg.split_once("data: ").unwrap().1.trim();
+        let v: serde_json::Value = serde_json::from_str(data).unwrap();
+        assert_eq!(v["taken_ms"], 1_700_000_002_500.0);
+        // The update itself is unchanged beside the stamp.
+        let u: Update = serde_json::from_value(v).unwrap();
+        assert_eq!(u, point(2.5));
+        // An unstamped hub sends the update alone (as a recording holds it).
+        let plain = hub();
+        plain.publish(&[point(0.0)]);
+        let (_view, rx, _) = plain.subscribe("7").unwrap();
+        plain.publish(&[point(1.0)]);
+        assert!(!rx.try_recv().unwrap().contains("taken_ms"));
     }
 
     #[test]

@@ -241,4 +241,28 @@ impl Update {
             | Update::Closed { id, .. } => Some(id),
         }
     }
+
+    /// When what it shows was taken: seconds since the view started (CLOCK_MONOTONIC).
+    pub fn t_s(&self) -> f64 {
+        match self {
+            Update::Rows { t_s, .. } | Update::Freeze { t_s, .. } | Update::Closed { t_s, .. } => {
+                *t_s
+            }
+            Update::Point { point, .. } => point.t_s,
+            Update::Ack { ack, .. } => ack.t_s,
+            Update::Event { event, .. } => event.t_s,
+            Update::Detail { detail, .. } => detail.t_s,
+        }
+    }
+}
+
+/// An update as a stream sends it: stamped with when its sample or event was taken on
+/// CLOCK_REALTIME, in milliseconds since the epoch (the clock of the page's
+/// `performance.timeOrigin + performance.now()`), so the page can measure how long it took to
+/// draw it. Recordings hold the update alone: the stamp is about this stream, not the data.
+#[derive(Debug, Clone, Serialize)]
+pub struct Stamped<'a> {
+    #[serde(flatten)]
+    pub update: &'a Update,
+    pub taken_ms: f64,
 }

@@ -6,7 +6,9 @@
 //! polls must sum to what was sent within 1%; bad input is one sentence and exit 2, a wrong
 //! password a 401.
 
-use std::io::{BufRead, BufReader, Read, Write};
+mod common;
+
+use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -14,6 +16,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use common::serving::serving;
 use serde_json::Value;
 use tcptune_testkit::certs::Certs;
 use tcptune_testkit::sock::{self, listen};
@@ -41,23 +44,9 @@ fn connect(addr: SocketAddr, sndbuf: Option<i32>) -> TcpStream {
 
 /// Starts the exporter with `args` on a free loopback port; returns it and its address.
 fn exporter(args: &[&str]) -> (Kill, SocketAddr) {
-    let mut child = tcptune()
-        .args(["exporter", "--listen", "127.0.0.1:0"])
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let addr = line
-        .split("://")
-        .nth(1)
-        .and_then(|r| r.split('/').next())
-        .unwrap_or_else(|| panic!("no address in {line:?}"));
-    (Kill(child), addr.parse().unwrap())
+    let mut a = vec!["exporter", "--listen", "127.0.0.1:0"];
+    a.extend_from_slice(args);
+    serving(&a)
 }
 
 /// Percent-encodes a query parameter.

@@ -7,13 +7,17 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+mod common;
+
+use common::serving::{address, serving};
 use serde_json::Value;
+use tcptune_testkit::cdp::chromium;
 use tcptune_testkit::sock::{self, listen};
 use tcptune_testkit::{privileged, veth_pair, wait_for, Kill, Netns, TempDir};
 
@@ -23,26 +27,6 @@ fn tcptune() -> Command {
 
 fn in_ns<T: Send>(ns: &Netns, f: impl FnOnce() -> T + Send) -> T {
     tcptune_kernel::sys::in_netns(ns.name(), f).unwrap()
-}
-
-/// Starts a serving tcptune command; returns it and the address its first line prints.
-fn serving(args: &[&str]) -> (Kill, SocketAddr) {
-    let mut child = tcptune()
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let addr = line
-        .split("http://")
-        .nth(1)
-        .and_then(|r| r.split('/').next())
-        .unwrap_or_else(|| panic!("no address in {line:?}"));
-    (Kill(child), addr.parse().unwrap())
 }
 
 /// [`serving`], checking that standard error's first line starts with `warning`.
@@ -62,12 +46,7 @@ fn serving_err(args: &[&str], warning: &str) -> (Kill, SocketAddr) {
     BufReader::new(child.stdout.take().unwrap())
         .read_line(&mut out)
         .unwrap();
-    let addr = out
-        .split("http://")
-        .nth(1)
-        .and_then(|r| r.split('/').next())
-        .unwrap();
-    (Kill(child), addr.parse().unwrap())
+    (Kill(child), address(&out))
 }
 
 /// One HTTP/1.0 GET: (status, body).
@@ -105,13 +84,6 @@ fn snapshot(addr: SocketAddr, id: &str) -> Value {
             return serde_json::from_str(d).unwrap();
         }
     }
-}
-
-fn chromium() -> Option<PathBuf> {
-    ["/usr/bin/chromium", "/usr/bin/chromium-browser"]
-        .iter()
-        .map(PathBuf::from)
-        .find(|p| p.exists())
 }
 
 /// Runs headless Chromium on `url` with `args`, within a deadline.
@@ -500,23 +472,90 @@ fn the_page_follows_the_exporters_web_configuration() {
     assert_eq!(get_as(addr, "/api/connections", "YWxpY2U6d3Jvbmc="), 401);
     assert_eq!(get_as(addr, "/api/connections", "YWxpY2U6czNjcmV0"), 200);
     assert_eq!(get_as(addr, "/assets/app.js", "YWxpY2U6czNjcmV0"), 200);
-    // TLS is refused, not ignored.
+}
+
+/// curl over TLS, trusting `ca`: (exit code, body).
+fn curl_tls(ca: &Path, url: &str) -> (i32, String) {
+    let out = Command::new("curl")
+        .args(["-sS", "--max-time", "20", "--cacert"])
+        .arg(ca)
+        .arg(url)
+        .output()
+        .expect("curl (scripts/deps) runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
+#[test]
+fn the_page_and_its_streams_are_served_over_tls() {
+    let dir = TempDir::new("web-tls");
+    let c = tcptune_testkit::certs::Certs::make(dir.path(), "w");
+    let web = dir.path().join("web.yml");
     std::fs::write(
         &web,
-        "tls_server_config:\n  cert_file: x.pem\n  key_file: x.key\n",
+        "tls_server_config:\n  cert_file: w-server.pem\n  key_file: w-server.key\n",
     )
     .unwrap();
-    let out = tcptune()
-        .args([
-            "watch",
-            "--web",
-            "127.0.0.1:0",
-            "--web-config",
-            web.to_str().unwrap(),
-        ])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    // A loopback connection carrying a little data (a few ACKs a tick: a stream over TLS in
+    // a debug build must keep up, or the hub drops it as a slow page), for the live stream.
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let mut tx = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+    let (mut rx, _) = l.accept().unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let s = stop.clone();
+    let sender = std::thread::spawn(move || {
+        while !s.load(Ordering::SeqCst) && tx.write_all(&[7u8; 4096]).is_ok() {
+            // The application's sending pace is what the test provokes.
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    });
+    let reader = std::thread::spawn(move || {
+        let mut buf = [0u8; 4096];
+        while rx.read(&mut buf).is_ok_and(|n| n > 0) {}
+    });
+    let dport = format!("dport :{port}");
+    let (watch, addr) = serving(&[
+        "watch",
+        "--web",
+        "127.0.0.1:0",
+        "--web-config",
+        web.to_str().unwrap(),
+        &dport,
+    ]);
+    let ca = c.path("ca.pem");
+    let base = format!("https://{addr}");
+    // Plain HTTP on the TLS port is told so, as by the exporter.
+    let (code, body) = get(addr, "/");
+    assert_eq!(code, 400, "{body}");
+    let (code, page) = curl_tls(&ca, &format!("{base}/"));
+    assert_eq!(code, 0, "{page}");
+    assert!(page.contains("assets/uPlot.iife.min.js"), "{page}");
+    let mut id = String::new();
+    wait_for(
+        "the connection in the table",
+        Duration::from_secs(30),
+        || {
+            std::thread::sleep(Duration::from_millis(200)); // pacing the probe
+            let (_, body) = curl_tls(&ca, &format!("{base}/api/connections"));
+            let t: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+            if let Some(r) = t["connections"].as_array().and_then(|r| r.first()) {
+                id = r["id"].as_str().unwrap_or_default().to_string();
+            }
+            !id.is_empty()
+        },
+    );
+    // The Server-Sent Events stream over TLS: the snapshot, updates as they come, the end.
+    let (code, events) = curl_tls(&ca, &format!("{base}/api/stream?conn={id}&for=2"));
+    assert_eq!(code, 0, "{events}");
+    let first = events.find("event: snapshot").expect("a snapshot");
+    let update = events.find("event: update").expect("updates after it");
+    let end = events.rfind("event: end").expect("the end of the stream");
+    assert!(first < update && update < end, "{events}");
+    stop.store(true, Ordering::SeqCst);
+    sender.join().unwrap();
+    drop(watch);
+    reader.join().unwrap();
 }

@@ -13,8 +13,8 @@ pub struct AccessArgs {
     /// this host's connections: protect it with --web-config).
     #[arg(long, value_name = "ADDR")]
     pub listen: Option<SocketAddr>,
-    /// Web configuration in the Prometheus exporters' format (basic_auth_users with bcrypt
-    /// hashes), as `tcptune exporter` reads it.
+    /// Web configuration in the Prometheus exporters' format (tls_server_config for TLS,
+    /// basic_auth_users with bcrypt hashes), as `tcptune exporter` reads it.
     #[arg(long, value_name = "FILE")]
     pub web_config: Option<PathBuf>,
 }

@@ -44,20 +44,12 @@ pub fn address(web: Option<SocketAddr>, access: &AccessArgs) -> anyhow::Result<O
     }
 }
 
-/// The web configuration, as the exporter reads it; TLS is refused, not ignored.
+/// The web configuration, as the exporter reads it (TLS, basic auth, headers).
 fn web_config(access: &AccessArgs) -> anyhow::Result<WebConfig> {
     let Some(p) = &access.web_config else {
         return Ok(WebConfig::default());
     };
-    let web =
-        WebConfig::load(p).with_context(|| format!("reading the web config {}", p.display()))?;
-    if web.serves_tls() {
-        bail!(
-            "the web config {} has tls_server_config, which watch --web and view do not serve yet; leave it out and keep the page on loopback (or put a TLS proxy in front)",
-            p.display()
-        );
-    }
-    Ok(web)
+    WebConfig::load(p).with_context(|| format!("reading the web config {}", p.display()))
 }
 
 /// The exporter's warning when the page reaches beyond loopback without protection.
@@ -101,13 +93,17 @@ pub fn watch(args: &WatchArgs, addr: SocketAddr, json: bool) -> anyhow::Result<O
         None => None,
     };
     let origin = tcptune_os::process::monotonic_ns();
+    // The same instant on the wall clock: streamed updates say when they were taken on the
+    // clock the page reads (the page's update latency, `bench/web`).
+    let origin_wall_ms = tcptune_os::process::realtime_ns() as f64 / 1e6;
     let scope = Scope::new(
         Context::with_path_rate(args.sock.rate),
         Limits::default(),
         origin,
         tracer.is_some(),
     );
-    let hub = Arc::new(Hub::new(Store::new(Bounds::default(), source.clone())));
+    let hub =
+        Arc::new(Hub::new(Store::new(Bounds::default(), source.clone())).stamping(origin_wall_ms));
     let served = serve(
         listener,
         Arc::new(Shared {
@@ -118,8 +114,8 @@ pub fn watch(args: &WatchArgs, addr: SocketAddr, json: bool) -> anyhow::Result<O
     )
     .context("starting the HTTP server")?;
     println!(
-        "tcptune watch: serving http://{}/ ({}; Ctrl-C to stop)",
-        served.addr,
+        "tcptune watch: serving {}/ ({}; Ctrl-C to stop)",
+        served.url(),
         match &source.reason {
             None => format!(
                 "per-ACK tracing, table every {}",
@@ -160,9 +156,9 @@ pub fn view(args: &ViewArgs) -> anyhow::Result<Outcome> {
     let served = serve(listener, Arc::new(Shared { hub, web }), HANDLERS)
         .context("starting the HTTP server")?;
     println!(
-        "tcptune view: serving {} at http://{}/ (Ctrl-C to stop)",
+        "tcptune view: serving {} at {}/ (Ctrl-C to stop)",
         args.file.display(),
-        served.addr
+        served.url()
     );
     let stop = stop_flag();
     while !stop.load(Ordering::Relaxed) {

@@ -1,3 +1,5 @@
 //! Helpers shared by the CLI tests.
 
 pub mod lab;
+pub mod page;
+pub mod serving;

@@ -1,0 +1,51 @@
+//! A serving tcptune command (`watch --web`, `view`, `exporter`) started for a test: its
+//! address read from the first line it prints (`… http://ADDR/…` or `https://ADDR/…`).
+
+#![allow(dead_code)] // each test file uses the part it needs
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::process::{Command, Stdio};
+
+use tcptune_testkit::Kill;
+
+/// Starts `tcptune ARGS` (standard error inherited); returns it and the address its first
+/// line prints.
+pub fn serving(args: &[&str]) -> (Kill, SocketAddr) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tcptune"))
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    (Kill(child), address(&line))
+}
+
+/// The address in a serving command's first line.
+pub fn address(line: &str) -> SocketAddr {
+    line.split("://")
+        .nth(1)
+        .and_then(|r| r.split('/').next())
+        .and_then(|a| a.parse().ok())
+        .unwrap_or_else(|| panic!("no address in {line:?}"))
+}
+
+/// One HTTP/1.0 GET: (status, body).
+pub fn get(addr: SocketAddr, path: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    write!(s, "GET {path} HTTP/1.0\r\nHost: test\r\n\r\n").unwrap();
+    let mut resp = String::new();
+    s.read_to_string(&mut resp).unwrap();
+    let status = resp
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = resp.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or("");
+    (status, body.to_string())
+}
