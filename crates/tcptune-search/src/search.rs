@@ -315,7 +315,9 @@ impl Search {
         let t = self.trial.as_ref()?;
         let cfg = &self.cfg;
         let (ma, mb) = (mean(&t.a), mean(&t.b));
-        if !t.a_rtt.is_empty() && !t.b_rtt.is_empty() {
+        // A smaller buffer cannot queue more: on a shrink the RTT guardrail would only catch the
+        // noise of sub-millisecond RTTs (seen on the LAN path under load).
+        if t.phase == Phase::Change && !t.a_rtt.is_empty() && !t.b_rtt.is_empty() {
             let (ra, rb) = (mean(&t.a_rtt), mean(&t.b_rtt));
             if rb > ra * (1.0 + cfg.max_rtt_growth) {
                 return Some((
