@@ -30,6 +30,9 @@ struct FakePath {
     memory_factor: u64,
     /// Share of the receive buffer that is window (the kernel's is about half).
     window_share: f64,
+    /// Below this buffer max (bytes) the loaded RTT reads 2× (noise a shrink must not be
+    /// judged on: a smaller buffer cannot queue more).
+    slow_rtt_below: Option<u64>,
     rng: Rng,
 }
 
@@ -44,6 +47,7 @@ impl FakePath {
             bloat_above: None,
             memory_factor: 1,
             window_share: 0.5,
+            slow_rtt_below: None,
             rng: Rng::new(seed),
         }
     }
@@ -76,6 +80,9 @@ impl FakePath {
         let mut srtt = self.rtt_s + queue_s;
         if matches!(self.bloat_above, Some(b) if rmem > b) {
             srtt *= 3.0;
+        }
+        if matches!(self.slow_rtt_below, Some(b) if rmem < b) {
+            srtt *= 2.0;
         }
         let limited = !self.buffer_matters || window < self.bdp_bytes() * 0.95;
         Observation {
@@ -423,4 +430,22 @@ fn a_long_fat_path_gets_tests_long_enough_for_its_slow_start() {
     let (report, _) = drive(cfg, &mut path, settings(6 << 20));
     assert_eq!((report.test.time_s, report.test.omit_s), (5, 0), "{report}");
     assert_eq!(report.steps[0].outcome, Outcome::Kept, "{report}");
+}
+
+#[test]
+fn a_shrink_is_judged_on_throughput_not_on_the_rtt_guardrail() {
+    let mut path = FakePath::new(600);
+    path.noise = 0.02;
+    path.slow_rtt_below = Some(4 << 20);
+    let mut cfg = Config::new(Role::Receiver, TEST_S);
+    cfg.path_rate_bps = Some(path.capacity_bps);
+    let (report, host) = drive(cfg, &mut path, settings(6 << 20));
+    let first = &report.steps[0];
+    assert_eq!(first.phase, Phase::Shrink, "{report}");
+    assert!(
+        first.b_rtt_ms.unwrap() > 1.5 * first.a_rtt_ms.unwrap(),
+        "{report}"
+    );
+    assert_eq!(first.outcome, Outcome::Kept, "{report}");
+    assert!(buffer_max(&host[RMEM]).unwrap() < 4 << 20, "{report}");
 }
