@@ -17,12 +17,19 @@ use tcptune_model::buffers::{buffers, BufferQuery, FlowSharing};
 use tcptune_model::kernel::{CongestionControl, KernelSource, KernelVersion};
 use tcptune_model::{Dur, Rate};
 
+/// The receive buffer sizes (min, default, max).
 pub const RMEM: &str = "net.ipv4.tcp_rmem";
+/// The send buffer sizes (min, default, max).
 pub const WMEM: &str = "net.ipv4.tcp_wmem";
+/// The congestion control of new connections.
 pub const CC: &str = "net.ipv4.tcp_congestion_control";
+/// The congestion controls loaded (read only).
 pub const CC_AVAILABLE: &str = "net.ipv4.tcp_available_congestion_control";
+/// Selective acknowledgements.
 pub const SACK: &str = "net.ipv4.tcp_sack";
+/// TCP timestamps.
 pub const TIMESTAMPS: &str = "net.ipv4.tcp_timestamps";
+/// Window scaling.
 pub const WINDOW_SCALING: &str = "net.ipv4.tcp_window_scaling";
 
 /// Every key the search may read; all but `CC_AVAILABLE` it may write.
@@ -51,7 +58,9 @@ pub type Settings = BTreeMap<String, String>;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Role {
+    /// This host sends (the test uploads).
     Sender,
+    /// This host receives (`-R`: the server sends).
     Receiver,
 }
 
@@ -123,11 +132,13 @@ impl Observation {
 /// What the search is told about the path and the limits it must keep.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct Config {
+    /// Which end this host is.
     pub role: Role,
     /// Parallel streams per test.
     pub flows: u32,
     /// The path's rate when known, bits per second: buffer steps size for it directly.
     pub path_rate_bps: Option<f64>,
+    /// The kernel, for the buffer rule (the window share of a receive buffer).
     pub kernel: KernelVersion,
     /// Largest buffer memory all flows together may be given on this host, bytes.
     pub max_memory_bytes: u64,
@@ -137,9 +148,11 @@ pub struct Config {
     pub min_gain: f64,
     /// Pairs (A, B) before a trial is first judged, and the most a trial runs.
     pub min_pairs: usize,
+    /// The most pairs a trial runs.
     pub max_pairs: usize,
     /// The budget: tests in all, and seconds in all.
     pub max_tests: usize,
+    /// The budget in seconds.
     pub max_time_s: f64,
     /// Each test's length, seconds (to stop before the budget runs out mid-test).
     pub test_time_s: f64,
@@ -147,9 +160,13 @@ pub struct Config {
     pub shrink_tolerance: f64,
     /// Pairs a shrink trial runs (judged on the means: it keeps a result, it does not find one).
     pub shrink_pairs: usize,
+    /// Run one A/A trial (the settings in effect as both arms) instead of the search: how
+    /// often the decision rule calls no difference a difference.
+    pub aa_trial: bool,
 }
 
 impl Config {
+    /// The defaults for `role` and tests of `test_time_s` seconds.
     pub fn new(role: Role, test_time_s: f64) -> Config {
         Config {
             role,
@@ -165,7 +182,8 @@ impl Config {
             max_time_s: 300.0,
             test_time_s,
             shrink_tolerance: 0.05,
-            shrink_pairs: 2,
+            shrink_pairs: 1,
+            aa_trial: false,
         }
     }
 }
@@ -174,15 +192,20 @@ impl Config {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Kind {
+    /// `tcp_rmem`'s maximum.
     ReceiveBuffer,
+    /// `tcp_wmem`'s maximum.
     SendBuffer,
+    /// The congestion control.
     CongestionControl,
+    /// An on/off option (SACK, timestamps, window scaling).
     Option,
 }
 
 /// One change to try.
 #[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
 pub struct Hypothesis {
+    /// Which setting it changes.
     pub kind: Kind,
     /// The values it writes.
     pub changes: Vec<(String, String)>,
@@ -196,7 +219,9 @@ pub struct Hypothesis {
 /// A change the search does not try, and why.
 #[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
 pub struct NotTried {
+    /// The change, in words.
     pub what: String,
+    /// Why it is not tried.
     pub why: String,
 }
 
@@ -220,8 +245,8 @@ fn page_round(n: u64) -> u64 {
     n.div_ceil(4096) * 4096
 }
 
-/// The buffer maximum of `key` (tcp_rmem or tcp_wmem) that `rate_bps` × `rtt_s` needs, by the
-/// model's one sizing rule; `headroom` gives the receive autotuner its 2× (a step up), without
+/// The buffer maximum of `key` (tcp_rmem or tcp_wmem) that `rate_bps` × `rtt_s` needs (one
+/// flow's share of it), by the model's one sizing rule: the search's only buffer sizing; `headroom` gives the receive autotuner its 2× (a step up), without
 /// it the window is the BDP exactly (the smallest worth trying when shrinking).
 pub fn buffer_need(
     key: &str,
@@ -253,6 +278,28 @@ pub fn buffer_need(
         (true, false) => b.tcp_rmem_max_bytes.get(),
         (false, _) => b.tcp_wmem_max_bytes.get(),
     })
+}
+
+/// Whether this end's buffer (`key`) could be what limits the flow, whatever class the short
+/// test's diagnosis named: the diagnosis says what it saw (slow start on a long fat path, say),
+/// the BDP says what the path needs. With the path's rate told: the flow is below 95% of its
+/// share and the buffer is below what the measured RTT × that share needs. Without it: the flow
+/// used at least half the window the buffer allows (a larger one may let it go faster).
+pub fn window_could_limit(key: &str, obs: &Observation, now: &Settings, cfg: &Config) -> bool {
+    let Some(cur) = now.get(key).and_then(|v| buffer_max(v)) else {
+        return false;
+    };
+    let Some(rtt) = obs.min_rtt_s.or(obs.srtt_s) else {
+        return false;
+    };
+    match cfg.path_rate_bps {
+        Some(path) => {
+            obs.rate_bps < 0.95 * path
+                && buffer_need(key, path, rtt, false, now, cfg).is_some_and(|n| n > cur)
+        }
+        None => buffer_need(key, obs.rate_bps, rtt, false, now, cfg)
+            .is_some_and(|n| n as f64 >= 0.5 * cur as f64),
+    }
 }
 
 fn buffer_hypothesis(
@@ -329,10 +376,18 @@ pub fn hypotheses(
     let mut out = (Vec::new(), Vec::new());
     let wants = |k: Knob| obs.knobs.contains(&k);
     match cfg.role {
-        Role::Receiver if obs.limit == Limit::ReceiverWindow || wants(Knob::TcpRmemMax) => {
+        Role::Receiver
+            if obs.limit == Limit::ReceiverWindow
+                || wants(Knob::TcpRmemMax)
+                || window_could_limit(RMEM, obs, now, cfg) =>
+        {
             buffer_hypothesis(RMEM, obs, now, cfg, &mut out)
         }
-        Role::Sender if obs.limit == Limit::SendBuffer || wants(Knob::TcpWmemMax) => {
+        Role::Sender
+            if obs.limit == Limit::SendBuffer
+                || wants(Knob::TcpWmemMax)
+                || window_could_limit(WMEM, obs, now, cfg) =>
+        {
             buffer_hypothesis(WMEM, obs, now, cfg, &mut out)
         }
         _ => {}

@@ -7,7 +7,9 @@
 //! (`tcptune tune --search`) runs the tests and writes the values, under tune's snapshot.
 
 #![forbid(unsafe_code)]
+#![deny(missing_docs)]
 
+pub mod duration;
 pub mod hypothesis;
 pub mod report;
 pub mod search;

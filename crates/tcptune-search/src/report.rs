@@ -7,9 +7,11 @@ use std::fmt;
 use schemars::JsonSchema;
 use serde::Serialize;
 
+use crate::duration::TestShape;
 use crate::hypothesis::{NotTried, Settings};
 use crate::stats::Arm;
 
+/// Which part of the search a trial belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Phase {
@@ -19,16 +21,20 @@ pub enum Phase {
     Shrink,
 }
 
+/// What became of a trial's change.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Outcome {
+    /// It stays in effect.
     Kept,
+    /// The values before it were put back.
     RolledBack,
 }
 
 /// One trial.
 #[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
 pub struct Step {
+    /// A change or a shrink.
     pub phase: Phase,
     /// The values B wrote.
     pub changes: Vec<(String, String)>,
@@ -38,15 +44,19 @@ pub struct Step {
     pub evidence: String,
     /// Throughput with the old values (A) and the new (B), bits per second.
     pub a: Option<Arm>,
+    /// Throughput with the new values (B), bits per second.
     pub b: Option<Arm>,
     /// Mean loaded RTT of each arm, milliseconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub a_rtt_ms: Option<f64>,
+    /// Mean loaded RTT of B, milliseconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub b_rtt_ms: Option<f64>,
     /// Tests this trial used.
     pub tests: usize,
+    /// Kept or rolled back.
     pub outcome: Outcome,
+    /// Why: the statistics or the guardrail that decided.
     pub why: String,
     /// Buffer memory all flows may take with B, bytes (buffer changes only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -56,8 +66,11 @@ pub struct Step {
 /// A changed setting: from, to.
 #[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
 pub struct Changed {
+    /// The sysctl.
     pub key: String,
+    /// Its value before the search.
     pub from: String,
+    /// Its value after.
     pub to: String,
 }
 
@@ -68,17 +81,22 @@ pub struct Report {
     pub baseline_bps: Option<f64>,
     /// The best arm's mean throughput seen with the kept settings, bits per second.
     pub best_bps: f64,
+    /// Every trial, in order.
     pub steps: Vec<Step>,
+    /// Changes the search does not try, and why.
     pub not_tried: Vec<NotTried>,
     /// The settings the search leaves changed.
     pub changed: Vec<Changed>,
     /// A sysctl.d drop-in reproducing the final state.
     pub dropin: String,
+    /// Tests run, the baseline included.
     pub tests_used: usize,
     /// Seconds the search took.
     pub seconds: f64,
     /// Why it stopped.
     pub stopped: String,
+    /// The tests of the trials: their length, the seconds omitted, and why.
+    pub test: TestShape,
 }
 
 impl Report {
@@ -93,6 +111,7 @@ impl Report {
         tests_used: usize,
         seconds: f64,
         stopped: String,
+        test: TestShape,
     ) -> Report {
         let changed: Vec<Changed> = current
             .iter()
@@ -123,6 +142,7 @@ impl Report {
             tests_used,
             seconds,
             stopped,
+            test,
         }
     }
 }
@@ -193,6 +213,7 @@ impl fmt::Display for Report {
             self.seconds,
             self.stopped
         )?;
+        writeln!(f, "tests: {}", self.test.why)?;
         write!(f, "\n{}", self.dropin)
     }
 }
@@ -202,7 +223,9 @@ impl fmt::Display for Report {
 pub struct DryRun {
     /// The test of the path as it is.
     pub baseline: crate::hypothesis::Observation,
+    /// The changes the baseline points to, in the order they would be tried.
     pub hypotheses: Vec<crate::hypothesis::Hypothesis>,
+    /// Changes the search would not try, and why.
     pub not_tried: Vec<NotTried>,
     /// The trial each hypothesis gets, in words.
     pub trial: String,
@@ -215,13 +238,17 @@ pub struct SearchOutput {
     pub mode: String,
     /// The test server, HOST:PORT.
     pub server: String,
+    /// Which end this host is.
     pub role: crate::hypothesis::Role,
+    /// The namespace the search ran in.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub netns: Option<String>,
     /// The values before the search, as the kernel printed them.
     pub settings_before: Settings,
+    /// With `--dry-run`: the path and the plan.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dry_run: Option<DryRun>,
+    /// Without `--dry-run`: what the search did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub report: Option<Report>,
     /// The snapshot `tune --rollback` restores (absent when nothing was kept).

@@ -8,12 +8,15 @@
 //! reason; new hypotheses from the latest diagnosis until none is left; then shrink each kept
 //! buffer while the result stays within `shrink_tolerance` of the best.
 
+use tcptune_model::kernel::CongestionControl;
+
+use crate::duration::{shape, TestShape};
 use crate::hypothesis::{
     buffer_max, buffer_need, hypotheses, with_buffer_max, Config, Hypothesis, Kind, NotTried,
-    Observation, Role, Settings, RMEM, WMEM,
+    Observation, Role, Settings, CC, RMEM, WMEM,
 };
 use crate::report::{Outcome, Phase, Report, Step};
-use crate::stats::{mean, welch, Arm, Verdict};
+use crate::stats::{mean, welch_margin, Arm, Verdict};
 
 /// What the driver reports.
 #[derive(Debug, Clone)]
@@ -30,17 +33,28 @@ pub enum Event {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Action {
     /// Write these sysctl values (a hypothesis, or values put back), then report `Written`.
-    Write { values: Vec<(String, String)> },
-    /// Run one test with the settings in effect, then report `Test`.
-    RunTest { arm: ArmKind },
+    Write {
+        /// Key and value, as the kernel takes them.
+        values: Vec<(String, String)>,
+    },
+    /// Run one test with the settings in effect (for `Search::test_shape`'s time), then
+    /// report `Test`.
+    RunTest {
+        /// The arm the test belongs to.
+        arm: ArmKind,
+    },
     /// Finished: the settings in effect are the report's final state.
     Done,
 }
 
+/// Which arm a test belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ArmKind {
+    /// The path as it is, before any trial.
     Baseline,
+    /// The settings kept so far.
     A,
+    /// The change under trial.
     B,
 }
 
@@ -67,18 +81,27 @@ struct Trial {
     evidence: String,
 }
 
-/// Shrinking one buffer: a bisection (in ratio) between a maximum that held the result and
-/// one that did not, ended when they are within 1.5× of each other.
+/// Shrinking one buffer: the model's need for the best rate measured first (an oversized start
+/// usually holds at it: one trial), then a bisection in ratio between the largest maximum known
+/// not to hold the result and the smallest known to, ended when they are within
+/// [`BRACKET`] of each other (the 5% line is then bracketed that closely). From 6 MiB to a
+/// 64 KiB need that is the need and at most four more trials.
 #[derive(Debug, Clone, Copy)]
 struct Shrink {
     key: &'static str,
     /// The smallest maximum known to hold the result.
     good: u64,
-    /// The largest maximum known not to (0: none yet).
+    /// The largest maximum known not to, or the need (below which nothing is tried).
     bad: u64,
     /// The first candidate is the model's need for the best rate measured.
     first: bool,
 }
+
+/// A shrink ends when the kept maximum is within this ratio of one that lost more than the
+/// tolerance (so it is at most this much above the smallest sufficient one).
+pub const BRACKET: f64 = 1.5;
+/// No buffer maximum below this is tried (the kernel's default receive buffer is 128 KiB).
+pub const FLOOR: u64 = 65536;
 
 /// The search's state.
 pub struct Search {
@@ -92,13 +115,20 @@ pub struct Search {
     last_obs: Option<Observation>,
     baseline_bps: Option<f64>,
     best_bps: f64,
+    /// Every test run with the settings kept now (the baseline or the kept change's B tests,
+    /// and the A tests since): what a shrink must stay within the tolerance of. Their mean, not
+    /// the best arm's: the largest of several noisy means is biased up.
+    kept_rates: Vec<f64>,
     tried: Vec<Vec<(String, String)>>,
     trial: Option<Trial>,
     next: Next,
     steps: Vec<Step>,
+    /// The kind of each step's change, beside `steps`.
+    kinds: Vec<Kind>,
     not_tried: Vec<NotTried>,
     shrink_queue: Vec<&'static str>,
     shrink: Option<Shrink>,
+    shape: TestShape,
     stopped: Option<String>,
     done: bool,
 }
@@ -108,6 +138,7 @@ impl Search {
     /// `hypothesis::KEYS`).
     pub fn new(cfg: Config, settings: Settings) -> Search {
         Search {
+            shape: TestShape::asked(cfg_time(&cfg)),
             cfg,
             original: settings.clone(),
             current: settings,
@@ -118,10 +149,12 @@ impl Search {
             last_obs: None,
             baseline_bps: None,
             best_bps: 0.0,
+            kept_rates: Vec::new(),
             tried: Vec::new(),
             trial: None,
             next: Next::Run(ArmKind::Baseline),
             steps: Vec::new(),
+            kinds: Vec::new(),
             not_tried: Vec::new(),
             shrink_queue: Vec::new(),
             shrink: None,
@@ -155,6 +188,12 @@ impl Search {
         hypotheses(obs, &self.current, &self.cfg)
     }
 
+    /// How long the next test runs: as asked for the baseline, then long enough for the path's
+    /// slow start (`duration::shape`).
+    pub fn test_shape(&self) -> &TestShape {
+        &self.shape
+    }
+
     /// The settings the search has kept so far (what must stay in effect if it stops now).
     pub fn current(&self) -> &Settings {
         &self.current
@@ -174,6 +213,7 @@ impl Search {
             self.stopped
                 .clone()
                 .unwrap_or_else(|| "no hypothesis left".into()),
+            self.shape.clone(),
         )
     }
 
@@ -185,7 +225,7 @@ impl Search {
             ));
         }
         let elapsed = self.now_s - self.start_s.unwrap_or(self.now_s);
-        if elapsed + self.cfg.test_time_s > self.cfg.max_time_s {
+        if elapsed + self.shape.total_s() > self.cfg.max_time_s {
             return Some(format!(
                 "the time budget of {:.0} s is spent",
                 self.cfg.max_time_s
@@ -243,6 +283,8 @@ impl Search {
             // The baseline.
             self.baseline_bps = Some(obs.rate_bps);
             self.best_bps = obs.rate_bps;
+            self.kept_rates.push(obs.rate_bps);
+            self.shape = self.shape_for(&obs);
             self.last_obs = Some(obs);
             return self.next_hypothesis();
         };
@@ -259,6 +301,7 @@ impl Search {
             self.write(back, Next::Run(ArmKind::A))
         } else {
             t.a.push(obs.rate_bps);
+            self.kept_rates.push(obs.rate_bps);
             t.a_rtt.extend(obs.srtt_s);
             t.last_a = Some(obs);
             self.b_in_effect = true;
@@ -272,7 +315,9 @@ impl Search {
         let t = self.trial.as_ref()?;
         let cfg = &self.cfg;
         let (ma, mb) = (mean(&t.a), mean(&t.b));
-        if !t.a_rtt.is_empty() && !t.b_rtt.is_empty() {
+        // A smaller buffer cannot queue more: on a shrink the RTT guardrail would only catch the
+        // noise of sub-millisecond RTTs (seen on the LAN path under load).
+        if t.phase == Phase::Change && !t.a_rtt.is_empty() && !t.b_rtt.is_empty() {
             let (ra, rb) = (mean(&t.a_rtt), mean(&t.b_rtt));
             if rb > ra * (1.0 + cfg.max_rtt_growth) {
                 return Some((
@@ -306,14 +351,16 @@ impl Search {
         }
         let last = pairs >= cfg.max_pairs;
         if t.phase == Phase::Shrink {
-            let keep = mb >= (1.0 - cfg.shrink_tolerance) * self.best_bps.max(ma);
+            let reference = mean(&self.kept_rates);
+            let keep = mb >= (1.0 - cfg.shrink_tolerance) * reference;
             return Some(if keep {
                 (
                     Outcome::Kept,
                     format!(
-                        "{:.1}% of the best ({:.1} Mbit/s), within {:.0}%",
-                        mb / self.best_bps.max(ma) * 100.0,
-                        self.best_bps.max(ma) / 1e6,
+                        "{:.1}% of the kept setting's {:.1} Mbit/s (mean of {} tests), within {:.0}%",
+                        mb / reference * 100.0,
+                        reference / 1e6,
+                        self.kept_rates.len(),
                         cfg.shrink_tolerance * 100.0
                     ),
                 )
@@ -321,8 +368,9 @@ impl Search {
                 (
                     Outcome::RolledBack,
                     format!(
-                        "{:.1}% of the best: more than {:.0}% lost",
-                        mb / self.best_bps.max(ma) * 100.0,
+                        "{:.1}% of the kept setting's {:.1} Mbit/s: more than {:.0}% lost",
+                        mb / reference * 100.0,
+                        reference / 1e6,
                         cfg.shrink_tolerance * 100.0
                     ),
                 )
@@ -331,15 +379,12 @@ impl Search {
         // Each look tests at 5% over the number of looks a trial may take.
         let looks = (cfg.max_pairs - cfg.min_pairs + 1) as f64;
         let gain = mb / ma - 1.0;
-        match welch(&t.a, &t.b, 0.05 / looks) {
-            Verdict::Better if gain >= cfg.min_gain => Some((
-                Outcome::Kept,
-                format!("{:+.1}% throughput, significant at 95%", gain * 100.0),
-            )),
+        // Kept only when the 95% interval of the gain clears the smallest gain worth keeping.
+        match welch_margin(&t.a, &t.b, 0.05 / looks, cfg.min_gain) {
             Verdict::Better => Some((
-                Outcome::RolledBack,
+                Outcome::Kept,
                 format!(
-                    "{:+.1}% is below the {:.0}% worth keeping",
+                    "{:+.1}% throughput, above +{:.0}% at 95%",
                     gain * 100.0,
                     cfg.min_gain * 100.0
                 ),
@@ -354,7 +399,8 @@ impl Search {
             Verdict::NoDifference if last => Some((
                 Outcome::RolledBack,
                 format!(
-                    "no difference shown after {pairs} pairs ({:+.1}%)",
+                    "no gain above +{:.0}% shown after {pairs} pairs ({:+.1}%)",
+                    cfg.min_gain * 100.0,
                     gain * 100.0
                 ),
             )),
@@ -364,6 +410,7 @@ impl Search {
 
     fn record(&mut self, t: &Trial, outcome: Outcome, why: String) {
         let rtt = |v: &[f64]| (!v.is_empty()).then(|| mean(v) * 1e3);
+        self.kinds.push(t.hyp.kind);
         self.steps.push(Step {
             phase: t.phase,
             changes: t.hyp.changes.clone(),
@@ -390,6 +437,7 @@ impl Search {
                 self.current.insert(k.clone(), v.clone());
             }
             self.best_bps = self.best_bps.max(mean(&t.b));
+            self.kept_rates = t.b.clone();
             self.last_obs = t.last_b.clone();
             if let Some(sh) = self.shrink.as_mut() {
                 sh.good = buffer_max(&self.current[sh.key]).unwrap_or(sh.good);
@@ -447,6 +495,9 @@ impl Search {
         if let Some(why) = self.budget_left() {
             return self.stop(why);
         }
+        if self.cfg.aa_trial {
+            return self.aa_trial();
+        }
         if self.shrink.is_none() && self.shrink_queue.is_empty() {
             if let Some(obs) = &self.last_obs {
                 let (hyps, not) = hypotheses(obs, &self.current, &self.cfg);
@@ -455,7 +506,17 @@ impl Search {
                         self.not_tried.push(n);
                     }
                 }
-                if let Some(h) = hyps.into_iter().find(|h| !self.tried.contains(&h.changes)) {
+                // A kind of change rolled back is not tried again at another size: without the
+                // path's rate the next step would be sized from the same noisy measurement.
+                let failed = |h: &Hypothesis| {
+                    self.steps.iter().zip(&self.kinds).any(|(s, k)| {
+                        s.phase == Phase::Change && s.outcome == Outcome::RolledBack && *k == h.kind
+                    })
+                };
+                let next = hyps
+                    .into_iter()
+                    .find(|h| !self.tried.contains(&h.changes) && !failed(h));
+                if let Some(h) = next {
                     return self.begin(Phase::Change, h);
                 }
             }
@@ -476,8 +537,22 @@ impl Search {
         self.next_shrink()
     }
 
-    /// The next shrink trial: the model's need first, then halving until a size fails, then
-    /// bisecting until the kept size is within 1.5× of one that failed.
+    /// The smallest maximum of `key` worth trying: the model's need (no headroom) for the best
+    /// rate measured over the path's RTT, at least [`FLOOR`].
+    fn shrink_floor(&self, key: &str) -> u64 {
+        self.last_obs
+            .as_ref()
+            .and_then(|o| {
+                let rtt = o.min_rtt_s.or(o.srtt_s)?;
+                let rate = mean(&self.kept_rates).max(self.best_bps);
+                buffer_need(key, rate, rtt, false, &self.current, &self.cfg)
+            })
+            .map_or(FLOOR, |n| n.div_ceil(4096) * 4096)
+            .max(FLOOR)
+    }
+
+    /// The next shrink trial: the model's need first, then the geometric middle of what held
+    /// and what did not (or the need), until they are within [`BRACKET`].
     fn next_shrink(&mut self) -> Action {
         loop {
             if self.shrink.is_none() {
@@ -501,23 +576,19 @@ impl Search {
             let Some(sh) = self.shrink else {
                 return self.finish_now();
             };
-            let need = self.last_obs.as_ref().and_then(|o| {
-                let rtt = o.min_rtt_s.or(o.srtt_s)?;
-                buffer_need(sh.key, self.best_bps, rtt, false, &self.current, &self.cfg)
-            });
-            let candidate = match need {
-                Some(n) if sh.first && n > sh.bad && n < sh.good => n,
-                _ if sh.bad == 0 => sh.good / 2,
-                _ => (sh.good as f64 * sh.bad as f64).sqrt() as u64,
+            let floor = self.shrink_floor(sh.key);
+            let lo = sh.bad.max(floor);
+            let candidate = if sh.first && floor > sh.bad && floor < sh.good {
+                floor
+            } else {
+                ((sh.good as f64 * lo as f64).sqrt() as u64).div_ceil(4096) * 4096
             };
-            let candidate = candidate.div_ceil(4096) * 4096;
-            let worth = (sh.good as f64) > 1.5 * sh.bad as f64 && candidate.max(65536) < sh.good;
-            let value = with_buffer_max(&self.current[sh.key], candidate.max(65536));
+            let worth = sh.good as f64 > BRACKET * lo as f64 && candidate < sh.good;
+            let value = with_buffer_max(&self.current[sh.key], candidate);
             match value {
                 Some(v)
                     if worth && !self.tried.contains(&vec![(sh.key.to_string(), v.clone())]) =>
                 {
-                    let c = buffer_max(&v).unwrap_or(candidate);
                     let kind = if sh.key == RMEM {
                         Kind::ReceiveBuffer
                     } else {
@@ -526,8 +597,17 @@ impl Search {
                     let hyp = Hypothesis {
                         kind,
                         changes: vec![(sh.key.to_string(), v)],
-                        why: format!("shrink {} max {} → {c} B", sh.key, sh.good),
-                        memory_bytes: Some(c * u64::from(self.cfg.flows.max(1))),
+                        why: format!(
+                            "shrink {} max {} → {candidate} B ({})",
+                            sh.key,
+                            sh.good,
+                            if candidate == floor {
+                                "the model's need for the best rate"
+                            } else {
+                                "between what held and what did not"
+                            }
+                        ),
+                        memory_bytes: Some(candidate * u64::from(self.cfg.flows.max(1))),
                     };
                     return self.begin(Phase::Shrink, hyp);
                 }
@@ -535,4 +615,45 @@ impl Search {
             }
         }
     }
+
+    /// The test shape for the path the baseline measured.
+    fn shape_for(&self, obs: &Observation) -> TestShape {
+        let asked = cfg_time(&self.cfg);
+        let Some(rtt) = obs.min_rtt_s.or(obs.srtt_s) else {
+            return TestShape::asked(asked);
+        };
+        let rate =
+            self.cfg.path_rate_bps.unwrap_or(obs.rate_bps) / f64::from(self.cfg.flows.max(1));
+        let cc = self
+            .current
+            .get(CC)
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(CongestionControl::Cubic);
+        shape(asked, rate, rtt, cc)
+    }
+
+    /// The A/A trial (`Config::aa_trial`): the settings in effect against themselves, once.
+    fn aa_trial(&mut self) -> Action {
+        if !self.steps.is_empty() {
+            self.stopped = Some("the A/A trial is done".into());
+            return self.finish_now();
+        }
+        let key = match self.cfg.role {
+            Role::Receiver => RMEM,
+            Role::Sender => WMEM,
+        };
+        let same = self.current.get(key).cloned().unwrap_or_default();
+        let hyp = Hypothesis {
+            kind: Kind::Option,
+            changes: vec![(key.to_string(), same)],
+            why: "A/A: the settings in effect against themselves (no difference expected)".into(),
+            memory_bytes: None,
+        };
+        self.begin(Phase::Change, hyp)
+    }
+}
+
+/// The test time asked for, whole seconds.
+fn cfg_time(cfg: &Config) -> u32 {
+    cfg.test_time_s.round().max(1.0) as u32
 }

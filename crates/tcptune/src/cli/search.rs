@@ -37,4 +37,8 @@ pub struct SearchArgs {
     /// (default beside the snapshot: tune-search-trail[-netns-NAME].jsonl).
     #[arg(long, value_name = "FILE", requires = "search")]
     pub trail: Option<std::path::PathBuf>,
+    /// With --search: run one A/A trial instead (the settings in effect as both arms, changing
+    /// nothing), to see how often the decision rule calls no difference a difference.
+    #[arg(long, requires = "search", hide = true)]
+    pub aa_trial: bool,
 }

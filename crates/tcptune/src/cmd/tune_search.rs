@@ -14,6 +14,7 @@ use tcptune_host::audit::Action as HostAction;
 use tcptune_host::tune::{self, HostIo, LiveHost, Plan, PlannedChange};
 use tcptune_perf::params::{Direction, Params};
 use tcptune_perftest::client::{self, ClientConfig};
+use tcptune_search::duration::TestShape;
 use tcptune_search::hypothesis::{writable_keys, KEYS};
 use tcptune_search::{
     Action, Config, DryRun, Event, Observation, Role, Search, SearchOutput, Settings,
@@ -54,12 +55,18 @@ struct Tester {
 }
 
 impl Tester {
-    fn run(&self) -> anyhow::Result<Observation> {
+    /// One test of `shape`'s length (seconds measured, seconds omitted as iperf3 -O).
+    fn run(&self, shape: &TestShape) -> anyhow::Result<Observation> {
+        let params = Params {
+            time_s: shape.time_s,
+            omit_s: shape.omit_s,
+            ..self.params.clone()
+        };
         let test = || {
             let cfg = ClientConfig {
                 host: self.host.clone(),
                 port: self.port,
-                params: self.params.clone(),
+                params: params.clone(),
                 interval: None,
                 sample_every: Duration::from_millis(50),
                 path_rate: None,
@@ -176,6 +183,7 @@ fn config(args: &AuditArgs, s: &SearchArgs, role: Role) -> Config {
     cfg.max_rtt_growth = s.max_rtt_growth.get();
     cfg.max_tests = s.max_tests;
     cfg.max_time_s = s.max_time.secs();
+    cfg.aa_trial = s.aa_trial;
     cfg
 }
 
@@ -207,7 +215,7 @@ fn drive(
                 event = Event::Written;
             }
             Action::RunTest { arm } => {
-                let obs = tester.run()?;
+                let obs = tester.run(search.test_shape())?;
                 if tester.interrupted.load(Ordering::Relaxed) {
                     bail!("interrupted (SIGINT or SIGTERM) during a test");
                 }
@@ -293,7 +301,7 @@ pub fn run(
         trail_path: None,
     };
     if s.dry_run {
-        let baseline = tester.run()?;
+        let baseline = tester.run(&TestShape::asked(s.test_time))?;
         let trial = format!(
             "A B A B … ({}–{} pairs of {} s tests), judged by Welch's t at 95%, within a budget of {} tests and {:.0} s; then {}'s maximum shrunk while the result holds within {:.0}% of the best",
             cfg.min_pairs,
