@@ -202,12 +202,24 @@ function armed(trigger) {
   return box && box.checked;
 }
 
+// The page keeps what the store keeps (its bounds come before the snapshot): the oldest go once
+// a list is a tenth over its cap or older than the span, so redraws do not slow as time passes.
+function keep(list, cap) {
+  const b = state.bounds;
+  if (!b) return;
+  let cut = list.length > cap + (cap / 10 | 0) ? list.length - cap : 0;
+  const newest = list.length ? list[list.length - 1].t_s : 0;
+  while (cut < list.length && list[cut].t_s < newest - b.span_s) cut += 1;
+  if (cut > 0) list.splice(0, cut);
+}
+
 function apply(u) {
   const v = state.view;
+  const b = state.bounds || {};
   switch (u.type) {
-    case "point": v.points.push(u.point); break;
-    case "ack": v.acks.push(u.ack); break;
-    case "event": v.events.push(u.event); break;
+    case "point": v.points.push(u.point); keep(v.points, b.points); break;
+    case "ack": v.acks.push(u.ack); keep(v.acks, b.acks); break;
+    case "event": v.events.push(u.event); keep(v.events, b.events); break;
     case "detail": v.detail = u.detail; break;
     case "closed": v.closed_s = u.t_s; break;
     case "freeze":
@@ -254,6 +266,7 @@ function choose(id) {
   $("#detail").dataset.stream = "connecting";
   es.onopen = () => { $("#detail").dataset.stream = "open"; };
   es.onerror = () => { $("#detail").dataset.stream = "error"; };
+  es.addEventListener("bounds", (e) => { state.bounds = JSON.parse(e.data); });
   es.addEventListener("snapshot", (e) => {
     $("#detail").dataset.stream = "live";
     const v = JSON.parse(e.data);

@@ -27,6 +27,8 @@ pub use tcptune_http::{bind, exposure_warning, ListenError, WebConfig, WebConfig
 
 /// A comment line a stream sends when quiet, so a page that went away is noticed.
 const KEEPALIVE: Duration = Duration::from_secs(10);
+/// A stream's chunk takes the updates queued behind the first up to about this many bytes.
+const BURST_BYTES: usize = 64 * 1024;
 /// The longest `for=` a stream honours.
 const MAX_FOR_S: f64 = 3600.0;
 
@@ -235,10 +237,17 @@ fn handle(req: Request, shared: &Arc<Shared>) {
                     let hub = shared.hub.clone();
                     // A stream holds its connection open: it gets a thread of its own.
                     std::thread::spawn(move || {
-                        let first = sse(
-                            "snapshot",
-                            &serde_json::to_string(&view).unwrap_or_default(),
-                        );
+                        // The store's bounds first: the page keeps no more history than the
+                        // store does, so its redraws cost the same at the first minute as at
+                        // the hundredth.
+                        let bounds = hub
+                            .with_store(|s| serde_json::to_string(s.bounds()))
+                            .unwrap_or_default();
+                        let first = sse("bounds", &bounds)
+                            + &sse(
+                                "snapshot",
+                                &serde_json::to_string(&view).unwrap_or_default(),
+                            );
                         let _ = stream(req.into_writer(), &first, &rx, until);
                         hub.unsubscribe(token);
                     });
@@ -289,7 +298,18 @@ fn stream(
             None => KEEPALIVE,
         };
         match rx.recv_timeout(wait) {
-            Ok(msg) => chunk(&mut w, msg.as_bytes())?,
+            Ok(msg) => {
+                // What queued meanwhile goes in the same chunk: one write and one flush for
+                // a burst of per-ACK updates rather than one each.
+                let mut burst = msg;
+                while burst.len() < BURST_BYTES {
+                    match rx.try_recv() {
+                        Ok(more) => burst.push_str(&more),
+                        Err(_) => break,
+                    }
+                }
+                chunk(&mut w, burst.as_bytes())?
+            }
             Err(RecvTimeoutError::Timeout) if until.is_some_and(|u| Instant::now() >= u) => {
                 chunk(&mut w, sse("end", "{}").as_bytes())?;
                 break;

@@ -12,8 +12,9 @@ use tcptune_kernel::{DiagSocket, Filter};
 use crate::ring::Ring;
 use crate::update::{AckPoint, Detail, Event, Point, Row, Source, Trigger, Update};
 
-/// Bounds of the history kept.
-#[derive(Debug, Clone)]
+/// Bounds of the history kept (sent to each page before its snapshot, so the page keeps no
+/// more than the store does).
+#[derive(Debug, Clone, Serialize)]
 pub struct Bounds {
     /// Seconds of history per connection.
     pub span_s: f64,
@@ -212,6 +213,11 @@ impl Store {
                 .unwrap_or_default(),
             closed_s: h.and_then(|h| h.closed_s),
         })
+    }
+
+    /// The bounds of the history kept.
+    pub fn bounds(&self) -> &Bounds {
+        &self.bounds
     }
 
     /// How many connections have history (bounded by [`Bounds::conns`]).

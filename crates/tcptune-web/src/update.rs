@@ -262,7 +262,9 @@ impl Update {
 /// draw it. Recordings hold the update alone: the stamp is about this stream, not the data.
 #[derive(Debug, Clone, Serialize)]
 pub struct Stamped<'a> {
+    /// The update, its fields at the top level.
     #[serde(flatten)]
     pub update: &'a Update,
+    /// When its sample or event was taken: ms since the epoch on CLOCK_REALTIME.
     pub taken_ms: f64,
 }

@@ -64,7 +64,7 @@ fn get(addr: SocketAddr, path: &str) -> (u16, String) {
     (status, body.to_string())
 }
 
-/// The first Server-Sent Event of a stream (the connection's snapshot), as JSON; null when
+/// The snapshot event of a stream (the connection's history so far), as JSON; null when
 /// the server has no such connection (yet).
 fn snapshot(addr: SocketAddr, id: &str) -> Value {
     let mut s = TcpStream::connect(addr).unwrap();
@@ -75,13 +75,19 @@ fn snapshot(addr: SocketAddr, id: &str) -> Value {
     .unwrap();
     let mut r = BufReader::new(s);
     let mut line = String::new();
+    let mut event = String::new();
     loop {
         line.clear();
         if r.read_line(&mut line).unwrap_or(0) == 0 {
             return Value::Null;
         }
-        if let Some(d) = line.strip_prefix("data: ") {
-            return serde_json::from_str(d).unwrap();
+        if let Some(e) = line.strip_prefix("event: ") {
+            event = e.trim().to_string();
+        } else if let Some(d) = line.strip_prefix("data: ") {
+            // The store's bounds come first; the snapshot is what the callers want.
+            if event == "snapshot" {
+                return serde_json::from_str(d).unwrap();
+            }
         }
     }
 }
