@@ -357,6 +357,7 @@ mod tests {
                 .join(" "),
             Argv::Print(p) => format!("print {p}"),
             Argv::Refuse(r, j) => format!("refuse {r} {j}"),
+            Argv::Usage(r) => format!("usage {r}"),
         }
     }
 
