@@ -498,28 +498,7 @@ fn run_test(
     };
     let mut on_start = |s: &tcptune_perftest::report::Start| match mode {
         Mode::Stream => event("start", s),
-        Mode::IperfText => {
-            // iperf3 prints "Connecting" once the control connection is up; -V adds the
-            // version, host, time and settings around it.
-            let v = args.verbose;
-            let mut lines = Vec::new();
-            if v {
-                let udp_len = (args.udp && args.length.is_none()).then_some(s.test_start.blksize);
-                lines.extend(iperf3_verbose::verbose_head(s, udp_len));
-            }
-            lines.push(iperf3_text::connecting(&host, args.port));
-            if args.reverse {
-                lines.push(iperf3_text::reverse_mode(&host));
-            }
-            if v {
-                lines.extend(iperf3_verbose::verbose_connect(s, args.udp));
-            }
-            lines.extend(s.connected.iter().map(iperf3_text::connected));
-            if v {
-                lines.push(iperf3_verbose::starting_test(s));
-            }
-            print_text(&lines);
-        }
+        Mode::IperfText => print_text(&iperf3_start(args, &host, s)),
         _ => {}
     };
     let mut intervals = iperf3_text::Intervals::new(text_layout.clone());
@@ -594,6 +573,29 @@ fn run_test(
     } else {
         Outcome::Ok
     })
+}
+
+/// iperf3's first lines of a test: "Connecting" once the control connection is up, the data
+/// connections; `-V` adds the version, host, time and settings around them.
+fn iperf3_start(args: &TestArgs, host: &str, s: &tcptune_perftest::report::Start) -> Vec<String> {
+    let v = args.verbose;
+    let mut lines = Vec::new();
+    if v {
+        let udp_len = (args.udp && args.length.is_none()).then_some(s.test_start.blksize);
+        lines.extend(iperf3_verbose::verbose_head(s, udp_len));
+    }
+    lines.push(iperf3_text::connecting(host, args.port));
+    if args.reverse {
+        lines.push(iperf3_text::reverse_mode(host));
+    }
+    if v {
+        lines.extend(iperf3_verbose::verbose_connect(s, args.udp));
+    }
+    lines.extend(s.connected.iter().map(iperf3_text::connected));
+    if v {
+        lines.push(iperf3_verbose::starting_test(s));
+    }
+    lines
 }
 
 /// iperf3's last lines of a test: the final block, the server's output when asked, "iperf Done.".
