@@ -12,9 +12,11 @@ use tcptune_model::Dur;
 pub struct Clock(pub Instant);
 
 impl Clock {
+    /// The clock starts now.
     pub fn start() -> Clock {
         Clock(Instant::now())
     }
+    /// Time since the clock started.
     pub fn now(&self) -> Dur {
         Dur::from_nanos(self.0.elapsed().as_nanos().min(u64::MAX as u128) as u64)
     }
@@ -22,7 +24,9 @@ impl Clock {
 
 /// What a read brought.
 pub enum Got {
+    /// This many bytes arrived.
     Data(usize),
+    /// The peer closed the connection.
     Eof,
     /// Nothing before the wait ended.
     Nothing,
@@ -30,11 +34,13 @@ pub enum Got {
 
 /// The control connection and a read buffer.
 pub struct Control {
+    /// The connected socket.
     pub sock: TcpStream,
     buf: Vec<u8>,
 }
 
 impl Control {
+    /// Wraps a connected control socket.
     pub fn new(sock: TcpStream) -> io::Result<Control> {
         sock.set_nodelay(true)?;
         // A peer that stops reading must not block us forever.
@@ -45,6 +51,7 @@ impl Control {
         })
     }
 
+    /// Writes all of `bytes` to the peer.
     pub fn write(&mut self, bytes: &[u8]) -> io::Result<()> {
         if bytes.is_empty() {
             return Ok(());
@@ -79,6 +86,7 @@ impl Control {
         }
     }
 
+    /// The first `n` bytes received and not yet consumed.
     pub fn data(&self, n: usize) -> &[u8] {
         &self.buf[..n]
     }

@@ -48,6 +48,8 @@ pub struct SendPlan {
     pub bytes_total: Option<u64>,
     /// `sendfile` from a memory file instead of `write` (iperf3's `-Z`).
     pub zerocopy: bool,
+    /// The payload is "0123456789" repeated (iperf3's `--repeating-payload`).
+    pub repeating: bool,
 }
 
 /// One data connection and its role.
@@ -56,6 +58,7 @@ pub struct StreamSocket {
     pub id: u32,
     /// True if this end sends on it.
     pub sends: bool,
+    /// The connected socket.
     pub sock: TcpStream,
 }
 
@@ -73,13 +76,19 @@ struct Slot {
 /// What one stream did.
 #[derive(Debug, Clone)]
 pub struct StreamOutcome {
+    /// iperf3's stream id.
     pub id: u32,
+    /// Whether this end sends on it.
     pub sends: bool,
     /// Bytes written (sender) or read (receiver).
     pub bytes: u64,
+    /// tcp_info samples, oldest first.
     pub samples: Vec<Sample>,
+    /// The local address, when known.
     pub local: Option<SocketAddr>,
+    /// The peer's address, when known.
     pub remote: Option<SocketAddr>,
+    /// The congestion control in use.
     pub congestion: Option<String>,
     /// The socket's descriptor number (iperf3 reports it as the stream's `socket`).
     pub fd: i32,
@@ -121,6 +130,18 @@ fn is_timeout(e: &io::Error) -> bool {
     )
 }
 
+/// Fills a send buffer: "0123456789" repeated (`repeating`, iperf3's `--repeating-payload`),
+/// else bytes that are not all zeros, so no link or tunnel compresses them.
+pub fn fill_payload(buf: &mut [u8], repeating: bool) {
+    for (i, b) in buf.iter_mut().enumerate() {
+        *b = if repeating {
+            b'0' + (i % 10) as u8
+        } else {
+            (i.wrapping_mul(2_654_435_761) >> 13) as u8
+        };
+    }
+}
+
 impl DataPhase {
     /// Starts a thread per stream and the sampler (`every`: the sampling period). `clock` is
     /// the test's time origin, shared with the samples' `at_s`.
@@ -134,10 +155,7 @@ impl DataPhase {
         let stop_all = Arc::new(AtomicBool::new(false));
         let sent_total = Arc::new(AtomicU64::new(0));
         let mut block = Aligned::zeroed(plan.block.max(1) as usize);
-        // A payload that is not all zeros, so no link or tunnel compresses it.
-        for (i, b) in block.as_mut().iter_mut().enumerate() {
-            *b = (i.wrapping_mul(2_654_435_761) >> 13) as u8;
-        }
+        fill_payload(block.as_mut(), plan.repeating);
         let zc = if plan.zerocopy {
             Some(Arc::new(ZeroCopySource::new(block.as_ref())?))
         } else {
@@ -268,6 +286,7 @@ impl DataPhase {
         }
     }
 
+    /// Each stream's id and whether this end sends on it.
     pub fn ids(&self) -> Vec<(u32, bool)> {
         self.slots.iter().map(|s| (s.id, s.sends)).collect()
     }
@@ -560,5 +579,14 @@ mod tests {
         thin_half(&mut v);
         let at: Vec<u64> = v.iter().map(|s| s.at_s.nanos() / 1_000_000).collect();
         assert_eq!(at, [0, 2, 4, 6, 8]);
+    }
+
+    #[test]
+    fn repeating_payload_is_iperf2s_digits() {
+        let mut b = [0u8; 23];
+        super::fill_payload(&mut b, true);
+        assert_eq!(&b, b"01234567890123456789012");
+        super::fill_payload(&mut b, false);
+        assert!(b.iter().any(|&x| x != 0) && !b.starts_with(b"0123"));
     }
 }

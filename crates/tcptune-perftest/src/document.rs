@@ -36,7 +36,9 @@ impl Layout {
 /// `-O`'s omitted seconds).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Span {
+    /// Seconds from the start of the count where this span begins.
     pub start: f64,
+    /// Seconds from the start of the count where this span ends.
     pub end: f64,
 }
 
@@ -61,18 +63,23 @@ pub fn connected(fd: i32, l: Option<SocketAddr>, r: Option<SocketAddr>) -> Conne
 /// What the `start` object says besides the test's parameters.
 #[derive(Debug, Clone)]
 pub struct StartFacts {
+    /// The data connections.
     pub connected: Vec<Connected>,
     /// "TCP" or "UDP".
     pub protocol: &'static str,
     /// When the test started, seconds since the Unix epoch.
     pub started_at: u64,
+    /// The server's host name or address.
     pub host: String,
+    /// The server's TCP port.
     pub port: u16,
+    /// The test's cookie.
     pub cookie: String,
     /// TCP_MAXSEG of the control connection.
     pub tcp_mss_default: u32,
     /// SO_SNDBUF and SO_RCVBUF of the first data socket, as iperf3 reports them.
     pub sndbuf: u32,
+    /// SO_RCVBUF, bytes.
     pub rcvbuf: u32,
 }
 
@@ -114,7 +121,9 @@ pub fn start(p: &Params, f: StartFacts) -> Start {
 /// A TCP test's counters at one moment: each stream's bytes and its latest tcp_info sample.
 #[derive(Debug, Clone, Default)]
 pub struct TcpCounters {
+    /// Each stream's bytes moved so far.
     pub bytes: Vec<u64>,
+    /// Each stream's latest tcp_info sample.
     pub latest: Vec<Option<Sample>>,
 }
 
@@ -165,25 +174,8 @@ pub fn tcp_interval(
         });
     }
     let sum_of = |main: bool| {
-        let sel: Vec<&IntervalStream> = streams
-            .iter()
-            .filter(|s| s.sender == (l.client_sends_main == main))
-            .collect();
-        if sel.is_empty() {
-            return None;
-        }
-        let bytes: u64 = sel.iter().map(|s| s.bytes).sum();
-        let retr: Option<u64> = sel.iter().map(|s| s.retransmits).sum();
-        Some(IntervalSum {
-            start: span.start,
-            end: span.end,
-            seconds: secs,
-            bytes,
-            bits_per_second: bytes as f64 * 8.0 / secs,
-            retransmits: retr,
-            udp: None,
-            omitted: false,
-            sender: l.client_sends_main == main,
+        interval_sum(l, span, &streams, main, |sel| {
+            (sel.iter().map(|s| s.retransmits).sum(), None)
         })
     };
     let sum = sum_of(true).unwrap_or(IntervalSum {
@@ -203,6 +195,37 @@ pub fn tcp_interval(
         sum,
         sum_bidir_reverse: rev,
     }
+}
+
+/// The `[SUM]` of one direction of an interval (`main`: the client's main direction), from
+/// its streams' bytes and what `fold` makes of them (TCP's retransmissions, UDP's figures);
+/// none when that direction has no stream.
+fn interval_sum(
+    l: &Layout,
+    span: Span,
+    streams: &[IntervalStream],
+    main: bool,
+    fold: impl Fn(&[&IntervalStream]) -> (Option<u64>, Option<UdpFigures>),
+) -> Option<IntervalSum> {
+    let sender = l.client_sends_main == main;
+    let sel: Vec<&IntervalStream> = streams.iter().filter(|s| s.sender == sender).collect();
+    if sel.is_empty() {
+        return None;
+    }
+    let bytes: u64 = sel.iter().map(|s| s.bytes).sum();
+    let (retransmits, udp) = fold(&sel);
+    let secs = span.seconds();
+    Some(IntervalSum {
+        start: span.start,
+        end: span.end,
+        seconds: secs,
+        bytes,
+        bits_per_second: bytes as f64 * 8.0 / secs,
+        retransmits,
+        udp,
+        omitted: false,
+        sender,
+    })
 }
 
 /// iperf3's UDP figures of one stream side: a sender's datagrams, a receiver's count, loss and
@@ -271,27 +294,13 @@ pub fn udp_interval(
         });
     }
     let sum_of = |main: bool| {
-        let sel: Vec<&IntervalStream> = st
-            .iter()
-            .filter(|x| x.sender == (l.client_sends_main == main))
-            .collect();
-        if sel.is_empty() {
-            return None;
-        }
-        let bytes: u64 = sel.iter().map(|x| x.bytes).sum();
-        let f: Vec<&UdpFigures> = sel.iter().filter_map(|x| x.udp.as_ref()).collect();
-        let packets = f.iter().map(|u| u.packets).sum();
         let sender = l.client_sends_main == main;
-        let lost: u64 = f.iter().filter_map(|u| u.lost_packets).sum();
-        let jitters: Vec<f64> = f.iter().filter_map(|u| u.jitter_ms).collect();
-        Some(IntervalSum {
-            start: span.start,
-            end: span.end,
-            seconds: secs,
-            bytes,
-            bits_per_second: bytes as f64 * 8.0 / secs,
-            retransmits: None,
-            udp: Some(if sender {
+        interval_sum(l, span, &st, main, |sel| {
+            let f: Vec<&UdpFigures> = sel.iter().filter_map(|x| x.udp.as_ref()).collect();
+            let packets = f.iter().map(|u| u.packets).sum();
+            let lost: u64 = f.iter().filter_map(|u| u.lost_packets).sum();
+            let jitters: Vec<f64> = f.iter().filter_map(|u| u.jitter_ms).collect();
+            let udp = if sender {
                 UdpFigures {
                     packets,
                     ..UdpFigures::default()
@@ -303,9 +312,8 @@ pub fn udp_interval(
                     packets,
                     lost_percent: Some(percent(lost, packets)),
                 }
-            }),
-            omitted: false,
-            sender,
+            };
+            (None, Some(udp))
         })
     };
     let main = sum_of(true)?;

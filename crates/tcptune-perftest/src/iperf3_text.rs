@@ -19,15 +19,20 @@ pub const DONE: &str = "iperf Done.";
 /// Which end prints: the role tags of a bidirectional test and the title prefix depend on it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Side {
+    /// The client prints.
     Client,
+    /// The server prints.
     Server,
 }
 
 /// What decides the layout of a test's lines.
 #[derive(Debug, Clone)]
 pub struct Layout {
+    /// Which end prints.
     pub side: Side,
+    /// A UDP test.
     pub udp: bool,
+    /// A bidirectional test (`--bidir`).
     pub bidir: bool,
     /// `-P` (streams per direction): `[SUM]` lines appear above one.
     pub streams: u32,
@@ -121,8 +126,11 @@ pub enum Tail {
     RetrCwnd(i64, u64),
     /// A UDP receiver: jitter (ms), lost and total datagrams.
     UdpReceived {
+        /// Jitter, milliseconds.
         jitter_ms: f64,
+        /// Datagrams lost.
         lost: i64,
+        /// Datagrams expected.
         total: i64,
     },
     /// A UDP sender: datagrams sent.
@@ -136,10 +144,15 @@ pub struct Row<'a> {
     pub id: Option<i32>,
     /// `[TX-C]` and the like in a bidirectional test, else empty.
     pub role: &'a str,
+    /// Seconds from the start of the count where this span begins.
     pub start: f64,
+    /// Seconds from the start of the count where this span ends.
     pub end: f64,
+    /// Bytes moved.
     pub bytes: u64,
+    /// The span's length, seconds.
     pub seconds: f64,
+    /// The columns after the rate.
     pub tail: Tail,
     /// The last column: "sender", "receiver", "(omitted)" or empty.
     pub what: &'a str,
@@ -262,6 +275,7 @@ pub struct Intervals {
 }
 
 impl Intervals {
+    /// Interval lines for a test of this layout.
     pub fn new(layout: Layout) -> Intervals {
         Intervals { layout, blocks: 0 }
     }
@@ -302,21 +316,33 @@ fn omitted(yes: bool) -> &'static str {
     }
 }
 
-fn stream_row<'a>(l: &Layout, s: &'a IntervalStream) -> Row<'a> {
-    let tail = match (&s.udp, s.sender) {
+/// What an interval row shows beyond its span and bytes: a stream's or a `[SUM]`'s (which has
+/// no congestion window).
+struct Figures<'a> {
+    udp: Option<&'a UdpFigures>,
+    sender: bool,
+    retransmits: Option<u64>,
+    cwnd: Option<u64>,
+}
+
+fn interval_tail(f: &Figures<'_>) -> Tail {
+    match (f.udp, f.sender) {
         (Some(u), true) => Tail::UdpSent(u.packets as i64),
         (Some(u), false) => Tail::UdpReceived {
             jitter_ms: u.jitter_ms.unwrap_or(0.0),
             lost: u.lost_packets.unwrap_or(0) as i64,
             total: u.packets as i64,
         },
-        (None, true) => match (s.retransmits, s.snd_cwnd) {
+        (None, true) => match (f.retransmits, f.cwnd) {
             (Some(n), Some(c)) => Tail::RetrCwnd(n as i64, c),
             (Some(n), None) => Tail::Retr(n as i64),
             _ => Tail::Plain,
         },
         (None, false) => Tail::Plain,
-    };
+    }
+}
+
+fn stream_row<'a>(l: &Layout, s: &'a IntervalStream) -> Row<'a> {
     Row {
         id: Some(s.socket),
         role: role(l, s.sender),
@@ -324,25 +350,17 @@ fn stream_row<'a>(l: &Layout, s: &'a IntervalStream) -> Row<'a> {
         end: s.end,
         bytes: s.bytes,
         seconds: s.seconds,
-        tail,
+        tail: interval_tail(&Figures {
+            udp: s.udp.as_ref(),
+            sender: s.sender,
+            retransmits: s.retransmits,
+            cwnd: s.snd_cwnd,
+        }),
         what: omitted(s.omitted),
     }
 }
 
 fn sum_row<'a>(l: &Layout, s: &'a IntervalSum) -> Row<'a> {
-    let tail = match (&s.udp, s.sender) {
-        (Some(u), true) => Tail::UdpSent(u.packets as i64),
-        (Some(u), false) => Tail::UdpReceived {
-            jitter_ms: u.jitter_ms.unwrap_or(0.0),
-            lost: u.lost_packets.unwrap_or(0) as i64,
-            total: u.packets as i64,
-        },
-        (None, true) => s
-            .retransmits
-            .map(|n| Tail::Retr(n as i64))
-            .unwrap_or(Tail::Plain),
-        (None, false) => Tail::Plain,
-    };
     Row {
         id: None,
         role: role(l, s.sender),
@@ -350,7 +368,12 @@ fn sum_row<'a>(l: &Layout, s: &'a IntervalSum) -> Row<'a> {
         end: s.end,
         bytes: s.bytes,
         seconds: s.seconds,
-        tail,
+        tail: interval_tail(&Figures {
+            udp: s.udp.as_ref(),
+            sender: s.sender,
+            retransmits: s.retransmits,
+            cwnd: None,
+        }),
         what: omitted(s.omitted),
     }
 }
@@ -501,7 +524,9 @@ pub fn titled(title: Option<&str>, lines: &[String]) -> String {
 /// One stream of a server's own interval figures: its descriptor and whether it sends.
 #[derive(Debug, Clone, Copy)]
 pub struct ServerStream {
+    /// The stream's socket descriptor (iperf3's id).
     pub fd: i32,
+    /// Whether this end sends on it.
     pub sends: bool,
 }
 
@@ -521,13 +546,18 @@ pub struct Ticker {
 /// jitter, seconds.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct UdpCounts {
+    /// Bytes moved.
     pub bytes: u64,
+    /// Datagrams sent or received.
     pub packets: u64,
+    /// Datagrams lost so far.
     pub lost: u64,
+    /// The receiver's jitter estimate, seconds.
     pub jitter_s: f64,
 }
 
 impl Ticker {
+    /// A ticker counting from zero for these streams.
     pub fn new(streams: Vec<ServerStream>) -> Ticker {
         let n = streams.len();
         Ticker {
@@ -691,9 +721,13 @@ impl Ticker {
 /// One stream of a server's final block: what this end moved over the test.
 #[derive(Debug, Clone, Copy)]
 pub struct ServerTotal {
+    /// The stream's socket descriptor (iperf3's id).
     pub fd: i32,
+    /// Whether this end sends on it.
     pub sends: bool,
+    /// Bytes moved.
     pub bytes: u64,
+    /// Segments retransmitted (senders only).
     pub retransmits: Option<i64>,
     /// A UDP stream's datagrams, lost datagrams and jitter.
     pub udp: Option<UdpCounts>,

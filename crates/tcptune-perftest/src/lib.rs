@@ -4,6 +4,7 @@
 //! and the end-of-test diagnosis (`tcptune_diagnose::throughput`).
 
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
 pub mod cjson;
 pub mod client;
@@ -11,6 +12,7 @@ pub mod control;
 pub mod data;
 pub mod document;
 pub mod iperf3_text;
+pub mod iperf3_verbose;
 pub mod peer;
 pub mod probe;
 pub mod replay;
@@ -31,39 +33,59 @@ use tcptune_perf::session::SessionError;
 /// context chain prints it once.
 #[derive(Debug, thiserror::Error)]
 pub enum TestError {
+    /// The host name did not resolve.
     #[error("cannot resolve '{0}'; give a host name or an IP address")]
     Resolve(String),
     /// iperf3's words ("address family for hostname not supported") with what to change.
     #[error("unable to connect to server: address family for hostname not supported ('{host}' has no {asked} address; leave out {flag} or give an {asked} address)")]
     Family {
+        /// The host given.
         host: String,
+        /// The family asked for ("IPv4", "IPv6").
         asked: &'static str,
+        /// The option that asked for it (`-4`, `-6`).
         flag: &'static str,
     },
+    /// The control connection could not be made.
     #[error("cannot connect to {addr}: {error}; is a server (tcptune serve or iperf3 -s) listening there?")]
     Connect {
+        /// The server's address.
         addr: SocketAddr,
+        /// Why not.
         error: std::io::Error,
     },
+    /// The server could not listen.
     #[error("cannot listen on {addr}: {error}; choose another port with -p")]
     Bind {
+        /// Where it was to listen.
         addr: SocketAddr,
+        /// Why not.
         error: std::io::Error,
     },
+    /// An OS error on a socket or a file.
     #[error("{context}: {error}")]
     Io {
+        /// What was being done.
         context: &'static str,
+        /// The OS error.
         error: std::io::Error,
     },
+    /// The control protocol failed (the peer's error, a broken message).
     #[error("the test failed: {0}")]
     Session(SessionError),
+    /// Something this end does not do, in one sentence.
     #[error("{0}")]
     Unsupported(&'static str),
+    /// Ctrl-C (or SIGTERM) ended the test.
     #[error("interrupted; the server was told to end the test")]
     Interrupted,
+    /// iperf3's words (`IENOMSG`), then the limit and what to change.
+    #[error("idle timeout for receiving data: none arrived for {0} ms (--rcv-timeout); check the server, or give a larger --rcv-timeout")]
+    RcvTimeout(u128),
 }
 
 impl TestError {
+    /// An OS error while doing `context`.
     pub fn io(context: &'static str, error: std::io::Error) -> TestError {
         TestError::Io { context, error }
     }
@@ -72,7 +94,9 @@ impl TestError {
 /// A network in CIDR notation (`--allow 198.18.0.0/15`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Cidr {
+    /// The network's address.
     pub addr: IpAddr,
+    /// The prefix length, bits.
     pub prefix: u8,
 }
 
@@ -101,15 +125,18 @@ impl FromStr for Cidr {
 /// One stream's samples as a tcptune server sends them in its results (the extension).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ServerStreamSamples {
+    /// iperf3's stream id.
     pub id: u32,
     /// True when the server sent on this stream.
     pub sender: bool,
+    /// tcp_info samples, oldest first.
     pub samples: Vec<Sample>,
 }
 
 /// The server's results extension.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ServerSamples {
+    /// Each stream's figures.
     pub streams: Vec<ServerStreamSamples>,
 }
 

@@ -19,16 +19,19 @@ use crate::report::StreamSamples;
 /// Why a document cannot be replayed.
 #[derive(Debug, thiserror::Error)]
 pub enum ReplayError {
+    /// A field the replay needs is absent or invalid.
     #[error(
         "the document has no valid {0}; replay reads what `tcptune test --json` prints \
          (TCP tests only)"
     )]
     Missing(&'static str),
+    /// The diagnosis was recorded without its context.
     #[error(
         "the recorded diagnosis has no context (it was recorded by an older tcptune); record \
          the test again with `tcptune test --json`"
     )]
     NoContext,
+    /// A diagnosed stream has no row in `end.streams`.
     #[error(
         "stream {0} of the recorded diagnosis has no row in end.streams; the document was \
          edited or cut, record the test again"

@@ -12,30 +12,47 @@ use tcptune_model::Rate;
 /// One data connection (iperf3's `start.connected[]`).
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct Connected {
+    /// iperf3's stream id: the data socket's descriptor.
     pub socket: i32,
+    /// The local address.
     pub local_host: String,
+    /// The local port.
     pub local_port: u16,
+    /// The peer's address.
     pub remote_host: String,
+    /// The peer's port.
     pub remote_port: u16,
 }
 
+/// The server the client connects to (iperf3's `start.connecting_to`).
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct ConnectingTo {
+    /// The server's host name or address.
     pub host: String,
+    /// The server's TCP port.
     pub port: u16,
 }
 
 /// The test's settings (iperf3's `start.test_start`).
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct TestStart {
+    /// "TCP" or "UDP".
     pub protocol: String,
+    /// Streams per direction (`-P`).
     pub num_streams: u32,
+    /// Bytes per write (`-l`).
     pub blksize: u32,
+    /// Omitted seconds (`-O`).
     pub omit: u32,
+    /// Test length, seconds (`-t`).
     pub duration: u32,
+    /// Bytes moved.
     pub bytes: u64,
+    /// Blocks to send (`-k`), 0 for none.
     pub blocks: u64,
+    /// 1 for a reverse test (`-R`).
     pub reverse: u32,
+    /// The IP TOS byte (`-S`).
     pub tos: u32,
     /// The `-b` rate per stream, bits/s (0: unlimited).
     pub target_bitrate: u64,
@@ -53,6 +70,7 @@ pub struct Timestamp {
 }
 
 impl Timestamp {
+    /// The time `timesecs` seconds after the Unix epoch.
     pub fn at(timesecs: u64) -> Timestamp {
         Timestamp {
             time: http_date(timesecs),
@@ -91,14 +109,20 @@ pub fn http_date(secs: u64) -> String {
     )
 }
 
+/// iperf3's `start`: the connections, the host, the cookie and the settings.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct Start {
+    /// The data connections.
     pub connected: Vec<Connected>,
+    /// The client's version string.
     pub version: String,
     /// The client host's `uname -a`-like line.
     pub system_info: String,
+    /// When the test started.
     pub timestamp: Timestamp,
+    /// The server the client connects to.
     pub connecting_to: ConnectingTo,
+    /// The test's cookie.
     pub cookie: String,
     /// The `-M` asked for (iperf3 writes this or `tcp_mss_default`).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -112,19 +136,26 @@ pub struct Start {
     pub sock_bufsize: u32,
     /// SO_SNDBUF and SO_RCVBUF of the first data connection as the kernel set them.
     pub sndbuf_actual: u32,
+    /// SO_RCVBUF of the first data connection, bytes.
     pub rcvbuf_actual: u32,
+    /// The test's settings.
     pub test_start: TestStart,
 }
 
 /// One stream's figures over one reporting interval (iperf3's `intervals[].streams[]`).
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct IntervalStream {
+    /// iperf3's stream id: the data socket's descriptor.
     pub socket: i32,
     /// Seconds since the test started.
     pub start: f64,
+    /// Seconds from the start of the count where this span ends.
     pub end: f64,
+    /// The span's length, seconds.
     pub seconds: f64,
+    /// Bytes moved.
     pub bytes: u64,
+    /// The rate over the span, bits per second.
     pub bits_per_second: f64,
     /// Segments retransmitted in the interval (senders only).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -138,16 +169,21 @@ pub struct IntervalStream {
     /// Smoothed RTT, microseconds.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rtt: Option<u32>,
+    /// RTT variation, microseconds.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rttvar: Option<u32>,
+    /// Path MTU, bytes.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pmtu: Option<u32>,
     /// Our receive window, bytes (tcptune; receivers show it).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rcv_wnd: Option<u32>,
+    /// A UDP test's datagram figures.
     #[serde(flatten)]
     pub udp: Option<UdpFigures>,
+    /// Whether the span falls in `-O`'s omitted seconds.
     pub omitted: bool,
+    /// Whether this end sends on it (or, in a sum, the direction it sums).
     pub sender: bool,
 }
 
@@ -155,11 +191,15 @@ pub struct IntervalStream {
 /// jitter and loss.
 #[derive(Debug, Clone, Default, Serialize, JsonSchema)]
 pub struct UdpFigures {
+    /// Jitter, milliseconds (receivers).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub jitter_ms: Option<f64>,
+    /// Datagrams lost (receivers).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lost_packets: Option<u64>,
+    /// Datagrams sent or received.
     pub packets: u64,
+    /// Share of datagrams lost, percent.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lost_percent: Option<f64>,
 }
@@ -167,22 +207,34 @@ pub struct UdpFigures {
 /// The sum over streams of one direction (iperf3's `intervals[].sum`).
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct IntervalSum {
+    /// Seconds from the start of the count where this span begins.
     pub start: f64,
+    /// Seconds from the start of the count where this span ends.
     pub end: f64,
+    /// The span's length, seconds.
     pub seconds: f64,
+    /// Bytes moved.
     pub bytes: u64,
+    /// The rate over the span, bits per second.
     pub bits_per_second: f64,
+    /// Segments retransmitted (senders only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub retransmits: Option<u64>,
+    /// A UDP test's datagram figures.
     #[serde(flatten)]
     pub udp: Option<UdpFigures>,
+    /// Whether the span falls in `-O`'s omitted seconds.
     pub omitted: bool,
+    /// Whether this end sends on it (or, in a sum, the direction it sums).
     pub sender: bool,
 }
 
+/// One interval's report: each stream and the sums (iperf3's `intervals[]`).
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct IntervalReport {
+    /// Each stream's figures.
     pub streams: Vec<IntervalStream>,
+    /// The main direction's sum.
     pub sum: IntervalSum,
     /// Bidirectional tests: the sum of the streams in the other direction.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -192,32 +244,47 @@ pub struct IntervalReport {
 /// One side of a stream over the whole test (iperf3's `end.streams[].sender/receiver`).
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct EndSide {
+    /// iperf3's stream id: the data socket's descriptor.
     pub socket: i32,
+    /// Seconds from the start of the count where this span begins.
     pub start: f64,
+    /// Seconds from the start of the count where this span ends.
     pub end: f64,
+    /// The span's length, seconds.
     pub seconds: f64,
+    /// Bytes moved.
     pub bytes: u64,
+    /// The rate over the span, bits per second.
     pub bits_per_second: f64,
+    /// Segments retransmitted (senders only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub retransmits: Option<i64>,
+    /// Largest congestion window seen, bytes.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_snd_cwnd: Option<u64>,
+    /// Largest peer receive window seen, bytes.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_snd_wnd: Option<u32>,
+    /// Largest smoothed RTT seen, microseconds.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_rtt: Option<u32>,
+    /// Smallest smoothed RTT seen, microseconds.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub min_rtt: Option<u32>,
+    /// Mean smoothed RTT, microseconds.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mean_rtt: Option<u32>,
+    /// Whether this end sends on it (or, in a sum, the direction it sums).
     pub sender: bool,
 }
 
 /// One stream over the whole test: a TCP stream's two sides, or a UDP stream's one row.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct EndStream {
+    /// Whether this end sends on it (or, in a sum, the direction it sums).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sender: Option<EndSide>,
+    /// The receiving side's figures.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub receiver: Option<EndSide>,
     /// A UDP stream (iperf3's `end.streams[].udp`).
@@ -228,46 +295,76 @@ pub struct EndStream {
 /// A UDP stream over the whole test, as iperf3 reports it.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct UdpEnd {
+    /// iperf3's stream id: the data socket's descriptor.
     pub socket: i32,
+    /// Seconds from the start of the count where this span begins.
     pub start: f64,
+    /// Seconds from the start of the count where this span ends.
     pub end: f64,
+    /// The span's length, seconds.
     pub seconds: f64,
+    /// Bytes moved.
     pub bytes: u64,
+    /// The rate over the span, bits per second.
     pub bits_per_second: f64,
+    /// Jitter, milliseconds (receivers).
     pub jitter_ms: f64,
+    /// Datagrams lost (receivers).
     pub lost_packets: u64,
+    /// Datagrams sent or received.
     pub packets: u64,
+    /// Share of datagrams lost, percent.
     pub lost_percent: f64,
+    /// Datagrams that arrived out of order.
     pub out_of_order: u64,
+    /// Whether this end sends on it (or, in a sum, the direction it sums).
     pub sender: bool,
 }
 
+/// A direction's totals over the test (iperf3's `end.sum_sent` and the like).
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct EndSum {
+    /// Seconds from the start of the count where this span begins.
     pub start: f64,
+    /// Seconds from the start of the count where this span ends.
     pub end: f64,
+    /// The span's length, seconds.
     pub seconds: f64,
+    /// Bytes moved.
     pub bytes: u64,
+    /// The rate over the span, bits per second.
     pub bits_per_second: f64,
+    /// Segments retransmitted (senders only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub retransmits: Option<i64>,
+    /// A UDP test's datagram figures.
     #[serde(flatten)]
     pub udp: Option<UdpFigures>,
+    /// Whether this end sends on it (or, in a sum, the direction it sums).
     pub sender: bool,
 }
 
+/// CPU use of both ends over the test, percent (iperf3's `end.cpu_utilization_percent`).
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct CpuUtilization {
+    /// This end's CPU use, percent.
     pub host_total: f64,
+    /// This end's user CPU, percent.
     pub host_user: f64,
+    /// This end's system CPU, percent.
     pub host_system: f64,
+    /// The other end's CPU use, percent.
     pub remote_total: f64,
+    /// The other end's user CPU, percent.
     pub remote_user: f64,
+    /// The other end's system CPU, percent.
     pub remote_system: f64,
 }
 
+/// iperf3's `end`: each stream's totals, the sums, CPU use and congestion control.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct End {
+    /// Each stream's figures.
     pub streams: Vec<EndStream>,
     /// A UDP test's sum of its main direction (iperf3's `end.sum`).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -275,15 +372,22 @@ pub struct End {
     /// A bidirectional UDP test's sum of the other direction.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sum_bidir_reverse: Option<EndSum>,
+    /// What the senders of the main direction sent.
     pub sum_sent: EndSum,
+    /// What the receivers of the main direction received.
     pub sum_received: EndSum,
+    /// The other direction's sent sum (`--bidir`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sum_sent_bidir_reverse: Option<EndSum>,
+    /// The other direction's received sum (`--bidir`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sum_received_bidir_reverse: Option<EndSum>,
+    /// CPU use of both ends, percent.
     pub cpu_utilization_percent: CpuUtilization,
+    /// The sender's congestion control.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sender_tcp_congestion: Option<String>,
+    /// The receiver's congestion control.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub receiver_tcp_congestion: Option<String>,
 }
@@ -292,17 +396,22 @@ pub struct End {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum SampledAt {
+    /// The client's end.
     Client,
+    /// The server's end.
     Server,
 }
 
 /// One stream's tcp_info samples, from one end.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct StreamSamples {
+    /// iperf3's stream id.
     pub id: u32,
+    /// Which end took the samples.
     pub at: SampledAt,
     /// True when that end sent on the stream.
     pub sender: bool,
+    /// tcp_info samples, oldest first.
     pub samples: Vec<Sample>,
 }
 
@@ -313,7 +422,9 @@ pub struct Extension {
     pub sample_period_s: f64,
     /// True when the server was a tcptune server and sent its side's samples.
     pub server_samples: bool,
+    /// Each stream's figures.
     pub streams: Vec<StreamSamples>,
+    /// The whole test's diagnosis.
     pub diagnosis: TestDiagnosis,
     /// Latency before and under the load (absent with --no-latency, -J and --json-stream).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -325,8 +436,11 @@ pub struct Extension {
 /// key iperf3's readers ignore.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct TestOutput {
+    /// iperf3's `start`: the connections and the settings.
     pub start: Start,
+    /// Each interval's report.
     pub intervals: Vec<IntervalReport>,
+    /// iperf3's `end`: each stream's totals and the sums.
     pub end: End,
     /// `-T`, as iperf3 adds it.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -340,6 +454,7 @@ pub struct TestOutput {
     /// The same, when the server sent it as text.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub server_output_text: Option<String>,
+    /// tcptune's additions: samples, diagnosis, latency.
     pub tcptune: Extension,
     /// How the text output prints rates (`-f`); not part of the JSON.
     #[serde(skip)]
@@ -351,8 +466,10 @@ pub struct TestOutput {
 /// `-f` letters (k, m, g, t: Kbits/sec …; K, M, G, T: KBytes/sec …).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum RateUnits {
+    /// tcptune's own: adaptive, bit/s.
     #[default]
     Auto,
+    /// An iperf3 `-f` letter.
     Fixed(char),
 }
 
@@ -369,6 +486,7 @@ impl RateUnits {
         }
     }
 
+    /// `bps` in these units.
     pub fn rate(self, bps: f64) -> String {
         let bps = bps.max(0.0);
         match self {

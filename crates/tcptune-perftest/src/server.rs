@@ -35,6 +35,7 @@ use crate::{Cidr, ServerSamples, ServerStreamSamples, TestError};
 /// What `tcptune serve` was asked to do.
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
+    /// Where to listen.
     pub bind: SocketAddr,
     /// Clients allowed (none = everyone).
     pub allow: Vec<Cidr>,
@@ -44,7 +45,9 @@ pub struct ServerConfig {
     pub one_off: bool,
     /// Connections that may be waiting to send their cookie.
     pub max_pending: usize,
+    /// The control protocol's deadlines.
     pub timeouts: Timeouts,
+    /// tcp_info sampling period.
     pub sample_every: Duration,
     /// Log iperf3's server text line for line (`tcptune iperf3 -s`) instead of one line a test.
     pub iperf3_text: Option<TextOptions>,
@@ -68,17 +71,27 @@ impl Default for ServerConfig {
 /// One line of what the server did, for its log.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ServerLog {
+    /// The server listens on this address.
     Listening(SocketAddr),
+    /// A client was turned away.
     Refused {
+        /// The client's address.
         peer: SocketAddr,
+        /// Why (`--allow`, `--max-tests`, a test already running).
         why: &'static str,
     },
+    /// A test ended.
     TestDone {
+        /// The client's address.
         peer: SocketAddr,
+        /// What moved, in one line.
         summary: String,
     },
+    /// A test failed.
     TestFailed {
+        /// The client's address.
         peer: SocketAddr,
+        /// Why.
         error: String,
     },
     /// Lines of iperf3's server text (only with `ServerConfig::iperf3_text`).
@@ -151,6 +164,7 @@ fn take_slot(c: &Arc<AtomicUsize>, max: usize) -> Option<Slot> {
 }
 
 impl Server {
+    /// Listens where `cfg` says, before any test is served.
     pub fn bind(cfg: ServerConfig) -> Result<Server, TestError> {
         let listener = TcpListener::bind(cfg.bind).map_err(|e| TestError::Bind {
             addr: cfg.bind,
@@ -166,6 +180,7 @@ impl Server {
         })
     }
 
+    /// The address it listens on.
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
         self.listener.local_addr()
     }
@@ -542,6 +557,7 @@ fn serve_test(
         rate_bps: params.bandwidth_bps,
         bytes_total: params.byte_limit(),
         zerocopy: params.zerocopy,
+        repeating: params.repeating_payload,
     };
     let conns: Vec<Conn> = streams.iter().map(Conn::of_tcp).collect();
     let text = cfg
@@ -739,8 +755,14 @@ fn serve_udp(
     // iperf3's client always sends a rate for UDP (1 Mbit/s by default); none or 0 is its
     // `-b 0`: unpaced.
     let rate = params.bandwidth_bps.unwrap_or(0);
-    let data = crate::udp::UdpPhase::start(streams, params.len, rate, params.udp_counters_64bit)
-        .map_err(|e| TestError::io("starting the UDP streams", e))?;
+    let data = crate::udp::UdpPhase::start(
+        streams,
+        params.len,
+        rate,
+        params.udp_counters_64bit,
+        params.repeating_payload,
+    )
+    .map_err(|e| TestError::io("starting the UDP streams", e))?;
     ctl.write(&s.take_output())
         .map_err(|e| TestError::io("writing TEST_START", e))?;
     let mut t0 = Instant::now();
@@ -892,6 +914,7 @@ fn step_within(
 }
 
 impl Cidr {
+    /// Whether `ip` may be served.
     pub fn contains(&self, ip: IpAddr) -> bool {
         let ip = match ip {
             IpAddr::V6(v6) => v6

@@ -29,13 +29,18 @@ pub struct TextOptions {
 /// One data connection of a test as the server sees it.
 #[derive(Debug, Clone, Copy)]
 pub struct Conn {
+    /// The stream's socket descriptor (iperf3's id).
     pub fd: i32,
+    /// Whether this end sends on it.
     pub sends: bool,
+    /// The local address, when known.
     pub local: Option<SocketAddr>,
+    /// The peer's address, when known.
     pub remote: Option<SocketAddr>,
 }
 
 impl Conn {
+    /// A TCP data connection's descriptor, role and addresses.
     pub fn of_tcp(s: &StreamSocket) -> Conn {
         Conn {
             fd: s.sock.as_raw_fd(),
@@ -45,6 +50,7 @@ impl Conn {
         }
     }
 
+    /// A UDP stream's descriptor, role and addresses.
     pub fn of_udp(s: &UdpStream) -> Conn {
         Conn {
             fd: s.sock.as_raw_fd(),
@@ -57,10 +63,14 @@ impl Conn {
 
 /// What the streams counted at a moment.
 pub enum Counts {
+    /// A TCP test's streams.
     Tcp {
+        /// Each stream's bytes so far.
         bytes: Vec<u64>,
+        /// Each stream's latest tcp_info sample.
         latest: Vec<Option<tcptune_diagnose::Sample>>,
     },
+    /// A UDP test's streams.
     Udp(Vec<UdpCounts>),
 }
 

@@ -17,15 +17,20 @@ const POLL: Duration = Duration::from_millis(100);
 
 /// One UDP stream and its role.
 pub struct UdpStream {
+    /// iperf3's stream id.
     pub id: u32,
+    /// Whether this end sends on it.
     pub sends: bool,
+    /// The connected socket.
     pub sock: UdpSocket,
 }
 
 /// What one stream did.
 #[derive(Debug, Clone, PartialEq)]
 pub struct UdpOutcome {
+    /// iperf3's stream id.
     pub id: u32,
+    /// Whether this end sends on it.
     pub sends: bool,
     /// The receiver's accounting, or for a sender its bytes and datagrams (`packet_count`).
     pub counts: UdpReceiver,
@@ -78,12 +83,14 @@ fn wall() -> (f64, u32, u32) {
 
 impl UdpPhase {
     /// Starts a thread per stream. Senders write `len`-byte datagrams at `rate_bps` each (0:
-    /// unpaced, iperf3's `-b 0`); `wide`: 64-bit counters.
+    /// unpaced, iperf3's `-b 0`); `wide`: 64-bit counters; `repeating`: iperf3's
+    /// `--repeating-payload` after each datagram's header.
     pub fn start(
         streams: Vec<UdpStream>,
         len: u32,
         rate_bps: u64,
         wide: bool,
+        repeating: bool,
     ) -> io::Result<UdpPhase> {
         let stop = Arc::new(AtomicBool::new(false));
         let mut workers = Vec::new();
@@ -98,7 +105,9 @@ impl UdpPhase {
             let h = if s.sends {
                 std::thread::Builder::new()
                     .name(format!("udp-send-{}", s.id))
-                    .spawn(move || send_loop(&sock, len, rate_bps, wide, &stop, &live))?
+                    .spawn(move || {
+                        send_loop(&sock, (len, rate_bps), wide, repeating, &stop, &live)
+                    })?
             } else {
                 std::thread::Builder::new()
                     .name(format!("udp-recv-{}", s.id))
@@ -150,16 +159,15 @@ impl Drop for UdpPhase {
 
 fn send_loop(
     sock: &UdpSocket,
-    len: usize,
-    rate_bps: u64,
+    (len, rate_bps): (usize, u64),
     wide: bool,
+    repeating: bool,
     stop: &AtomicBool,
     live: &Live,
 ) -> UdpReceiver {
     let mut buf = vec![0u8; len];
-    for (i, b) in buf.iter_mut().enumerate().skip(header_len(wide)) {
-        *b = (i.wrapping_mul(2_654_435_761) >> 13) as u8;
-    }
+    // The header is written over the first bytes of each datagram.
+    crate::data::fill_payload(&mut buf, repeating);
     let mut done = UdpReceiver::default();
     let start = Instant::now();
     let rate = rate_bps as f64;

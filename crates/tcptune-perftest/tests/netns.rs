@@ -95,6 +95,7 @@ fn our_client(
         data_extra: Default::default(),
         control_extra: Default::default(),
         dont_fragment: false,
+        rcv_timeout: None,
     };
     in_netns(ns.name(), move || client::run(&cfg, &mut |_, _| {}))
         .unwrap()

@@ -652,6 +652,14 @@ pub struct TestArgs {
     /// Send with sendfile() from memory (zero copy), as iperf3's -Z.
     #[arg(short = 'Z', long = "zerocopy")]
     pub zerocopy: bool,
+    /// Fill the payload with a repeating "0123456789" pattern (iperf2's) instead of tcptune's
+    /// scrambled bytes; a tcptune or iperf3 server sends the same in a reverse test.
+    #[arg(long = "repeating-payload")]
+    pub repeating_payload: bool,
+    /// Give up with iperf3's "idle timeout for receiving data" when a test that only receives
+    /// (-R) gets no data for this many milliseconds.
+    #[arg(long = "rcv-timeout", value_name = "MS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub rcv_timeout: Option<u64>,
     /// Print iperf3's JSON document at the top level (tcptune's additions under "tcptune");
     /// errors as {"error": …}.
     #[arg(short = 'J')]
@@ -686,7 +694,8 @@ pub struct TestArgs {
     /// Write the output to this file instead of standard output (appended).
     #[arg(long, value_name = "FILE")]
     pub logfile: Option<std::path::PathBuf>,
-    /// iperf3's -V/--verbose: accepted (the text output already has what it adds).
+    /// iperf3's -V/--verbose: under `tcptune iperf3`, iperf3's extra lines (version, host,
+    /// settings, CPU use, congestion control); tcptune's own text already has them.
     #[arg(short = 'V', long = "verbose", hide = true)]
     pub verbose: bool,
     /// iperf3's --forceflush: accepted (every line is flushed).

@@ -32,6 +32,12 @@ fn main() -> ExitCode {
             print!("{text}");
             return ExitCode::SUCCESS;
         }
+        cmd::perf::Argv::Usage(why) => {
+            // iperf3's order: the error and an empty line, then the help.
+            eprintln!("iperf3: {why}\n");
+            print!("{}", cmd::perf::HELP);
+            return ExitCode::from(1);
+        }
         cmd::perf::Argv::Refuse(why, json) => {
             if json {
                 print!("{}", cmd::perf::json_error(&why, false));

@@ -12,7 +12,14 @@
 pub enum Step {
     /// Report the interval from `start` to `end` (seconds from the count's origin), from the
     /// counters at the last report to those now; `omitted` while `-O` lasts.
-    Report { start: f64, end: f64, omitted: bool },
+    Report {
+        /// Where the interval starts, seconds.
+        start: f64,
+        /// Where it ends, seconds.
+        end: f64,
+        /// Whether it falls in `-O`'s seconds.
+        omitted: bool,
+    },
     /// `-O`'s seconds are over: counting starts again from the counters now.
     OmitEnd,
     /// The test's time is up.

@@ -13,14 +13,19 @@ use crate::sock::{self, Family};
 /// What `tcptune test` was asked to do.
 #[derive(Debug, Clone)]
 pub struct ClientConfig {
+    /// The server's host name or address.
     pub host: String,
+    /// The server's TCP port.
     pub port: u16,
+    /// The test's parameters, as sent to the server.
     pub params: Params,
     /// Interval reports every this long; none = no interval reports.
     pub interval: Option<Duration>,
     /// tcp_info sampling period (100 ms or less).
     pub sample_every: Duration,
+    /// The path's bottleneck rate, when known.
     pub path_rate: Option<Rate>,
+    /// How long to wait for the control connection.
     pub connect_timeout: Duration,
     /// Set (by a signal handler) to end the test early: CLIENT_TERMINATE is sent, as iperf3
     /// does on Ctrl-C, so the server ends its side at once.
@@ -42,6 +47,8 @@ pub struct ClientConfig {
     pub control_extra: sock::Extra,
     /// UDP datagrams with the don't-fragment bit (`--dont-fragment`).
     pub dont_fragment: bool,
+    /// A test that only receives fails when no data arrives for this long (`--rcv-timeout`).
+    pub rcv_timeout: Option<Duration>,
 }
 
 impl ClientConfig {

@@ -159,8 +159,11 @@ fn latency_report(
 /// threads waited for a CPU (None where the kernel keeps no schedstats).
 #[derive(Debug, Clone, Copy)]
 pub struct OwnCpu {
+    /// User CPU, percent.
     pub user: f64,
+    /// System CPU, percent.
     pub system: f64,
+    /// Run-queue wait, percent, when known.
     pub wait: Option<f64>,
 }
 
@@ -228,12 +231,15 @@ pub fn theirs(server: Option<&ServerSamples>, id: u32) -> &[Sample] {
 
 /// What a TCP test gives the engine besides its configuration.
 pub struct TcpEvidence<'a> {
+    /// What the test was asked to do.
     pub cfg: &'a ClientConfig,
     /// The server runs on this host (a loopback address).
     pub peer_is_local: bool,
+    /// What each stream did.
     pub outcomes: &'a [StreamOutcome],
     /// Each stream's bytes at its receiving end (in the order of `outcomes`).
     pub received: &'a [u64],
+    /// The results the server sent.
     pub server: &'a Results,
     /// The server's samples, or its sockets' sampled here when it runs on this host.
     pub server_samples: Option<&'a ServerSamples>,
@@ -241,6 +247,7 @@ pub struct TcpEvidence<'a> {
     pub server_is_tcptune: bool,
     /// The counted seconds.
     pub secs: f64,
+    /// This end's CPU use.
     pub own_cpu: OwnCpu,
     /// Both ends on this host: how busy its CPUs were (busy, softirq, steal shares).
     pub host_cpu: Option<(f64, f64, f64)>,

@@ -265,6 +265,13 @@ fn data_phase<T: Transport>(
     if let Some(b) = next {
         data.arm(b);
     }
+    // --rcv-timeout: a test that only receives fails when its bytes stop coming (iperf3's
+    // idle timeout; a sender's stall is TCP's to time out, --snd-timeout).
+    let rcv_limit = x
+        .cfg
+        .rcv_timeout
+        .filter(|_| p.direction == tcptune_perf::Direction::Reverse);
+    let mut last_rx = (data.moved(), link.now());
     loop {
         let now = since(link.now());
         let mut done = false;
@@ -313,6 +320,16 @@ fn data_phase<T: Transport>(
         if x.cfg.interrupt.is_some_and(|i| i.load(Ordering::Relaxed)) {
             return Ok(None);
         }
-        link.watch(Duration::from_secs_f64(schedule.wait(now)))?;
+        let mut wait = Duration::from_secs_f64(schedule.wait(now));
+        if let Some(limit) = rcv_limit {
+            let (moved, at) = (data.moved(), link.now());
+            if moved != last_rx.0 {
+                last_rx = (moved, at);
+            } else if at.nanos().saturating_sub(last_rx.1.nanos()) as u128 >= limit.as_nanos() {
+                return Err(TestError::RcvTimeout(limit.as_millis()));
+            }
+            wait = wait.min(limit / 4);
+        }
+        link.watch(wait)?;
     }
 }

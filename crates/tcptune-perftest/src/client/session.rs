@@ -16,8 +16,11 @@ fn session_err(e: SessionError) -> TestError {
 
 /// The control connection, its session and the test clock.
 pub struct Link {
+    /// The control connection.
     pub ctl: Control,
+    /// The control protocol's state.
     pub s: ClientSession,
+    /// The test clock.
     pub clock: Clock,
 }
 

@@ -133,6 +133,7 @@ impl Transport for Tcp {
             rate_bps: p.bandwidth_bps,
             bytes_total: p.byte_limit(),
             zerocopy: p.zerocopy,
+            repeating: p.repeating_payload,
         };
         let host_cpu_at_start = CpuTicks::now();
         let waits_at_start = RunDelays::now();

@@ -16,14 +16,19 @@ use crate::TestError;
 
 /// What the control connection's setup gives the streams.
 pub struct Setup<'a> {
+    /// What the test was asked to do.
     pub cfg: &'a ClientConfig,
     /// The parameters sent to the server (a UDP test's datagram size filled in).
     pub params: Params,
+    /// The server's address.
     pub addr: SocketAddr,
+    /// The test's cookie.
     pub cookie: Cookie,
     /// Streams to open, and on how many of the first the client sends.
     pub count: u32,
+    /// Streams the client sends on.
     pub client_sends: u32,
+    /// The test clock.
     pub clock: Clock,
     /// When the test started, seconds since the Unix epoch.
     pub started_at: u64,
@@ -33,12 +38,15 @@ pub struct Setup<'a> {
 
 /// What the end of a test gives a transport's report.
 pub struct Ended<'a> {
+    /// What the test was asked to do.
     pub cfg: &'a ClientConfig,
     /// The parameters as sent (`Setup::params`).
     pub params: &'a Params,
+    /// The test's `start` object.
     pub start: &'a Start,
     /// Our results as sent (CPU use included) and the server's.
     pub own: &'a Results,
+    /// The results the server sent.
     pub server: &'a Results,
     /// The latency probes, when asked for.
     pub probes: Option<Vec<Probe>>,
@@ -66,6 +74,7 @@ pub trait Transport: Sized {
     fn connected(streams: &Self::Streams) -> (Vec<Connected>, (u32, u32));
     /// Starts the data phase.
     fn start(streams: Self::Streams, x: &Setup, layout: Layout) -> Result<Self, TestError>;
+    /// The streams' ids, roles and descriptors.
     fn layout(&self) -> &Layout;
     /// When the data phase started, on the test clock (interval times count from it).
     fn started(&self) -> tcptune_model::Dur;

@@ -138,8 +138,14 @@ impl Transport for Udp {
         // The caller's -b (tcptune test defaults UDP to iperf3's 1 Mbit/s); 0 or none:
         // unpaced.
         let rate = p.bandwidth_bps.unwrap_or(0);
-        let data = UdpPhase::start(streams, p.len, rate, p.udp_counters_64bit)
-            .map_err(|e| TestError::io("starting the UDP streams", e))?;
+        let data = UdpPhase::start(
+            streams,
+            p.len,
+            rate,
+            p.udp_counters_64bit,
+            p.repeating_payload,
+        )
+        .map_err(|e| TestError::io("starting the UDP streams", e))?;
         let layout = Layout {
             roles: data.ids(),
             ..layout

@@ -53,5 +53,6 @@ pub fn cfg(addr: SocketAddr, params: Params) -> ClientConfig {
         data_extra: Default::default(),
         control_extra: Default::default(),
         dont_fragment: false,
+        rcv_timeout: None,
     }
 }

@@ -35,16 +35,12 @@ const REFUSED: &[(&[&str], &str)] = &[
         "tcptune paces -b with its own timer; drop --pacing-timer",
     ),
     (
-        &["--repeating-payload", "--gsro"],
-        "tcptune's UDP payload and sends are its own; drop it (plain -u works)",
+        &["--gsro"],
+        "tcptune's UDP sends are its own; drop it (plain -u works)",
     ),
     (
         &["--skip-rx-copy"],
         "tcptune's receiver always reads the data; drop --skip-rx-copy",
-    ),
-    (
-        &["--rcv-timeout"],
-        "tcptune's own deadlines end a stuck test; drop --rcv-timeout",
     ),
     (
         &["--server-bitrate-limit", "--idle-timeout"],
@@ -82,6 +78,7 @@ const CLIENT_ONLY: &[(&[&str], &str)] = &[
             "-J",
             "--json",
             "--json-stream",
+            "--rcv-timeout",
         ],
         "tcptune serve logs one line per test and does not take this server option; drop it",
     ),
@@ -164,18 +161,23 @@ const ALREADY: &[&str] = &[
     // There is no debug output; iperf3's debug lines are for its developers.
     "-d",
     "--debug",
-    // The text output always has the detail -V adds (CPU use, the settings).
-    "-V",
-    "--verbose",
     // Every line is flushed as it is printed.
     "--forceflush",
 ];
 
+/// iperf3 3.12's `--help` (its `usage_longstr`), printed for `-h` and after the error when
+/// neither `-c` nor `-s` is given, as iperf3 prints it: scripts and people read the same text.
+pub const HELP: &str = include_str!("iperf3_help.txt");
+
 /// What `main` should parse: argv unchanged, argv rewritten from iperf3's, or a refusal.
 pub enum Argv {
+    /// Parse these arguments.
     Parse(Vec<OsString>),
     /// Print this and exit 0 (`-v`).
     Print(String),
+    /// iperf3's parameter error (this sentence, then an empty line, on standard error) with its
+    /// whole `--help` on standard output, exit 1: what iperf3 prints without `-c` or `-s`.
+    Usage(String),
     /// A refused option: the sentence, and whether iperf3's JSON error form was asked for.
     Refuse(String, bool),
 }
@@ -244,14 +246,7 @@ pub fn rewrite_argv(argv: Vec<OsString>) -> Argv {
         match opt {
             "-s" | "--server" => server = true,
             "--json" => out.push("-J".into()),
-            "-h" | "--help" => {
-                return Argv::Print(
-                    "tcptune iperf3 takes iperf3's command line: -c HOST [options] runs a test \
-                     (options: tcptune test --help), -s [options] serves tests (tcptune serve \
-                     --help).\n"
-                        .into(),
-                )
-            }
+            "-h" | "--help" => return Argv::Print(HELP.into()),
             "-v" | "--version" => {
                 return Argv::Print(format!(
                     "tcptune {} (iperf3-compatible: control protocol of iperf 3.x, TCP and UDP tests)\n",
@@ -284,12 +279,12 @@ pub fn rewrite_argv(argv: Vec<OsString>) -> Argv {
         (true, false) => "serve",
         (false, true) => "test",
         (false, false) => {
-            return Argv::Refuse(
-                // iperf3's words, then what to do.
-                "parameter error - must either be a client (-c) or server (-s); add -c HOST or -s"
-                    .into(),
-                json,
-            );
+            // iperf3's words; its help after them says what to do.
+            let why = "parameter error - must either be a client (-c) or server (-s)";
+            if json {
+                return Argv::Refuse(why.into(), json);
+            }
+            return Argv::Usage(why.into());
         }
     };
     if verb == "serve" {
@@ -362,6 +357,7 @@ mod tests {
                 .join(" "),
             Argv::Print(p) => format!("print {p}"),
             Argv::Refuse(r, j) => format!("refuse {r} {j}"),
+            Argv::Usage(r) => format!("usage {r}"),
         }
     }
 
@@ -375,7 +371,7 @@ mod tests {
         );
         assert_eq!(
             parsed(rewrite_argv(argv("/usr/local/bin/iperf3 -s -p 5202 -1 -V"))),
-            "tcptune serve --iperf3-text -p 5202 -1"
+            "tcptune serve --iperf3-text -p 5202 -1 -V"
         );
         // A title that looks like -s is a value, not the server flag.
         assert_eq!(
@@ -409,10 +405,10 @@ mod tests {
                 _ => panic!("{line} was not refused"),
             }
         }
-        assert!(matches!(
-            rewrite_argv(argv("iperf3 -t 5")),
-            Argv::Refuse(_, false)
-        ));
+        match rewrite_argv(argv("iperf3 -t 5")) {
+            Argv::Usage(why) => assert!(why.starts_with("parameter error - must either")),
+            _ => panic!("iperf3 -t 5 was not refused with the help"),
+        }
         assert!(matches!(
             rewrite_argv(argv("iperf3 -s -c h -J")),
             Argv::Refuse(_, true)
@@ -444,7 +440,7 @@ mod tests {
         );
         assert!(matches!(
             rewrite_argv(argv("iperf3 --help")),
-            Argv::Print(_)
+            Argv::Print(h) if h.starts_with("Usage: iperf3 [-s|-c host] [options]")
         ));
     }
 }

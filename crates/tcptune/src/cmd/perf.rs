@@ -12,12 +12,12 @@ use anyhow::Context as _;
 use serde_json::json;
 use tcptune_perf::{Direction, Params};
 use tcptune_perftest::client::{self, ClientConfig, Family};
-use tcptune_perftest::iperf3_text;
 use tcptune_perftest::report::{interval_header, RateUnits};
 use tcptune_perftest::server::{Server, ServerConfig, ServerLog};
 use tcptune_perftest::Cidr;
+use tcptune_perftest::{iperf3_text, iperf3_verbose};
 
-pub use super::iperf3_argv::{is_iperf3_front, rewrite_argv, wants_iperf_json, Argv};
+pub use super::iperf3_argv::{is_iperf3_front, rewrite_argv, wants_iperf_json, Argv, HELP};
 use crate::cli::{ServeArgs, TestArgs};
 use crate::outcome::Outcome;
 use crate::output;
@@ -196,9 +196,14 @@ pub fn serve(args: &ServeArgs) -> anyhow::Result<Outcome> {
     let one_off = args.one_off;
     let port = args.port;
     let tests = AtomicUsize::new(0);
+    let to_log = args.logfile.is_some();
     let log = Arc::new(move |l: ServerLog| {
+        if let (true, false, ServerLog::TestFailed { error, .. }) = (iperf3, to_log, &l) {
+            // iperf3's server writes its errors to standard error unless --logfile is given.
+            eprintln!("iperf3: error - {error}");
+        }
         let text = if iperf3 {
-            iperf3_server_lines(l, port, one_off, &tests)
+            iperf3_server_lines(l, port, one_off, &tests, to_log)
         } else {
             format!("{l}\n")
         };
@@ -217,8 +222,15 @@ pub fn serve(args: &ServeArgs) -> anyhow::Result<Outcome> {
 
 /// What iperf3's server prints for a server event: the banner when it listens on `port`
 /// (again after each test, counting them, unless it serves one), the test's own lines,
-/// iperf3's error line. `tests`: the tests ended so far.
-fn iperf3_server_lines(l: ServerLog, port: u16, one_off: bool, tests: &AtomicUsize) -> String {
+/// iperf3's error line when they go to a log file (`to_log`; else the caller writes it to
+/// standard error). `tests`: the tests ended so far.
+fn iperf3_server_lines(
+    l: ServerLog,
+    port: u16,
+    one_off: bool,
+    tests: &AtomicUsize,
+    to_log: bool,
+) -> String {
     let banner = |n: usize| iperf3_text::listening(port, n).join("\n") + "\n";
     let again = || {
         let n = tests.fetch_add(1, Ordering::Relaxed) + 1;
@@ -232,7 +244,10 @@ fn iperf3_server_lines(l: ServerLog, port: u16, one_off: bool, tests: &AtomicUsi
         ServerLog::Listening(_) => banner(1),
         ServerLog::Iperf3(lines) => lines.join("\n") + "\n",
         ServerLog::TestDone { .. } => again(),
-        ServerLog::TestFailed { error, .. } => format!("iperf3: error - {error}\n") + &again(),
+        ServerLog::TestFailed { error, .. } if to_log => {
+            format!("iperf3: error - {error}\n") + &again()
+        }
+        ServerLog::TestFailed { .. } => again(),
         ServerLog::Refused { .. } => String::new(),
     }
 }
@@ -316,6 +331,7 @@ fn params(args: &TestArgs) -> anyhow::Result<Params> {
         server_affinity: args.affinity.and_then(|(_, m)| m),
         dont_fragment: args.dont_fragment,
         zerocopy: args.zerocopy,
+        repeating_payload: args.repeating_payload,
         title: args.title.clone(),
         extra_data: args.extra_data.clone(),
         get_server_output: args.get_server_output,
@@ -375,6 +391,10 @@ fn iperf3_worded(e: anyhow::Error) -> anyhow::Error {
             let cause = os.split(" (os error").next().unwrap_or(&os).to_string();
             anyhow::anyhow!("unable to connect to server: {cause}")
         }
+        // --rcv-timeout: iperf3's IENOMSG.
+        Some(tcptune_perftest::TestError::RcvTimeout(_)) => {
+            anyhow::anyhow!("idle timeout for receiving data")
+        }
         _ => e,
     }
 }
@@ -416,6 +436,7 @@ fn client_config(args: &TestArgs, mode: Mode, host: &str) -> anyhow::Result<Clie
             ..Default::default()
         },
         dont_fragment: args.dont_fragment,
+        rcv_timeout: args.rcv_timeout.map(Duration::from_millis),
     })
 }
 
@@ -477,15 +498,7 @@ fn run_test(
     };
     let mut on_start = |s: &tcptune_perftest::report::Start| match mode {
         Mode::Stream => event("start", s),
-        Mode::IperfText => {
-            // iperf3 prints "Connecting" once the control connection is up.
-            let mut lines = vec![iperf3_text::connecting(&host, args.port)];
-            if args.reverse {
-                lines.push(iperf3_text::reverse_mode(&host));
-            }
-            lines.extend(s.connected.iter().map(iperf3_text::connected));
-            print_text(&lines);
-        }
+        Mode::IperfText => print_text(&iperf3_start(args, &host, s)),
         _ => {}
     };
     let mut intervals = iperf3_text::Intervals::new(text_layout.clone());
@@ -531,7 +544,7 @@ fn run_test(
                 let _ = o.flush();
             }
         }
-        Mode::IperfText => print_text(&iperf3_final(&text_layout, &result)),
+        Mode::IperfText => print_text(&iperf3_final(&text_layout, &result, args)),
         Mode::Iperf => {
             if let Ok(mut o) = out.lock() {
                 let mut doc = serde_json::to_value(&result)?;
@@ -562,10 +575,34 @@ fn run_test(
     })
 }
 
+/// iperf3's first lines of a test: "Connecting" once the control connection is up, the data
+/// connections; `-V` adds the version, host, time and settings around them.
+fn iperf3_start(args: &TestArgs, host: &str, s: &tcptune_perftest::report::Start) -> Vec<String> {
+    let v = args.verbose;
+    let mut lines = Vec::new();
+    if v {
+        let udp_len = (args.udp && args.length.is_none()).then_some(s.test_start.blksize);
+        lines.extend(iperf3_verbose::verbose_head(s, udp_len));
+    }
+    lines.push(iperf3_text::connecting(host, args.port));
+    if args.reverse {
+        lines.push(iperf3_text::reverse_mode(host));
+    }
+    if v {
+        lines.extend(iperf3_verbose::verbose_connect(s, args.udp));
+    }
+    lines.extend(s.connected.iter().map(iperf3_text::connected));
+    if v {
+        lines.push(iperf3_verbose::starting_test(s));
+    }
+    lines
+}
+
 /// iperf3's last lines of a test: the final block, the server's output when asked, "iperf Done.".
 fn iperf3_final(
     layout: &iperf3_text::Layout,
     result: &tcptune_perftest::report::TestOutput,
+    args: &TestArgs,
 ) -> Vec<String> {
     // Whether this end sent on each stream (its role tag in a bidirectional test).
     let tx: Vec<bool> = result
@@ -576,6 +613,16 @@ fn iperf3_final(
         .map(|s| s.sender)
         .collect();
     let mut lines = iperf3_text::final_block(layout, &result.end, &tx);
+    if args.verbose {
+        // -V: "Test Complete" after the separator; CPU use and congestion control after the rows.
+        lines.insert(1, iperf3_verbose::SUMMARY.into());
+        lines.extend(iperf3_verbose::verbose_end(
+            &result.end,
+            args.udp,
+            !args.reverse,
+            args.bidir,
+        ));
+    }
     if let Some(t) = &result.server_output_text {
         // iperf3: "\nServer output:\n%s\n", the server's text ending in a newline.
         lines.push(String::new());

@@ -82,6 +82,7 @@ impl Tester {
                 data_extra: Default::default(),
                 control_extra: Default::default(),
                 dont_fragment: false,
+                rcv_timeout: None,
                 // The guardrail reads the load connections' srtt; no probes lengthen a trial.
                 latency: false,
             };
