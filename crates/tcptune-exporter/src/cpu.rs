@@ -20,6 +20,8 @@ use tcptune_model::Dur;
 pub const EVERY: u32 = 10;
 /// The most sockets whose processes are measured at once.
 pub const CAP: usize = 64;
+/// A thread that ran or waited to run this share of the time or more is one doing the work.
+const WORKING: f64 = 0.1;
 
 /// What the measurement reads from `/proc`.
 pub trait Procs {
@@ -146,11 +148,18 @@ impl CpuWatch {
             return None;
         }
         let (ran, waited) = prev.1.until(cur);
+        // The cores it could use are its threads doing the work (running or waiting to run a
+        // tenth of the time or more), not every thread it has: most servers keep idle ones.
+        let working = prev
+            .1
+            .each_until(cur)
+            .filter(|(r, w)| (*r + *w).as_secs_f64() >= WORKING * wall)
+            .count();
         Some(CpuUse {
             end: End::Sender,
             scope: CpuScope::Process,
             percent: ran.as_secs_f64() / wall * 100.0,
-            cores: (cur.threads() as f64).clamp(1.0, self.ncpu),
+            cores: (working as f64).clamp(1.0, self.ncpu),
             softirq_percent: None,
             wait_percent: Some(waited.as_secs_f64() / wall * 100.0),
         })
@@ -238,6 +247,37 @@ mod tests {
         );
         // Process 200 did nothing in those 10 s.
         assert_eq!(got[&15].percent, 0.0);
+    }
+
+    #[test]
+    fn the_cores_a_process_could_use_are_its_working_threads() {
+        /// Threads by id: (run, wait) ns.
+        struct Threads(HashMap<u32, (u64, u64)>);
+        impl Procs for Threads {
+            fn owners(&mut self, inodes: &HashSet<u32>) -> HashMap<u32, u32> {
+                inodes.iter().map(|&i| (i, 1)).collect()
+            }
+            fn times(&mut self, _: u32) -> Option<ThreadTimes> {
+                Some(ThreadTimes::new(self.0.clone()))
+            }
+        }
+        let mut p = Threads((1..=8).map(|t| (t, (0, 0))).collect());
+        let mut w = CpuWatch::new(10, CAP, 4);
+        w.measure(&mut p, &[5], s(0));
+        // Over 10 s: one thread ran 9.5 s, one 0.5 s, six were idle (a server's pool).
+        p.0.insert(1, (9_500_000_000, 0));
+        p.0.insert(2, (500_000_000, 0));
+        let one = w.measure(&mut p, &[5], s(10))[&5];
+        assert_eq!(one.cores, 1.0);
+        assert!((one.percent - 100.0).abs() < 1e-9);
+        // Then all eight ran 2 s and waited 3 s each: capped at the host's 4 CPUs.
+        for t in 1..=8 {
+            let (r, w0) = p.0[&t];
+            p.0.insert(t, (r + 2_000_000_000, w0 + 3_000_000_000));
+        }
+        let all = w.measure(&mut p, &[5], s(20))[&5];
+        assert_eq!(all.cores, 4.0);
+        assert!((all.percent - 160.0).abs() < 1e-9);
     }
 
     #[test]

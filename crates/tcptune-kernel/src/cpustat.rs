@@ -112,13 +112,24 @@ impl ThreadTimes {
     /// (a thread started in between counts whole; one that ended is lost, as with
     /// [`RunDelays`]).
     pub fn until(&self, later: &ThreadTimes) -> (Duration, Duration) {
-        let (mut ran, mut waited) = (0u64, 0u64);
-        for (tid, &(r, w)) in &later.0 {
+        self.each_until(later)
+            .fold((Duration::ZERO, Duration::ZERO), |(r, w), (r1, w1)| {
+                (r + r1, w + w1)
+            })
+    }
+
+    /// [`ThreadTimes::until`] of each thread alive at `later`.
+    pub fn each_until<'a>(
+        &'a self,
+        later: &'a ThreadTimes,
+    ) -> impl Iterator<Item = (Duration, Duration)> + 'a {
+        later.0.iter().map(|(tid, &(r, w))| {
             let (r0, w0) = self.0.get(tid).copied().unwrap_or((0, 0));
-            ran += r.saturating_sub(r0);
-            waited += w.saturating_sub(w0);
-        }
-        (Duration::from_nanos(ran), Duration::from_nanos(waited))
+            (
+                Duration::from_nanos(r.saturating_sub(r0)),
+                Duration::from_nanos(w.saturating_sub(w0)),
+            )
+        })
     }
 }
 
