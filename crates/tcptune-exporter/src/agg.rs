@@ -9,6 +9,7 @@
 use std::collections::HashMap;
 use std::net::SocketAddr;
 
+use tcptune_diagnose::engine::CpuUse;
 use tcptune_diagnose::{Context, Limit, Sample};
 use tcptune_kernel::tcp_info::state_name;
 use tcptune_kernel::DiagSocket;
@@ -56,6 +57,10 @@ pub(crate) struct Conn {
     pub local: SocketAddr,
     pub remote: SocketAddr,
     pub state: u8,
+    /// The socket's inode (0 when the kernel gave none): how its process is found.
+    pub inode: u32,
+    /// Its process's CPU figure from the last measurement ([`crate::cpu`]), when measured.
+    pub cpu: Option<CpuUse>,
     pub last: Sample,
     /// Seconds per class over the time the exporter followed it.
     pub seconds: [f64; CLASSES],
@@ -251,7 +256,13 @@ impl Aggregator {
             if let Some(c) = self.conns.get_mut(&key) {
                 // Followed since an earlier poll: the difference.
                 let wall = Dur::from_nanos(now.nanos().saturating_sub(c.last.at_s.nanos()));
-                let d = between(Some(&c.last), &cur, Some(wall), &self.cfg.ctx);
+                let d = between(
+                    Some(&c.last),
+                    &cur,
+                    Some(wall),
+                    &self.cfg.ctx,
+                    c.cpu.as_slice(),
+                );
                 add(&self.groups[c.group], &d, &cur);
                 c.took(&d, s.state, cur);
                 continue;
@@ -271,6 +282,8 @@ impl Aggregator {
                         local: s.src,
                         remote: s.dst,
                         state: s.state,
+                        inode: s.inode,
+                        cpu: None,
                         last: cur.clone(),
                         seconds: [0.0; CLASSES],
                         current: None,
@@ -284,7 +297,7 @@ impl Aggregator {
                 let w = from
                     .as_ref()
                     .map(|f| Dur::from_nanos(now.nanos().saturating_sub(f.at_s.nanos())));
-                let d = between(from.as_ref(), &cur, w, &self.cfg.ctx);
+                let d = between(from.as_ref(), &cur, w, &self.cfg.ctx, c.cpu.as_slice());
                 add(&self.groups[c.group], &d, &cur);
                 c.took(&d, s.state, cur);
             }
@@ -338,8 +351,8 @@ impl Aggregator {
             .conns
             .remove(&key)
             .or_else(|| self.missing.remove(&key));
-        let (group, from) = match known {
-            Some(c) => (c.group, Some(c.last)),
+        let (group, from, cpu) = match known {
+            Some(c) => (c.group, Some(c.last), c.cpu),
             None => {
                 // Before the namespace's first dump, a connection may predate the exporter.
                 if self.ns.get(&key_ns).is_none_or(|n| n.last_dump.is_none()) {
@@ -347,10 +360,10 @@ impl Aggregator {
                 }
                 let g = self.group_of(netns, s, true);
                 self.groups[g].opened.inc();
-                (g, None)
+                (g, None, None)
             }
         };
-        let d = between(from.as_ref(), &last, None, &self.cfg.ctx);
+        let d = between(from.as_ref(), &last, None, &self.cfg.ctx, cpu.as_slice());
         add(&self.groups[group], &d, &last);
         self.groups[group].closed.inc();
     }
@@ -394,6 +407,30 @@ impl Aggregator {
                 gauge.set(n);
                 self.groups[gi].states.push((state, gauge));
             }
+        }
+    }
+
+    /// The sockets whose process's CPU figure could change their class (their last interval
+    /// went to `application` or `cpu`), those with the most such time first, at most `cap`:
+    /// what [`crate::cpu::CpuWatch::measure`] is given.
+    pub fn cpu_candidates(&self, cap: usize) -> Vec<u32> {
+        let (app, cpu) = (index(Limit::Application), index(Limit::Cpu));
+        let mut c: Vec<(f64, u32)> = self
+            .conns
+            .values()
+            .filter(|c| c.inode != 0)
+            .filter(|c| matches!(c.current, Some(Limit::Application | Limit::Cpu)))
+            .map(|c| (c.seconds[app] + c.seconds[cpu], c.inode))
+            .collect();
+        c.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+        c.into_iter().take(cap).map(|(_, i)| i).collect()
+    }
+
+    /// Takes a measurement's figures by socket inode; connections without one are judged
+    /// without a CPU figure from now on.
+    pub fn set_cpu(&mut self, figures: &HashMap<u32, CpuUse>) {
+        for c in self.conns.values_mut() {
+            c.cpu = figures.get(&c.inode).copied();
         }
     }
 

@@ -1,15 +1,20 @@
 //! The aggregator on a virtual clock: deltas, closes by destroy event, lost destroy events,
-//! the series cap's overflow group, and counters that never go backwards.
+//! the series cap's overflow group, counters that never go backwards, and the `cpu` class
+//! from a scripted process.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::sync::Mutex;
 
 use tcptune_diagnose::Context;
+use tcptune_kernel::cpustat::ThreadTimes;
 use tcptune_kernel::{CongName, DiagSocket, TcpInfo};
 use tcptune_model::Dur;
 
 use crate::agg::{Aggregator, Config};
+use crate::cpu::{CpuWatch, Procs};
 use crate::groups::{Dimension, GroupMap, Grouping};
 use crate::metrics::{fixed_series, series_per_group};
+use crate::poll::measure_cpu;
 
 fn agg(by: Vec<Dimension>, max_series: usize) -> Aggregator {
     let map = GroupMap::parse("[ports]\nweb = [443]\nperf = [5201]\ndb = [5432]\n").unwrap();
@@ -333,4 +338,113 @@ fn connections_rank_by_time_lost_to_fixable_limits() {
     assert!((c.limit_s["receiver_window"] - 0.8).abs() < 1e-9);
     assert!(!c.verdict.text.is_empty());
     assert_eq!(a.top(1).connections.len(), 1);
+}
+
+/// A scripted `/proc`: every socket belongs to process 7, whose one thread's (run, wait) ns the
+/// test sets.
+struct OneProcess(ThreadTimes);
+
+impl Procs for OneProcess {
+    fn owners(&mut self, inodes: &HashSet<u32>) -> HashMap<u32, u32> {
+        inodes.iter().map(|&i| (i, 7)).collect()
+    }
+    fn times(&mut self, pid: u32) -> Option<ThreadTimes> {
+        (pid == 7).then(|| self.0.clone())
+    }
+}
+
+fn ran(run_ns: u64) -> ThreadTimes {
+    ThreadTimes::new(HashMap::from([(7, (run_ns, 0))]))
+}
+
+#[test]
+fn an_application_limited_socket_whose_process_is_cpu_bound_is_counted_as_cpu() {
+    let a = Mutex::new(agg(vec![], 10_000));
+    let mut procs = OneProcess(ran(0));
+    let mut w = CpuWatch::new(1, 64, 2);
+    let with_inode = |acked, busy| {
+        let mut s = sock(1, 5201, acked, busy, 0);
+        s.inode = 4242;
+        if let Some(i) = s.info.as_mut() {
+            i.bytes_sent = Some(acked);
+        }
+        s
+    };
+    // Each second 1 MB delivered with 0.1 s busy: 0.9 s with nothing to send.
+    let poll = |i: u64, procs: &mut OneProcess, w: &mut CpuWatch| {
+        let mut g = a.lock().unwrap();
+        g.dump(
+            None,
+            vec![with_inode(i * 1_000_000, i * 100_000)],
+            s(i * 1000),
+        );
+        g.finish(s(0));
+        drop(g);
+        measure_cpu(w, procs, &a, s(i * 1000));
+    };
+    poll(0, &mut procs, &mut w);
+    assert!(
+        a.lock().unwrap().cpu_candidates(64).is_empty(),
+        "no interval yet"
+    );
+    poll(1, &mut procs, &mut w);
+    assert_eq!(a.lock().unwrap().cpu_candidates(64), [4242]);
+    // The process ran 0.95 s of the next second: bound, from its second reading on.
+    procs.0 = ran(950_000_000);
+    poll(2, &mut procs, &mut w);
+    let secs = |l: &str| {
+        get(
+            &scrape(&a.lock().unwrap()),
+            &format!("tcptune_limit_seconds_total{{group=\"all\",limit=\"{l}\"}}"),
+        )
+    };
+    assert!((secs("application") - 1.8).abs() < 1e-9);
+    assert_eq!(secs("cpu"), 0.0);
+    // Meanwhile it ran 0.2 s of the second: not bound, which the second after will show.
+    procs.0 = ran(1_150_000_000);
+    poll(3, &mut procs, &mut w);
+    // The engine's verdict on the interval after the bound reading is the CPU: its time
+    // with nothing to send and the rest of its busy time.
+    assert!((secs("cpu") - 1.0).abs() < 1e-9, "{}", secs("cpu"));
+    assert!((secs("application") - 1.8).abs() < 1e-9);
+    let m = scrape(&a.lock().unwrap());
+    assert_eq!(
+        get(
+            &m,
+            "tcptune_connections_limited{group=\"all\",limit=\"cpu\"}"
+        ),
+        1.0
+    );
+    assert_eq!(
+        a.lock().unwrap().cpu_candidates(64),
+        [4242],
+        "still followed"
+    );
+    poll(4, &mut procs, &mut w);
+    assert!((secs("cpu") - 1.0).abs() < 1e-9);
+    assert!((secs("application") - 2.7).abs() < 1e-9);
+    assert_eq!(w.walks(), 1, "the owner was found once");
+}
+
+#[test]
+fn cpu_candidates_are_the_application_limited_with_the_most_time_capped() {
+    let mut a = agg(vec![], 10_000);
+    let with_inode = |cookie: u64, acked, busy, rwnd| DiagSocket {
+        inode: 1000 + cookie as u32,
+        ..sock(cookie, 5201, acked, busy, rwnd)
+    };
+    let at = |t: u64| {
+        vec![
+            // 1: 0.9 s with nothing to send a second; 2: 0.5 s; 3: receiver-window limited;
+            // 4: idle (nothing delivered).
+            with_inode(1, t * 1000, t * 100_000, 0),
+            with_inode(2, t * 1000, t * 500_000, 0),
+            with_inode(3, t * 1000, t * 1_000_000, t * 1_000_000),
+            with_inode(4, 0, 0, 0),
+        ]
+    };
+    a.dump(None, at(0), s(0));
+    a.dump(None, at(1), s(1000));
+    assert_eq!(a.cpu_candidates(10), [1001, 1002]);
+    assert_eq!(a.cpu_candidates(1), [1001]);
 }

@@ -5,7 +5,9 @@
 //! socket's interval into bytes, retransmissions and seconds per limit class ([`delta`]: the
 //! kernel's chronographs, and `tcptune-diagnose`'s verdict for the rest of busy time) and adds
 //! them to per-group series ([`metrics`], the `prometheus-client` crate), with groups only
-//! from dimensions the operator names ([`groups`]) and a hard cap on series. Its pages
+//! from dimensions the operator names ([`groups`]) and a hard cap on series; the `cpu` class
+//! comes from the processes of application-limited sockets, measured at a bounded rate
+//! ([`cpu`]). Its pages
 //! ([`http`]: `/metrics` and `/connections`, [`top`]) are served by `tcptune-http`, which
 //! binds, checks access (the web configuration file's basic auth and TLS) and runs the threads.
 
@@ -13,6 +15,7 @@
 #![warn(missing_docs)]
 
 pub mod agg;
+pub mod cpu;
 pub mod delta;
 pub mod groups;
 pub mod http;

@@ -12,6 +12,7 @@ use tcptune_kernel::{DestroyEvents, Diag, Filter, KernelError};
 use tcptune_model::Dur;
 
 use crate::agg::Aggregator;
+use crate::cpu::{CpuWatch, Procs, SysProcs, CAP, EVERY};
 
 /// A namespace the exporter looks into (`None`: its own).
 pub struct Target {
@@ -73,6 +74,8 @@ pub fn run(
     let mut next = start;
     // Destroy events are read in slices short enough to notice a stop signal promptly.
     let slice = Duration::from_millis(100) / targets.len().max(1) as u32;
+    let ncpu = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut cpu = CpuWatch::new(EVERY, CAP, ncpu);
     while !stop() {
         let t0 = Instant::now();
         for t in targets.iter_mut() {
@@ -90,6 +93,9 @@ pub fn run(
         }
         if let Ok(mut a) = agg.lock() {
             a.finish(Dur::from(t0.elapsed()));
+        }
+        if cpu.due() {
+            measure_cpu(&mut cpu, &mut SysProcs, agg, since(start));
         }
         next += interval;
         let now = Instant::now();
@@ -120,6 +126,23 @@ pub fn run(
                 }
             }
         }
+    }
+}
+
+/// One CPU measurement: the candidates are taken under the lock, `/proc` is read outside it
+/// (a walk must not hold up a scrape), and the figures handed back.
+pub(crate) fn measure_cpu(
+    cpu: &mut CpuWatch,
+    procs: &mut dyn Procs,
+    agg: &Mutex<Aggregator>,
+    now: Dur,
+) {
+    let Ok(inodes) = agg.lock().map(|a| a.cpu_candidates(cpu.cap())) else {
+        return;
+    };
+    let figures = cpu.measure(procs, &inodes, now);
+    if let Ok(mut a) = agg.lock() {
+        a.set_cpu(&figures);
     }
 }
 

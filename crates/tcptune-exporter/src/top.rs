@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use tcptune_diagnose::{verdict, Limit, Verdict};
+use tcptune_diagnose::{judge, Limit, Verdict};
 use tcptune_kernel::tcp_info::state_name;
 
 use crate::agg::Aggregator;
@@ -81,7 +81,7 @@ impl Aggregator {
                         .filter(|(_, s)| *s > 0.0)
                         .map(|(n, s)| (n.clone(), s))
                         .collect(),
-                    verdict: verdict(None, &c.last, self.context()),
+                    verdict: judge(None, &c.last, self.context(), c.cpu.as_slice()),
                 })
                 .collect(),
         }

@@ -52,12 +52,21 @@ fn private_dir() -> io::Result<PathBuf> {
     }
 }
 
+/// The TLS configuration for the next handshake (the web configuration's, re-read when it
+/// changed).
+pub type TlsSource = Arc<dyn Fn() -> Arc<ServerConfig> + Send + Sync>;
+
 impl Bridge {
     /// Starts accepting TLS on `public`; returns the inner listener for tiny_http.
     pub fn start(
         public: TcpListener,
         cfg: Arc<ServerConfig>,
     ) -> io::Result<(UnixListener, Bridge)> {
+        Bridge::start_with(public, Arc::new(move || cfg.clone()))
+    }
+
+    /// [`Bridge::start`] with each handshake's configuration from `cfg`.
+    pub fn start_with(public: TcpListener, cfg: TlsSource) -> io::Result<(UnixListener, Bridge)> {
         let dir = private_dir()?;
         let path = dir.join("http.sock");
         let inner = match UnixListener::bind(&path) {
@@ -109,7 +118,7 @@ impl Drop for Bridge {
     }
 }
 
-fn accept_loop(public: TcpListener, cfg: Arc<ServerConfig>, inner: PathBuf, stop: &AtomicBool) {
+fn accept_loop(public: TcpListener, cfg: TlsSource, inner: PathBuf, stop: &AtomicBool) {
     let active = Arc::new(AtomicUsize::new(0));
     while !stop.load(Ordering::SeqCst) {
         let tcp = match public.accept() {
@@ -125,9 +134,10 @@ fn accept_loop(public: TcpListener, cfg: Arc<ServerConfig>, inner: PathBuf, stop
             continue;
         }
         active.fetch_add(1, Ordering::SeqCst);
+        // Taken on the relay's thread: a reload's file reads do not hold up accepting.
         let (cfg, inner, active) = (cfg.clone(), inner.clone(), active.clone());
         std::thread::spawn(move || {
-            let _ = relay(tcp, cfg, &inner);
+            let _ = relay(tcp, cfg(), &inner);
             active.fetch_sub(1, Ordering::SeqCst);
         });
     }

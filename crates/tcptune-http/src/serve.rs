@@ -10,6 +10,7 @@ use std::thread::JoinHandle;
 
 use tiny_http::{Request, Server};
 
+use crate::reload::Access;
 use crate::reply::{header, request_header, text, Reply};
 use crate::webconfig::WebConfig;
 
@@ -46,7 +47,8 @@ pub struct Serving {
     pub tls: bool,
 }
 
-fn answer(req: Request, web: &WebConfig, realm: &str, handler: &dyn Handler) {
+fn answer(req: Request, access: &Access, realm: &str, handler: &dyn Handler) {
+    let web: Arc<WebConfig> = access.current();
     let resp = if web.allows(request_header(&req, "Authorization")) {
         handler.handle(&req)
     } else {
@@ -59,17 +61,28 @@ fn answer(req: Request, web: &WebConfig, realm: &str, handler: &dyn Handler) {
 }
 
 /// Serves on `listener` (made by [`crate::bind`]): TLS when the web configuration has it,
-/// basic auth when it has users, the rest to `handler`.
+/// basic auth when it has users, the rest to `handler`. `web` is a [`WebConfig`] fixed at
+/// start or a [`crate::WebConfigFile`] re-read when it changes (each request and TLS
+/// handshake then uses the configuration in force).
 pub fn serve(
     listener: TcpListener,
-    web: WebConfig,
+    web: impl Into<Access>,
     handler: impl Handler,
     opts: Options,
 ) -> io::Result<Serving> {
     let addr = listener.local_addr()?;
-    let (server, bridge) = match web.tls_config() {
-        Some(tls) => {
-            let (inner, bridge) = crate::bridge::Bridge::start(listener, tls)?;
+    let web = Arc::new(web.into());
+    let (server, bridge) = match web.current().tls_config() {
+        Some(first) => {
+            let access = web.clone();
+            // A reload never turns TLS off (refused), so the fallback is for form's sake.
+            let tls = move || {
+                access
+                    .current()
+                    .tls_config()
+                    .unwrap_or_else(|| first.clone())
+            };
+            let (inner, bridge) = crate::bridge::Bridge::start_with(listener, Arc::new(tls))?;
             (Server::from_listener(inner, None), Some(bridge))
         }
         None => (Server::from_listener(listener, None), None),

@@ -50,6 +50,8 @@ pub struct WebConfig {
     auth: BasicAuth,
     tls: Option<Arc<rustls::ServerConfig>>,
     headers: Vec<(String, String)>,
+    /// The files it named, as read (certificate, key, client CA).
+    files: Vec<std::path::PathBuf>,
 }
 
 /// The response headers exporter-toolkit sets, and the values it allows where it checks them.
@@ -166,12 +168,20 @@ impl WebConfig {
                 "tls_server_config" => {
                     let s = settings(e.line, section(&e)?)?;
                     cfg.tls = Some(server_config(&s, dir)?);
+                    let named = [Some(&s.cert_file), Some(&s.key_file), s.client_ca_file.as_ref()];
+                    cfg.files.extend(named.into_iter().flatten().map(|f| dir.join(f)));
                 }
                 "http_server_config" => http_server_config(section(&e)?, &mut cfg.headers)?,
                 k => return Err((e.line, format!("unknown section '{k}'; tcptune reads tls_server_config, http_server_config and basic_auth_users")).into()),
             }
         }
         Ok(cfg)
+    }
+
+    /// The files it named and read (certificate, key, client CA), relative ones joined to
+    /// its directory.
+    pub fn files(&self) -> &[std::path::PathBuf] {
+        &self.files
     }
 
     /// Whether it serves TLS.

@@ -1,15 +1,17 @@
 //! TLS served from a web configuration, checked with curl (scripts/deps) against certificates
 //! openssl makes for the test: a client that trusts the CA gets the page; plain HTTP on the TLS
 //! port gets Go's 400 and no page; client certificates, versions and basic auth are enforced;
-//! wrong certificate or key files are one sentence.
+//! wrong certificate or key files are one sentence; a renewed certificate is served without a
+//! restart.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
 use std::process::Command;
+use std::sync::{Arc, Mutex};
 
 use tcptune_http::tiny_http::Request;
-use tcptune_http::{bind, path, serve, text, Options, Serving, WebConfig};
+use tcptune_http::{bind, path, serve, text, Options, Serving, WebConfig, WebConfigFile};
 use tcptune_testkit::certs::Certs;
 use tcptune_testkit::TempDir;
 
@@ -175,4 +177,66 @@ fn wrong_certificate_or_key_files_are_one_sentence() {
     assert_eq!(e.lines().count(), 1, "{e}");
     let e = load("tls_server_config:\n  cert_file: a-server.pem\n  key_file: a-server.key\n  client_auth_type: VerifyClientCertIfGiven\n  client_ca_file: a-server.key\n".into());
     assert!(e.starts_with("the client CA file"), "{e}");
+}
+
+/// Writes `text` to `dir/name` the way configuration tools and certificate renewals do: a new
+/// file renamed over the old one.
+fn replace(dir: &Path, name: &str, text: &[u8]) {
+    let tmp = dir.join(format!("{name}.new"));
+    std::fs::write(&tmp, text).unwrap();
+    std::fs::rename(&tmp, dir.join(name)).unwrap();
+}
+
+#[test]
+fn a_renewed_certificate_is_served_without_a_restart_and_tls_stays_on() {
+    let dir = TempDir::new("http-renew");
+    let (a, b) = (Certs::make(&dir, "a"), Certs::make(&dir, "b"));
+    let install = |c: &Certs| {
+        for (from, to) in [("server.pem", "now.pem"), ("server.key", "now.key")] {
+            replace(&dir, to, &std::fs::read(c.path(from)).unwrap());
+        }
+    };
+    install(&a);
+    let file = dir.join("web.yml");
+    replace(
+        &dir,
+        "web.yml",
+        b"tls_server_config:\n  cert_file: now.pem\n  key_file: now.key\n",
+    );
+    let said = Arc::new(Mutex::new(Vec::<String>::new()));
+    let log = said.clone();
+    let web = WebConfigFile::load(
+        &file,
+        Box::new(move |m| log.lock().unwrap().push(m.to_string())),
+    )
+    .unwrap();
+    let l = bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let handler = |req: &Request| text(200, format!("page {}\n", path(req.url())));
+    let opts = Options {
+        threads: 2,
+        realm: "renew test".into(),
+    };
+    let s = serve(l, web, handler, opts).unwrap();
+    assert_eq!(curl(&a, &s, &[]).as_deref(), Ok("page /metrics\n"));
+    assert!(curl(&b, &s, &[]).is_err(), "a client trusting only B's CA");
+    // Renewed: the certificate and key of CA B, in the files the configuration names.
+    install(&b);
+    assert_eq!(curl(&b, &s, &[]).as_deref(), Ok("page /metrics\n"));
+    assert!(
+        curl(&a, &s, &[]).is_err(),
+        "the old certificate is no longer served"
+    );
+    assert_eq!(
+        said.lock().unwrap().as_slice(),
+        [format!(
+            "the web config {} changed: reloaded",
+            file.display()
+        )]
+    );
+    // A configuration without TLS is refused: the listener speaks TLS until a restart.
+    replace(&dir, "web.yml", b"");
+    assert_eq!(curl(&b, &s, &[]).as_deref(), Ok("page /metrics\n"));
+    let last = said.lock().unwrap().last().unwrap().clone();
+    assert!(last.contains("turning TLS off needs a restart"), "{last}");
+    s.stop();
 }

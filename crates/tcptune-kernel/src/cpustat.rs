@@ -6,6 +6,8 @@
 //! waited for a CPU (`/proc/self/task/*/schedstat`, the scheduler's `run_delay`). A busy
 //! neighbour turns a CPU-bound process's running time into waiting time, so running plus
 //! waiting says whether it wanted the CPU, where running alone would say "92%, not bound".
+//! [`ThreadTimes`] reads both, running and waiting, for any process (the exporter's `cpu`
+//! class: the process behind an application-limited socket).
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -61,6 +63,78 @@ impl CpuTicks {
     }
 }
 
+/// `f` of each thread's `schedstat` in a `/proc/…/task` directory, by thread id; `None` when
+/// there is none (no such process, or a kernel without schedstats).
+fn each_thread<T>(dir: &str, f: impl Fn(&str) -> Option<T>) -> Option<HashMap<u32, T>> {
+    let mut m = HashMap::new();
+    for entry in std::fs::read_dir(dir).ok()?.flatten() {
+        let Some(tid) = entry.file_name().to_str().and_then(|t| t.parse().ok()) else {
+            continue;
+        };
+        // A thread that ended between the listing and the read has nothing to add.
+        if let Ok(text) = std::fs::read_to_string(entry.path().join("schedstat")) {
+            if let Some(v) = f(&text) {
+                m.insert(tid, v);
+            }
+        }
+    }
+    (!m.is_empty()).then_some(m)
+}
+
+/// Each thread's time on a CPU and time waiting for one (ns, `schedstat`'s first two fields)
+/// of one process, by thread id.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ThreadTimes(HashMap<u32, (u64, u64)>);
+
+impl ThreadTimes {
+    /// Reads process `pid`'s threads now; `None` when it is gone or the kernel has no
+    /// schedstats.
+    pub fn of(pid: u32) -> Option<ThreadTimes> {
+        let m = each_thread(&format!("/proc/{pid}/task"), ThreadTimes::parse)?;
+        Some(ThreadTimes(m))
+    }
+
+    /// Times given by thread id (tests, recorded readings).
+    pub fn new(threads: HashMap<u32, (u64, u64)>) -> ThreadTimes {
+        ThreadTimes(threads)
+    }
+
+    /// (running, waiting) ns of one `schedstat` line: `runtime_ns run_delay_ns timeslices`.
+    pub fn parse(line: &str) -> Option<(u64, u64)> {
+        let mut f = line.split_whitespace().map(|x| x.parse::<u64>().ok());
+        Some((f.next()??, f.next()??))
+    }
+
+    /// Threads read.
+    pub fn threads(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Time on a CPU and time waiting for one since `self`, of the threads alive at `later`
+    /// (a thread started in between counts whole; one that ended is lost, as with
+    /// [`RunDelays`]).
+    pub fn until(&self, later: &ThreadTimes) -> (Duration, Duration) {
+        self.each_until(later)
+            .fold((Duration::ZERO, Duration::ZERO), |(r, w), (r1, w1)| {
+                (r + r1, w + w1)
+            })
+    }
+
+    /// [`ThreadTimes::until`] of each thread alive at `later`.
+    pub fn each_until<'a>(
+        &'a self,
+        later: &'a ThreadTimes,
+    ) -> impl Iterator<Item = (Duration, Duration)> + 'a {
+        later.0.iter().map(|(tid, &(r, w))| {
+            let (r0, w0) = self.0.get(tid).copied().unwrap_or((0, 0));
+            (
+                Duration::from_nanos(r.saturating_sub(r0)),
+                Duration::from_nanos(w.saturating_sub(w0)),
+            )
+        })
+    }
+}
+
 /// The run-queue wait of each of this process's threads, by thread id.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RunDelays(HashMap<u32, u64>);
@@ -68,19 +142,8 @@ pub struct RunDelays(HashMap<u32, u64>);
 impl RunDelays {
     /// Reads every thread's `schedstat` now; `None` where the kernel has no schedstats.
     pub fn now() -> Option<RunDelays> {
-        let mut m = HashMap::new();
-        for entry in std::fs::read_dir("/proc/self/task").ok()?.flatten() {
-            let Some(tid) = entry.file_name().to_str().and_then(|t| t.parse().ok()) else {
-                continue;
-            };
-            // A thread that ended between the listing and the read has nothing to add.
-            if let Ok(text) = std::fs::read_to_string(entry.path().join("schedstat")) {
-                if let Some(d) = RunDelays::parse(&text) {
-                    m.insert(tid, d);
-                }
-            }
-        }
-        (!m.is_empty()).then_some(RunDelays(m))
+        let m = each_thread("/proc/self/task", RunDelays::parse)?;
+        Some(RunDelays(m))
     }
 
     /// The run delay (ns) of one `schedstat` line: `runtime_ns run_delay_ns timeslices`.
@@ -116,6 +179,24 @@ mod tests {
         let x = RunDelays::now().expect("schedstat");
         let y = RunDelays::now().expect("schedstat");
         assert!(x.waited_until(&y) < Duration::from_secs(1));
+    }
+
+    #[test]
+    fn thread_times_of_a_process() {
+        assert_eq!(ThreadTimes::parse("123456 7890 42\n"), Some((123456, 7890)));
+        assert_eq!(ThreadTimes::parse("123456"), None);
+        let a = ThreadTimes::new(HashMap::from([(1, (1000, 100)), (2, (500, 50))]));
+        let b = ThreadTimes::new(HashMap::from([(1, (4000, 400)), (3, (250, 25))]));
+        // Thread 1 ran 3000 and waited 300 more, thread 3 (new) 250 and 25; 2 ended.
+        let (ran, waited) = a.until(&b);
+        assert_eq!(ran, Duration::from_nanos(3250));
+        assert_eq!(waited, Duration::from_nanos(325));
+        // This process, read by its pid as any other.
+        let me = ThreadTimes::of(std::process::id()).expect("schedstat");
+        assert!(me.threads() >= 1);
+        let later = ThreadTimes::of(std::process::id()).expect("schedstat");
+        assert!(me.until(&later).0 < Duration::from_secs(1));
+        assert_eq!(ThreadTimes::of(u32::MAX), None);
     }
 
     #[test]

@@ -530,6 +530,20 @@ fn bad_input_is_one_sentence_and_exit_2_and_a_wrong_password_401() {
         get(addr, "/connections?top=0", Some("YWxpY2U6czNjcmV0")).0,
         400
     );
+    // Changed while it runs (a new file renamed over it, as configuration tools write): the
+    // next request follows it; a broken one is refused and the previous one stays.
+    let replace = |text: String| {
+        let tmp = dir.path().join("web.yml.new");
+        std::fs::write(&tmp, text).unwrap();
+        std::fs::rename(&tmp, &web).unwrap();
+    };
+    replace(format!("basic_auth_users:\n  bob: {hash}\n"));
+    // bob:s3cret
+    assert_eq!(get(addr, "/metrics", Some("Ym9iOnMzY3JldA==")).0, 200);
+    assert_eq!(get(addr, "/metrics", Some("YWxpY2U6czNjcmV0")).0, 401);
+    replace("basic_auth_users:\n  eve: plain\n".into());
+    assert_eq!(get(addr, "/metrics", Some("Ym9iOnMzY3JldA==")).0, 200);
+    assert_eq!(get(addr, "/metrics", None).0, 401);
 }
 
 #[test]

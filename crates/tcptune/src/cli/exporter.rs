@@ -30,7 +30,8 @@ pub struct ExporterArgs {
     #[arg(long, value_name = "N", default_value_t = 2000)]
     pub max_series: usize,
     /// Web configuration in the Prometheus exporters' format: tls_server_config (TLS),
-    /// basic_auth_users (bcrypt), http_server_config (response headers).
+    /// basic_auth_users (bcrypt), http_server_config (response headers). Re-read when it or a
+    /// file it names changes; a broken new one is reported and the previous one kept.
     #[arg(long, value_name = "FILE")]
     pub web_config: Option<std::path::PathBuf>,
 }

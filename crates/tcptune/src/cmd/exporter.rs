@@ -1,6 +1,8 @@
 //! `tcptune exporter`: reads the group map and web configuration, opens the namespaces, binds
 //! the listener (every bad input is one sentence and exit 2 before anything is served), then
-//! serves while the library's poller runs on this thread until SIGINT or SIGTERM.
+//! serves while the library's poller runs on this thread until SIGINT or SIGTERM. The web
+//! configuration is re-read when it changes (a broken new one is reported on stderr and the
+//! previous one kept).
 
 use std::path::Path;
 use std::sync::atomic::Ordering;
@@ -11,7 +13,7 @@ use tcptune_diagnose::Context;
 use tcptune_exporter::groups::{Dimension, GroupMap, Grouping};
 use tcptune_exporter::http::{Pages, REALM};
 use tcptune_exporter::{poll, Aggregator, Config};
-use tcptune_http::{bind, exposure_warning, serve, Options, WebConfig};
+use tcptune_http::{bind, exposure_warning, serve, Access, Options, WebConfig, WebConfigFile};
 use tcptune_kernel::{sys, KernelError};
 use tcptune_model::Dur;
 
@@ -52,11 +54,11 @@ pub fn run(args: &ExporterArgs) -> anyhow::Result<Outcome> {
         );
     }
     let grouping = grouping(args)?;
-    let web = match &args.web_config {
-        Some(p) => {
-            WebConfig::load(p).with_context(|| format!("reading the web config {}", p.display()))?
-        }
-        None => WebConfig::default(),
+    let web: Access = match &args.web_config {
+        Some(p) => WebConfigFile::load(p, Box::new(|m| eprintln!("tcptune exporter: {m}")))
+            .with_context(|| format!("reading the web config {}", p.display()))?
+            .into(),
+        None => WebConfig::default().into(),
     };
     let names: Vec<Option<String>> = if args.all_netns {
         std::iter::once(None)
@@ -80,7 +82,7 @@ pub fn run(args: &ExporterArgs) -> anyhow::Result<Outcome> {
     })?;
     let max_groups = agg.max_groups();
     let listener = bind(args.listen)?;
-    let warning = exposure_warning(args.listen, &web);
+    let warning = exposure_warning(args.listen, &web.current());
     let agg = Arc::new(Mutex::new(agg));
     let opts = Options {
         threads: HANDLERS,
