@@ -61,6 +61,8 @@ pub struct CpuWatch {
 }
 
 impl CpuWatch {
+    /// A watch that looks every `every` polls, at up to `cap` sockets a time, on a host with
+    /// `ncpu` CPUs (what a process's CPU share is measured against).
     pub fn new(every: u32, cap: usize, ncpu: usize) -> CpuWatch {
         CpuWatch {
             every: every.max(1),

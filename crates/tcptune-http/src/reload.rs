@@ -105,7 +105,9 @@ impl WebConfigFile {
 
 /// The access rules a server follows: fixed at start, or a file re-read when it changes.
 pub enum Access {
+    /// Rules given once (no file, or a page that does not reload).
     Fixed(Arc<WebConfig>),
+    /// A `--web-config` file, re-read when it or a file it names changes.
     File(WebConfigFile),
 }
 

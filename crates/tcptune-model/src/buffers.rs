@@ -17,29 +17,16 @@ use crate::kernel::{
     self, CongestionControl, KernelSource, KernelVersion, WindowRule, MAX_WINDOW_BYTES,
     SYSCTL_INT_MAX,
 };
+// The kernel's two buffer rules live beside the rules they apply (`kernel`), so that the
+// sizing rule and this module both use them without depending on each other.
+pub use crate::kernel::{receive_buffer_for, send_buffer_for};
 use crate::sizing::{self, SizingQuery};
 use crate::units::{Bytes, Dur, Rate};
 use crate::ModelError;
 
-/// The receive buffer (`tcp_rmem[2]` for autotuned sockets, 2 × SO_RCVBUF otherwise) whose
-/// window is at least `window`.
-pub fn receive_buffer_for(window: Bytes, rule: WindowRule) -> Bytes {
-    Bytes::new(rule.space_from_window(window.get()))
-}
-
 /// The window a receive buffer of `buffer` bytes advertises at most.
 pub fn window_of_receive_buffer(buffer: Bytes, rule: WindowRule) -> Bytes {
     Bytes::new(rule.window_from_space(buffer.get()))
-}
-
-/// The send buffer (`tcp_wmem[2]`) that lets a sender keep `window` bytes in flight: the
-/// autotuner grows the buffer to `factor` × cwnd, so a smaller cap clips cwnd.
-pub fn send_buffer_for(window: Bytes, cc: CongestionControl) -> Bytes {
-    Bytes::new(
-        window
-            .get()
-            .saturating_mul(cc.sndbuf_expand_factor() as u64),
-    )
 }
 
 /// The window a send buffer of `buffer` bytes sustains in flight.

@@ -14,6 +14,8 @@ use std::str::FromStr;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::units::Bytes;
+
 /// The largest window TCP can advertise: 65535 × 2^14 bytes (window scale 14, RFC 7323 §2.3).
 pub const MAX_WINDOW_BYTES: u64 = 65535 << 14;
 
@@ -333,6 +335,22 @@ impl fmt::Display for CongestionControl {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
     }
+}
+
+/// The receive buffer (`tcp_rmem[2]` for autotuned sockets, 2 × SO_RCVBUF otherwise) whose
+/// window is at least `window`.
+pub fn receive_buffer_for(window: Bytes, rule: WindowRule) -> Bytes {
+    Bytes::new(rule.space_from_window(window.get()))
+}
+
+/// The send buffer (`tcp_wmem[2]`) that lets a sender keep `window` bytes in flight: the
+/// autotuner grows the buffer to `factor` × cwnd, so a smaller cap clips cwnd.
+pub fn send_buffer_for(window: Bytes, cc: CongestionControl) -> Bytes {
+    Bytes::new(
+        window
+            .get()
+            .saturating_mul(cc.sndbuf_expand_factor() as u64),
+    )
 }
 
 #[cfg(test)]

@@ -4,15 +4,14 @@
 //!
 //! Three steps, each a separate, named figure:
 //! 1. the *need*: the smallest maximum whose window covers one flow's share of the path's BDP
-//!    (the kernel's arithmetic in [`crate::buffers`]: [`WindowRule`] for the receive side,
+//!    (the kernel's arithmetic in [`crate::kernel`]: [`WindowRule`] for the receive side,
 //!    `tcp_sndbuf_expand()`'s factor for the send side);
 //! 2. the *recommended* maximum: the need rounded up to a value people write
 //!    ([`round_buffer`]: 64 KiB steps up to 4 MiB, whole MiB above), never below the need;
 //! 3. under `--fit` only, the *fitted* maximum ([`FIT`]): headroom over the recommended value,
 //!    the one case in which a current, larger maximum may be lowered.
 
-use crate::buffers::{receive_buffer_for, send_buffer_for};
-use crate::kernel::{CongestionControl, WindowRule};
+use crate::kernel::{receive_buffer_for, send_buffer_for, CongestionControl, WindowRule};
 use crate::units::{Bytes, Dur, Rate};
 
 /// What a recommendation is sized for: the path, how many flows share it, and the kernel's

@@ -215,7 +215,7 @@ pub fn reverse_mode(host: &str) -> String {
     format!("Reverse mode, remote host {host} is sending")
 }
 
-/// "[  5] local A port P connected to B port Q", one line a data connection.
+/// "\[  5\] local A port P connected to B port Q", one line a data connection.
 pub fn connected(c: &Connected) -> String {
     format!(
         "[{:>3}] local {} port {} connected to {} port {}",

@@ -2,6 +2,9 @@
 //! All logic lives in the library crates; this crate is glue and presentation.
 
 #![forbid(unsafe_code)]
+// The CLI's doc comments are its --help text (clap): brackets there are literal (`[ports]`,
+// `HOST[:PORT]`), not links for rustdoc.
+#![allow(rustdoc::broken_intra_doc_links)]
 
 use std::process::ExitCode;
 
