@@ -7,5 +7,5 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    tcptune_perf::fuzz_one(data);
+    tcptune_iperf3::fuzz_one(data);
 });

@@ -6,7 +6,7 @@
 
 use tcptune_diagnose::engine::{classify, CaptureEvidence, Context, Observations, Series};
 
-use crate::report::{DirStats, FlowReport};
+use crate::analysis::{DirStats, FlowReport};
 
 fn pct(n: u64, of: u64) -> f64 {
     if of == 0 {
@@ -88,7 +88,7 @@ fn dir_findings(name: &str, d: &DirStats, out: &mut Vec<String>) {
 /// What the holes were: the path's losses or reordering (filled later in the capture), or the
 /// capture's own drops (never filled, or data acknowledged that the capture never saw).
 fn gap_findings(r: &FlowReport, out: &mut Vec<String>) {
-    let sum = |f: fn(&crate::report::GapCounts) -> u64| f(&r.a_to_b.gaps) + f(&r.b_to_a.gaps);
+    let sum = |f: fn(&crate::analysis::GapCounts) -> u64| f(&r.a_to_b.gaps) + f(&r.b_to_a.gaps);
     let later = sum(|g| g.filled_later);
     let retransmitted = sum(|g| g.filled_by_retransmission);
     let never = sum(|g| g.never_filled);

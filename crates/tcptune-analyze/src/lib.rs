@@ -10,10 +10,10 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod analysis;
 pub mod diagnose;
 pub mod gaps;
 pub mod join;
-pub mod report;
 pub mod seq;
 pub mod series;
 pub mod stats;
@@ -29,8 +29,8 @@ use tcptune_wire::{
     parse_frame, Addr, CaptureError, CaptureInfo, CaptureReader, LinkType, SkipReason, TcpSegment,
 };
 
-pub use report::{AnalyzeReport, Finished, FlagCounts, FlaggedPacket, FlowReport};
-use report::{DirStats, GapCounts, RttStats, Skipped, WindowStats};
+pub use analysis::{AnalyzeReport, Finished, FlagCounts, FlaggedPacket, FlowReport};
+use analysis::{DirStats, GapCounts, RttStats, Skipped, WindowStats};
 use series::FlowSeries;
 use stats::DirAcc;
 use wireshark::{ConvState, Flags, SynCheck, Verdict};
@@ -385,7 +385,7 @@ impl Analyzer {
         let links = &mut self.skipped.unsupported_link_types;
         match links.iter_mut().find(|l| l.link_type == link) {
             Some(l) => l.frames += 1,
-            None => links.push(report::UnsupportedLink {
+            None => links.push(analysis::UnsupportedLink {
                 link_type: link,
                 name: LinkType(link).to_string(),
                 frames: 1,

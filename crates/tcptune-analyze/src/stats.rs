@@ -12,7 +12,7 @@ use std::collections::VecDeque;
 use tcptune_wire::packet::flags as th;
 use tcptune_wire::TcpSegment;
 
-use crate::report::{FlagCounts, SynOptions};
+use crate::analysis::{FlagCounts, SynOptions};
 use crate::seq;
 use crate::wireshark::Flags;
 

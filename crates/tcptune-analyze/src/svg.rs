@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use tcptune_report::svg::{spans_decades, Chart, Point, Series, Style};
 
-use crate::report::{Finished, FlowReport};
+use crate::analysis::{Finished, FlowReport};
 use crate::series::{DirSeries, FlowSeries};
 
 fn secs(t_ns: i64, start: i64) -> f64 {

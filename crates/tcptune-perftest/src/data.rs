@@ -17,8 +17,8 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use tcptune_diagnose::Sample;
+use tcptune_iperf3::{Results, StreamResult};
 use tcptune_model::Dur;
-use tcptune_perf::{Results, StreamResult};
 
 use crate::sock::{self, ZeroCopySource};
 

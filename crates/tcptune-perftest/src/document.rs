@@ -7,11 +7,11 @@
 use std::net::SocketAddr;
 
 use tcptune_diagnose::Sample;
-use tcptune_perf::udp::UdpReceiver;
-use tcptune_perf::{Direction, Params, Results};
+use tcptune_iperf3::udp::UdpReceiver;
+use tcptune_iperf3::{Direction, Params, Results};
 
 use crate::data::{retrans_of, StreamOutcome};
-use crate::report::*;
+use crate::test_report::*;
 use crate::udp::UdpOutcome;
 
 /// The test's streams as the document lists them, in stream order.
@@ -724,9 +724,9 @@ pub fn output(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tcptune_iperf3::StreamResult;
     use tcptune_kernel::tcp_info::TcpInfo;
     use tcptune_model::Dur;
-    use tcptune_perf::StreamResult;
 
     fn sample(at_ms: u64, retrans: u32, rtt_us: u32) -> Sample {
         Sample {

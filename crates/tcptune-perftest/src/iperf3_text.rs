@@ -5,7 +5,7 @@
 //! (`iperf_locale.c`, `units.c`), so scripts that read iperf3's text read ours; sans-IO, the
 //! reports come in and lines go out. `tcptune test` and `tcptune serve` keep their own layout.
 
-use crate::report::{
+use crate::test_report::{
     Connected, End, EndSide, IntervalReport, IntervalStream, IntervalSum, UdpFigures,
 };
 
@@ -442,7 +442,7 @@ pub fn final_block(l: &Layout, end: &End, tx: &[bool]) -> Vec<String> {
 }
 
 /// One stream's final rows: the sender's, then the receiver's.
-fn stream_final_rows(l: &Layout, s: &crate::report::EndStream, ours: bool) -> Vec<String> {
+fn stream_final_rows(l: &Layout, s: &crate::test_report::EndStream, ours: bool) -> Vec<String> {
     if let Some(u) = &s.udp {
         // The sender knows what it sent; the loss and jitter are the receiver's.
         return [
@@ -477,7 +477,12 @@ fn stream_final_rows(l: &Layout, s: &crate::report::EndStream, ours: bool) -> Ve
 }
 
 /// A final `[SUM]` row: `tx` whether this end sent that direction's data.
-fn end_sum_row<'a>(l: &Layout, s: &'a crate::report::EndSum, sender: bool, tx: bool) -> Row<'a> {
+fn end_sum_row<'a>(
+    l: &Layout,
+    s: &'a crate::test_report::EndSum,
+    sender: bool,
+    tx: bool,
+) -> Row<'a> {
     let tail = match (&s.udp, s.retransmits) {
         (Some(u), _) => Tail::UdpReceived {
             jitter_ms: if sender {

@@ -3,7 +3,7 @@
 //! "Test Complete" above the final block and the CPU use and congestion control below it
 //! (iperf3 3.12's `iperf_api.c`, `iperf_locale.c`). Sans-IO, beside `iperf3_text`.
 
-use crate::report::{End, Start};
+use crate::test_report::{End, Start};
 
 /// The iperf3 release whose text and protocol `tcptune iperf3` follows, as `-V` names it
 /// first (`-v` names tcptune itself).
@@ -105,7 +105,7 @@ mod tests {
     /// -V's lines as iperf3 3.12 printed them on this host (`iperf3 -c … -V`).
     #[test]
     fn verbose_lines_as_iperf3_prints_them() {
-        let cpu = |v: f64| crate::report::CpuUtilization {
+        let cpu = |v: f64| crate::test_report::CpuUtilization {
             host_total: v,
             host_user: 0.0,
             host_system: v,
@@ -113,7 +113,7 @@ mod tests {
             remote_user: 2.3,
             remote_system: 65.7,
         };
-        let sum = crate::report::EndSum {
+        let sum = crate::test_report::EndSum {
             start: 0.0,
             end: 1.0,
             seconds: 1.0,

@@ -1,5 +1,5 @@
 //! The socket layer of `tcptune serve` and `tcptune test`: iperf3's control protocol (the
-//! sans-IO sessions of `tcptune-perf`) driven over real sockets, data streams on the same port,
+//! sans-IO sessions of `tcptune-iperf3`) driven over real sockets, data streams on the same port,
 //! tcp_info sampled on every data socket, interval and final reports in iperf3's JSON shape,
 //! and the end-of-test diagnosis (`tcptune_diagnose::throughput`).
 
@@ -16,10 +16,10 @@ pub mod iperf3_verbose;
 pub mod peer;
 pub mod probe;
 pub mod replay;
-pub mod report;
 pub mod server;
 pub mod server_text;
 pub mod sock;
+pub mod test_report;
 pub mod udp;
 
 use std::net::{IpAddr, SocketAddr};
@@ -27,7 +27,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 use tcptune_diagnose::Sample;
-use tcptune_perf::session::SessionError;
+use tcptune_iperf3::session::SessionError;
 
 /// Why a test could not run. The OS error is part of each message (not a `source`), so a
 /// context chain prints it once.

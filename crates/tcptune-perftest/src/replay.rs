@@ -14,7 +14,7 @@ use tcptune_diagnose::throughput::{
 use tcptune_diagnose::Sample;
 use tcptune_model::Dur;
 
-use crate::report::StreamSamples;
+use crate::test_report::StreamSamples;
 
 /// Why a document cannot be replayed.
 #[derive(Debug, thiserror::Error)]
@@ -115,7 +115,7 @@ pub fn replay(doc: &Value) -> Result<TestDiagnosis, ReplayError> {
     // The client records every stream it ran, in the order of end.streams.
     let order = samples
         .iter()
-        .filter(|s| s.at == crate::report::SampledAt::Client)
+        .filter(|s| s.at == crate::test_report::SampledAt::Client)
         .map(|s| s.id)
         .collect();
     let rec = Recorded {

@@ -19,10 +19,12 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use tcptune_iperf3::session::BUSY_REPLY;
+use tcptune_iperf3::session::{
+    ServerEvent, ServerPhase, ServerSession, Timeouts, DATA_DENIED_REPLY,
+};
+use tcptune_iperf3::{wire, Cookie, Protocol, Results, COOKIE_LEN};
 use tcptune_model::Dur;
-use tcptune_perf::session::BUSY_REPLY;
-use tcptune_perf::session::{ServerEvent, ServerPhase, ServerSession, Timeouts, DATA_DENIED_REPLY};
-use tcptune_perf::{wire, Cookie, Protocol, Results, COOKIE_LEN};
 
 use crate::control::{Clock, Control, Got};
 use crate::data::{own_results, DataPhase, SendPlan, StreamSocket};
@@ -56,7 +58,7 @@ pub struct ServerConfig {
 impl Default for ServerConfig {
     fn default() -> Self {
         ServerConfig {
-            bind: SocketAddr::from(([0, 0, 0, 0], tcptune_perf::DEFAULT_PORT)),
+            bind: SocketAddr::from(([0, 0, 0, 0], tcptune_iperf3::DEFAULT_PORT)),
             allow: Vec::new(),
             max_tests: 1,
             one_off: false,
@@ -481,7 +483,7 @@ fn serve_test(
     // Only a bidirectional test's roles depend on the order (and only briefly: a client sends
     // its cookie as soon as it connects, so an earlier connection still silent after this is
     // not one of its streams, and a slow loris cannot hold the test up).
-    let ordered = params.direction == tcptune_perf::Direction::Bidirectional;
+    let ordered = params.direction == tcptune_iperf3::Direction::Bidirectional;
     const ORDER_WAIT: Duration = Duration::from_millis(200);
     while s.phase() == ServerPhase::Streams {
         let left = s
@@ -515,7 +517,7 @@ fn serve_test(
             }
             Err(RecvTimeoutError::Disconnected) => {
                 return Err(fail(TestError::Session(
-                    tcptune_perf::session::SessionError::Ended,
+                    tcptune_iperf3::session::SessionError::Ended,
                 )))
             }
         }
@@ -640,7 +642,7 @@ fn serve_test(
         params.direction,
         tcptune_diagnose::size(bytes),
         secs,
-        crate::report::rate(bytes as f64 * 8.0 / secs.max(1e-9))
+        crate::test_report::rate(bytes as f64 * 8.0 / secs.max(1e-9))
     );
     let own = Results {
         extension: serde_json::to_value(ServerSamples { streams: samples }).ok(),
@@ -670,11 +672,11 @@ fn udp_streams(
     ctl: &mut Control,
     s: &mut ServerSession,
     clock: &Clock,
-    params: &tcptune_perf::Params,
+    params: &tcptune_iperf3::Params,
     mut listener: std::net::UdpSocket,
     rx: &Receiver<Routed>,
 ) -> Result<Vec<crate::udp::UdpStream>, TestError> {
-    use tcptune_perf::udp::CONNECT_REPLY;
+    use tcptune_iperf3::udp::CONNECT_REPLY;
     let client = ctl.sock.peer_addr().ok();
     let mut streams = Vec::new();
     while s.phase() == ServerPhase::Streams {
@@ -742,7 +744,7 @@ fn serve_udp(
     mut ctl: Control,
     mut s: ServerSession,
     clock: Clock,
-    params: &tcptune_perf::Params,
+    params: &tcptune_iperf3::Params,
     listener: std::net::UdpSocket,
     rx: Receiver<Routed>,
     text: Text<'_>,
@@ -768,7 +770,7 @@ fn serve_udp(
     let mut t0 = Instant::now();
     // -O: what the streams counted when the omitted seconds ended, and time from then.
     let omit = Duration::from_secs(params.omit_s as u64);
-    let mut at_omit_end: Option<Vec<tcptune_perf::udp::UdpReceiver>> = None;
+    let mut at_omit_end: Option<Vec<tcptune_iperf3::udp::UdpReceiver>> = None;
     let mut ended = false;
     while !ended {
         while let Ok((mut c, _, _)) = rx.try_recv() {
@@ -812,7 +814,7 @@ fn serve_udp(
             "[{:>3}] 0.00-{secs:.2} sec {:>10} {:>14} {} datagrams, {} lost, jitter {:.3} ms {}\n",
             o.id,
             tcptune_diagnose::size(c.bytes),
-            crate::report::rate(c.bytes as f64 * 8.0 / secs.max(1e-9)),
+            crate::test_report::rate(c.bytes as f64 * 8.0 / secs.max(1e-9)),
             c.packet_count,
             c.cnt_error,
             c.jitter * 1000.0,
@@ -866,7 +868,7 @@ fn server_output_text(outcomes: &[crate::data::StreamOutcome], secs: f64) -> Str
             o.id,
             secs,
             tcptune_diagnose::size(o.bytes),
-            crate::report::rate(o.bytes as f64 * 8.0 / secs.max(1e-9)),
+            crate::test_report::rate(o.bytes as f64 * 8.0 / secs.max(1e-9)),
             if o.sends { "sender" } else { "receiver" }
         );
     }

@@ -7,8 +7,8 @@ use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
 use std::time::Duration;
 
-use tcptune_perf::udp::UdpReceiver;
-use tcptune_perf::{Direction, Params, Protocol};
+use tcptune_iperf3::udp::UdpReceiver;
+use tcptune_iperf3::{Direction, Params, Protocol};
 
 use crate::data::{retrans_of, DataPhase, StreamOutcome, StreamSocket};
 use crate::iperf3_text::{
@@ -139,7 +139,7 @@ impl TestText {
         say(conns
             .iter()
             .map(|c| {
-                iperf3_text::connected(&crate::report::Connected {
+                iperf3_text::connected(&crate::test_report::Connected {
                     socket: c.fd,
                     local_host: c.local.map(|a| a.ip().to_string()).unwrap_or_default(),
                     local_port: c.local.map(|a| a.port()).unwrap_or(0),

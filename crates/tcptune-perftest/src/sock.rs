@@ -7,9 +7,9 @@ use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::time::Duration;
 
+use tcptune_iperf3::{Cookie, COOKIE_LEN};
 use tcptune_kernel::SkMemInfo;
 use tcptune_os::socket::{self as os_socket, Kind};
-use tcptune_perf::{Cookie, COOKIE_LEN};
 
 /// Sets an integer socket option.
 pub fn set_int(fd: BorrowedFd<'_>, level: i32, name: i32, v: i32) -> io::Result<()> {

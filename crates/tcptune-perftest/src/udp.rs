@@ -1,5 +1,5 @@
 //! The UDP data phase of `tcptune serve` (iperf3's `-u`): a thread per stream, receiving with
-//! iperf3's loss and jitter accounting (`tcptune_perf::udp`) or sending datagrams with iperf3's
+//! iperf3's loss and jitter accounting (`tcptune_iperf3::udp`) or sending datagrams with iperf3's
 //! header, paced at the test's rate. Blocking calls time out every 100 ms so a stop request
 //! ends a thread within that time.
 
@@ -10,8 +10,8 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use tcptune_perf::udp::{encode_header, header_len, UdpReceiver};
-use tcptune_perf::StreamResult;
+use tcptune_iperf3::udp::{encode_header, header_len, UdpReceiver};
+use tcptune_iperf3::StreamResult;
 
 const POLL: Duration = Duration::from_millis(100);
 

@@ -7,7 +7,7 @@ use std::net::TcpStream;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use tcptune_perf::Params;
+use tcptune_iperf3::Params;
 use tcptune_perftest::client;
 use tcptune_perftest::server::{ServerConfig, ServerLog};
 
@@ -34,7 +34,7 @@ fn hostile_control_sessions_then_a_normal_test() {
     let threads_before = threads();
     let (addr, stop, h, logs) = start_server(ServerConfig {
         max_tests: 4,
-        timeouts: tcptune_perf::session::Timeouts {
+        timeouts: tcptune_iperf3::session::Timeouts {
             handshake: tcptune_model::Dur::from_millis(500),
             ..Default::default()
         },

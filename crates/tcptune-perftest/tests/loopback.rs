@@ -3,10 +3,10 @@
 
 use std::sync::atomic::Ordering;
 
-use tcptune_perf::{Direction, Params};
+use tcptune_iperf3::{Direction, Params};
 use tcptune_perftest::client;
-use tcptune_perftest::report::SampledAt;
 use tcptune_perftest::server::ServerConfig;
+use tcptune_perftest::test_report::SampledAt;
 
 mod common;
 use common::{cfg, start_server};
@@ -174,7 +174,7 @@ fn udp_against_our_server_counts_datagrams_loss_and_jitter() {
         Direction::Bidirectional,
     ] {
         let params = Params {
-            protocol: tcptune_perf::Protocol::Udp,
+            protocol: tcptune_iperf3::Protocol::Udp,
             direction,
             time_s: 1,
             len: 1400,

@@ -10,14 +10,14 @@ use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
 use tcptune_diagnose::Limit as TestLimit;
+use tcptune_iperf3::{Direction, Params};
 use tcptune_kernel::sys::in_netns;
 use tcptune_model::buffers::{buffers, BufferQuery, FlowSharing};
 use tcptune_model::kernel::{CongestionControl, KernelSource};
 use tcptune_model::Rate;
-use tcptune_perf::{Direction, Params};
 use tcptune_perftest::client::{self, ClientConfig};
-use tcptune_perftest::report::TestOutput;
 use tcptune_perftest::server::{Server, ServerConfig};
+use tcptune_perftest::test_report::TestOutput;
 use tcptune_testkit::{line_channel, privileged, veth_pair, wait_for_line, Kill, Netns};
 
 /// `iperf3 -s -1` in `ns`, returned once it prints that it listens (a pipe read with a deadline).
@@ -178,7 +178,7 @@ fn our_client_against_iperf3_server_forward_reverse_parallel() {
                 .tcptune
                 .streams
                 .iter()
-                .find(|x| x.id == d.id && x.at == tcptune_perftest::report::SampledAt::Client)
+                .find(|x| x.id == d.id && x.at == tcptune_perftest::test_report::SampledAt::Client)
                 .unwrap();
             if ours.sender {
                 assert_ne!(d.limit, TestLimit::NotEnoughEvidence, "{}", d.verdict);

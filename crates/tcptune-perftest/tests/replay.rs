@@ -2,7 +2,7 @@
 //! (`replay::replay`): the same diagnosis as recorded, stream by stream and direction by
 //! direction, for every direction and with parallel streams.
 
-use tcptune_perf::{Direction, Params};
+use tcptune_iperf3::{Direction, Params};
 use tcptune_perftest::client;
 use tcptune_perftest::replay::{replay, ReplayError};
 use tcptune_perftest::server::ServerConfig;

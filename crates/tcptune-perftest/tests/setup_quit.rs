@@ -7,7 +7,7 @@ use std::net::TcpStream;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use tcptune_perf::Params;
+use tcptune_iperf3::Params;
 use tcptune_perftest::server::ServerConfig;
 
 mod common;
@@ -24,7 +24,7 @@ fn handshake(addr: std::net::SocketAddr, cookie: &[u8; 37]) -> Result<TcpStream,
     if b[0] != 9 {
         return Err(b[0]);
     }
-    let frame = tcptune_perf::wire::encode_json(
+    let frame = tcptune_iperf3::wire::encode_json(
         &Params {
             time_s: 1,
             ..Params::default()

@@ -11,7 +11,7 @@
 
 pub mod duration;
 pub mod hypothesis;
-pub mod report;
+pub mod outcome;
 pub mod search;
 pub mod stats;
 
@@ -19,5 +19,5 @@ pub mod stats;
 mod tests;
 
 pub use hypothesis::{Config, Observation, Role, Settings};
-pub use report::{DryRun, Report, SearchOutput};
+pub use outcome::{DryRun, Report, SearchOutput};
 pub use search::{Action, ArmKind, Event, Search};

@@ -15,7 +15,7 @@ use crate::hypothesis::{
     buffer_max, buffer_need, hypotheses, with_buffer_max, Config, Hypothesis, Kind, NotTried,
     Observation, Role, Settings, CC, RMEM, WMEM,
 };
-use crate::report::{Outcome, Phase, Report, Step};
+use crate::outcome::{Outcome, Phase, Report, Step};
 use crate::stats::{mean, welch_margin, Arm, Verdict};
 
 /// What the driver reports.

@@ -10,7 +10,7 @@ use crate::hypothesis::{
     buffer_max, hypotheses, Config, Kind, Observation, Role, Settings, CC, CC_AVAILABLE, RMEM,
     SACK, WMEM,
 };
-use crate::report::{Outcome, Phase, Report};
+use crate::outcome::{Outcome, Phase, Report};
 use crate::search::{Action, Event, Search};
 
 const TEST_S: f64 = 2.0;

@@ -51,7 +51,7 @@ pub fn all() -> Vec<SchemaEntry> {
         entry::<tcptune_experiment::rerun::Rerun>("report-against", "report --against"),
         entry::<tcptune_conns::conn::ConnTable>("conns", "conns"),
         line_entry::<tcptune_conns::conn::RecordLine>("watch-record", "watch"),
-        entry::<tcptune_perftest::report::TestOutput>("test", "test"),
+        entry::<tcptune_perftest::test_report::TestOutput>("test", "test"),
         entry::<tcptune_lab::LabStatus>("lab-up", "lab up"),
         entry::<tcptune_lab::LabList>("lab-status", "lab status"),
         entry::<tcptune_lab::LabStatus>("lab-set", "lab set"),

@@ -5,8 +5,8 @@ use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use tcptune_diagnose::advice::HostSettings;
+use tcptune_iperf3::Params;
 use tcptune_model::Rate;
-use tcptune_perf::Params;
 
 use crate::sock::{self, Family};
 

@@ -10,9 +10,9 @@ use tcptune_diagnose::throughput::{
     diagnose_bidir, diagnose_stream, diagnose_test, StreamInput, TestContext, TestDiagnosis,
 };
 use tcptune_diagnose::Sample;
+use tcptune_iperf3::{Direction, Params, Results};
 use tcptune_model::kernel::{CongestionControl, KernelSource, KernelVersion};
 use tcptune_model::{Bytes, Dur, Rate};
-use tcptune_perf::{Direction, Params, Results};
 
 use super::config::ClientConfig;
 use crate::data::StreamOutcome;

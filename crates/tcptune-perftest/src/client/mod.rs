@@ -22,15 +22,15 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use tcptune_diagnose::latency::Probe;
+use tcptune_iperf3::params::{MAX_UDP_BLOCKSIZE, MIN_UDP_BLOCKSIZE};
+use tcptune_iperf3::session::{ClientSession, Timeouts};
+use tcptune_iperf3::Protocol;
 use tcptune_model::Dur;
-use tcptune_perf::params::{MAX_UDP_BLOCKSIZE, MIN_UDP_BLOCKSIZE};
-use tcptune_perf::session::{ClientSession, Timeouts};
-use tcptune_perf::Protocol;
 
 use crate::control::{Clock, Control};
 use crate::document::{self, Layout, Span, StartFacts};
-use crate::report::{IntervalReport, Start, TestOutput};
 use crate::sock::{self, resolve, DataOptions};
+use crate::test_report::{IntervalReport, Start, TestOutput};
 use crate::{probe, TestError};
 use clock::{Schedule, Step};
 use session::Link;
@@ -146,7 +146,7 @@ fn drive<T: Transport>(
     let layout = Layout {
         roles: Vec::new(),
         fds: connected.iter().map(|c| c.socket).collect(),
-        client_sends_main: x.params.direction != tcptune_perf::Direction::Reverse,
+        client_sends_main: x.params.direction != tcptune_iperf3::Direction::Reverse,
     };
     let start = document::start(
         &x.params,
@@ -270,7 +270,7 @@ fn data_phase<T: Transport>(
     let rcv_limit = x
         .cfg
         .rcv_timeout
-        .filter(|_| p.direction == tcptune_perf::Direction::Reverse);
+        .filter(|_| p.direction == tcptune_iperf3::Direction::Reverse);
     let mut last_rx = (data.moved(), link.now());
     loop {
         let now = since(link.now());

@@ -3,9 +3,9 @@
 
 use std::time::Duration;
 
+use tcptune_iperf3::session::{ClientEvent, ClientSession, SessionError};
+use tcptune_iperf3::Results;
 use tcptune_model::Dur;
-use tcptune_perf::session::{ClientEvent, ClientSession, SessionError};
-use tcptune_perf::Results;
 
 use crate::control::{Clock, Control, Got};
 use crate::TestError;

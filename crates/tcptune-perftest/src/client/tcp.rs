@@ -6,17 +6,17 @@
 use std::net::SocketAddr;
 
 use tcptune_diagnose::latency::Probe;
+use tcptune_iperf3::Results;
 use tcptune_kernel::cpustat::{CpuTicks, RunDelays};
 use tcptune_model::Dur;
-use tcptune_perf::Results;
 
 use super::diagnosis::{self, theirs, OwnCpu, TcpEvidence};
 use super::transport::{Ended, Setup, Transport};
 use crate::data::{own_results, DataPhase, SendPlan, StreamOutcome, StreamSocket};
 use crate::document::{self, Layout, Span, TcpCounters};
 use crate::peer::{LocalPeer, PeerSampler};
-use crate::report::{Connected, End, Extension, IntervalReport, SampledAt, StreamSamples};
 use crate::sock::{self, DataOptions};
+use crate::test_report::{Connected, End, Extension, IntervalReport, SampledAt, StreamSamples};
 use crate::{probe, ServerSamples, TestError};
 
 /// The connected data streams and the first one's buffers before its connection.

@@ -6,12 +6,12 @@
 use std::net::SocketAddr;
 
 use tcptune_diagnose::latency::Probe;
-use tcptune_perf::{Cookie, Params, Results};
+use tcptune_iperf3::{Cookie, Params, Results};
 
 use super::config::ClientConfig;
 use crate::control::Clock;
 use crate::document::{Layout, Span};
-use crate::report::{Connected, End, Extension, IntervalReport, Start};
+use crate::test_report::{Connected, End, Extension, IntervalReport, Start};
 use crate::TestError;
 
 /// What the control connection's setup gives the streams.

@@ -5,17 +5,17 @@
 use std::net::SocketAddr;
 
 use tcptune_diagnose::latency::Probe;
+use tcptune_iperf3::udp::UdpReceiver;
+use tcptune_iperf3::Results;
 use tcptune_model::{Dur, Rate};
-use tcptune_perf::udp::UdpReceiver;
-use tcptune_perf::Results;
 
 use super::config::ClientConfig;
 use super::diagnosis;
 use super::transport::{Ended, Setup, Transport};
 use crate::data::cpu_percent;
 use crate::document::{self, Layout, Span};
-use crate::report::{Connected, End, Extension, IntervalReport};
 use crate::sock;
+use crate::test_report::{Connected, End, Extension, IntervalReport};
 use crate::udp::{UdpOutcome, UdpPhase, UdpStream};
 use crate::TestError;
 
@@ -71,12 +71,12 @@ fn udp_stream(
     }
     u.connect(addr)?;
     u.set_read_timeout(Some(cfg.connect_timeout))?;
-    u.send(&tcptune_perf::udp::CONNECT_MSG.to_ne_bytes())?;
+    u.send(&tcptune_iperf3::udp::CONNECT_MSG.to_ne_bytes())?;
     let mut b = [0u8; 16];
     let n = u.recv(&mut b)?;
     let reply = u32::from_ne_bytes([b[0], b[1], b[2], b[3]]);
     // Any iperf3 server's answer: the legacy value, or 3.13's text "9876".
-    if n < 4 || (reply != tcptune_perf::udp::CONNECT_REPLY && reply != 0x3938_3736) {
+    if n < 4 || (reply != tcptune_iperf3::udp::CONNECT_REPLY && reply != 0x3938_3736) {
         return Err(std::io::Error::new(
             std::io::ErrorKind::InvalidData,
             "the server did not answer the UDP stream's connect datagram",
@@ -249,7 +249,7 @@ impl Transport for Udp {
             e.secs,
         )
         .ok_or(TestError::Session(
-            tcptune_perf::session::SessionError::Ended,
+            tcptune_iperf3::session::SessionError::Ended,
         ))?;
         let rate = Rate::from_bps(end.sum_received.bits_per_second);
         let (diagnosis, latency) = diagnosis::judge_udp(e.cfg, e.params, e.probes, rate);

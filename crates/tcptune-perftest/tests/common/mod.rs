@@ -6,7 +6,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tcptune_perf::Params;
+use tcptune_iperf3::Params;
 use tcptune_perftest::client::ClientConfig;
 use tcptune_perftest::server::{Server, ServerConfig, ServerLog};
 

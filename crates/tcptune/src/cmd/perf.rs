@@ -10,10 +10,10 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use serde_json::json;
-use tcptune_perf::{Direction, Params};
+use tcptune_iperf3::{Direction, Params};
 use tcptune_perftest::client::{self, ClientConfig, Family};
-use tcptune_perftest::report::{interval_header, RateUnits};
 use tcptune_perftest::server::{Server, ServerConfig, ServerLog};
+use tcptune_perftest::test_report::{interval_header, RateUnits};
 use tcptune_perftest::Cidr;
 use tcptune_perftest::{iperf3_text, iperf3_verbose};
 
@@ -147,7 +147,7 @@ pub fn serve(args: &ServeArgs) -> anyhow::Result<Outcome> {
         allow,
         max_tests: args.max_tests as usize,
         one_off: args.one_off,
-        timeouts: tcptune_perf::session::Timeouts {
+        timeouts: tcptune_iperf3::session::Timeouts {
             max_duration: args
                 .server_max_duration
                 .map(|s| tcptune_model::Dur::from_millis(s as u64 * 1000)),
@@ -255,13 +255,13 @@ fn iperf3_server_lines(
 fn params(args: &TestArgs) -> anyhow::Result<Params> {
     if let Some(w) = args.window {
         anyhow::ensure!(
-            w.get() > 0 && w.get() <= tcptune_perf::params::MAX_TCP_BUFFER,
+            w.get() > 0 && w.get() <= tcptune_iperf3::params::MAX_TCP_BUFFER,
             "-w {w} is outside 1 B..512 MiB; give a buffer size such as -w 4MiB"
         );
     }
-    use tcptune_perf::params::{MAX_BLOCKSIZE, MAX_UDP_BLOCKSIZE, MIN_UDP_BLOCKSIZE};
+    use tcptune_iperf3::params::{MAX_BLOCKSIZE, MAX_UDP_BLOCKSIZE, MIN_UDP_BLOCKSIZE};
     let len = match (args.length, args.udp) {
-        (None, false) => tcptune_perf::params::DEFAULT_TCP_BLKSIZE,
+        (None, false) => tcptune_iperf3::params::DEFAULT_TCP_BLKSIZE,
         // The control connection's MSS, once it is connected (tcptune_perftest::client).
         (None, true) => 0,
         (Some(l), false) => {
@@ -315,9 +315,9 @@ fn params(args: &TestArgs) -> anyhow::Result<Params> {
         // --dscp is the TOS byte's upper six bits.
         tos: args.tos.or(args.dscp.map(|d| d << 2)),
         protocol: if args.udp {
-            tcptune_perf::Protocol::Udp
+            tcptune_iperf3::Protocol::Udp
         } else {
-            tcptune_perf::Protocol::Tcp
+            tcptune_iperf3::Protocol::Tcp
         },
         udp_counters_64bit: args.udp_counters_64bit,
         // iperf3's UDP default: 1 Mbit/s per stream.
@@ -496,34 +496,35 @@ fn run_test(
             let _ = o.flush();
         }
     };
-    let mut on_start = |s: &tcptune_perftest::report::Start| match mode {
+    let mut on_start = |s: &tcptune_perftest::test_report::Start| match mode {
         Mode::Stream => event("start", s),
         Mode::IperfText => print_text(&iperf3_start(args, &host, s)),
         _ => {}
     };
     let mut intervals = iperf3_text::Intervals::new(text_layout.clone());
     let mut header = false;
-    let mut on_interval = |r: &tcptune_perftest::report::IntervalReport, ids: &[u32]| match mode {
-        Mode::Stream => event("interval", r),
-        Mode::Text => {
-            let mut text = String::new();
-            if !header {
-                text += &interval_header();
-                text.push('\n');
-                header = true;
+    let mut on_interval =
+        |r: &tcptune_perftest::test_report::IntervalReport, ids: &[u32]| match mode {
+            Mode::Stream => event("interval", r),
+            Mode::Text => {
+                let mut text = String::new();
+                if !header {
+                    text += &interval_header();
+                    text.push('\n');
+                    header = true;
+                }
+                for l in r.lines(ids, units) {
+                    text += &l;
+                    text.push('\n');
+                }
+                if let Ok(mut o) = out.lock() {
+                    let _ = o.write_all(stamped(&text, stamp).as_bytes());
+                    let _ = o.flush();
+                }
             }
-            for l in r.lines(ids, units) {
-                text += &l;
-                text.push('\n');
-            }
-            if let Ok(mut o) = out.lock() {
-                let _ = o.write_all(stamped(&text, stamp).as_bytes());
-                let _ = o.flush();
-            }
-        }
-        Mode::IperfText => print_text(&intervals.lines(r)),
-        Mode::Envelope | Mode::Iperf => {}
-    };
+            Mode::IperfText => print_text(&intervals.lines(r)),
+            Mode::Envelope | Mode::Iperf => {}
+        };
     let mut result = client::run_with(&cfg, &mut on_start, &mut on_interval)
         .with_context(|| format!("testing against {host}:{}", args.port))?;
     result.units = units;
@@ -577,7 +578,11 @@ fn run_test(
 
 /// iperf3's first lines of a test: "Connecting" once the control connection is up, the data
 /// connections; `-V` adds the version, host, time and settings around them.
-fn iperf3_start(args: &TestArgs, host: &str, s: &tcptune_perftest::report::Start) -> Vec<String> {
+fn iperf3_start(
+    args: &TestArgs,
+    host: &str,
+    s: &tcptune_perftest::test_report::Start,
+) -> Vec<String> {
     let v = args.verbose;
     let mut lines = Vec::new();
     if v {
@@ -601,7 +606,7 @@ fn iperf3_start(args: &TestArgs, host: &str, s: &tcptune_perftest::report::Start
 /// iperf3's last lines of a test: the final block, the server's output when asked, "iperf Done.".
 fn iperf3_final(
     layout: &iperf3_text::Layout,
-    result: &tcptune_perftest::report::TestOutput,
+    result: &tcptune_perftest::test_report::TestOutput,
     args: &TestArgs,
 ) -> Vec<String> {
     // Whether this end sent on each stream (its role tag in a bidirectional test).
@@ -609,7 +614,7 @@ fn iperf3_final(
         .tcptune
         .streams
         .iter()
-        .filter(|s| s.at == tcptune_perftest::report::SampledAt::Client)
+        .filter(|s| s.at == tcptune_perftest::test_report::SampledAt::Client)
         .map(|s| s.sender)
         .collect();
     let mut lines = iperf3_text::final_block(layout, &result.end, &tx);

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Context};
 use tcptune_host::audit::Action as HostAction;
 use tcptune_host::tune::{self, HostIo, LiveHost, Plan, PlannedChange};
-use tcptune_perf::params::{Direction, Params};
+use tcptune_iperf3::params::{Direction, Params};
 use tcptune_perftest::client::{self, ClientConfig};
 use tcptune_search::duration::TestShape;
 use tcptune_search::hypothesis::{writable_keys, KEYS};

@@ -4,11 +4,11 @@
 
 use std::path::PathBuf;
 
-use tcptune_model::Dur;
-use tcptune_perf::session::{
+use tcptune_iperf3::session::{
     ClientEvent, ClientSession, ServerEvent, ServerPhase, ServerSession, Timeouts,
 };
-use tcptune_perf::{Cookie, Direction, Params, Results, COOKIE_LEN};
+use tcptune_iperf3::{Cookie, Direction, Params, Results, COOKIE_LEN};
+use tcptune_model::Dur;
 
 fn fixture(name: &str) -> Vec<u8> {
     let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))

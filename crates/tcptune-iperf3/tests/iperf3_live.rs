@@ -12,11 +12,11 @@ use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use tcptune_model::Dur;
-use tcptune_perf::session::{
+use tcptune_iperf3::session::{
     ClientEvent, ClientSession, ServerEvent, ServerPhase, ServerSession, Timeouts,
 };
-use tcptune_perf::{Cookie, Direction, Params, Results, StreamResult, COOKIE_LEN};
+use tcptune_iperf3::{Cookie, Direction, Params, Results, StreamResult, COOKIE_LEN};
+use tcptune_model::Dur;
 use tcptune_testkit::{line_channel, wait_for_line, NoLine};
 
 /// The whole exchange must finish within this, or the test fails instead of hanging.
@@ -222,7 +222,7 @@ fn our_client_against_iperf3_server() {
     let mut streams = Vec::new();
     let mut sent = Vec::new();
     let mut server_results = None;
-    while session.phase() != tcptune_perf::session::ClientPhase::Done {
+    while session.phase() != tcptune_iperf3::session::ClientPhase::Done {
         assert!(start.elapsed() < LIMIT, "stuck in {:?}", session.phase());
         ctl.write_all(&session.take_output()).unwrap();
         let Some(bytes) = read_some(&mut ctl) else {

@@ -1,6 +1,6 @@
 //! Replays the iperf3 session fuzz corpus (`fuzz/corpus/iperf3`, seeds for
 //! `cargo fuzz run iperf3`: the recorded iperf3 3.12 control streams, hostile variants and UDP
-//! datagrams) and a seeded mutation run over the recordings through `tcptune_perf::fuzz_one`: no panic, no
+//! datagrams) and a seeded mutation run over the recordings through `tcptune_iperf3::fuzz_one`: no panic, no
 //! broken invariant.
 
 use std::path::PathBuf;
@@ -17,7 +17,7 @@ fn fuzz_corpus_replays_without_panics() {
     for e in std::fs::read_dir(&dir).expect("fuzz/corpus/iperf3 exists") {
         let p = e.unwrap().path();
         let data = std::fs::read(&p).unwrap();
-        let r = std::panic::catch_unwind(|| tcptune_perf::fuzz_one(&data));
+        let r = std::panic::catch_unwind(|| tcptune_iperf3::fuzz_one(&data));
         let written = r.unwrap_or_else(|_| panic!("panic on corpus file {}", p.display()));
         // The whole recorded sessions drive our side to its last message.
         if p.file_name()
@@ -71,7 +71,7 @@ fn mutated_recordings_never_panic() {
                     _ => d.insert(at, (next() % 256) as u8),
                 }
             }
-            let r = std::panic::catch_unwind(|| tcptune_perf::fuzz_one(&d));
+            let r = std::panic::catch_unwind(|| tcptune_iperf3::fuzz_one(&d));
             assert!(r.is_ok(), "panic on {name} mutation {i}");
         }
     }
