@@ -78,26 +78,33 @@ pub fn json_string(s: &str) -> String {
     out
 }
 
+/// Headless Chromium as the tests run it: no sandbox (root), no GPU, no first-run or
+/// background traffic, a 1200×1700 window, its profile in `profile`.
+pub fn headless(exe: &Path, profile: &Path) -> Command {
+    let mut c = Command::new(exe);
+    c.args([
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--window-size=1200,1700",
+    ])
+    .arg(format!("--user-data-dir={}", profile.display()));
+    c
+}
+
 impl Page {
     /// Starts Chromium on `url` (profile in `profile`) and connects to the page once it has
     /// navigated there, within `within`.
     pub fn open(exe: &Path, profile: &Path, url: &str, within: Duration) -> io::Result<Page> {
-        let mut child = Command::new(exe)
+        let mut child = headless(exe, profile)
             .args([
-                "--headless",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--no-first-run",
-            ])
-            .args([
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
                 "--remote-debugging-address=127.0.0.1",
                 "--remote-debugging-port=0",
-                "--window-size=1200,1700",
             ])
-            .arg(format!("--user-data-dir={}", profile.display()))
             .arg(url)
             .stdout(Stdio::null())
             .stderr(Stdio::piped())

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use common::serving::serving;
+use common::serving::{get_as as get, serving};
 use serde_json::Value;
 use tcptune_testkit::certs::Certs;
 use tcptune_testkit::sock::{self, listen};
@@ -59,24 +59,6 @@ fn encode(s: &str) -> String {
             _ => format!("%{b:02X}"),
         })
         .collect()
-}
-
-/// One HTTP/1.0 GET: (status, body).
-fn get(addr: SocketAddr, path: &str, auth: Option<&str>) -> (u16, String) {
-    let mut s = TcpStream::connect(addr).unwrap();
-    let auth = auth
-        .map(|a| format!("Authorization: Basic {a}\r\n"))
-        .unwrap_or_default();
-    write!(s, "GET {path} HTTP/1.0\r\nHost: test\r\n{auth}\r\n").unwrap();
-    let mut resp = String::new();
-    s.read_to_string(&mut resp).unwrap();
-    let status = resp
-        .split(' ')
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    let body = resp.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or("");
-    (status, body.to_string())
 }
 
 /// A sample's value in a text-format scrape.

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 mod common;
 
-use common::serving::{address, serving};
+use common::serving::{address, get, serving};
 use serde_json::Value;
 use tcptune_testkit::cdp::chromium;
 use tcptune_testkit::sock::{self, listen};
@@ -49,21 +49,6 @@ fn serving_err(args: &[&str], warning: &str) -> (Kill, SocketAddr) {
     (Kill(child), address(&out))
 }
 
-/// One HTTP/1.0 GET: (status, body).
-fn get(addr: SocketAddr, path: &str) -> (u16, String) {
-    let mut s = TcpStream::connect(addr).unwrap();
-    write!(s, "GET {path} HTTP/1.0\r\nHost: test\r\n\r\n").unwrap();
-    let mut resp = String::new();
-    s.read_to_string(&mut resp).unwrap();
-    let status = resp
-        .split(' ')
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    let body = resp.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or("");
-    (status, body.to_string())
-}
-
 /// The snapshot event of a stream (the connection's history so far), as JSON; null when
 /// the server has no such connection (yet).
 fn snapshot(addr: SocketAddr, id: &str) -> Value {
@@ -94,20 +79,8 @@ fn snapshot(addr: SocketAddr, id: &str) -> Value {
 
 /// Runs headless Chromium on `url` with `args`, within a deadline.
 fn browser(exe: &Path, profile: &Path, args: &[&str], url: &str) -> std::process::Output {
-    let mut child = Command::new(exe)
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--no-first-run",
-        ])
-        .args([
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-        ])
-        .arg(format!("--user-data-dir={}", profile.display()))
-        .args(["--window-size=1200,1700", "--virtual-time-budget=5000"])
+    let mut child = tcptune_testkit::cdp::headless(exe, profile)
+        .arg("--virtual-time-budget=5000")
         .args(args)
         .arg(url)
         .stdout(Stdio::piped())

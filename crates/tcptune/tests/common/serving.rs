@@ -36,9 +36,18 @@ pub fn address(line: &str) -> SocketAddr {
 
 /// One HTTP/1.0 GET: (status, body).
 pub fn get(addr: SocketAddr, path: &str) -> (u16, String) {
+    get_as(addr, path, None)
+}
+
+/// One HTTP/1.0 GET with basic-auth credentials (`user:password` in base64), if any:
+/// (status, body).
+pub fn get_as(addr: SocketAddr, path: &str, auth: Option<&str>) -> (u16, String) {
     use std::io::{Read, Write};
     let mut s = std::net::TcpStream::connect(addr).unwrap();
-    write!(s, "GET {path} HTTP/1.0\r\nHost: test\r\n\r\n").unwrap();
+    let auth = auth
+        .map(|a| format!("Authorization: Basic {a}\r\n"))
+        .unwrap_or_default();
+    write!(s, "GET {path} HTTP/1.0\r\nHost: test\r\n{auth}\r\n").unwrap();
     let mut resp = String::new();
     s.read_to_string(&mut resp).unwrap();
     let status = resp
