@@ -255,6 +255,8 @@ fn server_max_duration_ends_a_longer_test() {
             .unwrap(),
     );
     let lines = line_channel(srv.0.stdout.take().unwrap());
+    // A failed test's "iperf3: error - …" goes to standard error, as iperf3's server writes it.
+    let errors = line_channel(srv.0.stderr.take().unwrap());
     wait_for_line(&lines, Duration::from_secs(20), |l| {
         l.starts_with("Server listening on")
     })
@@ -272,7 +274,7 @@ fn server_max_duration_ends_a_longer_test() {
     );
     let v: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert!(v.get("error").is_some(), "{v}");
-    let log = wait_for_line(&lines, Duration::from_secs(20), |l| {
+    let log = wait_for_line(&errors, Duration::from_secs(20), |l| {
         l.contains("test failed")
     })
     .expect("the server logs the test it ended");
