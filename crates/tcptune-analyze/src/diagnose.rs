@@ -4,7 +4,7 @@
 //! behind it (retransmission breakdown, reordering, capture gaps). The class names and
 //! thresholds are the engine's, the same that `conns`, `watch` and `test` use.
 
-use tcptune_diagnose::engine::{classify, CaptureEvidence, Context, Observations, Series};
+use tcptune_diagnose::engine::{classify, CaptureEvidence, Context, Observations, Series, Verdict};
 
 use crate::analysis::{DirStats, FlowReport};
 
@@ -109,18 +109,36 @@ fn gap_findings(r: &FlowReport, out: &mut Vec<String>) {
     }
 }
 
+/// The engine's verdict on the data sent one way (0: a→b, 1: b→a), from what the capture
+/// shows; `None` when that way carried no data.
+pub fn direction_verdict(r: &FlowReport, dir: usize) -> Option<Verdict> {
+    let (d, back) = if dir == 0 {
+        (&r.a_to_b, &r.b_to_a)
+    } else {
+        (&r.b_to_a, &r.a_to_b)
+    };
+    if d.data_packets == 0 {
+        return None;
+    }
+    let c = capture_evidence(d, back, r);
+    let obs = Observations {
+        sender: Series::None,
+        receiver: Series::None,
+        delivered: None,
+        cpu: &[],
+        capture: Some(&c),
+    };
+    Some(classify(&obs, &Context::default(), "of the capture").0)
+}
+
 /// Findings for one flow: each data direction's limit first, then the facts.
 pub fn diagnose(r: &FlowReport) -> Vec<String> {
     let mut out = Vec::new();
     let mut notes = Vec::new();
-    let ctx = Context::default();
-    for (name, d, back) in [
-        ("a->b", &r.a_to_b, &r.b_to_a),
-        ("b->a", &r.b_to_a, &r.a_to_b),
-    ] {
-        if d.data_packets == 0 {
+    for (dir, name, d) in [(0, "a->b", &r.a_to_b), (1, "b->a", &r.b_to_a)] {
+        let Some(v) = direction_verdict(r, dir) else {
             continue;
-        }
+        };
         if let (Some(irtt), Some(x)) = (path_rtt_instead(d, r), d.rtt.as_ref()) {
             notes.push(format!(
                 "{name}: captured at its receiver: its ACK round trips (mean {}) are the \
@@ -128,15 +146,6 @@ pub fn diagnose(r: &FlowReport) -> Vec<String> {
                 x.mean_s
             ));
         }
-        let c = capture_evidence(d, back, r);
-        let obs = Observations {
-            sender: Series::None,
-            receiver: Series::None,
-            delivered: None,
-            cpu: &[],
-            capture: Some(&c),
-        };
-        let (v, _) = classify(&obs, &ctx, "of the capture");
         out.push(format!("{name}: {}", v.text));
     }
     out.append(&mut notes);

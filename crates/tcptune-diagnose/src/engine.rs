@@ -595,6 +595,7 @@ pub struct Diagnosis {
 mod bounds;
 mod decision;
 mod evidence;
+pub mod flows;
 pub mod invariants;
 mod needs;
 

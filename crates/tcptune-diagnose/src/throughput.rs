@@ -1,8 +1,8 @@
 //! The end-of-test diagnosis of a throughput test (`tcptune test`, the lab's runner): each
 //! stream judged by the one engine ([`crate::engine::diagnose`]) over the whole test, then the
-//! test as a whole: the limit of most of the bytes, the bounds summed over streams, and one
-//! recommendation per knob (the largest need over all streams, checked against the settings in
-//! effect by [`crate::advice::advise`]).
+//! test as a whole by the same engine ([`crate::engine::flows`]: the limit of most of the
+//! bytes, the bounds summed over streams, one recommendation per knob). This module holds the
+//! test's types, their text, and the bufferbloat finding's place in them.
 
 use std::fmt;
 
@@ -77,6 +77,25 @@ pub struct StreamDiagnosis {
 }
 
 impl StreamDiagnosis {
+    /// Stream `id` as the engine judged it.
+    pub fn of(id: u32, d: Diagnosis) -> StreamDiagnosis {
+        StreamDiagnosis {
+            id,
+            achieved_bps: d.evidence.achieved_bps.unwrap_or(Rate::from_bps(0.0)),
+            limit: d.limit,
+            share: d.share,
+            verdict: d.verdict,
+            missing: d.missing,
+            evidence: d.evidence,
+            bounds: d.bounds,
+            bounds_not_shown: d.bounds_not_shown,
+            needs: d.needs,
+            recommendations: d.recommendations,
+            in_effect: d.in_effect,
+            problem: d.problem,
+        }
+    }
+
     /// The stream's judgement as the engine gives one flow's (for [`engine::invariants`]).
     pub fn diagnosis(&self) -> Diagnosis {
         Diagnosis {
@@ -134,22 +153,7 @@ pub fn diagnose_stream(input: &StreamInput<'_>, ctx: &Context) -> StreamDiagnosi
         cpu: input.cpu,
         capture: None,
     };
-    let d = engine::diagnose(&obs, ctx, "of the test");
-    StreamDiagnosis {
-        id: input.id,
-        achieved_bps: d.evidence.achieved_bps.unwrap_or(Rate::from_bps(0.0)),
-        limit: d.limit,
-        share: d.share,
-        verdict: d.verdict,
-        missing: d.missing,
-        evidence: d.evidence,
-        bounds: d.bounds,
-        bounds_not_shown: d.bounds_not_shown,
-        needs: d.needs,
-        recommendations: d.recommendations,
-        in_effect: d.in_effect,
-        problem: d.problem,
-    }
+    StreamDiagnosis::of(input.id, engine::diagnose(&obs, ctx, "of the test"))
 }
 
 /// A bidirectional test: each direction judged and summed on its own, with its own context
@@ -167,123 +171,26 @@ pub fn diagnose_bidir(
     t
 }
 
-/// The diagnosis of a whole test from its streams' diagnoses (in one direction or both).
-pub fn diagnose_test(mut streams: Vec<StreamDiagnosis>, ctx: &Context) -> TestDiagnosis {
-    let achieved = Rate::from_bps(streams.iter().map(|s| s.achieved_bps.bps()).sum());
-    // Streams share the path unequally (congestion control is not perfectly fair): when
-    // together they carry the path's payload, a stream below its even share that nothing of
-    // its own held back (cwnd/pacing, or the loss of a full queue) is at the capacity too.
-    let path_payload: f64 = streams
-        .iter()
-        .filter_map(|s| s.evidence.path_goodput_bps)
-        .map(|r| r.bps())
-        .sum();
-    let main_streams = ctx.streams.max(1) as usize;
-    if streams.len() > 1
-        && path_payload > 0.0
-        && streams.len() == main_streams
-        && achieved.bps() >= engine::AT_CAPACITY * path_payload
-    {
-        let n_streams = streams.len();
-        for s in &mut streams {
-            if matches!(s.limit, Limit::Network | Limit::Loss) {
-                s.limit = Limit::PathCapacity;
-                s.share = None;
-                s.problem = !s.evidence.missing_options.is_empty();
-                s.needs.retain(|n| {
-                    !matches!(
-                        n.knob,
-                        crate::advice::Knob::FindLoss | crate::advice::Knob::CongestionControl
-                    )
-                });
-                s.recommendations = crate::advice::advise(&s.needs, &s.in_effect);
-                s.verdict = format!(
-                    "{} at {}: the {} streams together carry {} of the {} of payload the path \
-                     carries",
-                    Limit::PathCapacity.label(),
-                    s.achieved_bps,
-                    n_streams,
-                    engine::pct(achieved.bps() / path_payload),
-                    Rate::from_bps(path_payload)
-                );
-            }
-        }
-    }
-    // The limit that holds most of the bytes.
-    let mut by_limit: Vec<(Limit, f64)> = Vec::new();
-    for s in &streams {
-        match by_limit.iter_mut().find(|(l, _)| *l == s.limit) {
-            Some((_, b)) => *b += s.achieved_bps.bps().max(1.0),
-            None => by_limit.push((s.limit, s.achieved_bps.bps().max(1.0))),
-        }
-    }
-    let limit = by_limit
-        .iter()
-        .max_by(|a, b| a.1.total_cmp(&b.1))
-        .map(|x| x.0)
-        .unwrap_or(Limit::NotEnoughEvidence);
-    let needs: Vec<crate::advice::Need> = streams
-        .iter()
-        .flat_map(|s| s.needs.iter().cloned())
-        .collect();
-    let recommendations = crate::advice::advise(&needs, &InEffect::of(ctx));
-    let mut bounds = Vec::new();
-    for model in ["window/RTT", "Mathis", "PFTK", "path payload"] {
-        let per: Vec<&Bound> = streams
-            .iter()
-            .filter_map(|s| s.bounds.iter().find(|b| b.model == model))
-            .collect();
-        if !per.is_empty() && per.len() == streams.len() {
-            // Each stream's path bound is the whole path: the test's is that, not their sum.
-            let sum = if model == "path payload" {
-                per[0].rate_bps
-            } else {
-                Rate::from_bps(per.iter().map(|b| b.rate_bps.bps()).sum())
-            };
-            bounds.push(Bound {
-                model: model.into(),
-                rate_bps: sum,
-                inputs: if model == "path payload" {
-                    per[0].inputs.clone()
-                } else {
-                    format!("sum over {} streams", per.len())
-                },
-                achieved_fraction: if sum.bps() > 0.0 {
-                    achieved.bps() / sum.bps()
-                } else {
-                    0.0
-                },
-            });
-        }
-    }
-    let problem = streams.iter().any(|s| s.problem);
-    let verdict = match streams.as_slice() {
-        [one] => one.verdict.clone(),
-        _ => format!(
-            "{} at {achieved} over {} streams ({})",
-            limit.label(),
-            streams.len(),
-            by_limit
-                .iter()
-                .map(|(l, _)| format!(
-                    "{} {}",
-                    streams.iter().filter(|s| s.limit == *l).count(),
-                    l.label()
-                ))
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
-    };
+/// The diagnosis of a whole test from its streams' diagnoses (in one direction or both): the
+/// engine judges the streams together ([`engine::flows::together`]).
+pub fn diagnose_test(streams: Vec<StreamDiagnosis>, ctx: &Context) -> TestDiagnosis {
+    let ids: Vec<u32> = streams.iter().map(|s| s.id).collect();
+    let mut flows: Vec<Diagnosis> = streams.iter().map(StreamDiagnosis::diagnosis).collect();
+    let whole = engine::flows::together(&mut flows, ctx);
     TestDiagnosis {
-        achieved_bps: achieved,
-        limit,
-        verdict,
-        bounds,
-        recommendations,
-        streams,
+        achieved_bps: whole.achieved_bps,
+        limit: whole.limit,
+        verdict: whole.verdict,
+        bounds: whole.bounds,
+        recommendations: whole.recommendations,
+        streams: ids
+            .into_iter()
+            .zip(flows)
+            .map(|(id, d)| StreamDiagnosis::of(id, d))
+            .collect(),
         reverse: None,
         bufferbloat: None,
-        problem,
+        problem: whole.problem,
         context: Some(ContextRecord::from(ctx)),
     }
 }

@@ -57,7 +57,7 @@ function drawTable() {
     tr.dataset.id = r.id;
     tr.dataset.limit = r.limit;
     if (r.id === state.conn) tr.className = "chosen";
-    const cells = [r.local, r.remote, r.state, fmtRate(r.rate_bps), r.srtt_ms == null ? "" : r.srtt_ms.toFixed(2) + " ms", r.limit.replace(/_/g, " "), r.verdict];
+    const cells = [r.label || r.local, r.label ? "" : r.remote, r.state, fmtRate(r.rate_bps), r.srtt_ms == null ? "" : r.srtt_ms.toFixed(2) + " ms", r.limit.replace(/_/g, " "), r.verdict];
     cells.forEach((c, i) => {
       const td = document.createElement("td");
       td.textContent = c;

@@ -103,6 +103,7 @@ fn row(c: &Conn, state_num: u8) -> Row {
     Row {
         id: c.cookie.to_string(),
         netns: c.netns.clone(),
+        label: None,
         state_num,
         state: c.state.to_string(),
         local: c.local,

@@ -122,6 +122,10 @@ pub struct Row {
     /// Network namespace; `None`: ours.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub netns: Option<String>,
+    /// What the row is when it is not a live socket with known addresses (an experiment's
+    /// trial): the page shows it in place of the addresses.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
     /// TCP state number (the filter's states) and its name as `ss` prints it.
     pub state_num: u8,
     /// The state's name as `ss` prints it.

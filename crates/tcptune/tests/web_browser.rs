@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 mod common;
 
-use common::serving::{address, get, serving};
+use common::serving::{address, get, serving, snapshot};
 use serde_json::Value;
 use tcptune_testkit::cdp::chromium;
 use tcptune_testkit::sock::{self, listen};
@@ -47,34 +47,6 @@ fn serving_err(args: &[&str], warning: &str) -> (Kill, SocketAddr) {
         .read_line(&mut out)
         .unwrap();
     (Kill(child), address(&out))
-}
-
-/// The snapshot event of a stream (the connection's history so far), as JSON; null when
-/// the server has no such connection (yet).
-fn snapshot(addr: SocketAddr, id: &str) -> Value {
-    let mut s = TcpStream::connect(addr).unwrap();
-    write!(
-        s,
-        "GET /api/stream?conn={id} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut r = BufReader::new(s);
-    let mut line = String::new();
-    let mut event = String::new();
-    loop {
-        line.clear();
-        if r.read_line(&mut line).unwrap_or(0) == 0 {
-            return Value::Null;
-        }
-        if let Some(e) = line.strip_prefix("event: ") {
-            event = e.trim().to_string();
-        } else if let Some(d) = line.strip_prefix("data: ") {
-            // The store's bounds come first; the snapshot is what the callers want.
-            if event == "snapshot" {
-                return serde_json::from_str(d).unwrap();
-            }
-        }
-    }
 }
 
 /// Runs headless Chromium on `url` with `args`, within a deadline.

@@ -426,3 +426,63 @@ fn a_window_below_the_loss_bound_is_the_limit_though_a_few_packets_were_lost() {
     let d = decide_sender(&lossier, &Context::default(), true);
     assert_eq!(d.limit, Limit::Network, "{}", d.why);
 }
+
+#[test]
+fn a_verdict_that_the_receiver_reads_slowly_advises_the_reader_not_a_larger_buffer() {
+    // Window 64 KiB at a 20 ms RTT carries 26 Mbit/s; 4 Mbit/s arrived, rwnd-limited 90%
+    // of the time, the path's rate unknown (conns, watch): the window was mostly closed.
+    let a = sample(1000, |_| {});
+    let b = sample(2000, |i| {
+        i.bytes_sent = Some(520_000);
+        i.bytes_acked = Some(500_000);
+        i.busy_time_us = Some(1_000_000);
+        i.rwnd_limited_us = Some(900_000);
+    });
+    let samples = [a, b];
+    let obs = Observations {
+        sender: Series::of(&samples),
+        receiver: Series::None,
+        delivered: None,
+        cpu: &[],
+        capture: None,
+    };
+    let d = diagnose(&obs, &Context::default(), "of the last 1 s");
+    assert_eq!(d.limit, Limit::ReceiverWindow, "{}", d.verdict);
+    assert!(d.verdict.contains("reads slowly"), "{}", d.verdict);
+    assert!(
+        d.needs
+            .iter()
+            .any(|n| n.knob == advice::Knob::ReceiverReads),
+        "{:?}",
+        d.needs
+    );
+    assert!(
+        !d.needs
+            .iter()
+            .any(|n| matches!(n.knob, advice::Knob::TcpRmemMax | advice::Knob::RmemMax)),
+        "{:?}",
+        d.needs
+    );
+    // The window at the flow's RTT covering what arrived: a larger buffer is the advice.
+    let b = sample(2000, |i| {
+        i.bytes_sent = Some(3_300_000);
+        i.bytes_acked = Some(3_200_000);
+        i.busy_time_us = Some(1_000_000);
+        i.rwnd_limited_us = Some(900_000);
+    });
+    let samples = [samples[0].clone(), b];
+    let obs = Observations {
+        sender: Series::of(&samples),
+        ..obs
+    };
+    let d = diagnose(&obs, &Context::default(), "of the last 1 s");
+    assert_eq!(d.limit, Limit::ReceiverWindow, "{}", d.verdict);
+    assert!(!d.verdict.contains("reads slowly"), "{}", d.verdict);
+    assert!(
+        !d.needs
+            .iter()
+            .any(|n| n.knob == advice::Knob::ReceiverReads),
+        "{:?}",
+        d.needs
+    );
+}

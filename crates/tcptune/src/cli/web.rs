@@ -34,7 +34,8 @@ pub struct WebArgs {
 /// `tcptune view`.
 #[derive(Args, Debug, Clone)]
 pub struct ViewArgs {
-    /// A recording made with `tcptune watch --web --record FILE`.
+    /// A recording made with `tcptune watch --web --record FILE`, an experiment's results
+    /// directory (or one trial's `series/<trial>.jsonl`), or a pcap/pcapng capture.
     #[arg(value_name = "FILE")]
     pub file: PathBuf,
     /// Address to serve the page on (loopback; port 0 picks a free one).

@@ -20,6 +20,7 @@ mod report;
 mod schema;
 mod trace;
 mod tune_search;
+mod view_open;
 mod watch;
 mod web;
 

@@ -4,7 +4,7 @@
 //! (or, for `view`, from a recording) until SIGINT or SIGTERM.
 
 use std::fs::File;
-use std::io::{BufReader, BufWriter};
+use std::io::BufWriter;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -17,7 +17,7 @@ use tcptune_kernel::trace::Tracer;
 use tcptune_web::http::{bind, exposure_warning, serve, Shared, WebConfig};
 use tcptune_web::hub::Hub;
 use tcptune_web::live::{self, Live};
-use tcptune_web::record::{replay, Recorder};
+use tcptune_web::record::Recorder;
 use tcptune_web::scope::{Limits, Scope};
 use tcptune_web::store::{Bounds, Store};
 use tcptune_web::update::Source;
@@ -146,10 +146,7 @@ pub fn watch(args: &WatchArgs, addr: SocketAddr, json: bool) -> anyhow::Result<O
 pub fn view(args: &ViewArgs) -> anyhow::Result<Outcome> {
     let addr = address(Some(args.web), &args.access)?.unwrap_or(args.web);
     let web = web_config(&args.access)?;
-    let f = File::open(&args.file)
-        .with_context(|| format!("cannot open the recording {}", args.file.display()))?;
-    let store = replay(BufReader::new(f), Bounds::default())
-        .with_context(|| format!("reading the recording {}", args.file.display()))?;
+    let store = super::view_open::open(&args.file)?;
     let listener = bind(addr)?;
     warn_exposure(addr, &web);
     let hub = Arc::new(Hub::new(store));

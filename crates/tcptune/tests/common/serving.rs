@@ -3,10 +3,11 @@
 
 #![allow(dead_code)] // each test file uses the part it needs
 
-use std::io::{BufRead, BufReader};
-use std::net::SocketAddr;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
 use std::process::{Command, Stdio};
 
+use serde_json::Value;
 use tcptune_testkit::Kill;
 
 /// Starts `tcptune ARGS` (standard error inherited); returns it and the address its first
@@ -42,8 +43,7 @@ pub fn get(addr: SocketAddr, path: &str) -> (u16, String) {
 /// One HTTP/1.0 GET with basic-auth credentials (`user:password` in base64), if any:
 /// (status, body).
 pub fn get_as(addr: SocketAddr, path: &str, auth: Option<&str>) -> (u16, String) {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    let mut s = TcpStream::connect(addr).unwrap();
     let auth = auth
         .map(|a| format!("Authorization: Basic {a}\r\n"))
         .unwrap_or_default();
@@ -57,4 +57,32 @@ pub fn get_as(addr: SocketAddr, path: &str, auth: Option<&str>) -> (u16, String)
         .unwrap_or(0);
     let body = resp.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or("");
     (status, body.to_string())
+}
+
+/// The snapshot event of a stream (the connection's history so far), as JSON; null when
+/// the server has no such connection (yet).
+pub fn snapshot(addr: SocketAddr, id: &str) -> Value {
+    let mut s = TcpStream::connect(addr).unwrap();
+    write!(
+        s,
+        "GET /api/stream?conn={id} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut r = BufReader::new(s);
+    let mut line = String::new();
+    let mut event = String::new();
+    loop {
+        line.clear();
+        if r.read_line(&mut line).unwrap_or(0) == 0 {
+            return Value::Null;
+        }
+        if let Some(e) = line.strip_prefix("event: ") {
+            event = e.trim().to_string();
+        } else if let Some(d) = line.strip_prefix("data: ") {
+            // The store's bounds come first; the snapshot is what the callers want.
+            if event == "snapshot" {
+                return serde_json::from_str(d).unwrap();
+            }
+        }
+    }
 }
