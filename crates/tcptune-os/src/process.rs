@@ -255,6 +255,21 @@ pub fn raise_open_file_limit(want: u64) -> io::Result<u64> {
     Ok(lim.rlim_cur)
 }
 
+/// Sets the soft limit of open files to `n` (never above the hard limit); returns the limit in
+/// force afterwards. What a test of running out of descriptors needs.
+pub fn set_open_file_limit(n: u64) -> io::Result<u64> {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `lim` is a valid, writable rlimit.
+    check(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) })?;
+    lim.rlim_cur = n.min(lim.rlim_max);
+    // SAFETY: `lim` is a valid rlimit, read only.
+    check(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) })?;
+    Ok(lim.rlim_cur)
+}
+
 /// User and system CPU time of this process.
 pub fn cpu_times() -> (Duration, Duration) {
     // SAFETY: rusage is plain integers; all-zero is a valid value.
