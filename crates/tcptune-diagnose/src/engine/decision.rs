@@ -68,20 +68,6 @@ pub(super) fn bdp_bytes(ctx: &Context, e: &Evidence) -> Option<u64> {
     Some((rate.bytes_per_sec() / ctx.streams.max(1) as f64 * rtt.secs()).ceil() as u64)
 }
 
-/// The reader, not the buffer, held a receiver-window-limited flow: the window already covered
-/// the BDP, or (the path's rate unknown) it carried four times what arrived at the flow's RTT,
-/// so it was mostly closed. The verdict's "reads slowly" and the advice (the reader, not a
-/// larger buffer: `needs.rs`) both ask this one question.
-pub(super) fn reader_held_window(e: &Evidence, ctx: &Context) -> bool {
-    match bdp_bytes(ctx, e) {
-        Some(bdp) => e.peer_window_bytes.is_some_and(|w| w >= bdp),
-        None => match (window_bound(e).or(min_rtt_window_bound(e)), e.achieved_bps) {
-            (Some(wr), Some(a)) => a.bps() < wr.bps() / 4.0,
-            _ => false,
-        },
-    }
-}
-
 /// The decision, with a class its own bound rules out turned into conflicting evidence.
 pub(super) fn decide(obs: &Observations<'_>, e: &Evidence, ctx: &Context) -> Decision {
     invariants::checked(decide_unchecked(obs, e, ctx), e, ctx)
@@ -228,22 +214,18 @@ pub(super) fn decide_sender(e: &Evidence, ctx: &Context, chronographs_reported: 
         Limit::ReceiverWindow => {
             let w = e.peer_window_bytes.unwrap_or(0);
             let mut why = format!("its window {}", size(w));
-            let slow = reader_held_window(e, ctx);
-            match (
-                bdp_bytes(ctx, e),
-                window_bound(e).or(min_rtt_window_bound(e)),
-            ) {
+            match (bdp_bytes(ctx, e), min_rtt_window_bound(e)) {
                 (Some(bdp), _) => {
                     let cmp = if w < bdp { "<" } else { "≥" };
                     why += &format!(" {cmp} BDP {}", size(bdp));
-                    if slow {
+                    if w >= bdp {
                         why += ": the receiving application reads slowly (the window is \
                                 often closed)";
                     }
                 }
                 (None, Some(wr)) => {
                     why += &format!(" allows {wr}");
-                    if let Some(a) = e.achieved_bps.filter(|_| slow) {
+                    if let Some(a) = e.achieved_bps.filter(|a| a.bps() < wr.bps() / 4.0) {
                         why += &format!(
                             "; {a} is far lower: the receiver reads slowly (window often closed)"
                         );

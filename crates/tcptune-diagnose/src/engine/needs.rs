@@ -145,22 +145,13 @@ fn receiver_window_needs(
         (e.receiver_buffer_bytes, e.peer_window_bytes),
         (Some(b), Some(w)) if (w as f64) < UNREAD_BACKLOG * b as f64 / 2.0
     );
-    // What the verdict calls reading slowly (decision.rs), with the path's rate unknown.
-    let mostly_closed = !covers_bdp && !backlog && super::decision::reader_held_window(e, ctx);
-    let reads_slowly = covers_bdp || backlog || mostly_closed;
+    let reads_slowly = covers_bdp || backlog;
     if reads_slowly {
         out.push(Need {
             knob: Knob::ReceiverReads,
             on: End::Receiver,
             value: Value::Advice,
-            why: if mostly_closed {
-                format!(
-                    "its window {} carries far more than arrived: the window was mostly \
-                         closed, so the receiving application (or its CPU) reads too slowly; \
-                         a larger buffer would not help",
-                    size(e.peer_window_bytes.unwrap_or(0))
-                )
-            } else if covers_bdp {
+            why: if covers_bdp {
                 format!(
                     "its window {} already covers the BDP, yet was often full: the \
                          receiving application reads too slowly (larger reads, a faster \
