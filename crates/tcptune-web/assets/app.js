@@ -25,9 +25,14 @@ function showSource(src) {
   b.dataset.perAck = String(src.per_ack);
   b.className = "banner" + (src.per_ack ? "" : " polled");
   const every = (src.interval_s * 1000).toFixed(0) + " ms";
+  // What `view` opened besides a recording (cmd/view_open.rs) was not polled from sock_diag:
+  // its reason says what it is.
+  const opened = src.reason && /^(a capture|an experiment's|a trial's) /.test(src.reason);
   b.textContent = src.per_ack
     ? "Per-ACK data from the kernel's tcp_probe tracepoint; table and rates polled every " + every + "."
-    : "Polled from sock_diag every " + every + (src.reason ? " — " + src.reason : "") + ".";
+    : opened
+      ? "From " + src.reason + "."
+      : "Polled from sock_diag every " + every + (src.reason ? " — " + src.reason : "") + ".";
 }
 
 async function loadTable() {

@@ -172,3 +172,17 @@ fn what_view_cannot_read_is_one_sentence_and_exit_2() {
         );
     }
 }
+
+#[test]
+fn a_committed_results_directory_without_series_opens_with_its_verdicts() {
+    // The repository keeps trial records, not series: each trial is a row with no points.
+    let dir = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/seed004-buffers/results/cpu"
+    );
+    let (_view, addr) = serving(&["view", dir, "--web", "127.0.0.1:0"]);
+    let t = connections(addr);
+    let rows = t["connections"].as_array().unwrap();
+    assert_eq!(rows.len(), 9, "{t}");
+    assert!(rows.iter().all(|r| r["limit"] == "path_capacity"), "{t}");
+}

@@ -217,8 +217,12 @@ fn results(dir: &Path) -> anyhow::Result<Store> {
     let mut rows = Vec::new();
     for r in records.iter().filter(|r| !r.warmup) {
         let Some(m) = &r.result else { continue };
-        let Some(rel) = &m.series else { continue };
-        let samples = read_series(&dir.join(rel))?;
+        // A committed results directory keeps its records, not its series: such a trial is a
+        // row with its verdict and no points.
+        let samples = match &m.series {
+            Some(rel) if dir.join(rel).is_file() => read_series(&dir.join(rel))?,
+            _ => Vec::new(),
+        };
         let point = plan
             .as_ref()
             .and_then(|p| p.points.get(r.point))
@@ -233,7 +237,7 @@ fn results(dir: &Path) -> anyhow::Result<Store> {
         ));
     }
     if rows.is_empty() {
-        bail!("no measured trial there has a series (series/<trial>.jsonl); run it with `tcptune lab run`, which keeps them");
+        bail!("no measured trial is recorded there (trials.jsonl); run the spec with `tcptune lab run SPEC --out DIR`");
     }
     updates.push(Update::Rows { t_s: 0.0, rows });
     Ok(store_of(
