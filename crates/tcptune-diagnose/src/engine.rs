@@ -486,6 +486,10 @@ pub struct Evidence {
     /// Median window the receiver advertised (the sender's `snd_wnd`, or the receiver's own
     /// `rcv_wnd` when only it was seen).
     pub peer_window_bytes: Option<u64>,
+    /// The largest of those windows: a window-limited flow carries at most this over the
+    /// minimum RTT (a window that grew or shrank during the flow has a median below it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peer_window_max_bytes: Option<u64>,
     /// cwnd / receiver's window: far above 1 means the receiver, not the network, held it back.
     pub cwnd_over_window: Option<f64>,
     /// The receiver's socket receive buffer (when its side was sampled).

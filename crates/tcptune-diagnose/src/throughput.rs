@@ -269,7 +269,7 @@ impl TestDiagnosis {
             for m in seen {
                 writeln!(f, "  {m}")?;
             }
-        } else if !self.problem {
+        } else if !self.problem && !undecided {
             writeln!(f, "No problem found.")?;
         }
         Ok(())

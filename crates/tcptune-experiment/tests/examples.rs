@@ -58,20 +58,20 @@ fn readme_tables_are_the_generated_comparison() {
     }
 }
 
-/// Every results directory under `examples/` that keeps its trial records.
+/// Every results directory under `examples/` (a directory with a `summary.csv`).
 fn kept_records(dir: &Path, out: &mut Vec<PathBuf>) {
     for e in std::fs::read_dir(dir).unwrap().flatten() {
         let p = e.path();
         if p.is_dir() {
             kept_records(&p, out);
-        } else if p.file_name().is_some_and(|n| n == "trials.jsonl") {
+        } else if p.file_name().is_some_and(|n| n == "summary.csv") {
             out.push(dir.to_path_buf());
         }
     }
 }
 
-/// A committed result that keeps its trial records (`trials.jsonl`, `plan.json`, the spec
-/// copy) re-derives its `summary.csv` from them alone: the summary is what the data gives.
+/// Every committed result keeps its trial records (`trials.jsonl`, `plan.json`, the spec
+/// copy) and re-derives its `summary.csv` from them alone: the summary is what the data gives.
 #[test]
 fn kept_trial_records_rederive_the_committed_summary() {
     let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");

@@ -54,8 +54,8 @@ pub struct StreamResult {
     pub end_time: Option<f64>,
 }
 
-/// One side's results.
-#[derive(Debug, Clone, PartialEq)]
+/// One side's results (`Default`: none, as before an exchange).
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct Results {
     /// CPU use during the test, percent.
     pub cpu_util_total: f64,

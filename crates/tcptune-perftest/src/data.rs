@@ -50,6 +50,9 @@ pub struct SendPlan {
     pub zerocopy: bool,
     /// The payload is "0123456789" repeated (iperf3's `--repeating-payload`).
     pub repeating: bool,
+    /// iperf3's `-F`: sending streams send this file's bytes (the stream ends at its end),
+    /// receiving streams write what they read to it (each stream opens it itself, as iperf3).
+    pub file: Option<std::path::PathBuf>,
 }
 
 /// One data connection and its role.
@@ -102,6 +105,8 @@ pub struct DataPhase {
     stop_send: Arc<AtomicBool>,
     stop_all: Arc<AtomicBool>,
     sent_total: Arc<AtomicU64>,
+    /// A sending stream reached the end of `-F`'s file (iperf3 then ends the test).
+    file_ended: Arc<AtomicBool>,
     /// The mark, nanoseconds on the test clock (`u64::MAX`: none); see `mark_at`.
     mark: Arc<AtomicU64>,
     workers: Vec<JoinHandle<()>>,
@@ -154,6 +159,7 @@ impl DataPhase {
         let stop_send = Arc::new(AtomicBool::new(false));
         let stop_all = Arc::new(AtomicBool::new(false));
         let sent_total = Arc::new(AtomicU64::new(0));
+        let file_ended = Arc::new(AtomicBool::new(false));
         let mut block = Aligned::zeroed(plan.block.max(1) as usize);
         fill_payload(block.as_mut(), plan.repeating);
         let zc = if plan.zerocopy {
@@ -184,38 +190,59 @@ impl DataPhase {
                 mark: mark.clone(),
                 at_mark: slot.at_mark.clone(),
             };
-            let handle = if slot.sends {
-                let stop = stop_send.clone();
-                let total = sent_total.clone();
-                let block = block.clone();
-                let zc = zc.clone();
-                let plan = plan.clone();
-                std::thread::Builder::new()
-                    .name(format!("send-{}", slot.id))
-                    .spawn(move || {
-                        send_loop(
-                            &sock,
-                            (*block).as_ref(),
-                            zc.as_deref(),
-                            &plan,
-                            &stop,
-                            &bytes,
-                            &total,
-                            &marker,
-                        )
-                    })?
-            } else {
-                // No SO_RCVLOWAT and no SO_RCVBUF (unless -w): the reader wakes for every byte
-                // and drains until the socket is empty, as iperf3 does. Bytes left unread
-                // shrink the window the sender sees, and the kernel sizes the buffer by what
-                // the reader copied per RTT (rcv_space): a receiver that waited for a quarter
-                // of a 64 KiB buffer (as this one once did) got 0.74x iperf3's rate on a
-                // window-limited path (tests/serve_fidelity.rs).
-                let stop = stop_all.clone();
-                let len = plan.block.clamp(4096, 1 << 20) as usize;
-                std::thread::Builder::new()
-                    .name(format!("recv-{}", slot.id))
-                    .spawn(move || recv_loop(&sock, len, &stop, &bytes, &marker))?
+            let file = match &plan.file {
+                Some(p) => Some(open_file(p, slot.sends)?),
+                None => None,
+            };
+            let handle = match (file, slot.sends) {
+                (Some(file), true) => {
+                    let (stop, ended) = (stop_send.clone(), file_ended.clone());
+                    let (total, plan) = (sent_total.clone(), plan.clone());
+                    std::thread::Builder::new()
+                        .name(format!("send-{}", slot.id))
+                        .spawn(move || {
+                            let c = Counters {
+                                bytes: &bytes,
+                                total: &total,
+                                marker: &marker,
+                            };
+                            send_file(&sock, file, &plan, &stop, &c, &ended)
+                        })?
+                }
+                (_, true) => {
+                    let stop = stop_send.clone();
+                    let total = sent_total.clone();
+                    let block = block.clone();
+                    let zc = zc.clone();
+                    let plan = plan.clone();
+                    std::thread::Builder::new()
+                        .name(format!("send-{}", slot.id))
+                        .spawn(move || {
+                            send_loop(
+                                &sock,
+                                (*block).as_ref(),
+                                zc.as_deref(),
+                                &plan,
+                                &stop,
+                                &bytes,
+                                &total,
+                                &marker,
+                            )
+                        })?
+                }
+                (file, false) => {
+                    // No SO_RCVLOWAT and no SO_RCVBUF (unless -w): the reader wakes for every byte
+                    // and drains until the socket is empty, as iperf3 does. Bytes left unread
+                    // shrink the window the sender sees, and the kernel sizes the buffer by what
+                    // the reader copied per RTT (rcv_space): a receiver that waited for a quarter
+                    // of a 64 KiB buffer (as this one once did) got 0.74x iperf3's rate on a
+                    // window-limited path (tests/serve_fidelity.rs).
+                    let stop = stop_all.clone();
+                    let len = plan.block.clamp(4096, 1 << 20) as usize;
+                    std::thread::Builder::new()
+                        .name(format!("recv-{}", slot.id))
+                        .spawn(move || recv_loop(&sock, len, &stop, &bytes, &marker, file))?
+                }
             };
             workers.push(handle);
             slots.push(slot);
@@ -252,6 +279,7 @@ impl DataPhase {
             stop_send,
             stop_all,
             sent_total,
+            file_ended,
             mark,
             workers,
             samples,
@@ -271,6 +299,11 @@ impl DataPhase {
             .iter()
             .map(|s| s.bytes.load(Ordering::Relaxed))
             .collect()
+    }
+
+    /// Whether a sending stream reached the end of `-F`'s file.
+    pub fn file_ended(&self) -> bool {
+        self.file_ended.load(Ordering::Relaxed)
     }
 
     /// Bytes all sending streams have written together.
@@ -499,14 +532,8 @@ fn send_loop(
             }
             len = len.min((limit - so_far) as usize);
         }
-        if let Some(rate) = plan.rate_bps {
-            // Pace: wait until the rate allows the bytes sent so far (iperf3's -b pacing).
-            let due = mine as f64 * 8.0 / rate as f64;
-            let el = start.elapsed().as_secs_f64();
-            if due > el {
-                std::thread::sleep(Duration::from_secs_f64((due - el).min(0.1)));
-                continue;
-            }
+        if pace(plan, mine, start) {
+            continue;
         }
         let r = match zc {
             Some(z) if len == block.len() => z.send(sock),
@@ -525,11 +552,118 @@ fn send_loop(
     }
 }
 
-fn recv_loop(sock: &TcpStream, len: usize, stop: &AtomicBool, bytes: &AtomicU64, marker: &Marker) {
+/// `-b`'s pacing: waits (at most 100 ms) when the rate does not yet allow the bytes sent so
+/// far; true when it waited.
+fn pace(plan: &SendPlan, mine: u64, start: Instant) -> bool {
+    let Some(rate) = plan.rate_bps else {
+        return false;
+    };
+    let due = mine as f64 * 8.0 / rate as f64;
+    let el = start.elapsed().as_secs_f64();
+    if due > el {
+        std::thread::sleep(Duration::from_secs_f64((due - el).min(0.1)));
+        return true;
+    }
+    false
+}
+
+/// iperf3's `-F` file, opened as iperf3 opens it: to read (a sending stream), or to write,
+/// created or emptied, readable by its owner only (a receiving one).
+fn open_file(path: &std::path::Path, sends: bool) -> io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = if sends {
+        std::fs::File::open(path)
+    } else {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(path)
+    };
+    f.map_err(|e| io::Error::new(e.kind(), format!("-F {}: {e}", path.display())))
+}
+
+/// A sending stream's counters.
+struct Counters<'a> {
+    bytes: &'a AtomicU64,
+    total: &'a AtomicU64,
+    marker: &'a Marker,
+}
+
+/// A sending stream under `-F`: each block read from the file is written to the socket; the
+/// file's end (or a read error) ends the stream and tells the driver (`ended`), as iperf3
+/// ends the test there.
+fn send_file(
+    sock: &TcpStream,
+    mut file: std::fs::File,
+    plan: &SendPlan,
+    stop: &AtomicBool,
+    c: &Counters,
+    ended: &AtomicBool,
+) {
+    let mut buf = vec![0u8; plan.block.max(1) as usize];
+    // The block read and not yet written: buf[at..end].
+    let (mut at, mut end) = (0usize, 0usize);
+    let start = Instant::now();
+    let mut mine = 0u64;
+    let mut w = sock;
+    while !stop.load(Ordering::Relaxed) {
+        c.marker.check(mine);
+        if at == end {
+            let mut want = buf.len();
+            if let Some(limit) = plan.bytes_total {
+                let so_far = c.total.load(Ordering::Relaxed);
+                if so_far >= limit {
+                    return;
+                }
+                want = want.min((limit - so_far) as usize);
+            }
+            match file.read(&mut buf[..want]) {
+                Ok(n) if n > 0 => (at, end) = (0, n),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                _ => {
+                    ended.store(true, Ordering::Relaxed);
+                    return;
+                }
+            }
+        }
+        if pace(plan, mine, start) {
+            continue;
+        }
+        match w.write(&buf[at..end]) {
+            Ok(0) => return,
+            Ok(n) => {
+                at += n;
+                mine += n as u64;
+                c.bytes.fetch_add(n as u64, Ordering::Relaxed);
+                c.total.fetch_add(n as u64, Ordering::Relaxed);
+            }
+            Err(e) if is_timeout(&e) => {}
+            Err(_) => return,
+        }
+    }
+}
+
+/// A receiving stream: reads and counts, and under `-F` writes what it read to the file (a
+/// file that fails to take a write is let go; the count goes on, as iperf3's).
+fn recv_loop(
+    sock: &TcpStream,
+    len: usize,
+    stop: &AtomicBool,
+    bytes: &AtomicU64,
+    marker: &Marker,
+    mut file: Option<std::fs::File>,
+) {
     let mut buf = Aligned::zeroed(len);
     let buf = buf.as_mut();
     let mut r = sock;
     let mut mine = 0u64;
+    let mut keep = |data: &[u8]| {
+        if file.as_mut().is_some_and(|f| f.write_all(data).is_err()) {
+            file = None;
+        }
+    };
     while !stop.load(Ordering::Relaxed) {
         marker.check(mine);
         match r.read(buf) {
@@ -537,6 +671,7 @@ fn recv_loop(sock: &TcpStream, len: usize, stop: &AtomicBool, bytes: &AtomicU64,
             Ok(n) => {
                 mine += n as u64;
                 bytes.fetch_add(n as u64, Ordering::Relaxed);
+                keep(&buf[..n]);
             }
             Err(e) if is_timeout(&e) => {}
             Err(_) => return,
@@ -555,6 +690,7 @@ fn recv_loop(sock: &TcpStream, len: usize, stop: &AtomicBool, bytes: &AtomicU64,
             Ok(n) => {
                 left = left.saturating_sub(n as u64);
                 bytes.fetch_add(n as u64, Ordering::Relaxed);
+                keep(&buf[..n]);
             }
         }
     }

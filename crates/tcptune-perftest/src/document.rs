@@ -5,6 +5,7 @@
 //! recorded counters, no sockets and no clocks, so each piece is tested without a network.
 
 use std::net::SocketAddr;
+use tcptune_kernel::tcp_info::TcpInfo;
 
 use tcptune_diagnose::Sample;
 use tcptune_iperf3::udp::UdpReceiver;
@@ -118,6 +119,36 @@ pub fn start(p: &Params, f: StartFacts) -> Start {
     }
 }
 
+/// What an interval reports of a stream's latest tcp_info: a sender's window and congestion
+/// window, the RTT, its variation and the path MTU, a receiver's window (iperf3 takes its
+/// figures from the sender's; `cjson::iperf3_interval_keys` drops a receiver's from `-J`).
+pub struct InfoFigures {
+    /// Congestion window, bytes (senders).
+    pub snd_cwnd: Option<u64>,
+    /// The peer's receive window, bytes (senders).
+    pub snd_wnd: Option<u32>,
+    /// Smoothed RTT, µs.
+    pub rtt: Option<u32>,
+    /// RTT variation, µs.
+    pub rttvar: Option<u32>,
+    /// Path MTU, bytes.
+    pub pmtu: Option<u32>,
+    /// Our receive window, bytes (receivers).
+    pub rcv_wnd: Option<u32>,
+}
+
+/// [`InfoFigures`] of `info`, for a stream this end sends on (`sender`) or receives on.
+pub fn info_figures(info: Option<&TcpInfo>, sender: bool) -> InfoFigures {
+    InfoFigures {
+        snd_cwnd: info.and_then(|i| i.cwnd_bytes()).filter(|_| sender),
+        snd_wnd: info.and_then(|i| i.snd_wnd).filter(|_| sender),
+        rtt: info.and_then(|i| i.srtt_us()),
+        rttvar: info.and_then(|i| i.rttvar_us),
+        pmtu: info.and_then(|i| i.pmtu),
+        rcv_wnd: info.and_then(|i| i.rcv_wnd).filter(|_| !sender),
+    }
+}
+
 /// A TCP test's counters at one moment: each stream's bytes and its latest tcp_info sample.
 #[derive(Debug, Clone, Default)]
 pub struct TcpCounters {
@@ -154,6 +185,7 @@ pub fn tcp_interval(
             None
         };
         *retr_prev = retr_now.or(*retr_prev);
+        let f = info_figures(info, sender);
         streams.push(IntervalStream {
             socket: l.fds[i],
             start: span.start,
@@ -162,12 +194,12 @@ pub fn tcp_interval(
             bytes: b,
             bits_per_second: b as f64 * 8.0 / secs,
             retransmits,
-            snd_cwnd: info.and_then(|i| i.cwnd_bytes()).filter(|_| sender),
-            snd_wnd: info.and_then(|i| i.snd_wnd).filter(|_| sender),
-            rtt: info.and_then(|i| i.srtt_us()),
-            rttvar: info.and_then(|i| i.rttvar_us),
-            pmtu: info.and_then(|i| i.pmtu),
-            rcv_wnd: info.and_then(|i| i.rcv_wnd).filter(|_| !sender),
+            snd_cwnd: f.snd_cwnd,
+            snd_wnd: f.snd_wnd,
+            rtt: f.rtt,
+            rttvar: f.rttvar,
+            pmtu: f.pmtu,
+            rcv_wnd: f.rcv_wnd,
             udp: None,
             omitted: false,
             sender,
@@ -246,7 +278,7 @@ fn udp_figures(c: &UdpReceiver, sender: bool) -> UdpFigures {
     }
 }
 
-fn percent(lost: u64, of: u64) -> f64 {
+pub(crate) fn percent(lost: u64, of: u64) -> f64 {
     if of == 0 {
         0.0
     } else {
@@ -373,6 +405,7 @@ fn end_side(
         min_rtt,
         mean_rtt,
         sender,
+        sender_row: sender,
     }
 }
 
@@ -410,7 +443,13 @@ pub fn tcp_sides(
     let peer = server.streams.iter().find(|s| s.id == o.id as i64);
     let peer_bytes = peer.map(|x| x.bytes).unwrap_or(0);
     let peer_retr = peer.map(|x| x.retransmits).filter(|&r| r >= 0);
-    if o.sends {
+    // iperf3's `sender` in both rows: whether this end sends the stream.
+    let mine = |(mut a, mut b): (EndSide, EndSide)| {
+        a.sender = o.sends;
+        b.sender = o.sends;
+        (a, b)
+    };
+    mine(if o.sends {
         (
             end_side(
                 o.fd,
@@ -434,7 +473,7 @@ pub fn tcp_sides(
             end_side(o.fd, peer_bytes, secs, true, sender_view, peer_retr),
             end_side(o.fd, o.bytes, secs, false, &o.samples, None),
         )
-    }
+    })
 }
 
 /// Both ends' CPU use over the test (iperf3's `end.cpu_utilization_percent`): ours, percent
@@ -451,16 +490,17 @@ pub fn cpu_utilization(user: f64, system: f64, server: &Results) -> CpuUtilizati
 }
 
 /// A TCP test's `end` object from each stream's two sides (`sides`, in the order of
-/// `outcomes`).
+/// `outcomes`); `client_sends_main`: whether this end sends the main direction (a client not
+/// in `-R`, a server in it).
 pub fn tcp_end(
     p: &Params,
+    client_sends_main: bool,
     outcomes: &[StreamOutcome],
     sides: Vec<(EndSide, EndSide)>,
     server: &Results,
     cpu: CpuUtilization,
     secs: f64,
 ) -> End {
-    let client_sends_main = p.direction != Direction::Reverse;
     let pick = |main: bool| -> Vec<usize> {
         outcomes
             .iter()
@@ -484,11 +524,16 @@ pub fn tcp_end(
     } else {
         (server.congestion_used.clone(), ours_cc)
     };
+    // iperf3's `sender` in a sum: whether this end sends that direction.
+    let mine = |mut s: EndSum, sends: bool| {
+        s.sender = sends;
+        s
+    };
     End {
-        sum_sent: side(&main, true),
-        sum_received: side(&main, false),
-        sum_sent_bidir_reverse: bidir.then(|| side(&rev, true)),
-        sum_received_bidir_reverse: bidir.then(|| side(&rev, false)),
+        sum_sent: mine(side(&main, true), client_sends_main),
+        sum_received: mine(side(&main, false), client_sends_main),
+        sum_sent_bidir_reverse: bidir.then(|| mine(side(&rev, true), !client_sends_main)),
+        sum_received_bidir_reverse: bidir.then(|| mine(side(&rev, false), !client_sends_main)),
         sum: None,
         sum_bidir_reverse: None,
         cpu_utilization_percent: cpu,
@@ -500,6 +545,7 @@ pub fn tcp_end(
                 sender: Some(snd),
                 receiver: Some(rcv),
                 udp: None,
+                diskfile: None,
             })
             .collect(),
     }
@@ -676,6 +722,7 @@ pub fn udp_end(
                 sender: None,
                 receiver: None,
                 udp: Some(udp_end_row(r, secs)),
+                diskfile: None,
             })
             .collect(),
         sum: Some(sum),
@@ -718,6 +765,7 @@ pub fn output(
             .clone()
             .filter(|_| p.get_server_output),
         units: RateUnits::Auto,
+        interrupted: false,
     }
 }
 
@@ -892,10 +940,16 @@ mod tests {
             (snd.bytes, snd.retransmits, snd.max_rtt),
             (1_000_000, Some(4), Some(800))
         );
-        assert_eq!((rcv.bytes, rcv.sender), (1_000_000, false));
+        // iperf3's `sender` in both rows is whether this end sends the stream (3.12's -J).
+        assert_eq!(
+            (rcv.bytes, rcv.sender, rcv.sender_row),
+            (1_000_000, false, false)
+        );
+        assert!(!snd.sender && snd.sender_row);
+        assert!(sides[0].0.sender && sides[0].1.sender && !sides[0].1.sender_row);
         let cpu = cpu_utilization(30.0, 20.0, &server);
         assert_eq!((cpu.host_total, cpu.remote_total), (50.0, 12.0));
-        let end = tcp_end(&p, &outcomes, sides, &server, cpu, secs);
+        let end = tcp_end(&p, true, &outcomes, sides, &server, cpu, secs);
         assert_eq!(end.sum_sent.bytes, 4_000_000);
         assert_eq!(end.sum_sent.bits_per_second, 16_000_000.0);
         assert_eq!(end.sum_received.bytes, 3_900_000);
@@ -914,6 +968,10 @@ mod tests {
         assert_eq!(end.sender_tcp_congestion.as_deref(), Some("cubic"));
         assert_eq!(end.receiver_tcp_congestion.as_deref(), Some("bbr"));
         assert!(end.sum.is_none() && end.streams.len() == 2);
+        // The client sends the main direction: both of its sums say so, both reverse ones not.
+        assert!(end.sum_sent.sender && end.sum_received.sender);
+        assert!(!end.sum_sent_bidir_reverse.as_ref().unwrap().sender);
+        assert!(!end.sum_received_bidir_reverse.as_ref().unwrap().sender);
     }
 
     #[test]
@@ -1041,6 +1099,7 @@ mod tests {
         );
         let end = tcp_end(
             &p,
+            true,
             &[],
             Vec::new(),
             &server,

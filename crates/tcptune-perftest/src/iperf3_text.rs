@@ -38,9 +38,11 @@ pub struct Layout {
     pub streams: u32,
     /// iperf3's `-f` letter for rates (`a`: adaptive bits, iperf3's default).
     pub unit: char,
-    /// A reverse test with `-O` on the client: iperf3 3.12 prints its interval header without
-    /// the Retr and Cwnd columns then (with them in a reverse test without `-O`).
-    pub reverse_omit: bool,
+    /// A receiving client (`-R`) whose first interval is printed while the test runs: iperf3
+    /// 3.12 prints the interval header without the Retr and Cwnd columns then. It has them
+    /// only when the first interval is also the last (`-t 1`), printed after the results
+    /// exchange that tells it the sender counts retransmissions.
+    pub reverse_plain: bool,
 }
 
 /// iperf3's `unit_snprintf`: `value` (bytes, or bytes per second) in the unit `format` asks
@@ -255,7 +257,7 @@ fn role(layout: &Layout, sender: bool) -> &'static str {
 /// intervals when every stream sends, else the receiver's.
 fn header(l: &Layout, any_sends: bool, all_send: bool, interval: bool) -> String {
     let id = if l.bidir { "[ ID][Role]" } else { "[ ID]" };
-    let retr = (l.side == Side::Client && !(interval && l.reverse_omit)) || any_sends;
+    let retr = (l.side == Side::Client && !(interval && l.reverse_plain)) || any_sends;
     let cols = match (l.udp, interval) {
         (true, true) if all_send => "         Total Datagrams",
         (true, _) => "         Jitter    Lost/Total Datagrams",
@@ -380,6 +382,7 @@ fn sum_row<'a>(l: &Layout, s: &'a IntervalSum) -> Row<'a> {
 
 /// One final row of a TCP stream's side.
 fn side_row<'a>(l: &Layout, id: Option<i32>, s: &'a EndSide, sender_tag: bool) -> Row<'a> {
+    let sender_row = s.sender_row;
     Row {
         id,
         role: role(l, sender_tag),
@@ -387,12 +390,11 @@ fn side_row<'a>(l: &Layout, id: Option<i32>, s: &'a EndSide, sender_tag: bool) -
         end: s.end,
         bytes: s.bytes,
         seconds: s.seconds,
-        tail: if s.sender {
-            Tail::Retr(s.retransmits.unwrap_or(0))
-        } else {
-            Tail::Plain
+        tail: match (sender_row, s.retransmits) {
+            (true, Some(n)) => Tail::Retr(n),
+            _ => Tail::Plain,
         },
-        what: if s.sender { "sender" } else { "receiver" },
+        what: if sender_row { "sender" } else { "receiver" },
     }
 }
 
@@ -400,7 +402,21 @@ fn side_row<'a>(l: &Layout, id: Option<i32>, s: &'a EndSide, sender_tag: bool) -
 /// rows, and with several streams each direction's `[SUM]` rows after its streams. `tx[i]`:
 /// whether this end sent on `end.streams[i]` (its role tag in a bidirectional test).
 pub fn final_block(l: &Layout, end: &End, tx: &[bool]) -> Vec<String> {
-    let mut out = vec![SEPARATOR.to_string(), header(l, true, true, false)];
+    // The Retr column where a sender's count is known: not for the peer's streams of an
+    // interrupted test, whose figures were never exchanged (iperf3 leaves it out then too).
+    let counted = |s: &crate::test_report::EndStream| {
+        s.sender.as_ref().is_some_and(|x| x.retransmits.is_some())
+    };
+    let head = if l.udp || end.streams.iter().any(counted) {
+        header(l, true, true, false)
+    } else {
+        let plain = Layout {
+            side: Side::Server,
+            ..l.clone()
+        };
+        header(&plain, false, false, false)
+    };
+    let mut out = vec![SEPARATOR.to_string(), head];
     // Without tcp_info samples (UDP) a stream's own `udp.sender` says who sent.
     let sends = |k: usize| {
         tx.get(k)
@@ -469,11 +485,30 @@ fn stream_final_rows(l: &Layout, s: &crate::test_report::EndStream, ours: bool) 
         })
         .collect();
     }
-    [s.sender.as_ref(), s.receiver.as_ref()]
-        .into_iter()
-        .flatten()
+    let mut rows: Vec<String> = s
+        .sender
+        .iter()
         .map(|side| row(&side_row(l, Some(side.socket), side, ours), l.unit))
-        .collect()
+        .collect();
+    // -F: what was sent of the file, between the sender's row and the receiver's.
+    rows.extend(s.diskfile.as_ref().map(diskfile_line));
+    rows.extend(
+        s.receiver
+            .iter()
+            .map(|side| row(&side_row(l, Some(side.socket), side, ours), l.unit)),
+    );
+    rows
+}
+
+/// iperf3's line for `-F`: the bytes sent, the file's size and the share.
+pub fn diskfile_line(d: &crate::test_report::DiskFile) -> String {
+    format!(
+        "        Sent {} / {} ({}%) of {}",
+        unit(d.sent as f64, 'A'),
+        unit(d.size as f64, 'A'),
+        d.percent,
+        d.filename
+    )
 }
 
 /// A final `[SUM]` row: `tx` whether this end sent that direction's data.
@@ -604,11 +639,16 @@ impl Ticker {
         for (i, s) in r.streams.iter_mut().enumerate() {
             let now = counts.get(i).copied().unwrap_or_default();
             let prev = self.prev_udp.get(i).copied().unwrap_or_default();
+            let (lost, packets) = (
+                now.lost.saturating_sub(prev.lost),
+                now.packets.saturating_sub(prev.packets),
+            );
             let u = UdpFigures {
                 jitter_ms: (!s.sender).then_some(now.jitter_s * 1000.0),
-                lost_packets: (!s.sender).then_some(now.lost.saturating_sub(prev.lost)),
-                packets: now.packets.saturating_sub(prev.packets),
-                lost_percent: None,
+                lost_packets: (!s.sender).then_some(lost),
+                packets,
+                // The text shows it in parentheses; `-J` has it as a number.
+                lost_percent: (!s.sender).then(|| crate::document::percent(lost, packets)),
             };
             s.retransmits = None;
             s.snd_cwnd = None;
@@ -633,7 +673,12 @@ impl Ticker {
                 lost_packets: (!sum.sender)
                     .then(|| sel.iter().filter_map(|u| u.lost_packets).sum()),
                 packets: sel.iter().map(|u| u.packets).sum(),
-                lost_percent: None,
+                lost_percent: (!sum.sender).then(|| {
+                    crate::document::percent(
+                        sel.iter().filter_map(|u| u.lost_packets).sum(),
+                        sel.iter().map(|u| u.packets).sum(),
+                    )
+                }),
             });
         }
         r
@@ -664,6 +709,8 @@ impl Ticker {
                 _ => None,
             };
             self.prev_retr[i] = now_retr.or(self.prev_retr[i]);
+            // The text prints the window; `-J` shows the rest of a sender's figures.
+            let f = crate::document::info_figures(info, st.sends);
             streams.push(IntervalStream {
                 socket: st.fd,
                 start: self.prev_at,
@@ -672,14 +719,12 @@ impl Ticker {
                 bytes: b,
                 bits_per_second: b as f64 * 8.0 / secs,
                 retransmits,
-                snd_cwnd: st
-                    .sends
-                    .then(|| info.and_then(|i| i.cwnd_bytes()).unwrap_or(0)),
-                snd_wnd: None,
-                rtt: None,
-                rttvar: None,
-                pmtu: None,
-                rcv_wnd: None,
+                snd_cwnd: st.sends.then(|| f.snd_cwnd.unwrap_or(0)),
+                snd_wnd: f.snd_wnd,
+                rtt: f.rtt,
+                rttvar: f.rttvar,
+                pmtu: f.pmtu,
+                rcv_wnd: f.rcv_wnd,
                 udp: None,
                 omitted,
                 sender: st.sends,
@@ -724,7 +769,7 @@ impl Ticker {
 }
 
 /// One stream of a server's final block: what this end moved over the test.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct ServerTotal {
     /// The stream's socket descriptor (iperf3's id).
     pub fd: i32,
@@ -736,6 +781,8 @@ pub struct ServerTotal {
     pub retransmits: Option<i64>,
     /// A UDP stream's datagrams, lost datagrams and jitter.
     pub udp: Option<UdpCounts>,
+    /// `-F`'s file: what was sent of it.
+    pub diskfile: Option<crate::test_report::DiskFile>,
 }
 
 /// The server's final block: its own side of each stream, each direction's `[SUM]` rows after
@@ -770,7 +817,16 @@ pub fn server_final_block(l: &Layout, totals: &[ServerTotal], secs: f64) -> Vec<
                 tail: tail(t),
                 what: what(t.sends),
             };
+            // -F's line follows a sender's row and precedes a receiver's (iperf3 prints it
+            // between the two, and a server prints only its own side's).
+            let disk = t.diskfile.as_ref().map(diskfile_line);
+            if !t.sends {
+                out.extend(disk.clone());
+            }
             out.push(row(&r, l.unit));
+            if t.sends {
+                out.extend(disk);
+            }
         }
         if l.streams > 1 {
             let udp: Option<Vec<UdpCounts>> = sel.iter().map(|t| t.udp).collect();
@@ -785,6 +841,7 @@ pub fn server_final_block(l: &Layout, totals: &[ServerTotal], secs: f64) -> Vec<
                     lost: u.iter().map(|c| c.lost).sum(),
                     jitter_s: u.iter().map(|c| c.jitter_s).sum::<f64>() / u.len().max(1) as f64,
                 }),
+                diskfile: None,
             };
             let r = Row {
                 id: None,

@@ -17,6 +17,7 @@ pub mod peer;
 pub mod probe;
 pub mod replay;
 pub mod server;
+pub mod server_json;
 pub mod server_text;
 pub mod sock;
 pub mod test_report;
@@ -70,8 +71,9 @@ pub enum TestError {
         /// The OS error.
         error: std::io::Error,
     },
-    /// The control protocol failed (the peer's error, a broken message).
-    #[error("the test failed: {0}")]
+    /// The control protocol failed (the peer's error, a broken message); the callers' context
+    /// says it was the test.
+    #[error("{0}")]
     Session(SessionError),
     /// Something this end does not do, in one sentence.
     #[error("{0}")]

@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use tcptune_iperf3::session::BUSY_REPLY;
 use tcptune_iperf3::session::{
-    ServerEvent, ServerPhase, ServerSession, Timeouts, DATA_DENIED_REPLY,
+    ServerEvent, ServerPhase, ServerSession, SessionError, Timeouts, DATA_DENIED_REPLY,
 };
 use tcptune_iperf3::{wire, Cookie, Protocol, Results, COOKIE_LEN};
 use tcptune_model::Dur;
@@ -29,6 +29,7 @@ use tcptune_model::Dur;
 use crate::control::{Clock, Control, Got};
 use crate::data::{own_results, DataPhase, SendPlan, StreamSocket};
 use crate::iperf3_text;
+use crate::server_json::ServerFacts;
 use crate::server_text::{Conn, Counts, TestText, TextOptions};
 use crate::sock::unmapped;
 use crate::sock::{self, DataOptions};
@@ -53,6 +54,9 @@ pub struct ServerConfig {
     pub sample_every: Duration,
     /// Log iperf3's server text line for line (`tcptune iperf3 -s`) instead of one line a test.
     pub iperf3_text: Option<TextOptions>,
+    /// iperf3's `-F`: the server's receiving streams write what arrives to this file, its
+    /// sending ones send its bytes (and then nothing more until the client ends the test).
+    pub diskfile: Option<std::path::PathBuf>,
 }
 
 impl Default for ServerConfig {
@@ -66,6 +70,7 @@ impl Default for ServerConfig {
             timeouts: Timeouts::default(),
             sample_every: Duration::from_millis(50),
             iperf3_text: None,
+            diskfile: None,
         }
     }
 }
@@ -411,7 +416,9 @@ fn serve_test(
     };
     let say: &dyn Fn(Vec<String>) = &keep;
     let clock = Clock::start();
-    if let Ok(peer) = conn.peer_addr().map(unmapped) {
+    let json = cfg.iperf3_text.is_some_and(|o| o.json);
+    let facts = ServerFacts::of(&conn, &cookie);
+    if let Some(peer) = facts.peer.filter(|_| !json) {
         say(vec![iperf3_text::accepted(
             &peer.ip().to_string(),
             peer.port(),
@@ -465,6 +472,7 @@ fn serve_test(
     if let Some(listener) = udp_listener {
         let text = Text {
             opts: cfg.iperf3_text,
+            facts: &facts,
             say,
             kept: &kept,
         };
@@ -560,11 +568,12 @@ fn serve_test(
         bytes_total: params.byte_limit(),
         zerocopy: params.zerocopy,
         repeating: params.repeating_payload,
+        file: cfg.diskfile.clone(),
     };
     let conns: Vec<Conn> = streams.iter().map(Conn::of_tcp).collect();
     let text = cfg
         .iperf3_text
-        .map(|o| TestText::new(o, &params, &conns, say));
+        .map(|o| TestText::new(o, &params, &conns, &facts, say));
     let (u0, s0) = sock::cpu_times();
     let data = DataPhase::start(streams, &plan, cfg.sample_every, clock.0)
         .map_err(|e| fail(TestError::io("starting the data streams", e)))?;
@@ -582,8 +591,8 @@ fn serve_test(
     }
     let mut omitting = !omit.is_zero();
     let mut at_omit_end = vec![0u64; data.ids().len()];
-    // Running: until TEST_END (or the deadline).
-    let mut ended = false;
+    // Running: until TEST_END (or the deadline, or the client's CLIENT_TERMINATE).
+    let (mut ended, mut terminated) = (false, false);
     while !ended {
         while let Ok((mut c, _, _)) = rx.try_recv() {
             let _ = c.write_all(&DATA_DENIED_REPLY);
@@ -610,8 +619,15 @@ fn serve_test(
             let now = t0.elapsed().as_secs_f64();
             wait = wait.min(t.tick(now, omitting, || Counts::tcp(&data), say));
         }
-        let ev = step_within(&mut ctl, &mut s, &clock, wait).map_err(fail)?;
-        ended = ev.contains(&ServerEvent::TestEnd);
+        match step_within(&mut ctl, &mut s, &clock, wait) {
+            Ok(ev) => ended = ev.contains(&ServerEvent::TestEnd),
+            // CLIENT_TERMINATE (the client's Ctrl-C): iperf3's server text still ends with
+            // the test's final block, then the error.
+            Err(TestError::Session(SessionError::Terminated)) if text.is_some() => {
+                (ended, terminated) = (true, true);
+            }
+            Err(e) => return Err(fail(e)),
+        }
     }
     // Measured before the stream threads are stopped: joining them takes up to their 100 ms
     // poll, which once made a 3 s test's receiver report 3.10 s (and a rate 3% low).
@@ -623,8 +639,17 @@ fn serve_test(
     for (o, &b) in outcomes.iter_mut().zip(&at_omit_end) {
         o.bytes = o.bytes.saturating_sub(b);
     }
-    if let Some(t) = &text {
-        say(t.finish(&outcomes, secs));
+    if let Some(t) = text.as_mut() {
+        let name = cfg.diskfile.as_ref().map(|p| p.display().to_string());
+        let size = cfg
+            .diskfile
+            .as_ref()
+            .map_or(0, |p| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0));
+        let cpu = crate::data::cpu_percent((u0, s0), secs);
+        say(t.finish(&outcomes, secs, name.as_deref().map(|n| (n, size)), cpu));
+    }
+    if terminated {
+        return Err(fail(TestError::Session(SessionError::Terminated)));
     }
     let mut samples: Vec<ServerStreamSamples> = outcomes
         .iter()
@@ -648,13 +673,21 @@ fn serve_test(
         extension: serde_json::to_value(ServerSamples { streams: samples }).ok(),
         // --get-server-output: our side's report, as text (iperf3 sends text unless the
         // server itself runs with -J).
-        server_output_text: params.get_server_output.then(|| {
-            if cfg.iperf3_text.is_some() {
-                kept.borrow().join("\n") + "\n"
-            } else {
-                server_output_text(&outcomes, secs)
-            }
-        }),
+        server_output_text: params
+            .get_server_output
+            .then(|| {
+                if cfg.iperf3_text.is_some() {
+                    kept.borrow().join("\n") + "\n"
+                } else {
+                    server_output_text(&outcomes, secs)
+                }
+            })
+            .filter(|_| !json),
+        // Under -J the server's report is its document (iperf3's `server_output_json`).
+        server_output_json: text
+            .as_ref()
+            .and_then(|t| t.document().cloned())
+            .filter(|_| params.get_server_output),
         ..own_results(&outcomes, secs, (u0, s0))
     };
     s.finish(own, clock.now())
@@ -733,6 +766,7 @@ fn udp_streams(
 /// How a test prints iperf3's text: its options, where lines go, and what it printed so far.
 struct Text<'a> {
     opts: Option<TextOptions>,
+    facts: &'a ServerFacts,
     say: &'a dyn Fn(Vec<String>),
     kept: &'a std::cell::RefCell<Vec<String>>,
 }
@@ -749,10 +783,10 @@ fn serve_udp(
     rx: Receiver<Routed>,
     text: Text<'_>,
 ) -> Result<String, TestError> {
-    let (cfg_text, say, kept) = (text.opts, text.say, text.kept);
+    let (cfg_text, facts, say, kept) = (text.opts, text.facts, text.say, text.kept);
     let streams = udp_streams(&mut ctl, &mut s, &clock, params, listener, &rx)?;
     let conns: Vec<Conn> = streams.iter().map(Conn::of_udp).collect();
-    let mut lines = cfg_text.map(|o| TestText::new(o, params, &conns, say));
+    let mut lines = cfg_text.map(|o| TestText::new(o, params, &conns, facts, say));
     let (u0, s0) = sock::cpu_times();
     // iperf3's client always sends a rate for UDP (1 Mbit/s by default); none or 0 is its
     // `-b 0`: unpaced.
@@ -802,8 +836,9 @@ fn serve_udp(
         t.last(secs, omitting, &Counts::udp(&data.counts()), say);
     }
     let outcomes = data.finish();
-    if let Some(t) = &lines {
-        say(t.finish_udp(&outcomes, at_omit_end.as_deref(), secs));
+    if let Some(t) = lines.as_mut() {
+        let cpu = crate::data::cpu_percent((u0, s0), secs);
+        say(t.finish_udp(&outcomes, at_omit_end.as_deref(), secs, cpu));
     }
     let (u1, s1) = sock::cpu_times();
     let (cu, cs) = ((u1 - u0) / secs * 100.0, (s1 - s0) / secs * 100.0);
@@ -832,14 +867,21 @@ fn serve_udp(
             .enumerate()
             .map(|(k, o)| o.result(secs, at_omit_end.as_ref().and_then(|v| v.get(k))))
             .collect(),
-        server_output_json: None,
-        server_output_text: params.get_server_output.then(|| {
-            if cfg_text.is_some() {
-                kept.borrow().join("\n") + "\n"
-            } else {
-                text.clone()
-            }
-        }),
+        // Under -J the server's report is its document (iperf3's `server_output_json`).
+        server_output_json: lines
+            .as_ref()
+            .and_then(|t| t.document().cloned())
+            .filter(|_| params.get_server_output),
+        server_output_text: params
+            .get_server_output
+            .then(|| {
+                if cfg_text.is_some() {
+                    kept.borrow().join("\n") + "\n"
+                } else {
+                    text.clone()
+                }
+            })
+            .filter(|_| !cfg_text.is_some_and(|o| o.json)),
         extension: None,
     };
     s.finish(own, clock.now()).map_err(TestError::Session)?;

@@ -14,7 +14,9 @@ use crate::data::{retrans_of, DataPhase, StreamOutcome, StreamSocket};
 use crate::iperf3_text::{
     self, Intervals, Layout, ServerStream, ServerTotal, Side, Ticker, UdpCounts,
 };
+use crate::server_json::{self, ServerFacts, TestJson};
 use crate::sock::unmapped;
+use crate::test_report::DiskFile;
 use crate::udp::{UdpOutcome, UdpStream};
 
 /// How a server printing iperf3's text reports (its own `-i` and `-f`).
@@ -24,6 +26,8 @@ pub struct TextOptions {
     pub interval: Option<Duration>,
     /// iperf3's `-f` letter (`a`: adaptive bits).
     pub unit: char,
+    /// `-J`: each test's JSON document when it ends, instead of the text.
+    pub json: bool,
 }
 
 /// One data connection of a test as the server sees it.
@@ -37,26 +41,46 @@ pub struct Conn {
     pub local: Option<SocketAddr>,
     /// The peer's address, when known.
     pub remote: Option<SocketAddr>,
+    /// SO_SNDBUF as the data phase starts, bytes (0: unknown).
+    pub sndbuf: u32,
+    /// SO_RCVBUF as the data phase starts, bytes (0: unknown).
+    pub rcvbuf: u32,
+}
+
+/// A socket's SO_SNDBUF and SO_RCVBUF (0 where unreadable).
+fn buffers(fd: std::os::fd::BorrowedFd<'_>) -> (u32, u32) {
+    let get = |name| {
+        crate::sock::get_int(fd, libc::SOL_SOCKET, name)
+            .map(|v| v.max(0) as u32)
+            .unwrap_or(0)
+    };
+    (get(libc::SO_SNDBUF), get(libc::SO_RCVBUF))
 }
 
 impl Conn {
     /// A TCP data connection's descriptor, role and addresses.
     pub fn of_tcp(s: &StreamSocket) -> Conn {
+        let (sndbuf, rcvbuf) = buffers(std::os::fd::AsFd::as_fd(&s.sock));
         Conn {
             fd: s.sock.as_raw_fd(),
             sends: s.sends,
             local: s.sock.local_addr().ok().map(unmapped),
             remote: s.sock.peer_addr().ok().map(unmapped),
+            sndbuf,
+            rcvbuf,
         }
     }
 
     /// A UDP stream's descriptor, role and addresses.
     pub fn of_udp(s: &UdpStream) -> Conn {
+        let (sndbuf, rcvbuf) = buffers(std::os::fd::AsFd::as_fd(&s.sock));
         Conn {
             fd: s.sock.as_raw_fd(),
             sends: s.sends,
             local: s.sock.local_addr().ok().map(unmapped),
             remote: s.sock.peer_addr().ok().map(unmapped),
+            sndbuf,
+            rcvbuf,
         }
     }
 }
@@ -108,8 +132,11 @@ impl Counts {
     }
 }
 
-/// The iperf3 text state of one test.
+/// The iperf3 text state of one test (or, under `-J`, its document's).
 pub struct TestText {
+    json: Option<TestJson>,
+    /// The finished `-J` document.
+    doc: Option<serde_json::Value>,
     layout: Layout,
     period: Option<f64>,
     ticker: Ticker,
@@ -126,6 +153,7 @@ impl TestText {
         o: TextOptions,
         params: &Params,
         conns: &[Conn],
+        facts: &ServerFacts,
         say: &dyn Fn(Vec<String>),
     ) -> TestText {
         let layout = Layout {
@@ -134,10 +162,12 @@ impl TestText {
             bidir: params.direction == Direction::Bidirectional,
             streams: params.parallel,
             unit: o.unit,
-            reverse_omit: false,
+            reverse_plain: false,
         };
+        let json = o.json.then(|| TestJson::new(params, conns, facts));
         say(conns
             .iter()
+            .filter(|_| json.is_none())
             .map(|c| {
                 iperf3_text::connected(&crate::test_report::Connected {
                     socket: c.fd,
@@ -150,6 +180,8 @@ impl TestText {
             .collect());
         let period = o.interval.map(|d| d.as_secs_f64()).filter(|&p| p > 0.0);
         TestText {
+            json,
+            doc: None,
             ticker: Ticker::new(
                 conns
                     .iter()
@@ -173,7 +205,13 @@ impl TestText {
             Counts::Udp(u) => self.ticker.report_udp(at, u, omitted),
         };
         self.prev = at;
-        self.intervals.lines(&r)
+        match self.json.as_mut() {
+            Some(j) => {
+                j.interval(r);
+                Vec::new()
+            }
+            None => self.intervals.lines(&r),
+        }
     }
 
     /// Reports the interval that ended by `now` (seconds on the current count); returns how
@@ -217,14 +255,30 @@ impl TestText {
     pub fn last(&mut self, secs: f64, omitting: bool, counts: &Counts, say: &dyn Fn(Vec<String>)) {
         let Some(period) = self.period else { return };
         let long = secs - self.prev >= 0.1 * period;
-        if secs - self.prev > 1e-3 && (long || counts.moved(&self.ticker)) {
+        // A test over in less than a millisecond (`-F` of a small file) still reports what it
+        // moved, as iperf3's "0.00-0.00" row.
+        if (long && secs - self.prev > 1e-3) || counts.moved(&self.ticker) {
             let lines = self.report(secs, counts, omitting);
             say(lines);
         }
     }
 
-    /// The final block of a TCP test, from what each stream moved over `secs`.
-    pub fn finish(&self, outcomes: &[StreamOutcome], secs: f64) -> Vec<String> {
+    /// The final block of a TCP test, from what each stream moved over `secs` (or `-J`'s
+    /// document, with this end's CPU use `cpu`: user, system, percent); `diskfile`: `-F`'s
+    /// file name and its size now.
+    pub fn finish(
+        &mut self,
+        outcomes: &[StreamOutcome],
+        secs: f64,
+        diskfile: Option<(&str, u64)>,
+        cpu: (f64, f64),
+    ) -> Vec<String> {
+        if let Some(j) = &self.json {
+            let doc = j.finish_tcp(outcomes, secs, cpu);
+            let lines = server_json::lines(&doc);
+            self.doc = Some(doc);
+            return lines;
+        }
         let totals: Vec<ServerTotal> = outcomes
             .iter()
             .map(|o| ServerTotal {
@@ -233,6 +287,9 @@ impl TestText {
                 bytes: o.bytes,
                 retransmits: o.sends.then(|| retrans_of(&o.samples).unwrap_or(0)),
                 udp: None,
+                // What this end moved stands for what was sent: the server prints its block
+                // before the client's figures arrive.
+                diskfile: diskfile.map(|(name, size)| DiskFile::of(o.bytes, size, name)),
             })
             .collect();
         iperf3_text::server_final_block(&self.layout, &totals, secs)
@@ -240,11 +297,18 @@ impl TestText {
 
     /// The final block of a UDP test: each stream's counts less those of `-O`'s seconds.
     pub fn finish_udp(
-        &self,
+        &mut self,
         outcomes: &[UdpOutcome],
         omitted: Option<&[UdpReceiver]>,
         secs: f64,
+        cpu: (f64, f64),
     ) -> Vec<String> {
+        if let Some(j) = &self.json {
+            let doc = j.finish_udp(outcomes, omitted, secs, cpu);
+            let lines = server_json::lines(&doc);
+            self.doc = Some(doc);
+            return lines;
+        }
         let fds: Vec<i32> = self.ticker.fds();
         let totals: Vec<ServerTotal> = outcomes
             .iter()
@@ -263,9 +327,15 @@ impl TestText {
                         lost: c.cnt_error.saturating_sub(before.cnt_error),
                         jitter_s: c.jitter,
                     }),
+                    diskfile: None,
                 }
             })
             .collect();
         iperf3_text::server_final_block(&self.layout, &totals, secs)
+    }
+
+    /// The `-J` document, once the test finished.
+    pub fn document(&self) -> Option<&serde_json::Value> {
+        self.doc.as_ref()
     }
 }

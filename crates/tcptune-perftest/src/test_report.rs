@@ -274,8 +274,12 @@ pub struct EndSide {
     /// Mean smoothed RTT, microseconds.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mean_rtt: Option<u32>,
-    /// Whether this end sends on it (or, in a sum, the direction it sums).
+    /// Whether this end sends on the stream (iperf3's meaning: the same in both rows).
     pub sender: bool,
+    /// Whether this row is the sender's (its figures and the text's "sender" label).
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub sender_row: bool,
 }
 
 /// One stream over the whole test: a TCP stream's two sides, or a UDP stream's one row.
@@ -290,6 +294,38 @@ pub struct EndStream {
     /// A UDP stream (iperf3's `end.streams[].udp`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub udp: Option<UdpEnd>,
+    /// `-F`'s file (iperf3's `end.streams[].diskfile`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub diskfile: Option<DiskFile>,
+}
+
+/// What a stream sent of `-F`'s file, as iperf3 reports it.
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+pub struct DiskFile {
+    /// Bytes the stream's sender sent.
+    pub sent: u64,
+    /// The file's size at the end of the test, bytes.
+    pub size: u64,
+    /// `sent` as a whole percentage of `size` (0 for an empty file).
+    pub percent: i64,
+    /// The file as given.
+    pub filename: String,
+}
+
+impl DiskFile {
+    /// `sent` bytes of a file of `size` bytes named `filename`.
+    pub fn of(sent: u64, size: u64, filename: &str) -> DiskFile {
+        DiskFile {
+            sent,
+            size,
+            percent: if size == 0 {
+                0
+            } else {
+                (sent as f64 / size as f64 * 100.0) as i64
+            },
+            filename: filename.to_string(),
+        }
+    }
 }
 
 /// A UDP stream over the whole test, as iperf3 reports it.
@@ -460,6 +496,11 @@ pub struct TestOutput {
     #[serde(skip)]
     #[schemars(skip)]
     pub units: RateUnits,
+    /// The test was interrupted (Ctrl-C, SIGTERM): the figures are this end's alone (as
+    /// iperf3's after an interrupt; its `error` key says so in `-J`).
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub interrupted: bool,
 }
 
 /// The unit of rates in text output: tcptune's own (adaptive, bit/s), or one of iperf3's

@@ -96,6 +96,7 @@ fn our_client(
         control_extra: Default::default(),
         dont_fragment: false,
         rcv_timeout: None,
+        diskfile: None,
     };
     in_netns(ns.name(), move || client::run(&cfg, &mut |_, _| {}))
         .unwrap()

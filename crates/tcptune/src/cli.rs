@@ -558,6 +558,10 @@ pub struct ServeArgs {
     #[arg(long = "server-max-duration", value_name = "SECS",
           value_parser = clap::value_parser!(u32).range(1..=86_400))]
     pub server_max_duration: Option<u32>,
+    /// Write what the receiving streams read to this file, and send its bytes where the
+    /// server sends (iperf3's -F).
+    #[arg(short = 'F', long = "file", value_name = "PATH")]
+    pub file: Option<std::path::PathBuf>,
     /// iperf3's -d/--debug: accepted (tcptune prints no debug output).
     #[arg(short = 'd', long = "debug", hide = true, num_args = 0..=1, require_equals = true,
           default_missing_value = "1")]
@@ -656,6 +660,10 @@ pub struct TestArgs {
     /// scrambled bytes; a tcptune or iperf3 server sends the same in a reverse test.
     #[arg(long = "repeating-payload")]
     pub repeating_payload: bool,
+    /// Send this file's bytes instead of memory (the test ends at the file's end), or, with
+    /// -R, write what arrives to it (iperf3's -F).
+    #[arg(short = 'F', long = "file", value_name = "PATH")]
+    pub file: Option<std::path::PathBuf>,
     /// Give up with iperf3's "idle timeout for receiving data" when a test that only receives
     /// (-R) gets no data for this many milliseconds.
     #[arg(long = "rcv-timeout", value_name = "MS", value_parser = clap::value_parser!(u64).range(1..))]

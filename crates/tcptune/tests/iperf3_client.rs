@@ -142,10 +142,15 @@ fn t0_runs_until_interrupted_and_timestamps_prefix_each_line() {
         .unwrap_or_else(|e| panic!("-t 0 stopped early: {e:?}"));
     signal(client.0.id(), Signal::Int);
     let status = client.0.wait().unwrap();
-    assert!(!status.success());
+    // As iperf3's client: the summary of what this end saw, then its interrupt error, exit 1.
+    assert_eq!(status.code(), Some(1));
     let mut err = String::new();
     std::io::Read::read_to_string(client.0.stderr.as_mut().unwrap(), &mut err).unwrap();
-    assert!(err.contains("interrupted"), "{err}");
+    assert_eq!(err, "iperf3: interrupt - the client has terminated\n");
+    let rest: Vec<String> = rx.iter().collect();
+    assert!(rest.iter().any(|l| l.ends_with("sender")), "{rest:?}");
+    assert!(rest.iter().any(|l| l.ends_with("receiver")), "{rest:?}");
+    assert!(!rest.iter().any(|l| l.contains("iperf Done")), "{rest:?}");
     // Every line, header included, starts with the formatted time.
     assert!(seen.len() >= 7, "{seen:?}");
     for l in &seen {
@@ -275,7 +280,7 @@ fn server_max_duration_ends_a_longer_test() {
     let v: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert!(v.get("error").is_some(), "{v}");
     let log = wait_for_line(&errors, Duration::from_secs(20), |l| {
-        l.contains("test failed")
+        l.starts_with("iperf3: error - ")
     })
     .expect("the server logs the test it ended");
     assert!(log.last().unwrap().contains("in time"), "{log:?}");

@@ -71,6 +71,22 @@ const CASES: &[Case] = &[
     case("-c HOST -p PORT -t 1 -P 2 -R -J", "-s -p PORT"),
     case("-c HOST -p PORT -t 1 --bidir -J", "-s -p PORT"),
     case("-c HOST -p PORT -t 1 -u -b 10M -J", "-s -p PORT"),
+    // Run until interrupted (monitoring loops): Ctrl-C after 1.6 s (see `run`); the
+    // partial interval, the summary of this end, the interrupt error, exit 1.
+    case("-c HOST -p PORT -t 0", "-s -p PORT"),
+    case("-c HOST -p PORT -t 0 -R", "-s -p PORT"),
+    case("-c HOST -p PORT -t 0 -J", "-s -p PORT"),
+    // -F: a client sending a file (the test ends at its end), a client writing what it
+    // receives, a server writing what it receives (OUTFILE: a file of this run's own).
+    case("-c HOST -p PORT -t 1 -F /etc/hosts", "-s -p PORT"),
+    case("-c HOST -p PORT -t 1 -R -F OUTFILE", "-s -p PORT"),
+    case("-c HOST -p PORT -t 1", "-s -p PORT -F OUTFILE"),
+    // The server's own document (-J), each direction and protocol: its key paths and types.
+    case("-c HOST -p PORT -t 1", "-s -p PORT -J"),
+    case("-c HOST -p PORT -t 1 -R", "-s -p PORT -J"),
+    case("-c HOST -p PORT -t 1 -P 2 --bidir", "-s -p PORT -J"),
+    case("-c HOST -p PORT -t 1 -u -b 10M", "-s -p PORT -J"),
+    case("-c HOST -p PORT -t 1 -u -b 10M -R", "-s -p PORT -J"),
     // Issue 24's exceptions, closed: -V's lines, --repeating-payload, --rcv-timeout (above
     // with -R; here the limit reached). Options share command lines to keep the run short.
     case("-c HOST -p PORT -t 1 -V --repeating-payload", "-s -p PORT"),
@@ -86,28 +102,11 @@ const CASES: &[Case] = &[
 ];
 
 /// Command lines iperf3 accepts that tcptune does not act on (README, Known limitations).
-const EXCEPTIONS: &[(&str, &str, &str)] = &[
-    (
-        "-c HOST -t 1 -d",
-        "-s",
-        "iperf3's debug lines are for its developers; tcptune prints none",
-    ),
-    (
-        "-c HOST -t 1",
-        "-s -J",
-        "the server's JSON: the client's -J document has both sides",
-    ),
-    (
-        "-c HOST -t 1 -F /etc/hosts",
-        "-s",
-        "tcptune sends from memory: refused",
-    ),
-    (
-        "-c HOST -t 0",
-        "-s",
-        "run until interrupted: tcptune prints no summary after Ctrl-C",
-    ),
-];
+const EXCEPTIONS: &[(&str, &str, &str)] = &[(
+    "-c HOST -t 1 -d",
+    "-s",
+    "iperf3's debug lines are for its developers; tcptune prints none",
+)];
 
 /// What one run printed.
 #[derive(Debug, Default)]
@@ -132,13 +131,32 @@ fn fill(args: &str, port: u16) -> Vec<String> {
             "HOST" => "127.0.0.1".to_string(),
             "HOST6" => "::1".to_string(),
             "PORT" => port.to_string(),
+            "OUTFILE" => out_file(port).display().to_string(),
             a => a.to_string(),
         })
         .collect()
 }
 
+/// The file `-F OUTFILE` writes in the run on `port` (removed when the run ends).
+fn out_file(port: u16) -> PathBuf {
+    std::env::temp_dir().join(format!(
+        "tcptune-conformance-{}-{port}.bin",
+        std::process::id()
+    ))
+}
+
+/// Removes a run's `-F` file even when the run panics.
+struct RemoveOnDrop(PathBuf);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
 /// Runs `client` against `server` (either binary) on `port`: the server serves this one test.
 fn run(client: &Path, server: &Path, c: &Case, port: u16) -> Run {
+    let _out = RemoveOnDrop(out_file(port));
     let srv = (!c.server.is_empty()).then(|| {
         let mut child = Kill(
             Command::new(server)
@@ -151,19 +169,36 @@ fn run(client: &Path, server: &Path, c: &Case, port: u16) -> Run {
                 .unwrap(),
         );
         let lines = line_channel(child.0.stdout.take().unwrap());
-        let seen = wait_for_line(&lines, Duration::from_secs(20), |l| {
-            l.starts_with("Server listening")
-        })
-        .unwrap_or_else(|e| panic!("{} {}: no banner: {e:?}", server.display(), c.server));
-        // The line after the banner's.
-        let mut seen = seen;
-        if let Ok(l) = lines.recv_timeout(Duration::from_secs(5)) {
-            seen.push(l);
-        }
+        let seen = if c.server.contains("-J") {
+            // A -J server prints no banner: it is ready when the kernel lists its socket.
+            tcptune_testkit::wait_for(
+                &format!("{} {} to listen", server.display(), c.server),
+                Duration::from_secs(20),
+                || listening(port),
+            );
+            Vec::new()
+        } else {
+            let mut seen = wait_for_line(&lines, Duration::from_secs(20), |l| {
+                l.starts_with("Server listening")
+            })
+            .unwrap_or_else(|e| panic!("{} {}: no banner: {e:?}", server.display(), c.server));
+            // The line after the banner's.
+            if let Ok(l) = lines.recv_timeout(Duration::from_secs(5)) {
+                seen.push(l);
+            }
+            seen
+        };
         (child, lines, seen)
     });
+    // A test without an end (`-t 0`) is interrupted as a user would (SIGINT, Ctrl-C's signal)
+    // after 1.6 s, inside its second interval; the others get 40 s before they are killed.
+    let limit: &[&str] = if c.client.contains("-t 0") {
+        &["--preserve-status", "-k", "20", "-s", "INT", "1.6"]
+    } else {
+        &["40"]
+    };
     let o = Command::new("timeout")
-        .arg("40")
+        .args(limit)
         .arg(client)
         .args(fill(c.client, port))
         .stdin(Stdio::null())
@@ -184,6 +219,25 @@ fn run(client: &Path, server: &Path, c: &Case, port: u16) -> Run {
         r.server = seen;
     }
     r
+}
+
+/// Whether a TCP socket listens on `port` (any address), from the kernel's socket tables.
+fn listening(port: u16) -> bool {
+    ["/proc/net/tcp", "/proc/net/tcp6"].iter().any(|f| {
+        std::fs::read_to_string(f)
+            .unwrap_or_default()
+            .lines()
+            .skip(1)
+            .any(|l| {
+                // sl, local_address, rem_address, st, …; 0A is LISTEN.
+                let w: Vec<&str> = l.split_whitespace().collect();
+                let local_port = w
+                    .get(1)
+                    .and_then(|a| a.rsplit(':').next())
+                    .and_then(|p| u16::from_str_radix(p, 16).ok());
+                w.get(3) == Some(&"0A") && local_port == Some(port)
+            })
+    })
 }
 
 /// Whether `c` is a digit that starts a number (not part of a word such as "iperf3").
@@ -415,11 +469,19 @@ fn compare(c: &Case, iperf3: &Path, ours: &Path) -> Vec<String> {
             ));
         }
     }
-    check(differ(
-        &format!("{name}: server text"),
-        &layout(&reference.server, server_adaptive),
-        &layout(&ours_server.server, server_adaptive),
-    ));
+    if c.server.contains("-J") {
+        check(json_differ(
+            &format!("{name}: the server's document"),
+            &reference.server.join("\n"),
+            &ours_server.server.join("\n"),
+        ));
+    } else {
+        check(differ(
+            &format!("{name}: server text"),
+            &layout(&reference.server, server_adaptive),
+            &layout(&ours_server.server, server_adaptive),
+        ));
+    }
     diffs
 }
 

@@ -208,8 +208,8 @@ fn bad_input_is_one_sentence_and_exit_2() {
             "iperf3: error - unable to connect to server: Connection refused",
         ),
         (
-            vec!["iperf3", "-c", "127.0.0.1", "-F", "/etc/hosts"],
-            "iperf3: -F: parameter error - ",
+            vec!["iperf3", "-c", "127.0.0.1", "-F", "/etc/hosts", "--bidir"],
+            "iperf3: error - -F /etc/hosts works with one-way TCP tests only",
         ),
     ] {
         let o = tcptune(&a);

@@ -62,10 +62,44 @@ pub(super) fn dominant(s: &Shares) -> (Limit, f64) {
     best
 }
 
-pub(super) fn bdp_bytes(ctx: &Context, e: &Evidence) -> Option<u64> {
+/// What held a receiver-window-limited flow, by the one rule the verdict's words and the
+/// advice (`needs.rs`) share, at the flow's RTT (a window-limited flow builds no queue, so that
+/// is the path's RTT plus the hosts' own delay, which the window must cover too; over a veth
+/// the minimum RTT is a few µs and would call any window large enough).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum WindowHeld {
+    /// The window was short of what the path needs: a larger buffer.
+    ByBuffer,
+    /// The window covered the BDP at the flow's RTT, yet was often full: the reader.
+    CoversBdp,
+    /// The window was a small part of a large buffer: data sat unread, the reader.
+    Backlog,
+}
+
+/// The BDP at the flow's RTT, per stream, where the path's rate is known.
+pub(super) fn flow_bdp_bytes(ctx: &Context, e: &Evidence) -> Option<u64> {
     let rate = ctx.path_rate?;
-    let rtt = e.min_rtt_s.or(e.rtt_s)?;
+    let rtt = e.rtt_s.or(e.min_rtt_s).filter(|r| *r > Dur::ZERO)?;
     Some((rate.bytes_per_sec() / ctx.streams.max(1) as f64 * rtt.secs()).ceil() as u64)
+}
+
+/// The rule of [`WindowHeld`].
+pub(super) fn window_held(e: &Evidence, ctx: &Context) -> WindowHeld {
+    let covers_bdp = matches!(
+        (flow_bdp_bytes(ctx, e), e.peer_window_bytes),
+        (Some(bdp), Some(w)) if w >= bdp
+    );
+    let backlog = matches!(
+        (e.receiver_buffer_bytes, e.peer_window_bytes),
+        (Some(b), Some(w)) if (w as f64) < UNREAD_BACKLOG * b as f64 / 2.0
+    );
+    if covers_bdp {
+        WindowHeld::CoversBdp
+    } else if backlog {
+        WindowHeld::Backlog
+    } else {
+        WindowHeld::ByBuffer
+    }
 }
 
 /// The decision, with a class its own bound rules out turned into conflicting evidence.
@@ -212,28 +246,7 @@ pub(super) fn decide_sender(e: &Evidence, ctx: &Context, chronographs_reported: 
             ),
         ),
         Limit::ReceiverWindow => {
-            let w = e.peer_window_bytes.unwrap_or(0);
-            let mut why = format!("its window {}", size(w));
-            match (bdp_bytes(ctx, e), min_rtt_window_bound(e)) {
-                (Some(bdp), _) => {
-                    let cmp = if w < bdp { "<" } else { "≥" };
-                    why += &format!(" {cmp} BDP {}", size(bdp));
-                    if w >= bdp {
-                        why += ": the receiving application reads slowly (the window is \
-                                often closed)";
-                    }
-                }
-                (None, Some(wr)) => {
-                    why += &format!(" allows {wr}");
-                    if let Some(a) = e.achieved_bps.filter(|a| a.bps() < wr.bps() / 4.0) {
-                        why += &format!(
-                            "; {a} is far lower: the receiver reads slowly (window often closed)"
-                        );
-                    }
-                }
-                _ => {}
-            }
-            Decision::new(Limit::ReceiverWindow, Some(share), why)
+            Decision::new(Limit::ReceiverWindow, Some(share), window_why(e, ctx))
         }
         Limit::SendBuffer => Decision::new(
             Limit::SendBuffer,
@@ -262,6 +275,44 @@ pub(super) fn decide_sender(e: &Evidence, ctx: &Context, chronographs_reported: 
         );
     }
     what_the_signs_mean(d, e, ctx)
+}
+
+/// A receiver-window verdict's reason, saying of the reader only what the advice says
+/// ([`window_held`]): the window against the BDP at the flow's RTT, or, the path's rate
+/// unknown, what it allows at that RTT.
+fn window_why(e: &Evidence, ctx: &Context) -> String {
+    let w = e.peer_window_bytes.unwrap_or(0);
+    let mut why = format!("its window {}", size(w));
+    match (
+        flow_bdp_bytes(ctx, e),
+        window_bound(e).or(min_rtt_window_bound(e)),
+    ) {
+        (Some(bdp), _) => {
+            let cmp = if w < bdp { "<" } else { "≥" };
+            why += &format!(" {cmp} BDP {} (at the flow's RTT)", size(bdp));
+        }
+        (None, Some(wr)) => {
+            why += &format!(" allows {wr}");
+            if let Some(a) = e.achieved_bps.filter(|a| a.bps() < wr.bps() / 4.0) {
+                why += &format!("; {a} is far lower: the window was often closed");
+            }
+        }
+        _ => {}
+    }
+    match window_held(e, ctx) {
+        WindowHeld::CoversBdp => {
+            why += ": the receiving application reads slowly (the window is often closed)"
+        }
+        WindowHeld::Backlog => {
+            why += &format!(
+                ": data sat unread in its {} receive buffer, so the receiving application \
+                 reads slowly",
+                size(e.receiver_buffer_bytes.unwrap_or(0))
+            )
+        }
+        WindowHeld::ByBuffer => {}
+    }
+    why
 }
 
 /// Whether the receiver read slowly: its window covers the BDP, or allows four times what
@@ -340,13 +391,10 @@ fn what_the_signs_mean(d: Decision, e: &Evidence, ctx: &Context) -> Decision {
 /// the path's RTT plus the hosts' own delay, which the window must cover too (over a veth the
 /// minimum RTT is a few µs and the hosts' delay is most of it).
 pub(super) fn window_short(ctx: &Context, e: &Evidence) -> bool {
-    let bdp = match (ctx.path_rate, e.rtt_s.or(e.min_rtt_s)) {
-        (Some(rate), Some(rtt)) => {
-            (rate.bytes_per_sec() / ctx.streams.max(1) as f64 * rtt.secs()).ceil() as u64
-        }
-        _ => return false,
-    };
-    e.peer_window_bytes.is_some_and(|w| w < bdp)
+    matches!(
+        (flow_bdp_bytes(ctx, e), e.peer_window_bytes),
+        (Some(bdp), Some(w)) if w < bdp
+    )
 }
 
 /// A bulk sender (always more to send) whose socket often had nothing queued: it fell behind

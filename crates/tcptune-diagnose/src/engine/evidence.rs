@@ -28,6 +28,15 @@ pub(super) fn median_of(s: Series<'_>, f: impl Fn(&Sample) -> Option<u64>) -> Op
     }
 }
 
+/// The largest of `f` over the samples that carry data (the last sample's alone when there
+/// are too few to skip any).
+pub(super) fn max_of(s: Series<'_>, f: impl Fn(&Sample) -> Option<u64>) -> Option<u64> {
+    match s {
+        Series::Many(v) if v.len() > 2 => active(v).filter_map(f).max(),
+        _ => s.last().and_then(f),
+    }
+}
+
 /// Samples that carry data (skips the handshake-time zeros).
 pub(super) fn active(v: &[Sample]) -> impl Iterator<Item = &Sample> {
     v.iter()
@@ -183,6 +192,7 @@ pub fn evidence(obs: &Observations<'_>, ctx: &Context) -> Evidence {
     }
     e.cwnd_bytes = median_of(snd, |s| s.info.cwnd_bytes());
     e.peer_window_bytes = median_of(snd, |s| s.info.snd_wnd.map(u64::from));
+    e.peer_window_max_bytes = max_of(snd, |s| s.info.snd_wnd.map(u64::from));
     e.receiver_buffer_bytes = rcv
         .iter()
         .filter_map(|s| s.skmem)
@@ -204,7 +214,9 @@ pub fn evidence(obs: &Observations<'_>, ctx: &Context) -> Evidence {
     if snd.is_empty() && !rcv.is_empty() {
         // Only the receiving end was sampled: the window it advertised and its own RTT
         // estimate (rcv_rtt) still give the window/RTT bound.
-        e.peer_window_bytes = median_of(rcv, |s| s.info.rcv_wnd.map(u64::from).filter(|&w| w > 0));
+        let rcv_wnd = |s: &Sample| s.info.rcv_wnd.map(u64::from).filter(|&w| w > 0);
+        e.peer_window_bytes = median_of(rcv, rcv_wnd);
+        e.peer_window_max_bytes = max_of(rcv, rcv_wnd);
         e.rtt_s = mean_us(rcv.iter().filter_map(|s| s.info.rcv_rtt_us));
         e.min_rtt_s = rcv
             .last()
@@ -248,6 +260,7 @@ pub(super) fn capture_evidence(c: &CaptureEvidence, e: &mut Evidence) {
     e.rtt_s = e.rtt_s.or(c.mean_rtt);
     e.min_rtt_s = e.min_rtt_s.or(c.min_rtt);
     e.peer_window_bytes = e.peer_window_bytes.or(c.max_window_bytes);
+    e.peer_window_max_bytes = e.peer_window_max_bytes.or(c.max_window_bytes);
     e.mss_bytes = e.mss_bytes.or(c.mss);
 }
 

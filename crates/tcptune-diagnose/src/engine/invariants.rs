@@ -9,6 +9,7 @@
 //!   the flow carried is not what held it);
 //! - the test's own bulk sender is not application-limited unless something paced it;
 //! - an undecided verdict says what is missing;
+//! - the verdict and the advice blame the same thing (a slow reader, or a short buffer);
 //! - no recommendation names what the flow already had in effect (its congestion control,
 //!   socket buffer, write size, zero copy, more streams than cores), lowers a value unasked,
 //!   or shares its knob with another.
@@ -29,8 +30,8 @@ pub const BOUND_SLACK: f64 = 1.25;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Violation {
     /// A stable name of the rule: `bound_exceeded`, `verdict_bound`, `bulk_sender_application`,
-    /// `undecided_without_missing`, `advice_in_effect`, `advice_lowers`, `advice_twice`,
-    /// `not_a_number`.
+    /// `undecided_without_missing`, `verdict_advice`, `advice_in_effect`, `advice_lowers`,
+    /// `advice_twice`, `not_a_number`.
     pub rule: String,
     /// What broke it, with the numbers.
     pub detail: String,
@@ -62,10 +63,16 @@ pub fn class_bound(
     let rtt = e.min_rtt_s.or(e.rtt_s).filter(|r| *r > Dur::ZERO)?;
     match limit {
         Limit::ReceiverWindow => {
+            // The largest window it had, not the median: a window that grew during the flow
+            // carried more than its median allows.
             let w = e.peer_window_bytes.filter(|&w| w > 0)?;
+            let (w, what) = match e.peer_window_max_bytes.filter(|&m| m > w) {
+                Some(m) => (m, "its largest window"),
+                None => (w, "its window"),
+            };
             Some((
                 Rate::from_bytes_per(Bytes::new(w), rtt),
-                format!("its window {} over the minimum RTT {rtt}", size(w)),
+                format!("{what} {} over the minimum RTT {rtt}", size(w)),
             ))
         }
         Limit::Loss if loss_based(congestion) => {
@@ -150,8 +157,34 @@ pub fn check(d: &Diagnosis) -> Vec<Violation> {
             format!("{} without saying what is missing", d.limit),
         ));
     }
+    out.extend(verdict_against_advice(d));
     out.extend(check_advice(&d.recommendations, &d.in_effect));
     out
+}
+
+/// The verdict and the advice answer "the buffer or the reader?" the same way: a verdict that
+/// blames a slow reader comes with no larger receive buffer, and reader advice under a
+/// receiver-window verdict comes with the verdict's words for it.
+fn verdict_against_advice(d: &Diagnosis) -> Option<Violation> {
+    use crate::advice::Knob;
+    let says_reader = d.verdict.contains("reads slowly");
+    let knobs: Vec<Knob> = d.recommendations.iter().map(|r| r.knob).collect();
+    let buffer = knobs
+        .iter()
+        .find(|k| matches!(k, Knob::TcpRmemMax | Knob::RmemMax));
+    if let (true, Some(k)) = (says_reader, buffer) {
+        return Some(v(
+            "verdict_advice",
+            format!("the verdict blames a slow reader, the advice raises {k:?}"),
+        ));
+    }
+    if d.limit == Limit::ReceiverWindow && !says_reader && knobs.contains(&Knob::ReceiverReads) {
+        return Some(v(
+            "verdict_advice",
+            "the advice blames the reader, the verdict does not".into(),
+        ));
+    }
+    None
 }
 
 /// What the recommendations break: advice in effect, lowered unasked, a knob twice.

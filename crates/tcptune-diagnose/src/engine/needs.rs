@@ -55,7 +55,7 @@ pub fn needs(limit: Limit, e: &Evidence, ctx: &Context) -> Vec<Need> {
         _ => None,
     };
     match limit {
-        Limit::ReceiverWindow => receiver_window_needs(&mut out, e, ctx, rtt, sized.as_ref()),
+        Limit::ReceiverWindow => receiver_window_needs(&mut out, e, ctx, sized.as_ref()),
         Limit::SendBuffer => buffer_need(
             &mut out,
             End::Sender,
@@ -128,24 +128,10 @@ fn option_needs(out: &mut Vec<Need>, e: &Evidence) {
 
 /// A receiver's window held the flow: a larger buffer where the window was short of the BDP,
 /// or the reader where it was not (or data sat unread in a large buffer).
-fn receiver_window_needs(
-    out: &mut Vec<Need>,
-    e: &Evidence,
-    ctx: &Context,
-    rtt: Option<Dur>,
-    sized: Option<&Sized>,
-) {
-    let covers_bdp = matches!(
-        (ctx.path_rate, rtt, e.peer_window_bytes),
-        (Some(rate), Some(r), Some(w))
-            if w as f64 >= rate.bytes_per_sec() / ctx.streams.max(1) as f64 * r.secs()
-    );
-    // The buffer is large but the window it advertised small: data sat unread in it.
-    let backlog = matches!(
-        (e.receiver_buffer_bytes, e.peer_window_bytes),
-        (Some(b), Some(w)) if (w as f64) < UNREAD_BACKLOG * b as f64 / 2.0
-    );
-    let reads_slowly = covers_bdp || backlog;
+fn receiver_window_needs(out: &mut Vec<Need>, e: &Evidence, ctx: &Context, sized: Option<&Sized>) {
+    let held = super::decision::window_held(e, ctx);
+    let covers_bdp = held == super::decision::WindowHeld::CoversBdp;
+    let reads_slowly = held != super::decision::WindowHeld::ByBuffer;
     if reads_slowly {
         out.push(Need {
             knob: Knob::ReceiverReads,

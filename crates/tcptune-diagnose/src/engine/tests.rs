@@ -99,10 +99,12 @@ fn receiver_window_limited_with_bdp_evidence() {
     let ctx = Context::with_path_rate(Some("200mbit".parse().unwrap()));
     let v = verdict(Some(&a), &b, &ctx);
     assert_eq!(v.limit, Limit::ReceiverWindow);
-    // BDP at 200 Mbit/s × min RTT 10 ms = 250 000 B.
+    // BDP at 200 Mbit/s × the flow's RTT 20 ms = 500 000 B (the window must cover the RTT
+    // the flow has, not the minimum).
     assert_eq!(
         v.text,
-        "receiver-window limited 93% of the last 5 s at 8 Mbit/s: its window 64 KiB < BDP 244 KiB"
+        "receiver-window limited 93% of the last 5 s at 8 Mbit/s: its window 64 KiB < BDP \
+         488 KiB (at the flow's RTT)"
     );
 }
 

@@ -483,3 +483,102 @@ fn a_bulk_reader_that_read_slowly_fell_behind() {
     assert_eq!(d.limit, Limit::Cpu, "{}", d.verdict);
     clean(&d);
 }
+
+#[test]
+fn the_verdict_and_the_advice_blame_the_same_thing() {
+    // A veth-like path: min RTT 10 µs, the flow's RTT 2 ms, a 64 KiB window at 1 Gbit/s. The
+    // window covers the BDP at the minimum RTT (1.25 KB) but not at the flow's (250 KB): the
+    // buffer held it, and the verdict must not call the reader slow while the advice raises
+    // tcp_rmem (it once did).
+    let s = Series {
+        snd_wnd: 64 << 10,
+        rtt_us: 2_000,
+        bytes_per_tick: 3_276_800,
+        ..base()
+    };
+    let mut samples = s.samples(100);
+    for x in &mut samples {
+        x.info.min_rtt_us = Some(10);
+    }
+    let received = samples.last().unwrap().info.bytes_acked.unwrap();
+    let d = diagnose_stream(
+        &StreamInput {
+            id: 1,
+            sender: &samples,
+            receiver: &[],
+            received_bytes: received,
+            seconds: Dur::from_secs_f64(10.0),
+            cpu: &[],
+        },
+        &ctx("1gbit"),
+    );
+    assert_eq!(d.limit, Limit::ReceiverWindow, "{}", d.verdict);
+    assert!(!d.verdict.contains("reads slowly"), "{}", d.verdict);
+    assert!(d.verdict.contains("< BDP"), "{}", d.verdict);
+    let knobs: Vec<Knob> = d.recommendations.iter().map(|r| r.knob).collect();
+    assert!(knobs.contains(&Knob::TcpRmemMax), "{knobs:?}");
+    assert!(!knobs.contains(&Knob::ReceiverReads), "{knobs:?}");
+    clean(&d);
+
+    // A 4 MiB window on 100 Mbit/s × 20 ms (BDP 250 KB), closed 95% of the time at 2 Mbit/s:
+    // the reader held it, in the verdict and in the advice alike.
+    let s = Series {
+        snd_wnd: 4 << 20,
+        bytes_per_tick: 25_000,
+        unacked: 17,
+        ..base()
+    };
+    let d = run(&s, &ctx("100mbit"));
+    assert_eq!(d.limit, Limit::ReceiverWindow, "{}", d.verdict);
+    assert!(d.verdict.contains("reads slowly"), "{}", d.verdict);
+    let knobs: Vec<Knob> = d.recommendations.iter().map(|r| r.knob).collect();
+    assert!(knobs.contains(&Knob::ReceiverReads), "{knobs:?}");
+    assert!(!knobs.contains(&Knob::TcpRmemMax), "{knobs:?}");
+    clean(&d);
+}
+
+#[test]
+fn the_invariant_check_finds_a_verdict_that_blames_the_reader_beside_buffer_advice() {
+    let s = Series {
+        snd_wnd: 4 << 20,
+        bytes_per_tick: 25_000,
+        unacked: 17,
+        ..base()
+    };
+    let mut d = run(&s, &ctx("100mbit")).diagnosis();
+    let mut raise = d.recommendations[0].clone();
+    raise.knob = Knob::TcpRmemMax;
+    d.recommendations.push(raise);
+    let rules: Vec<String> = check(&d).into_iter().map(|v| v.rule).collect();
+    assert!(rules.contains(&"verdict_advice".to_string()), "{rules:?}");
+}
+
+#[test]
+fn a_window_that_grew_during_the_flow_bounds_it_by_its_largest_value() {
+    // The Web100 seed's untuned receiver: a 64 KiB window most of the time and 128 KiB for
+    // the last 40%, so the median (64 KiB over 20 ms: 26 Mbit/s) is below the 37 Mbit/s the
+    // flow carried. The window held it all along; the largest window is its bound, and the
+    // verdict is the window's, not conflicting evidence.
+    let s = Series {
+        bytes_per_tick: 458_752,
+        ..base()
+    };
+    let mut samples = s.samples(100);
+    for x in samples.iter_mut().skip(60) {
+        x.info.snd_wnd = Some(128 << 10);
+    }
+    let received = samples.last().unwrap().info.bytes_acked.unwrap();
+    let d = diagnose_stream(
+        &StreamInput {
+            id: 1,
+            sender: &samples,
+            receiver: &[],
+            received_bytes: received,
+            seconds: Dur::from_secs_f64(10.0),
+            cpu: &[],
+        },
+        &ctx("1gbit"),
+    );
+    assert_eq!(d.limit, Limit::ReceiverWindow, "{}", d.verdict);
+    clean(&d);
+}

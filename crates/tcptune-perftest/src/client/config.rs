@@ -49,6 +49,9 @@ pub struct ClientConfig {
     pub dont_fragment: bool,
     /// A test that only receives fails when no data arrives for this long (`--rcv-timeout`).
     pub rcv_timeout: Option<Duration>,
+    /// iperf3's `-F`: send this file's bytes (the test ends at its end), or, receiving, write
+    /// what arrives to it. A local choice: the server is not told.
+    pub diskfile: Option<std::path::PathBuf>,
 }
 
 impl ClientConfig {

@@ -173,14 +173,10 @@ fn drive<T: Transport>(
     } else {
         None
     };
-    let ran = match data_phase(&mut data, x, &mut link, cb.on_interval)? {
-        Some(ran) => ran,
-        None => {
-            link.terminate();
-            data.abort();
-            return Err(TestError::Interrupted);
-        }
-    };
+    let ran = data_phase(&mut data, x, &mut link, cb.on_interval)?;
+    if ran.interrupted {
+        return interrupted(data, x, link, start, ran, cpu0);
+    }
     let t0 = data.started();
     let load_end = Dur::from_nanos(link.now().nanos().saturating_sub(t0.nanos()));
     if let Some(l) = &loaded {
@@ -222,22 +218,72 @@ fn drive<T: Transport>(
     ))
 }
 
+/// An interrupted test (Ctrl-C, SIGTERM) ends as iperf3's does: the server is told at once
+/// (CLIENT_TERMINATE, no results exchanged) and the report is this end's figures alone, the
+/// peer's side counted as nothing. The output says it was interrupted, and carries no verdict
+/// from that half of the evidence.
+fn interrupted<T: Transport>(
+    mut data: T,
+    x: &Setup,
+    mut link: Link,
+    start: Start,
+    ran: Ran<T::Counters>,
+    cpu0: (f64, f64),
+) -> Result<TestOutput, TestError> {
+    link.terminate();
+    drop(link);
+    data.stop();
+    let outcome = data.finish(x, ran.base);
+    let own = T::own_results(&outcome, ran.secs, cpu0);
+    let server = tcptune_iperf3::Results::default();
+    let (end, mut tcptune) = T::report(
+        outcome,
+        Ended {
+            cfg: x.cfg,
+            params: &x.params,
+            start: &start,
+            own: &own,
+            server: &server,
+            probes: None,
+            secs: ran.secs,
+        },
+    )?;
+    tcptune.diagnosis = tcptune_diagnose::throughput::TestDiagnosis {
+        limit: tcptune_diagnose::Limit::NotEnoughEvidence,
+        verdict: "interrupted before the end: the server's figures were not exchanged, so \
+                  there is no verdict"
+            .into(),
+        bounds: Vec::new(),
+        recommendations: Vec::new(),
+        streams: Vec::new(),
+        reverse: None,
+        bufferbloat: None,
+        problem: false,
+        ..tcptune.diagnosis
+    };
+    let mut out = document::output(&x.params, start, ran.intervals, end, &server, tcptune);
+    out.interrupted = true;
+    Ok(out)
+}
+
 /// What the data phase leaves: its interval reports, the counted seconds (the time the bytes
-/// took, until the senders stop, as iperf3 reports it), and the counters when `-O`'s seconds
-/// ended.
+/// took, until the senders stop, as iperf3 reports it), the counters when `-O`'s seconds
+/// ended, and whether an interruption ended it.
 struct Ran<C> {
     intervals: Vec<IntervalReport>,
     secs: f64,
     base: Option<C>,
+    interrupted: bool,
 }
 
-/// Runs the data phase to its end by the schedule; none when interrupted.
+/// Runs the data phase to its end by the schedule, or to an interruption (whose partial
+/// interval is reported, as iperf3 reports it).
 fn data_phase<T: Transport>(
     data: &mut T,
     x: &Setup,
     link: &mut Link,
     on_interval: &mut dyn FnMut(&IntervalReport, &[u32]),
-) -> Result<Option<Ran<T::Counters>>, TestError> {
+) -> Result<Ran<T::Counters>, TestError> {
     let p = &x.params;
     let t0 = data.started();
     let since = |now: Dur| (now.nanos().saturating_sub(t0.nanos())) as f64 / 1e9;
@@ -299,8 +345,10 @@ fn data_phase<T: Transport>(
                 data.arm(b);
             }
         }
-        if !done && schedule.awaits_bytes() && data.moved() >= p.byte_limit().unwrap_or(0) {
-            // Bytes-limited: the last interval ends when the bytes are done.
+        let bytes_done = schedule.awaits_bytes() && data.moved() >= p.byte_limit().unwrap_or(0);
+        if !done && (bytes_done || data.source_ended()) {
+            // Bytes-limited, or -F's file all sent: the last interval ends when the bytes are
+            // done.
             let counters = data.now();
             let last = schedule.last_interval(now);
             let r = data.interval(span(last), &prev, &counters);
@@ -310,15 +358,23 @@ fn data_phase<T: Transport>(
             }
             done = true;
         }
-        if done {
-            return Ok(Some(Ran {
+        let interrupted = x.cfg.interrupt.is_some_and(|i| i.load(Ordering::Relaxed));
+        if interrupted && !done {
+            let counters = data.now();
+            let last = schedule.last_interval(now);
+            let r = data.interval(span(last), &prev, &counters);
+            let moved_any = r.as_ref().is_some_and(|r| r.sum.bytes > 0);
+            if schedule.keeps_last(last, moved_any) {
+                emit(r, base.is_none() && p.omit_s > 0);
+            }
+        }
+        if done || interrupted {
+            return Ok(Ran {
                 intervals,
                 secs: schedule.counted(since(link.now())),
                 base,
-            }));
-        }
-        if x.cfg.interrupt.is_some_and(|i| i.load(Ordering::Relaxed)) {
-            return Ok(None);
+                interrupted: interrupted && !done,
+            });
         }
         let mut wait = Duration::from_secs_f64(schedule.wait(now));
         if let Some(limit) = rcv_limit {

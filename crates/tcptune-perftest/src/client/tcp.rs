@@ -16,7 +16,9 @@ use crate::data::{own_results, DataPhase, SendPlan, StreamOutcome, StreamSocket}
 use crate::document::{self, Layout, Span, TcpCounters};
 use crate::peer::{LocalPeer, PeerSampler};
 use crate::sock::{self, DataOptions};
-use crate::test_report::{Connected, End, Extension, IntervalReport, SampledAt, StreamSamples};
+use crate::test_report::{
+    Connected, DiskFile, End, Extension, IntervalReport, SampledAt, StreamSamples,
+};
 use crate::{probe, ServerSamples, TestError};
 
 /// The connected data streams and the first one's buffers before its connection.
@@ -134,6 +136,7 @@ impl Transport for Tcp {
             bytes_total: p.byte_limit(),
             zerocopy: p.zerocopy,
             repeating: p.repeating_payload,
+            file: x.cfg.diskfile.clone(),
         };
         let host_cpu_at_start = CpuTicks::now();
         let waits_at_start = RunDelays::now();
@@ -198,6 +201,10 @@ impl Transport for Tcp {
         }
     }
 
+    fn source_ended(&self) -> bool {
+        self.data.file_ended()
+    }
+
     fn moved(&self) -> u64 {
         if self.client_sends > 0 {
             self.data.sent_total()
@@ -226,10 +233,6 @@ impl Transport for Tcp {
         self.stopped_at = Some(Dur::from_nanos(
             self.clock.elapsed().as_nanos().min(u64::MAX as u128) as u64,
         ));
-    }
-
-    fn abort(self) {
-        drop(self.data.finish());
     }
 
     fn finish(self, x: &Setup, base: Option<TcpCounters>) -> Outcome {
@@ -328,7 +331,18 @@ impl Transport for Tcp {
             e.probes,
         );
         let cpu = document::cpu_utilization(own_cpu.user, own_cpu.system, server);
-        let end = document::tcp_end(p, &outcomes, sides, server, cpu, secs);
+        let client_sends_main = p.direction != tcptune_iperf3::Direction::Reverse;
+        let mut end = document::tcp_end(p, client_sends_main, &outcomes, sides, server, cpu, secs);
+        if let Some(path) = &e.cfg.diskfile {
+            // The file's size now, as iperf3 reads it at the end (fstat): what a receiving
+            // stream wrote, or what a sending one read from.
+            let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+            let name = path.display().to_string();
+            for s in &mut end.streams {
+                let sent = s.sender.as_ref().map_or(0, |x| x.bytes);
+                s.diskfile = Some(DiskFile::of(sent, size, &name));
+            }
+        }
         let mut samples: Vec<StreamSamples> = outcomes
             .into_iter()
             .map(|o| StreamSamples {

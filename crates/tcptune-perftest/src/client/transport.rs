@@ -89,6 +89,10 @@ pub trait Transport: Sized {
     fn now(&self) -> Self::Counters;
     /// Bytes moved towards a byte count (`-n`, `-k`).
     fn moved(&self) -> u64;
+    /// A sending stream reached the end of `-F`'s file: the test ends, as iperf3's.
+    fn source_ended(&self) -> bool {
+        false
+    }
     /// One interval's report from two readings of the counters.
     fn interval(
         &mut self,
@@ -98,8 +102,6 @@ pub trait Transport: Sized {
     ) -> Option<IntervalReport>;
     /// The test's time is up: senders stop.
     fn stop(&mut self);
-    /// Ends an interrupted test's streams.
-    fn abort(self);
     /// Ends the data phase; `base`: the counters when `-O`'s seconds ended.
     fn finish(self, x: &Setup, base: Option<Self::Counters>) -> Self::Outcome;
     /// The results this end sends: CPU use since `cpu0`, each stream's figures.

@@ -204,10 +204,6 @@ impl Transport for Udp {
         self.data.stop();
     }
 
-    fn abort(self) {
-        drop(self.data.finish());
-    }
-
     fn finish(self, _x: &Setup, base: Option<Vec<UdpReceiver>>) -> Outcome {
         Outcome {
             outcomes: self.data.finish(),

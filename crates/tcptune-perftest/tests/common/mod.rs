@@ -54,5 +54,6 @@ pub fn cfg(addr: SocketAddr, params: Params) -> ClientConfig {
         control_extra: Default::default(),
         dont_fragment: false,
         rcv_timeout: None,
+        diskfile: None,
     }
 }

@@ -87,13 +87,14 @@ fn catch_interrupt() -> &'static AtomicBool {
 
 pub fn serve(args: &ServeArgs) -> anyhow::Result<Outcome> {
     anyhow::ensure!(
-        !args.iperf_json && !args.json_stream,
-        "-J/--json-stream on the server is not supported; the client's -J document has both \
-         sides' figures (and --get-server-output the server's report)"
+        !args.json_stream,
+        "--json-stream on the server is not supported; give -J for each test's document"
     );
     // -i and -f (iperf3 -s -i 10 -f m in service units) set the server's interval lines and
-    // their units under `tcptune iperf3 -s`; tcptune serve logs one line per test.
-    let text = if args.iperf3_text {
+    // their units under `tcptune iperf3 -s`; tcptune serve logs one line per test, or with -J
+    // iperf3's document of each test.
+    let json = args.iperf_json;
+    let text = if args.iperf3_text || json {
         let interval = match args.interval.as_deref() {
             None => 1.0,
             Some(i) => i
@@ -117,6 +118,7 @@ pub fn serve(args: &ServeArgs) -> anyhow::Result<Outcome> {
         Some(tcptune_perftest::server_text::TextOptions {
             interval: (interval > 0.0).then(|| Duration::from_secs_f64(interval)),
             unit,
+            json,
         })
     } else {
         None
@@ -154,6 +156,7 @@ pub fn serve(args: &ServeArgs) -> anyhow::Result<Outcome> {
             ..Default::default()
         },
         iperf3_text: text,
+        diskfile: args.file.clone(),
         ..ServerConfig::default()
     };
     let server = match Server::bind(cfg.clone()) {
@@ -192,7 +195,7 @@ pub fn serve(args: &ServeArgs) -> anyhow::Result<Outcome> {
         }
         stop.store(true, Ordering::Relaxed);
     });
-    let iperf3 = args.iperf3_text;
+    let iperf3 = args.iperf3_text || json;
     let one_off = args.one_off;
     let port = args.port;
     let tests = AtomicUsize::new(0);
@@ -202,7 +205,13 @@ pub fn serve(args: &ServeArgs) -> anyhow::Result<Outcome> {
             // iperf3's server writes its errors to standard error unless --logfile is given.
             eprintln!("iperf3: error - {error}");
         }
-        let text = if iperf3 {
+        let text = if json {
+            // -J: each test's document, nothing else (iperf3 prints no banner then).
+            match l {
+                ServerLog::Iperf3(lines) => lines.join("\n") + "\n",
+                _ => String::new(),
+            }
+        } else if iperf3 {
             iperf3_server_lines(l, port, one_off, &tests, to_log)
         } else {
             format!("{l}\n")
@@ -437,14 +446,12 @@ fn client_config(args: &TestArgs, mode: Mode, host: &str) -> anyhow::Result<Clie
         },
         dont_fragment: args.dont_fragment,
         rcv_timeout: args.rcv_timeout.map(Duration::from_millis),
+        diskfile: args.file.clone(),
     })
 }
 
-fn run_test(
-    args: &TestArgs,
-    mode: Mode,
-    out: &Arc<Mutex<Box<dyn Write + Send>>>,
-) -> anyhow::Result<Outcome> {
+/// The test options whose values or combinations are refused before anything connects.
+fn check_test_args(args: &TestArgs) -> anyhow::Result<()> {
     anyhow::ensure!(
         args.interval == 0.0 || (0.1..=60.0).contains(&args.interval),
         "-i {} is outside 0.1..60 seconds; give -i 1 (or -i 0 for no interval reports)",
@@ -453,6 +460,23 @@ fn run_test(
     if let Some(b) = args.bytes {
         anyhow::ensure!(b.get() > 0, "-n must be above zero; give -n 100MB");
     }
+    if let Some(f) = &args.file {
+        // One file cannot be both the source and the sink, and UDP streams send from memory.
+        anyhow::ensure!(
+            !args.bidir && !args.udp,
+            "-F {} works with one-way TCP tests only; drop --bidir or -u, or drop -F",
+            f.display()
+        );
+    }
+    Ok(())
+}
+
+fn run_test(
+    args: &TestArgs,
+    mode: Mode,
+    out: &Arc<Mutex<Box<dyn Write + Send>>>,
+) -> anyhow::Result<Outcome> {
+    check_test_args(args)?;
     let units = match &args.format {
         None => RateUnits::Auto,
         Some(f) => RateUnits::from_letter(f).map_err(anyhow::Error::msg)?,
@@ -487,7 +511,14 @@ fn run_test(
             RateUnits::Fixed(c) => c,
             RateUnits::Auto => 'a',
         },
-        reverse_omit: args.reverse && !args.bidir && args.omit > 0,
+        // The first interval is the last only in a timed test no longer than one interval.
+        reverse_plain: args.reverse
+            && !args.bidir
+            && !(args.omit == 0
+                && args.bytes.is_none()
+                && args.blocks.is_none()
+                && args.time > 0
+                && args.interval >= args.time as f64),
     };
     let title = args.title.as_deref();
     let print_text = |lines: &[String]| {
@@ -549,6 +580,9 @@ fn run_test(
         Mode::Iperf => {
             if let Ok(mut o) = out.lock() {
                 let mut doc = serde_json::to_value(&result)?;
+                if result.interrupted {
+                    doc["error"] = json!(INTERRUPTED);
+                }
                 tcptune_perftest::cjson::iperf3_keys(&mut doc);
                 // Numbers as iperf3 (cJSON) writes them: `"start": 0`, not `0.0`.
                 tcptune_perftest::cjson::write_pretty(&mut *o, &doc)?;
@@ -567,13 +601,40 @@ fn run_test(
             // tcptune's additions: the samples and the diagnosis (iperf3's readers skip
             // events they do not know).
             event("tcptune", &result.tcptune);
+            if result.interrupted {
+                event("error", &INTERRUPTED);
+            }
         }
+    }
+    if result.interrupted {
+        return Ok(after_interrupt(args, mode));
     }
     Ok(if problem && !args.iperf3_exit_codes {
         Outcome::Problem
     } else {
         Outcome::Ok
     })
+}
+
+/// iperf3's words when its client is interrupted (IECLIENTTERM after "interrupt - ").
+const INTERRUPTED: &str = "interrupt - the client has terminated";
+
+/// How an interrupted test ends once its partial report is out: as iperf3's client (the
+/// message on standard error unless a JSON document carries it, exit 1), or with tcptune's
+/// error status.
+fn after_interrupt(args: &TestArgs, mode: Mode) -> Outcome {
+    let json = matches!(mode, Mode::Iperf | Mode::Stream);
+    if args.iperf3_text {
+        if !json {
+            eprintln!("iperf3: {INTERRUPTED}");
+        }
+        return Outcome::Exit(1);
+    }
+    eprintln!(
+        "tcptune: error: interrupted: the server was told to end the test, and the figures \
+         above are this end's alone (the receiver's were not exchanged)"
+    );
+    Outcome::Exit(2)
 }
 
 /// iperf3's first lines of a test: "Connecting" once the control connection is up, the data
@@ -635,8 +696,11 @@ fn iperf3_final(
         lines.extend(t.lines().map(str::to_string));
         lines.push(String::new());
     }
-    lines.push(String::new());
-    lines.push(iperf3_text::DONE.into());
+    if !result.interrupted {
+        // An interrupted iperf3 client ends with its error instead.
+        lines.push(String::new());
+        lines.push(iperf3_text::DONE.into());
+    }
     lines
 }
 

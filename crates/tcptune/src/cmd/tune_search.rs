@@ -83,6 +83,7 @@ impl Tester {
                 control_extra: Default::default(),
                 dont_fragment: false,
                 rcv_timeout: None,
+                diskfile: None,
                 // The guardrail reads the load connections' srtt; no probes lengthen a trial.
                 latency: false,
             };
