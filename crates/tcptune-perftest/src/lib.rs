@@ -17,6 +17,7 @@ pub mod peer;
 pub mod probe;
 pub mod replay;
 pub mod server;
+pub mod server_conn;
 pub mod server_json;
 pub mod server_text;
 pub mod sock;

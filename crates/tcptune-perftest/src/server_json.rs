@@ -13,7 +13,7 @@ use tcptune_iperf3::{Direction, Params, Protocol, Results};
 
 use crate::data::StreamOutcome;
 use crate::document::{self, Layout, StartFacts};
-use crate::server_text::Conn;
+use crate::server_conn::Conn;
 use crate::sock::{self, unmapped};
 use crate::test_report::{Connected, End, IntervalReport};
 use crate::udp::UdpOutcome;

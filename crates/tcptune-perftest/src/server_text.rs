@@ -3,21 +3,19 @@
 //! block. The formats are `iperf3_text`'s; this keeps the per-test state between the server
 //! loop's rounds.
 
-use std::net::SocketAddr;
-use std::os::fd::AsRawFd;
 use std::time::Duration;
 
 use tcptune_iperf3::udp::UdpReceiver;
 use tcptune_iperf3::{Direction, Params, Protocol};
 
-use crate::data::{retrans_of, DataPhase, StreamOutcome, StreamSocket};
+use crate::data::{retrans_of, DataPhase, StreamOutcome};
 use crate::iperf3_text::{
     self, Intervals, Layout, ServerStream, ServerTotal, Side, Ticker, UdpCounts,
 };
+use crate::server_conn::Conn;
 use crate::server_json::{self, ServerFacts, TestJson};
-use crate::sock::unmapped;
 use crate::test_report::DiskFile;
-use crate::udp::{UdpOutcome, UdpStream};
+use crate::udp::UdpOutcome;
 
 /// How a server printing iperf3's text reports (its own `-i` and `-f`).
 #[derive(Debug, Clone, Copy)]
@@ -28,61 +26,6 @@ pub struct TextOptions {
     pub unit: char,
     /// `-J`: each test's JSON document when it ends, instead of the text.
     pub json: bool,
-}
-
-/// One data connection of a test as the server sees it.
-#[derive(Debug, Clone, Copy)]
-pub struct Conn {
-    /// The stream's socket descriptor (iperf3's id).
-    pub fd: i32,
-    /// Whether this end sends on it.
-    pub sends: bool,
-    /// The local address, when known.
-    pub local: Option<SocketAddr>,
-    /// The peer's address, when known.
-    pub remote: Option<SocketAddr>,
-    /// SO_SNDBUF as the data phase starts, bytes (0: unknown).
-    pub sndbuf: u32,
-    /// SO_RCVBUF as the data phase starts, bytes (0: unknown).
-    pub rcvbuf: u32,
-}
-
-/// A socket's SO_SNDBUF and SO_RCVBUF (0 where unreadable).
-fn buffers(fd: std::os::fd::BorrowedFd<'_>) -> (u32, u32) {
-    let get = |name| {
-        crate::sock::get_int(fd, libc::SOL_SOCKET, name)
-            .map(|v| v.max(0) as u32)
-            .unwrap_or(0)
-    };
-    (get(libc::SO_SNDBUF), get(libc::SO_RCVBUF))
-}
-
-impl Conn {
-    /// A TCP data connection's descriptor, role and addresses.
-    pub fn of_tcp(s: &StreamSocket) -> Conn {
-        let (sndbuf, rcvbuf) = buffers(std::os::fd::AsFd::as_fd(&s.sock));
-        Conn {
-            fd: s.sock.as_raw_fd(),
-            sends: s.sends,
-            local: s.sock.local_addr().ok().map(unmapped),
-            remote: s.sock.peer_addr().ok().map(unmapped),
-            sndbuf,
-            rcvbuf,
-        }
-    }
-
-    /// A UDP stream's descriptor, role and addresses.
-    pub fn of_udp(s: &UdpStream) -> Conn {
-        let (sndbuf, rcvbuf) = buffers(std::os::fd::AsFd::as_fd(&s.sock));
-        Conn {
-            fd: s.sock.as_raw_fd(),
-            sends: s.sends,
-            local: s.sock.local_addr().ok().map(unmapped),
-            remote: s.sock.peer_addr().ok().map(unmapped),
-            sndbuf,
-            rcvbuf,
-        }
-    }
 }
 
 /// What the streams counted at a moment.

@@ -96,12 +96,21 @@ pub(super) fn base() -> Series {
 }
 
 pub(super) fn run_with(s: &Series, ctx: &Context, cpu: &[CpuUse]) -> StreamDiagnosis {
-    let samples = s.samples(100);
+    diagnose_samples(&s.samples(100), ctx, cpu)
+}
+
+/// The sender's samples of a 10 s stream (as `Series::samples` makes them, perhaps changed),
+/// diagnosed with what the last one acknowledged as received.
+pub(super) fn diagnose_samples(
+    samples: &[Sample],
+    ctx: &Context,
+    cpu: &[CpuUse],
+) -> StreamDiagnosis {
     let received = samples.last().unwrap().info.bytes_acked.unwrap();
     diagnose_stream(
         &StreamInput {
             id: 1,
-            sender: &samples,
+            sender: samples,
             receiver: &[],
             received_bytes: received,
             seconds: Dur::from_secs_f64(10.0),

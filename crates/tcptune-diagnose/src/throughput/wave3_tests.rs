@@ -2,7 +2,7 @@
 //! CPU-contended, `-C` other than the host's default, a stock iperf3 server): each failed on the
 //! engine before its invariants, and each checks [`engine::invariants::check`] is clean.
 
-use super::tests::{base, ctx, host_32m, run, run_with, Series};
+use super::tests::{base, ctx, diagnose_samples, host_32m, run, run_with, Series};
 use super::*;
 use crate::advice::{HostSettings, Knob, KnownSettings};
 use crate::engine::invariants::{check, Violation};
@@ -500,18 +500,7 @@ fn the_verdict_and_the_advice_blame_the_same_thing() {
     for x in &mut samples {
         x.info.min_rtt_us = Some(10);
     }
-    let received = samples.last().unwrap().info.bytes_acked.unwrap();
-    let d = diagnose_stream(
-        &StreamInput {
-            id: 1,
-            sender: &samples,
-            receiver: &[],
-            received_bytes: received,
-            seconds: Dur::from_secs_f64(10.0),
-            cpu: &[],
-        },
-        &ctx("1gbit"),
-    );
+    let d = diagnose_samples(&samples, &ctx("1gbit"), &[]);
     assert_eq!(d.limit, Limit::ReceiverWindow, "{}", d.verdict);
     assert!(!d.verdict.contains("reads slowly"), "{}", d.verdict);
     assert!(d.verdict.contains("< BDP"), "{}", d.verdict);
@@ -567,18 +556,7 @@ fn a_window_that_grew_during_the_flow_bounds_it_by_its_largest_value() {
     for x in samples.iter_mut().skip(60) {
         x.info.snd_wnd = Some(128 << 10);
     }
-    let received = samples.last().unwrap().info.bytes_acked.unwrap();
-    let d = diagnose_stream(
-        &StreamInput {
-            id: 1,
-            sender: &samples,
-            receiver: &[],
-            received_bytes: received,
-            seconds: Dur::from_secs_f64(10.0),
-            cpu: &[],
-        },
-        &ctx("1gbit"),
-    );
+    let d = diagnose_samples(&samples, &ctx("1gbit"), &[]);
     assert_eq!(d.limit, Limit::ReceiverWindow, "{}", d.verdict);
     clean(&d);
 }

@@ -196,25 +196,44 @@ fn drive<T: Transport>(
     let own = T::own_results(&outcome, ran.secs, cpu0);
     let server = link.exchange(&own)?;
     drop(link);
+    let probes = x.cfg.latency.then_some(probes);
+    output::<T>(
+        x,
+        outcome,
+        start,
+        (ran.intervals, ran.secs),
+        &own,
+        &server,
+        probes,
+    )
+}
+
+/// iperf3's document of the test: the transport's `end` and tcptune's extension from what
+/// its streams did (`ran`: the interval reports and the counted seconds), our results and the
+/// server's.
+fn output<T: Transport>(
+    x: &Setup,
+    outcome: T::Outcome,
+    start: Start,
+    ran: (Vec<IntervalReport>, f64),
+    own: &tcptune_iperf3::Results,
+    server: &tcptune_iperf3::Results,
+    probes: Option<Vec<Probe>>,
+) -> Result<TestOutput, TestError> {
     let (end, tcptune) = T::report(
         outcome,
         Ended {
             cfg: x.cfg,
             params: &x.params,
             start: &start,
-            own: &own,
-            server: &server,
-            probes: x.cfg.latency.then_some(probes),
-            secs: ran.secs,
+            own,
+            server,
+            probes,
+            secs: ran.1,
         },
     )?;
     Ok(document::output(
-        &x.params,
-        start,
-        ran.intervals,
-        end,
-        &server,
-        tcptune,
+        &x.params, start, ran.0, end, server, tcptune,
     ))
 }
 
@@ -236,19 +255,16 @@ fn interrupted<T: Transport>(
     let outcome = data.finish(x, ran.base);
     let own = T::own_results(&outcome, ran.secs, cpu0);
     let server = tcptune_iperf3::Results::default();
-    let (end, mut tcptune) = T::report(
+    let mut out = output::<T>(
+        x,
         outcome,
-        Ended {
-            cfg: x.cfg,
-            params: &x.params,
-            start: &start,
-            own: &own,
-            server: &server,
-            probes: None,
-            secs: ran.secs,
-        },
+        start,
+        (ran.intervals, ran.secs),
+        &own,
+        &server,
+        None,
     )?;
-    tcptune.diagnosis = tcptune_diagnose::throughput::TestDiagnosis {
+    out.tcptune.diagnosis = tcptune_diagnose::throughput::TestDiagnosis {
         limit: tcptune_diagnose::Limit::NotEnoughEvidence,
         verdict: "interrupted before the end: the server's figures were not exchanged, so \
                   there is no verdict"
@@ -259,9 +275,8 @@ fn interrupted<T: Transport>(
         reverse: None,
         bufferbloat: None,
         problem: false,
-        ..tcptune.diagnosis
+        ..out.tcptune.diagnosis
     };
-    let mut out = document::output(&x.params, start, ran.intervals, end, &server, tcptune);
     out.interrupted = true;
     Ok(out)
 }
