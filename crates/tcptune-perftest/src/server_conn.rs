@@ -2,7 +2,7 @@
 //! descriptor (iperf3's stream id), role, addresses and socket buffers.
 
 use std::net::SocketAddr;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, AsRawFd};
 
 use crate::data::StreamSocket;
 use crate::sock::unmapped;
@@ -36,29 +36,32 @@ fn buffers(fd: std::os::fd::BorrowedFd<'_>) -> (u32, u32) {
 }
 
 impl Conn {
-    /// A TCP data connection's descriptor, role and addresses.
-    pub fn of_tcp(s: &StreamSocket) -> Conn {
-        let (sndbuf, rcvbuf) = buffers(std::os::fd::AsFd::as_fd(&s.sock));
+    fn of(
+        fd: std::os::fd::BorrowedFd<'_>,
+        sends: bool,
+        local: std::io::Result<SocketAddr>,
+        remote: std::io::Result<SocketAddr>,
+    ) -> Conn {
+        let (sndbuf, rcvbuf) = buffers(fd);
         Conn {
-            fd: s.sock.as_raw_fd(),
-            sends: s.sends,
-            local: s.sock.local_addr().ok().map(unmapped),
-            remote: s.sock.peer_addr().ok().map(unmapped),
+            fd: fd.as_raw_fd(),
+            sends,
+            local: local.ok().map(unmapped),
+            remote: remote.ok().map(unmapped),
             sndbuf,
             rcvbuf,
         }
     }
 
+    /// A TCP data connection's descriptor, role and addresses.
+    pub fn of_tcp(s: &StreamSocket) -> Conn {
+        let k = &s.sock;
+        Conn::of(k.as_fd(), s.sends, k.local_addr(), k.peer_addr())
+    }
+
     /// A UDP stream's descriptor, role and addresses.
     pub fn of_udp(s: &UdpStream) -> Conn {
-        let (sndbuf, rcvbuf) = buffers(std::os::fd::AsFd::as_fd(&s.sock));
-        Conn {
-            fd: s.sock.as_raw_fd(),
-            sends: s.sends,
-            local: s.sock.local_addr().ok().map(unmapped),
-            remote: s.sock.peer_addr().ok().map(unmapped),
-            sndbuf,
-            rcvbuf,
-        }
+        let k = &s.sock;
+        Conn::of(k.as_fd(), s.sends, k.local_addr(), k.peer_addr())
     }
 }
