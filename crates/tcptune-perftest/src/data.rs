@@ -311,12 +311,19 @@ impl DataPhase {
         self.sent_total.load(Ordering::Relaxed)
     }
 
-    /// The latest sample of each stream.
+    /// The latest sample of each stream; one the sampler has not reached yet (a test over
+    /// within its first period, `-F` of a small file) is read now, so an interval always has
+    /// the figures iperf3 reads at its end.
     pub fn latest(&self) -> Vec<Option<Sample>> {
-        match self.samples.lock() {
+        let stored: Vec<Option<Sample>> = match self.samples.lock() {
             Ok(s) => s.iter().map(|v| v.last().cloned()).collect(),
             Err(_) => vec![None; self.slots.len()],
-        }
+        };
+        stored
+            .into_iter()
+            .zip(&self.slots)
+            .map(|(s, slot)| s.or_else(|| sample(self.clock, &slot.sock)))
+            .collect()
     }
 
     /// Each stream's id and whether this end sends on it.

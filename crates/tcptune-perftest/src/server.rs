@@ -633,10 +633,16 @@ fn serve_test(
     // Measured before the stream threads are stopped: joining them takes up to their 100 ms
     // poll, which once made a 3 s test's receiver report 3.10 s (and a rate 3% low).
     let secs = t0.elapsed().as_secs_f64();
-    if let Some(t) = text.as_mut() {
-        t.last(secs, omitting, &Counts::tcp(&data), say);
-    }
     let mut outcomes = data.finish();
+    if let Some(t) = text.as_mut() {
+        // After the receivers took what had arrived (a small `-F` file can come with
+        // TEST_END, before a receiving thread ran): the last interval counts it.
+        let at_end = Counts::Tcp {
+            bytes: outcomes.iter().map(|o| o.bytes).collect(),
+            latest: outcomes.iter().map(|o| o.samples.last().cloned()).collect(),
+        };
+        t.last(secs, omitting, &at_end, say);
+    }
     for (o, &b) in outcomes.iter_mut().zip(&at_omit_end) {
         o.bytes = o.bytes.saturating_sub(b);
     }

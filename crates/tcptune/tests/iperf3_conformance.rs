@@ -78,7 +78,7 @@ const CASES: &[Case] = &[
     case("-c HOST -p PORT -t 0 -J", "-s -p PORT"),
     // -F: a client sending a file (the test ends at its end), a client writing what it
     // receives, a server writing what it receives (OUTFILE: a file of this run's own).
-    case("-c HOST -p PORT -t 1 -F /etc/hosts", "-s -p PORT"),
+    case("-c HOST -p PORT -t 1 -b 10M -F INFILE", "-s -p PORT"),
     case("-c HOST -p PORT -t 1 -R -F OUTFILE", "-s -p PORT"),
     case("-c HOST -p PORT -t 1", "-s -p PORT -F OUTFILE"),
     // The server's own document (-J), each direction and protocol: its key paths and types.
@@ -132,6 +132,7 @@ fn fill(args: &str, port: u16) -> Vec<String> {
             "HOST6" => "::1".to_string(),
             "PORT" => port.to_string(),
             "OUTFILE" => out_file(port).display().to_string(),
+            "INFILE" => in_file().display().to_string(),
             a => a.to_string(),
         })
         .collect()
@@ -143,6 +144,20 @@ fn out_file(port: u16) -> PathBuf {
         "tcptune-conformance-{}-{port}.bin",
         std::process::id()
     ))
+}
+
+/// The file `-F INFILE` sends: 4 MiB, more than 1 s at 10 Mbit/s takes, so the test ends by
+/// its time in every run (a file sent whole ends the test at a moment that races iperf3's own
+/// interval timer; `crates/tcptune-perftest/tests/diskfile.rs` tests that end).
+fn in_file() -> PathBuf {
+    static MADE: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    MADE.get_or_init(|| {
+        let p =
+            std::env::temp_dir().join(format!("tcptune-conformance-{}.src", std::process::id()));
+        std::fs::write(&p, vec![7u8; 4 << 20]).unwrap();
+        p
+    })
+    .clone()
 }
 
 /// Removes a run's `-F` file even when the run panics.
@@ -469,7 +484,11 @@ fn compare(c: &Case, iperf3: &Path, ours: &Path) -> Vec<String> {
             ));
         }
     }
-    if c.server.contains("-J") {
+    if c.client.contains("-t 0") {
+        // Not compared: after a client's interrupt, iperf3 3.12's server prints its final
+        // block or not depending on whether the terminate message or its own end of the
+        // streams comes first (it did not for `-R` in some runs); ours always prints it.
+    } else if c.server.contains("-J") {
         check(json_differ(
             &format!("{name}: the server's document"),
             &reference.server.join("\n"),
@@ -502,6 +521,7 @@ fn iperf3_command_lines_print_as_iperf3_prints_them() {
     for c in CASES {
         diffs.extend(compare(c, &iperf3, &ours));
     }
+    let _ = std::fs::remove_file(in_file());
     println!(
         "iperf3 conformance: {} command lines, {} differences, {} documented exceptions \
          (README), {:.0} s",
