@@ -79,9 +79,6 @@ pub enum TestError {
     /// Something this end does not do, in one sentence.
     #[error("{0}")]
     Unsupported(&'static str),
-    /// Ctrl-C (or SIGTERM) ended the test.
-    #[error("interrupted; the server was told to end the test")]
-    Interrupted,
     /// iperf3's words (`IENOMSG`), then the limit and what to change.
     #[error("idle timeout for receiving data: none arrived for {0} ms (--rcv-timeout); check the server, or give a larger --rcv-timeout")]
     RcvTimeout(u128),

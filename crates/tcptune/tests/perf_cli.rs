@@ -250,6 +250,22 @@ fn ctrl_c_ends_the_test_on_both_ends() {
     let mut err = String::new();
     std::io::Read::read_to_string(client.0.stderr.as_mut().unwrap(), &mut err).unwrap();
     assert!(err.contains("interrupted"), "{err}");
+    // This end's summary follows, with no verdict drawn from half the evidence.
+    let rest: Vec<String> = rx.iter().collect();
+    assert!(rest.iter().any(|l| l.ends_with("sender")), "{rest:?}");
+    assert!(
+        rest.iter()
+            .any(|l| l.starts_with("Diagnosis: interrupted before the end")),
+        "{rest:?}"
+    );
+    assert!(
+        !rest.iter().any(|l| l.contains("No problem found")),
+        "{rest:?}"
+    );
+    assert!(
+        !rest.iter().any(|l| l.starts_with("What would help")),
+        "{rest:?}"
+    );
     // The server (-1) saw CLIENT_TERMINATE, ended that test and exited: no 60 s wait.
     let start = std::time::Instant::now();
     let status = srv.0.wait().unwrap();
