@@ -81,9 +81,26 @@ pub struct Observation {
     pub knobs: Vec<Knob>,
     /// The diagnosis's one line: the evidence a change is tried on.
     pub verdict: String,
+    /// The largest share of a stream's time the receiver's window held the sender back (its
+    /// `rwnd_limited` chronograph), when the sender was sampled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rwnd_limited: Option<f64>,
+    /// The same for the sender's send buffer (`sndbuf_limited`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sndbuf_limited: Option<f64>,
 }
 
 impl Observation {
+    /// The share of the time the buffer `key` (`RMEM`: the receiver's window, `WMEM`: the send
+    /// buffer) held the flow back, when the sender was sampled.
+    pub fn held_back_by(&self, key: &str) -> Option<f64> {
+        if key == RMEM {
+            self.rwnd_limited
+        } else {
+            self.sndbuf_limited
+        }
+    }
+
     /// The search's view of a test's diagnosis.
     pub fn from_diagnosis(d: &TestDiagnosis) -> Observation {
         let srtts: Vec<f64> = d
@@ -117,7 +134,15 @@ impl Observation {
                 knobs.push(r.knob);
             }
         }
+        let share = |f: fn(&tcptune_diagnose::Shares) -> f64| {
+            d.streams
+                .iter()
+                .filter_map(|s| s.evidence.shares.as_ref().map(f))
+                .reduce(f64::max)
+        };
         Observation {
+            rwnd_limited: share(|s| s.rwnd),
+            sndbuf_limited: share(|s| s.sndbuf),
             rate_bps: d.achieved_bps.bps(),
             srtt_s: (!srtts.is_empty()).then(|| srtts.iter().sum::<f64>() / srtts.len() as f64),
             min_rtt_s: min_rtt,

@@ -22,6 +22,9 @@ struct FakePath {
     noise: f64,
     /// Chance a test shares the path with a competing flow (it then gets 70%).
     competing: f64,
+    /// Chance a test collapses to a third of its rate on a loss (CUBIC on a lossy path); the
+    /// window does not hold it back then.
+    collapse: f64,
     /// Whether the buffer matters at all (false: an A/A path, rwnd-limited by its reader).
     buffer_matters: bool,
     /// A path that trades RTT for throughput past this buffer max (bytes): +30% rate, 3× RTT.
@@ -43,6 +46,7 @@ impl FakePath {
             rtt_s: 0.020,
             noise: 0.05,
             competing: 0.0,
+            collapse: 0.0,
             buffer_matters: true,
             bloat_above: None,
             memory_factor: 1,
@@ -75,6 +79,10 @@ impl FakePath {
         if self.rng.chance(self.competing) {
             rate *= 0.7;
         }
+        let collapsed = self.rng.chance(self.collapse);
+        if collapsed {
+            rate /= 3.0;
+        }
         let window = rmem as f64 * self.window_share;
         let queue_s = ((window - self.bdp_bytes()).max(0.0) * 8.0 / self.capacity_bps).min(0.001);
         let mut srtt = self.rtt_s + queue_s;
@@ -84,7 +92,7 @@ impl FakePath {
         if matches!(self.slow_rtt_below, Some(b) if rmem < b) {
             srtt *= 2.0;
         }
-        let limited = !self.buffer_matters || window < self.bdp_bytes() * 0.95;
+        let limited = !collapsed && (!self.buffer_matters || window < self.bdp_bytes() * 0.95);
         Observation {
             rate_bps: rate,
             srtt_s: Some(srtt),
@@ -101,6 +109,8 @@ impl FakePath {
                 vec![]
             },
             verdict: format!("{:.1} Mbit/s", rate / 1e6),
+            rwnd_limited: Some(if limited { 1.0 } else { 0.0 }),
+            sndbuf_limited: Some(0.0),
         }
     }
 }
@@ -362,6 +372,36 @@ fn an_oversized_start_shrinks_in_at_most_four_trials_to_within_the_bracket() {
             "seed {seed}: {}\n{report}",
             report.tests_used
         );
+    }
+}
+
+#[test]
+fn a_lossy_paths_collapses_do_not_stop_the_shrink_where_the_window_did_not_bind() {
+    for seed in 300..306 {
+        // CUBIC at 0.1% loss: a third of the tests carry a third of the rate. Judged on
+        // throughput alone, most shrinks of one pair would be rolled back and the 6 MiB kept.
+        let mut path = FakePath::new(seed);
+        path.noise = 0.03;
+        path.collapse = 0.35;
+        let mut cfg = Config::new(Role::Receiver, TEST_S);
+        cfg.path_rate_bps = Some(path.capacity_bps);
+        let (report, host) = drive(cfg, &mut path, settings(6 << 20));
+        let max = buffer_max(&host[RMEM]).unwrap() as f64;
+        let smallest = 0.95 * path.bdp_bytes() / path.window_share;
+        assert!(
+            max <= 1.5 * smallest,
+            "seed {seed}: {max} B over 1.5× {smallest:.0}\n{report}"
+        );
+        // And never below what the path's rate needs: the window binds there.
+        assert!(
+            path.rate(max as u64) >= 0.95 * path.capacity_bps,
+            "seed {seed}: {max} B\n{report}"
+        );
+        for s in report.steps.iter().filter(|s| s.phase == Phase::Shrink) {
+            if s.outcome == Outcome::Kept && s.why.contains("path's, not the buffer's") {
+                assert!(s.why.contains("held the flow back 0.0%"), "{}", s.why);
+            }
+        }
     }
 }
 
