@@ -406,6 +406,23 @@ fn a_lossy_paths_collapses_do_not_stop_the_shrink_where_the_window_did_not_bind(
 }
 
 #[test]
+fn a_receiver_below_the_told_path_rate_keeps_the_window_a_bbr_sender_would_need() {
+    // Every test loss-limited at a third of the path (CUBIC at 1% loss): the receiver's shrink
+    // stops at the path rate's need with the 2× headroom, not at today's third.
+    let mut path = FakePath::new(310);
+    path.collapse = 1.0;
+    let mut cfg = Config::new(Role::Receiver, TEST_S);
+    cfg.path_rate_bps = Some(path.capacity_bps);
+    let (report, host) = drive(cfg, &mut path, settings(6 << 20));
+    let max = buffer_max(&host[RMEM]).unwrap() as f64;
+    let headroom = 2.0 * path.bdp_bytes() / path.window_share;
+    assert!(
+        max >= 0.95 * headroom && max <= 1.5 * headroom,
+        "{max} B against {headroom:.0}\n{report}"
+    );
+}
+
+#[test]
 fn a_path_already_well_tuned_keeps_no_change_in_10_of_10_noisy_runs() {
     for seed in 0..10 {
         // 100 Mbit/s × 20 ms with a buffer 1.2× the smallest sufficient, jitter and a competing
