@@ -33,6 +33,9 @@ struct FakePath {
     memory_factor: u64,
     /// Share of the receive buffer that is window (the kernel's is about half).
     window_share: f64,
+    /// Below this multiple of the BDP the window holds the flow back (the sender's
+    /// `rwnd_limited`), though the rate falls only below the BDP.
+    binds_below: f64,
     /// Below this buffer max (bytes) the loaded RTT reads 2× (noise a shrink must not be
     /// judged on: a smaller buffer cannot queue more).
     slow_rtt_below: Option<u64>,
@@ -51,6 +54,7 @@ impl FakePath {
             bloat_above: None,
             memory_factor: 1,
             window_share: 0.5,
+            binds_below: 0.95,
             slow_rtt_below: None,
             rng: Rng::new(seed),
         }
@@ -92,7 +96,8 @@ impl FakePath {
         if matches!(self.slow_rtt_below, Some(b) if rmem < b) {
             srtt *= 2.0;
         }
-        let limited = !collapsed && (!self.buffer_matters || window < self.bdp_bytes() * 0.95);
+        let limited =
+            !collapsed && (!self.buffer_matters || window < self.bdp_bytes() * self.binds_below);
         Observation {
             rate_bps: rate,
             srtt_s: Some(srtt),
@@ -402,6 +407,33 @@ fn a_lossy_paths_collapses_do_not_stop_the_shrink_where_the_window_did_not_bind(
                 assert!(s.why.contains("held the flow back 0.0%"), "{}", s.why);
             }
         }
+    }
+}
+
+#[test]
+fn a_shrink_that_holds_the_rate_at_its_edge_is_rolled_back() {
+    for seed in 320..324 {
+        // The window holds the flow back below 1.3× the BDP while the rate holds down to the
+        // BDP: the model's need (exactly the BDP's window) holds the rate, window-limited.
+        let mut path = FakePath::new(seed);
+        path.noise = 0.02;
+        path.binds_below = 1.3;
+        let mut cfg = Config::new(Role::Receiver, TEST_S);
+        cfg.path_rate_bps = Some(path.capacity_bps);
+        let (report, host) = drive(cfg, &mut path, settings(6 << 20));
+        let window = buffer_max(&host[RMEM]).unwrap() as f64 * path.window_share;
+        assert!(
+            window >= 1.3 * path.bdp_bytes() && window <= 1.5 * 1.5 * path.bdp_bytes(),
+            "seed {seed}: window {window} B against the BDP {}\n{report}",
+            path.bdp_bytes()
+        );
+        assert!(
+            report
+                .steps
+                .iter()
+                .any(|s| s.outcome == Outcome::RolledBack && s.why.contains("at its edge")),
+            "seed {seed}\n{report}"
+        );
     }
 }
 
