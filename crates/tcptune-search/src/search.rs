@@ -104,12 +104,17 @@ pub const BRACKET: f64 = 1.5;
 /// flow back for at most this share of the time (the loss was the path's noise).
 pub const NOT_BINDING: f64 = 0.05;
 /// A shrink whose buffer held the flow back for more than this share of its test is rolled
-/// back even when the rate held: it sits at its edge. On a 1 Gbit/s × 1.5 ms lab path a
+/// back even when the rate held, with the loaded RTT below [`EDGE_QUEUE`] × the path's: it
+/// sits at its edge. On a 1 Gbit/s × 1.5 ms lab path a
 /// receive maximum at the model's need (the BDP's window at half the buffer) gave 924 Mbit/s
 /// in its one test, window-limited 98% of it, and 570–590 in half of the tests after: the
 /// kernel's window share of a buffer moves between about a half and four-fifths with the
 /// received packets' layout, and the loaded RTT was 2 ms, not 1.5.
 pub const AT_EDGE: f64 = 0.5;
+/// ... when its loaded RTT was below this multiple of the path's: the window held little more
+/// than the BDP. A LAN's flow is held back by the window all the time at any buffer (the window
+/// many BDPs deep, the excess queued), with a loaded RTT many times the path's.
+pub const EDGE_QUEUE: f64 = 1.5;
 /// A flow below this share of the path's told rate may yet be changed by its sender (see
 /// `Search::shrink_floor`).
 pub const SHORT_OF_PATH: f64 = 0.8;
@@ -400,7 +405,7 @@ impl Search {
 
     /// A shrink's verdict, on its one pair: kept when the smaller buffer held the result within
     /// the tolerance of the kept setting's mean without holding the flow back for more than
-    /// [`AT_EDGE`] of the time, or when it did not hold the result but the sender's
+    /// [`AT_EDGE`] of the time at a loaded RTT near the path's ([`EDGE_QUEUE`]), or when it did not hold the result but the sender's
     /// chronographs show the smaller buffer held the flow back for at most
     /// [`NOT_BINDING`] of the time. On a lossy path one test under CUBIC can carry a third of
     /// the next (9 against 28 Mbit/s at 0.1% loss, both limited by the loss): the buffer
@@ -417,7 +422,14 @@ impl Search {
         };
         let held_back = t.last_b.as_ref().and_then(|o| o.held_back_by(key));
         if mb >= (1.0 - cfg.shrink_tolerance) * reference {
-            if let Some(held) = held_back.filter(|h| *h > AT_EDGE) {
+            // Held back with the loaded RTT near the path's: the window hardly exceeds the
+            // BDP. With a queue behind it (a LAN's window many BDPs deep) it is not the edge.
+            let shallow = t
+                .last_b
+                .as_ref()
+                .and_then(|o| Some(o.srtt_s? < EDGE_QUEUE * o.min_rtt_s?))
+                .unwrap_or(true);
+            if let Some(held) = held_back.filter(|h| *h > AT_EDGE && shallow) {
                 return (
                     Outcome::RolledBack,
                     format!(

@@ -438,6 +438,26 @@ fn a_shrink_that_holds_the_rate_at_its_edge_is_rolled_back() {
 }
 
 #[test]
+fn a_window_held_back_behind_a_deep_queue_is_not_at_its_edge() {
+    // A LAN: the window holds the flow back at every buffer (binds_below far above), the rate
+    // is the link's, and the excess window waits in a queue 3 ms deep over a 0.2 ms path.
+    let mut path = FakePath::new(330);
+    path.noise = 0.01;
+    path.rtt_s = 0.0002;
+    path.binds_below = 1e6;
+    path.slow_rtt_below = None;
+    let mut cfg = Config::new(Role::Receiver, TEST_S);
+    cfg.path_rate_bps = Some(path.capacity_bps);
+    let (report, host) = drive(cfg, &mut path, settings(6 << 20));
+    let max = buffer_max(&host[RMEM]).unwrap();
+    assert!(max <= 256 << 10, "{max} B\n{report}");
+    assert!(
+        report.steps.iter().all(|s| !s.why.contains("at its edge")),
+        "{report}"
+    );
+}
+
+#[test]
 fn a_receiver_below_the_told_path_rate_keeps_the_window_a_bbr_sender_would_need() {
     // Every test loss-limited at a third of the path (CUBIC at 1% loss): the receiver's shrink
     // stops at the path rate's need with the 2× headroom, not at today's third.
