@@ -105,14 +105,14 @@ pub const BRACKET: f64 = 1.5;
 pub const NOT_BINDING: f64 = 0.05;
 /// A shrink whose buffer held the flow back for more than this share of its test is rolled
 /// back even when the rate held, with the loaded RTT below [`EDGE_QUEUE`] × the path's: it
-/// sits at its edge. On a 1 Gbit/s × 1.5 ms lab path a
-/// receive maximum at the model's need (the BDP's window at half the buffer) gave 924 Mbit/s
-/// in its one test, window-limited 98% of it, and 570–590 in half of the tests after: the
-/// kernel's window share of a buffer moves between about a half and four-fifths with the
-/// received packets' layout, and the loaded RTT was 2 ms, not 1.5.
+/// sits at its edge. On a 1 Gbit/s × 1.5 ms lab path a receive maximum at the model's need
+/// (the BDP's window at half the buffer) gave 924 Mbit/s in its one test, window-limited 98%
+/// of it, and 570–590 in half of the tests after: the kernel's window share of a buffer moves
+/// between about a half and four-fifths with the received packets' layout, and the loaded RTT
+/// was 2 ms, not 1.5.
 pub const AT_EDGE: f64 = 0.5;
-/// ... when its loaded RTT was below this multiple of the path's: the window held little more
-/// than the BDP. A LAN's flow is held back by the window all the time at any buffer (the window
+/// The loaded RTT, as a multiple of the path's, below which a window that held the flow back
+/// holds little more than the BDP (see [`AT_EDGE`]). A LAN's flow is held back by the window all the time at any buffer (the window
 /// many BDPs deep, the excess queued), with a loaded RTT many times the path's.
 pub const EDGE_QUEUE: f64 = 1.5;
 /// A flow below this share of the path's told rate may yet be changed by its sender (see
@@ -405,9 +405,9 @@ impl Search {
 
     /// A shrink's verdict, on its one pair: kept when the smaller buffer held the result within
     /// the tolerance of the kept setting's mean without holding the flow back for more than
-    /// [`AT_EDGE`] of the time at a loaded RTT near the path's ([`EDGE_QUEUE`]), or when it did not hold the result but the sender's
-    /// chronographs show the smaller buffer held the flow back for at most
-    /// [`NOT_BINDING`] of the time. On a lossy path one test under CUBIC can carry a third of
+    /// [`AT_EDGE`] of the time at a loaded RTT near the path's ([`EDGE_QUEUE`]), or when it
+    /// did not hold the result but the sender's chronographs show the smaller buffer held the
+    /// flow back for at most [`NOT_BINDING`] of the time. On a lossy path one test under CUBIC can carry a third of
     /// the next (9 against 28 Mbit/s at 0.1% loss, both limited by the loss): the buffer
     /// did not cost that, so it is not the buffer's to pay for.
     fn judge_shrink(&self, t: &Trial, mb: f64) -> (Outcome, String) {
