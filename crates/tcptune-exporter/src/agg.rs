@@ -7,7 +7,6 @@
 //! `group="other"` and counted.
 
 use std::collections::HashMap;
-use std::net::SocketAddr;
 
 use tcptune_diagnose::engine::CpuUse;
 use tcptune_diagnose::{Context, Limit, Sample};
@@ -16,11 +15,9 @@ use tcptune_kernel::DiagSocket;
 use tcptune_model::Dur;
 
 use crate::delta::{between, index, Delta, CLASSES};
+use crate::follow::{Conn, ConnKey, Followed, KeyMap, STATES};
 use crate::groups::{Dimension, Grouping, Key};
 use crate::metrics::{fixed_series, limit_names, series_per_group, Families, GroupMetrics};
-
-/// TCP states are numbered 1 to 12 (`tcp_info::state_name`); arrays indexed by state.
-const STATES: usize = 16;
 
 /// The overflow group's name.
 pub const OTHER: &str = "other";
@@ -48,24 +45,6 @@ pub struct TooFewSeries {
     pub per: usize,
     /// The smallest `--max-series` that admits one group.
     pub least: usize,
-}
-
-/// One connection the aggregator follows.
-#[derive(Debug, Clone)]
-pub(crate) struct Conn {
-    pub group: usize,
-    pub local: SocketAddr,
-    pub remote: SocketAddr,
-    pub state: u8,
-    /// The socket's inode (0 when the kernel gave none): how its process is found.
-    pub inode: u32,
-    /// Its process's CPU figure from the last measurement ([`crate::cpu`]), when measured.
-    pub cpu: Option<CpuUse>,
-    pub last: Sample,
-    /// Seconds per class over the time the exporter followed it.
-    pub seconds: [f64; CLASSES],
-    /// The class of its last interval.
-    pub current: Option<Limit>,
 }
 
 /// Adds one socket's interval to its group's series.
@@ -105,22 +84,24 @@ fn add(g: &GroupMetrics, d: &Delta, last: &Sample) {
     }
 }
 
-impl Conn {
-    /// Takes an interval `d` that ended with the sample `cur`, in `state`.
-    fn took(&mut self, d: &Delta, state: u8, cur: Sample) {
-        for (t, s) in self.seconds.iter_mut().zip(d.seconds) {
-            *t += s;
-        }
-        self.current = d.dominant().or(self.current);
-        self.state = state;
-        self.last = cur;
-    }
-}
-
-/// Per namespace: whether the first dump (the baseline) was taken and when the last was.
+/// A namespace the aggregator has seen: its name (`None`: the exporter's own), whether the
+/// first dump (the baseline) was taken and when the last was.
 #[derive(Debug, Clone, Default)]
 struct NsState {
+    name: Option<String>,
     last_dump: Option<Dur>,
+}
+
+/// One dump in progress (see [`Aggregator::begin`]).
+#[derive(Debug)]
+pub struct Pass {
+    ns: u32,
+    now: Dur,
+    baseline: bool,
+    /// Connections already followed that this dump has shown so far.
+    shown: usize,
+    /// Connections it began to follow (new, or back from the missing).
+    added: usize,
 }
 
 /// The exporter's state: one entry per socket cookie and namespace, the admitted groups and
@@ -133,11 +114,13 @@ pub struct Aggregator {
     groups: Vec<GroupMetrics>,
     group_index: HashMap<String, usize>,
     max_groups: usize,
-    ns: HashMap<Option<String>, NsState>,
-    pub(crate) conns: HashMap<(Option<String>, u64), Conn>,
+    /// Namespaces by the number their connections' keys carry, and the numbers by name.
+    ns: Vec<NsState>,
+    pub(crate) ns_ids: HashMap<Option<String>, u32>,
+    pub(crate) conns: Followed,
     /// Connections missing from their namespace's last dump, waiting one poll for their
     /// destroy event.
-    missing: HashMap<(Option<String>, u64), Conn>,
+    missing: KeyMap<Conn>,
     /// Sockets without tcp_info (TIME-WAIT, SYN-RECV) counted at the last dump, per group.
     stateless: HashMap<(usize, u8), i64>,
     seen: usize,
@@ -166,9 +149,10 @@ impl Aggregator {
             groups: vec![other],
             group_index: HashMap::from([(OTHER.to_string(), 0)]),
             max_groups,
-            ns: HashMap::new(),
-            conns: HashMap::new(),
-            missing: HashMap::new(),
+            ns: Vec::new(),
+            ns_ids: HashMap::new(),
+            conns: Followed::default(),
+            missing: KeyMap::default(),
             stateless: HashMap::new(),
             seen: 0,
         })
@@ -193,14 +177,35 @@ impl Aggregator {
         self.groups.get(i).map(|g| g.name()).unwrap_or(OTHER)
     }
 
-    /// The group of a connection, admitting it while there is room; a connection whose group
-    /// does not fit is folded into `other` (counted when `count_overflow`).
-    fn group_of(&mut self, netns: Option<&str>, s: &DiagSocket, count_overflow: bool) -> usize {
+    /// The number of namespace `netns`, given one the first time it is seen.
+    fn ns_id(&mut self, netns: Option<&str>) -> u32 {
+        let name = netns.map(str::to_string);
+        if let Some(&i) = self.ns_ids.get(&name) {
+            return i;
+        }
+        let i = self.ns.len() as u32;
+        self.ns.push(NsState {
+            name: name.clone(),
+            last_dump: None,
+        });
+        self.ns_ids.insert(name, i);
+        i
+    }
+
+    /// The name of namespace number `ns` (`None`: the exporter's own).
+    pub(crate) fn ns_name(&self, ns: u32) -> Option<&str> {
+        self.ns.get(ns as usize).and_then(|n| n.name.as_deref())
+    }
+
+    /// The group of a connection of namespace number `ns`, admitting it while there is room;
+    /// a connection whose group does not fit is folded into `other` (counted when
+    /// `count_overflow`).
+    fn group_of(&mut self, ns: u32, s: &DiagSocket, count_overflow: bool) -> usize {
         let name = self.cfg.grouping.group(&Key {
             local: s.src,
             remote: s.dst,
             congestion: s.congestion.as_ref().map(|c| c.as_str()),
-            netns,
+            netns: self.ns_name(ns),
         });
         if let Some(&i) = self.group_index.get(&name) {
             return i;
@@ -221,95 +226,127 @@ impl Aggregator {
         0
     }
 
-    /// One dump of `netns` taken at `now` (the sockets are consumed: their `tcp_info` moves
-    /// into the state kept per cookie, with no copy).
+    /// One whole dump of `netns` taken at `now`: [`Aggregator::begin`], each socket, then
+    /// [`Aggregator::end`].
     pub fn dump(
         &mut self,
         netns: Option<&str>,
         socks: impl IntoIterator<Item = DiagSocket>,
         now: Dur,
     ) {
-        let key_ns = netns.map(str::to_string);
-        let baseline = self
-            .ns
-            .entry(key_ns.clone())
-            .or_default()
-            .last_dump
-            .is_none();
-        for mut s in socks {
-            let unconnected = s.dst.port() == 0 && s.dst.ip().is_unspecified();
-            if unconnected {
-                continue;
-            }
-            self.seen += 1;
-            let Some(info) = s.info.take() else {
-                let g = self.group_of(netns, &s, false);
-                *self.stateless.entry((g, s.state)).or_default() += 1;
-                continue;
-            };
-            let key = (key_ns.clone(), s.cookie);
-            let cur = Sample {
-                at_s: now,
-                info,
-                skmem: s.skmem,
-            };
-            if let Some(c) = self.conns.get_mut(&key) {
-                // Followed since an earlier poll: the difference.
-                let wall = Dur::from_nanos(now.nanos().saturating_sub(c.last.at_s.nanos()));
-                let d = between(
-                    Some(&c.last),
-                    &cur,
-                    Some(wall),
-                    &self.cfg.ctx,
-                    c.cpu.as_slice(),
-                );
-                add(&self.groups[c.group], &d, &cur);
-                c.took(&d, s.state, cur);
-                continue;
-            }
-            let (mut c, from) = match self.missing.remove(&key) {
-                Some(c) => {
-                    let from = c.last.clone();
-                    (c, Some(from))
-                }
-                None => {
-                    let group = self.group_of(netns, &s, true);
-                    if !baseline {
-                        self.groups[group].opened.inc();
-                    }
-                    let c = Conn {
-                        group,
-                        local: s.src,
-                        remote: s.dst,
-                        state: s.state,
-                        inode: s.inode,
-                        cpu: None,
-                        last: cur.clone(),
-                        seconds: [0.0; CLASSES],
-                        current: None,
-                    };
-                    (c, None)
-                }
-            };
-            // A new connection (after the baseline) contributes its whole life so far; one
-            // back from the missing, the difference; the baseline nothing.
-            if !baseline || from.is_some() {
-                let w = from
-                    .as_ref()
-                    .map(|f| Dur::from_nanos(now.nanos().saturating_sub(f.at_s.nanos())));
-                let d = between(from.as_ref(), &cur, w, &self.cfg.ctx, c.cpu.as_slice());
-                add(&self.groups[c.group], &d, &cur);
-                c.took(&d, s.state, cur);
-            }
-            self.conns.insert(key, c);
+        let mut pass = self.begin(netns, now);
+        for s in socks {
+            self.socket(&mut pass, s);
         }
-        // Connections of this namespace the dump did not show: their destroy event is due; one
-        // still missing a poll later lost it.
+        self.end(pass);
+    }
+
+    /// Starts a dump of `netns` taken at `now`. Its sockets are handed over one at a time as
+    /// the kernel gives them (the poller takes the lock for each, so a scrape never waits for
+    /// a whole dump); a dump that fails part way is simply not ended.
+    pub fn begin(&mut self, netns: Option<&str>, now: Dur) -> Pass {
+        let ns = self.ns_id(netns);
+        Pass {
+            ns,
+            now,
+            baseline: self.ns[ns as usize].last_dump.is_none(),
+            shown: 0,
+            added: 0,
+        }
+    }
+
+    /// One socket of the dump `pass` (consumed: its `tcp_info` moves into the state kept per
+    /// cookie).
+    pub fn socket(&mut self, pass: &mut Pass, mut s: DiagSocket) {
+        let unconnected = s.dst.port() == 0 && s.dst.ip().is_unspecified();
+        if unconnected {
+            return;
+        }
+        self.seen += 1;
+        let Some(info) = s.info.take() else {
+            let g = self.group_of(pass.ns, &s, false);
+            *self.stateless.entry((g, s.state)).or_default() += 1;
+            return;
+        };
+        let now = pass.now;
+        let key = ConnKey {
+            ns: pass.ns,
+            cookie: s.cookie,
+        };
+        let cur = Sample {
+            at_s: now,
+            info,
+            skmem: s.skmem,
+        };
+        let (groups, ctx) = (&self.groups, &self.cfg.ctx);
+        let mut cur = Some(cur);
+        let followed = self.conns.update(&key, |c| {
+            // Followed since an earlier poll: the difference. (A socket a dump repeats is
+            // shown once: its second interval is empty.)
+            let Some(cur) = cur.take() else { return false };
+            let first = c.last.at_s < now;
+            let wall = Dur::from_nanos(now.nanos().saturating_sub(c.last.at_s.nanos()));
+            let d = between(Some(&c.last), &cur, Some(wall), ctx, c.cpu.as_slice());
+            add(&groups[c.group], &d, &cur);
+            c.took(&d, s.state, cur);
+            first
+        });
+        if let Some(first) = followed {
+            pass.shown += usize::from(first);
+            return;
+        }
+        let Some(cur) = cur else { return };
+        self.follow(pass, key, &s, cur);
+    }
+
+    /// A socket the dump shows that is not followed yet: new, or back from the missing.
+    fn follow(&mut self, pass: &mut Pass, key: ConnKey, s: &DiagSocket, cur: Sample) {
+        let (mut c, from) = match self.missing.remove(&key) {
+            Some(c) => {
+                let from = (*c.last).clone();
+                (c, Some(from))
+            }
+            None => {
+                let group = self.group_of(pass.ns, s, true);
+                if !pass.baseline {
+                    self.groups[group].opened.inc();
+                }
+                let c = Conn {
+                    group,
+                    local: s.src,
+                    remote: s.dst,
+                    state: s.state,
+                    inode: s.inode,
+                    cpu: None,
+                    last: Box::new(cur.clone()),
+                    seconds: [0.0; CLASSES],
+                    current: None,
+                };
+                (c, None)
+            }
+        };
+        // A new connection (after the baseline) contributes its whole life so far; one back
+        // from the missing, the difference; the baseline nothing.
+        if !pass.baseline || from.is_some() {
+            let w = from
+                .as_ref()
+                .map(|f| Dur::from_nanos(pass.now.nanos().saturating_sub(f.at_s.nanos())));
+            let d = between(from.as_ref(), &cur, w, &self.cfg.ctx, c.cpu.as_slice());
+            add(&self.groups[c.group], &d, &cur);
+            c.took(&d, s.state, cur);
+        }
+        self.conns.insert(key, c);
+        pass.added += 1;
+    }
+
+    /// Ends the dump `pass`: connections of its namespace it did not show are missing (their
+    /// destroy event is due); those missing since the dump before lost theirs.
+    pub fn end(&mut self, pass: Pass) {
         let lost: Vec<_> = self
             .missing
             .keys()
-            .filter(|(n, _)| *n == key_ns)
-            .cloned()
+            .filter(|k| k.ns == pass.ns)
+            .copied()
             .collect();
         for k in lost {
             if let Some(c) = self.missing.remove(&k) {
@@ -317,21 +354,17 @@ impl Aggregator {
                 self.groups[c.group].closed.inc();
             }
         }
-        // Every connection the dump showed has its last sample from `now`.
-        let gone: Vec<_> = self
-            .conns
-            .iter()
-            .filter(|((n, _), c)| *n == key_ns && c.last.at_s < now)
-            .map(|(k, _)| k.clone())
-            .collect();
-        for k in gone {
-            if let Some(c) = self.conns.remove(&k) {
-                self.missing.insert(k, c);
+        // Every connection the dump showed has its last sample from `now`; when it showed all
+        // that were followed before it (the usual poll), none is looked at again.
+        let before = self.conns.in_ns(pass.ns).saturating_sub(pass.added);
+        if pass.shown < before {
+            for k in self.conns.older_in(pass.ns, pass.now) {
+                if let Some(c) = self.conns.remove(&k) {
+                    self.missing.insert(k, c);
+                }
             }
         }
-        if let Some(ns) = self.ns.get_mut(&key_ns) {
-            ns.last_dump = Some(now);
-        }
+        self.ns[pass.ns as usize].last_dump = Some(pass.now);
     }
 
     /// A destroy event from `netns`, received at `now`: the connection's final counters.
@@ -340,8 +373,11 @@ impl Aggregator {
         let Some(info) = s.info.clone().filter(|_| !unconnected) else {
             return;
         };
-        let key_ns = netns.map(str::to_string);
-        let key = (key_ns.clone(), s.cookie);
+        let ns = self.ns_id(netns);
+        let key = ConnKey {
+            ns,
+            cookie: s.cookie,
+        };
         let last = Sample {
             at_s: now,
             info,
@@ -352,13 +388,13 @@ impl Aggregator {
             .remove(&key)
             .or_else(|| self.missing.remove(&key));
         let (group, from, cpu) = match known {
-            Some(c) => (c.group, Some(c.last), c.cpu),
+            Some(c) => (c.group, Some(*c.last), c.cpu),
             None => {
                 // Before the namespace's first dump, a connection may predate the exporter.
-                if self.ns.get(&key_ns).is_none_or(|n| n.last_dump.is_none()) {
+                if self.ns[ns as usize].last_dump.is_none() {
                     return;
                 }
-                let g = self.group_of(netns, s, true);
+                let g = self.group_of(ns, s, true);
                 self.groups[g].opened.inc();
                 (g, None, None)
             }
@@ -375,21 +411,17 @@ impl Aggregator {
         h.polls.inc();
         h.sockets.set(self.seen as i64);
         self.seen = 0;
-        // Counted in arrays (group × state, group × class), not a map: this runs over every
-        // connection each poll.
-        let mut by_state = vec![[0i64; STATES]; self.groups.len()];
+        // The followed connections' counts are kept as they change; the sockets without
+        // tcp_info were counted by this poll's dumps.
+        let mut by_state: Vec<[i64; STATES]> = (0..self.groups.len())
+            .map(|g| self.conns.by_state(g))
+            .collect();
         for ((g, state), n) in self.stateless.drain() {
             by_state[g][usize::from(state) % STATES] += n;
         }
-        let mut by_limit = vec![[0i64; CLASSES]; self.groups.len()];
-        for c in self.conns.values() {
-            by_state[c.group][usize::from(c.state) % STATES] += 1;
-            let l = c.current.unwrap_or(Limit::NotEnoughEvidence);
-            by_limit[c.group][index(l)] += 1;
-        }
-        for (g, counts) in self.groups.iter().zip(&by_limit) {
-            for (gauge, n) in g.by_limit.iter().zip(counts) {
-                gauge.set(*n);
+        for (gi, g) in self.groups.iter().enumerate() {
+            for (gauge, n) in g.by_limit.iter().zip(self.conns.by_limit(gi)) {
+                gauge.set(n);
             }
         }
         // Every state gauge a group has shown is set, so one that emptied reads 0.
@@ -417,7 +449,8 @@ impl Aggregator {
         let (app, cpu) = (index(Limit::Application), index(Limit::Cpu));
         let mut c: Vec<(f64, u32)> = self
             .conns
-            .values()
+            .iter()
+            .map(|(_, c)| c)
             .filter(|c| c.inode != 0)
             .filter(|c| matches!(c.current, Some(Limit::Application | Limit::Cpu)))
             .map(|c| (c.seconds[app] + c.seconds[cpu], c.inode))
@@ -429,9 +462,7 @@ impl Aggregator {
     /// Takes a measurement's figures by socket inode; connections without one are judged
     /// without a CPU figure from now on.
     pub fn set_cpu(&mut self, figures: &HashMap<u32, CpuUse>) {
-        for c in self.conns.values_mut() {
-            c.cpu = figures.get(&c.inode).copied();
-        }
+        self.conns.set_cpu(figures);
     }
 
     /// The scrape body (see [`Families::encode`]).

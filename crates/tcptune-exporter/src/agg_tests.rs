@@ -448,3 +448,57 @@ fn cpu_candidates_are_the_application_limited_with_the_most_time_capped() {
     assert_eq!(a.cpu_candidates(10), [1001, 1002]);
     assert_eq!(a.cpu_candidates(1), [1001]);
 }
+
+#[test]
+fn kept_counts_and_missing_connections_match_a_full_recount() {
+    // Two namespaces, connections that change state and class, vanish, come back, close by
+    // event, and sockets a dump repeats: after every dump the counts kept as connections
+    // change equal a count over every entry, and every connection a dump did not show has
+    // left the followed set (the pass skips that look only when nothing can be missing).
+    let mut a = agg(vec![Dimension::Port], 10_000);
+    let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+    let mut next = || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let mut acked: HashMap<(u8, u64), u64> = HashMap::new();
+    for poll in 0..60u64 {
+        for (ns, name) in [(0u8, None), (1, Some("b"))] {
+            let mut shown = HashSet::new();
+            let mut socks = Vec::new();
+            for c in 0..24u64 {
+                if next() % 5 == 0 {
+                    continue;
+                }
+                let port = [443, 5201, 5432][(c % 3) as usize];
+                let n = acked.entry((ns, c)).or_default();
+                *n += next() % 100_000;
+                let busy = next() % 1_000_000;
+                let mut s = sock(c, port, *n, busy * (poll + 1), (busy / 2) * (poll + 1));
+                s.state = [1u8, 1, 1, 4, 8][(next() % 5) as usize];
+                if next() % 7 == 0 {
+                    socks.push(s.clone()); // a dump that repeats a socket
+                }
+                socks.push(s);
+                shown.insert(c);
+            }
+            let now = s(poll * 1000);
+            a.dump(name, socks, now);
+            let ns_id = a.ns_ids[&name.map(str::to_string)];
+            for (k, c) in a.conns.iter().filter(|(k, _)| k.ns == ns_id) {
+                assert!(shown.contains(&k.cookie), "poll {poll}: {k:?} not shown");
+                assert_eq!(c.last.at_s, now);
+            }
+            if next() % 2 == 0 {
+                let c = next() % 24;
+                let n = acked.get(&(ns, c)).copied().unwrap_or(0) + 10;
+                a.destroyed(name, &sock(c, 443, n, 0, 0), s(poll * 1000 + 500));
+                acked.remove(&(ns, c));
+            }
+            assert_eq!(a.conns.kept(), a.conns.recount(), "poll {poll}");
+        }
+        a.finish(s(1));
+    }
+}

@@ -17,6 +17,7 @@
 pub mod agg;
 pub mod cpu;
 pub mod delta;
+mod follow;
 pub mod groups;
 pub mod http;
 pub mod metrics;

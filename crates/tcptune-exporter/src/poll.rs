@@ -39,7 +39,7 @@ pub fn open(names: &[Option<String>]) -> Result<Vec<Target>, KernelError> {
 }
 
 /// Every socket but listeners (TIME-WAIT and SYN-RECV ones count in the state gauge).
-fn filter() -> Filter {
+pub fn filter() -> Filter {
     let mut f = Filter::default();
     f.states = state::ALL & !(1 << state::LISTEN);
     f
@@ -51,6 +51,10 @@ fn filter() -> Filter {
 pub fn extensions(congestion: bool) -> u8 {
     ext::INFO | ext::SKMEMINFO | if congestion { ext::CONG } else { 0 }
 }
+
+/// Sockets taken per hold of the lock during a dump: a lock per socket cost more than
+/// decoding it, and 64 take well under a millisecond.
+const BATCH: usize = 64;
 
 fn since(start: Instant) -> Dur {
     Dur::from(start.elapsed())
@@ -68,8 +72,6 @@ pub fn run(
         Ok(a) => extensions(a.needs_congestion()),
         Err(_) => return,
     };
-    // One buffer for every dump, so a poll allocates nothing per socket list.
-    let mut socks = Vec::new();
     let start = Instant::now();
     let mut next = start;
     // Destroy events are read in slices short enough to notice a stop signal promptly.
@@ -79,13 +81,33 @@ pub fn run(
     while !stop() {
         let t0 = Instant::now();
         for t in targets.iter_mut() {
-            // The dump runs outside the lock, so a scrape never waits for the kernel.
-            socks.clear();
-            let dumped = t.diag.dump_each(&filter, ext, |s| socks.push(s));
-            let now = since(start);
+            let Ok(mut pass) = agg
+                .lock()
+                .map(|mut a| a.begin(t.netns.as_deref(), since(start)))
+            else {
+                return;
+            };
+            // Each socket is taken as the kernel gives it (no socket's record is staged),
+            // under a lock held for `BATCH` sockets at a time: a scrape waits at most for
+            // those (and the kernel's next datagram), not for a whole dump.
+            let mut held = None;
+            let mut taken = 0usize;
+            let dumped = t.diag.dump_each(&filter, ext, |s| {
+                if held.is_none() {
+                    held = agg.lock().ok();
+                }
+                if let Some(a) = held.as_mut() {
+                    a.socket(&mut pass, s);
+                }
+                taken += 1;
+                if taken % BATCH == 0 {
+                    held = None;
+                }
+            });
+            drop(held);
             let Ok(mut a) = agg.lock() else { return };
             match dumped {
-                Ok(_) => a.dump(t.netns.as_deref(), socks.drain(..), now),
+                Ok(_) => a.end(pass),
                 Err(_) => {
                     a.families().health.dump_errors.inc();
                 }

@@ -60,16 +60,16 @@ impl Aggregator {
             .map(|(k, c)| (fixable(&c.seconds), k, c))
             .filter(|(f, _, _)| *f > 0.0)
             .collect();
-        ranked.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1 .1.cmp(&b.1 .1)));
+        ranked.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cookie.cmp(&b.1.cookie)));
         ranked.truncate(top);
         let names = limit_names();
         Connections {
             followed: self.conns.len(),
             connections: ranked
                 .into_iter()
-                .map(|(f, (netns, cookie), c)| TopConnection {
-                    netns: netns.clone(),
-                    cookie: *cookie,
+                .map(|(f, k, c)| TopConnection {
+                    netns: self.ns_name(k.ns).map(str::to_string),
+                    cookie: k.cookie,
                     group: self.group_name(c.group).to_string(),
                     local: c.local,
                     remote: c.remote,
