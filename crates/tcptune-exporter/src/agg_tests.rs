@@ -53,6 +53,16 @@ fn sock(cookie: u64, port: u16, acked: u64, busy: u64, rwnd: u64) -> DiagSocket 
     }
 }
 
+/// A seeded xorshift sequence: the walks below are the same in every run.
+fn xorshift(mut x: u64) -> impl FnMut() -> u64 {
+    move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    }
+}
+
 fn s(ms: u64) -> Dur {
     Dur::from_millis(ms)
 }
@@ -262,13 +272,7 @@ fn groups_past_the_series_cap_fold_into_other() {
 fn counters_never_go_backwards_whatever_the_kernel_says() {
     let mut a = agg(vec![Dimension::Port], 10_000);
     // A seeded walk of counters that sometimes go down (a reused cookie, a wrapped field).
-    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
-    let mut next = || {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x
-    };
+    let mut next = xorshift(0x9e37_79b9_7f4a_7c15);
     let mut before: HashMap<String, f64> = HashMap::new();
     for poll in 0..50u64 {
         let mut socks: Vec<DiagSocket> = Vec::new();
@@ -456,13 +460,7 @@ fn kept_counts_and_missing_connections_match_a_full_recount() {
     // change equal a count over every entry, and every connection a dump did not show has
     // left the followed set (the pass skips that look only when nothing can be missing).
     let mut a = agg(vec![Dimension::Port], 10_000);
-    let mut x: u64 = 0x2545_f491_4f6c_dd1d;
-    let mut next = || {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x
-    };
+    let mut next = xorshift(0x2545_f491_4f6c_dd1d);
     let mut acked: HashMap<(u8, u64), u64> = HashMap::new();
     for poll in 0..60u64 {
         for (ns, name) in [(0u8, None), (1, Some("b"))] {
