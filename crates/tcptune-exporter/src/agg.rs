@@ -114,9 +114,9 @@ pub struct Aggregator {
     groups: Vec<GroupMetrics>,
     group_index: HashMap<String, usize>,
     max_groups: usize,
-    /// Namespaces by the number their connections' keys carry, and the numbers by name.
+    /// Namespaces by the number their connections' keys carry (a handful: looked up by name
+    /// once a dump and once a destroy event).
     ns: Vec<NsState>,
-    pub(crate) ns_ids: HashMap<Option<String>, u32>,
     pub(crate) conns: Followed,
     /// Connections missing from their namespace's last dump, waiting one poll for their
     /// destroy event.
@@ -150,7 +150,6 @@ impl Aggregator {
             group_index: HashMap::from([(OTHER.to_string(), 0)]),
             max_groups,
             ns: Vec::new(),
-            ns_ids: HashMap::new(),
             conns: Followed::default(),
             missing: KeyMap::default(),
             stateless: HashMap::new(),
@@ -177,19 +176,23 @@ impl Aggregator {
         self.groups.get(i).map(|g| g.name()).unwrap_or(OTHER)
     }
 
+    /// The number of namespace `netns`, if it was seen.
+    pub(crate) fn ns_number(&self, netns: Option<&str>) -> Option<u32> {
+        self.ns
+            .iter()
+            .position(|n| n.name.as_deref() == netns)
+            .map(|i| i as u32)
+    }
+
     /// The number of namespace `netns`, given one the first time it is seen.
     fn ns_id(&mut self, netns: Option<&str>) -> u32 {
-        let name = netns.map(str::to_string);
-        if let Some(&i) = self.ns_ids.get(&name) {
-            return i;
-        }
-        let i = self.ns.len() as u32;
-        self.ns.push(NsState {
-            name: name.clone(),
-            last_dump: None,
-        });
-        self.ns_ids.insert(name, i);
-        i
+        self.ns_number(netns).unwrap_or_else(|| {
+            self.ns.push(NsState {
+                name: netns.map(str::to_string),
+                last_dump: None,
+            });
+            (self.ns.len() - 1) as u32
+        })
     }
 
     /// The name of namespace number `ns` (`None`: the exporter's own).
@@ -242,8 +245,8 @@ impl Aggregator {
     }
 
     /// Starts a dump of `netns` taken at `now`. Its sockets are handed over one at a time as
-    /// the kernel gives them (the poller takes the lock for each, so a scrape never waits for
-    /// a whole dump); a dump that fails part way is simply not ended.
+    /// the kernel gives them (the poller holds the lock for a few dozen at a time, so a scrape
+    /// never waits for a whole dump); a dump that fails part way is simply not ended.
     pub fn begin(&mut self, netns: Option<&str>, now: Dur) -> Pass {
         let ns = self.ns_id(netns);
         Pass {

@@ -484,7 +484,7 @@ fn kept_counts_and_missing_connections_match_a_full_recount() {
             }
             let now = s(poll * 1000);
             a.dump(name, socks, now);
-            let ns_id = a.ns_ids[&name.map(str::to_string)];
+            let ns_id = a.ns_number(name).unwrap();
             for (k, c) in a.conns.iter().filter(|(k, _)| k.ns == ns_id) {
                 assert!(shown.contains(&k.cookie), "poll {poll}: {k:?} not shown");
                 assert_eq!(c.last.at_s, now);
