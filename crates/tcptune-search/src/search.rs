@@ -8,6 +8,7 @@
 //! reason; new hypotheses from the latest diagnosis until none is left; then shrink each kept
 //! buffer while the result stays within `shrink_tolerance` of the best.
 
+use tcptune_diagnose::engine::Limit;
 use tcptune_model::kernel::CongestionControl;
 
 use crate::duration::{shape, TestShape};
@@ -407,9 +408,11 @@ impl Search {
     /// the tolerance of the kept setting's mean without holding the flow back for more than
     /// [`AT_EDGE`] of the time at a loaded RTT near the path's ([`EDGE_QUEUE`]), or when it
     /// did not hold the result but the sender's chronographs show the smaller buffer held the
-    /// flow back for at most [`NOT_BINDING`] of the time. On a lossy path one test under CUBIC can carry a third of
-    /// the next (9 against 28 Mbit/s at 0.1% loss, both limited by the loss): the buffer
-    /// did not cost that, so it is not the buffer's to pay for.
+    /// flow back for at most [`NOT_BINDING`] of the time (for a send buffer, in a loss-limited
+    /// test: its chronograph misses a buffer that holds a steady flow back). On a lossy
+    /// path one test under CUBIC can carry a third of the next (9 against 28 Mbit/s at 0.1%
+    /// loss, both limited by the loss): the buffer did not cost that, so it is not the
+    /// buffer's to pay for.
     fn judge_shrink(&self, t: &Trial, mb: f64) -> (Outcome, String) {
         let cfg = &self.cfg;
         let reference = mean(&self.kept_rates);
@@ -450,8 +453,14 @@ impl Search {
                 ),
             );
         }
+        // The send buffer's chronograph can stay quiet while the buffer holds a steady flow
+        // back (BBR at 20 Mbit/s × 60 ms, 1% loss: 16.8 against 18.0–18.3 Mbit/s with a
+        // 400 KiB send buffer, the queue 12 ms shorter, `sndbuf_limited` 0.5%), so for a send
+        // buffer only a loss-limited test is taken for the path's noise. The receiver's
+        // `rwnd_limited` counts every stall at the window.
+        let trusted = key == RMEM || t.last_b.as_ref().is_some_and(|o| o.limit == Limit::Loss);
         match held_back {
-            Some(held) if held <= NOT_BINDING => (
+            Some(held) if held <= NOT_BINDING && trusted => (
                 Outcome::Kept,
                 format!(
                     "{share:.1}% of the kept setting's {:.1} Mbit/s, but {what} held the flow back {:.1}% of the time (at most {:.0}%): the difference is the path's, not the buffer's",
@@ -606,11 +615,13 @@ impl Search {
 
     /// The smallest maximum of `key` worth trying: the model's need for the best rate measured
     /// over the path's RTT, at least [`FLOOR`]. With the path's rate told and the flow below
-    /// [`SHORT_OF_PATH`] of it, a receive buffer is not shrunk below what the path's rate needs
-    /// with the 2× headroom (the window a BBR sender keeps in flight): the sender may still
-    /// change what limits the flow, and a receiver sized for a loss-limited CUBIC held BBR to
-    /// 40 of 46 Mbit/s at 50 ms and 0.1% loss where the headroom carries it. A flow already at
-    /// the path's rate needs no more window than it uses.
+    /// [`SHORT_OF_PATH`] of it, neither buffer is shrunk below what the path's rate needs (a
+    /// receive buffer with the 2× headroom: the window a BBR sender keeps in flight): the other
+    /// end may still lift what limits the flow. A receiver sized for a loss-limited CUBIC held
+    /// BBR to 40 of 46 Mbit/s at 50 ms and 0.1% loss where the headroom carries it; a sender's
+    /// buffer shrunk while the receiver's window held the flow at 345 Mbit/s on 1 Gbit/s ×
+    /// 100 ms (100% of the time) became the limit once that window grew. A flow already at the
+    /// path's rate needs no more buffer than it uses.
     fn shrink_floor(&self, key: &str) -> u64 {
         self.last_obs
             .as_ref()
@@ -621,7 +632,7 @@ impl Search {
                 let told = self
                     .cfg
                     .path_rate_bps
-                    .filter(|p| key == RMEM && rate < SHORT_OF_PATH * p)
+                    .filter(|p| rate < SHORT_OF_PATH * p)
                     .and_then(|p| buffer_need(key, p, rtt, true, &self.current, &self.cfg));
                 measured.max(told)
             })

@@ -103,7 +103,9 @@ impl FakePath {
             srtt_s: Some(srtt),
             min_rtt_s: Some(self.rtt_s),
             memory_bytes: Some(rmem * self.memory_factor),
-            limit: if limited {
+            limit: if collapsed {
+                Limit::Loss
+            } else if limited {
                 Limit::ReceiverWindow
             } else {
                 Limit::PathCapacity
@@ -135,6 +137,15 @@ fn settings(rmem_max: u64) -> Settings {
 
 /// Runs the search to its end; returns the report and the settings in effect at the end.
 fn drive(cfg: Config, path: &mut FakePath, start: Settings) -> (Report, Settings) {
+    drive_with(cfg, start, |host| path.test(host))
+}
+
+/// [`drive`] with any model of a path: `test` gives a test's result under the host's settings.
+fn drive_with(
+    cfg: Config,
+    start: Settings,
+    mut test: impl FnMut(&Settings) -> Observation,
+) -> (Report, Settings) {
     let mut host = start.clone();
     let mut search = Search::new(cfg, start);
     let (mut now, mut event) = (0.0, Event::Start);
@@ -148,7 +159,7 @@ fn drive(cfg: Config, path: &mut FakePath, start: Settings) -> (Report, Settings
             }
             Action::RunTest { .. } => {
                 now += search.test_shape().total_s();
-                event = Event::Test(Box::new(path.test(&host)));
+                event = Event::Test(Box::new(test(&host)));
             }
             Action::Done => {
                 assert_eq!(
@@ -471,6 +482,83 @@ fn a_receiver_below_the_told_path_rate_keeps_the_window_a_bbr_sender_would_need(
     assert!(
         max >= 0.95 * headroom && max <= 1.5 * headroom,
         "{max} B against {headroom:.0}\n{report}"
+    );
+}
+
+#[test]
+fn a_sender_held_back_by_the_receivers_window_keeps_the_buffer_the_path_needs() {
+    // 1 Gbit/s × 100 ms told; the receiver's window caps the flow at 345 Mbit/s (held back all
+    // the time) once the send buffer allows more; below that the send buffer's window (half
+    // of it, as the model's rule) over the RTT is the rate. The search grows the send buffer
+    // and must not shrink it back to what 345 Mbit/s needs: the receiver may grow its window.
+    let (path, rtt, rwnd_cap) = (1e9, 0.1, 345e6);
+    let mut rng = Rng::new(77);
+    let test = |s: &Settings| {
+        let wmem = buffer_max(&s[WMEM]).unwrap() as f64;
+        let by_sndbuf = wmem * 0.5 * 8.0 / rtt;
+        let rate = by_sndbuf.min(rwnd_cap) * (1.0 + 0.02 * rng.normal());
+        let rwnd = by_sndbuf >= rwnd_cap;
+        Observation {
+            rate_bps: rate,
+            srtt_s: Some(rtt),
+            min_rtt_s: Some(rtt),
+            memory_bytes: Some(wmem as u64),
+            limit: if rwnd {
+                Limit::ReceiverWindow
+            } else {
+                Limit::SendBuffer
+            },
+            knobs: if rwnd { vec![] } else { vec![Knob::TcpWmemMax] },
+            verdict: format!("{:.1} Mbit/s", rate / 1e6),
+            rwnd_limited: Some(if rwnd { 1.0 } else { 0.0 }),
+            sndbuf_limited: Some(if rwnd { 0.0 } else { 1.0 }),
+        }
+    };
+    let mut cfg = Config::new(Role::Sender, TEST_S);
+    cfg.path_rate_bps = Some(path);
+    let (report, host) = drive_with(cfg.clone(), settings(6 << 20), test);
+    assert_eq!(count(&report, Phase::Change, Outcome::Kept), 1, "{report}");
+    let kept = buffer_max(&host[WMEM]).unwrap();
+    let need = crate::hypothesis::buffer_need(WMEM, path, rtt, true, &host, &cfg).unwrap();
+    assert!(
+        kept >= need,
+        "{kept} B below the path's need {need}\n{report}"
+    );
+}
+
+#[test]
+fn a_send_buffer_that_holds_a_steady_flow_back_unseen_by_its_chronograph_is_not_shrunk_past_it() {
+    // BBR at 20 Mbit/s × 60 ms: 18 Mbit/s with a send buffer of at least 600 KB, 16.8 (7%
+    // less) below it, never loss-limited, `sndbuf_limited` 0.5% either way (as measured).
+    let edge = 600_000;
+    let mut rng = Rng::new(91);
+    let test = |s: &Settings| {
+        let wmem = buffer_max(&s[WMEM]).unwrap();
+        let base = if wmem >= edge { 18e6 } else { 16.8e6 };
+        let rate = base * (1.0 + 0.01 * rng.normal());
+        Observation {
+            rate_bps: rate,
+            srtt_s: Some(0.066),
+            min_rtt_s: Some(0.060),
+            memory_bytes: Some(wmem),
+            limit: Limit::Network,
+            knobs: vec![],
+            verdict: format!("{:.1} Mbit/s", rate / 1e6),
+            rwnd_limited: Some(0.0),
+            sndbuf_limited: Some(0.005),
+        }
+    };
+    let mut cfg = Config::new(Role::Sender, TEST_S);
+    cfg.path_rate_bps = Some(20e6);
+    let mut start = settings(6 << 20);
+    start.insert(CC.into(), "bbr".into());
+    start.insert(CC_AVAILABLE.into(), "reno cubic bbr".into());
+    let (report, host) = drive_with(cfg, start, test);
+    let kept = buffer_max(&host[WMEM]).unwrap();
+    assert!(kept >= edge, "{kept} B below the edge {edge}\n{report}");
+    assert!(
+        count(&report, Phase::Shrink, Outcome::Kept) >= 1,
+        "the 4 MiB was shrunk toward the edge\n{report}"
     );
 }
 

@@ -190,6 +190,23 @@ fn lab_search_keeps_the_larger_receive_buffer_and_rollback_restores_it() {
         .last()
         .unwrap()
         .contains("\"event\":\"done\""));
+    // `--rate` reaches each test's diagnosis: a flow near the told 100 Mbit/s (at least 90%
+    // of its ~96.5 Mbit/s of payload, with a margin) is called path-capacity limited, not
+    // network limited, so the search tries no congestion control on a full path.
+    let full: Vec<Value> = trail_text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|v| v["event"] == "test")
+        .map(|v| v["data"]["result"].clone())
+        .filter(|r| r["rate_bps"].as_f64().unwrap_or(0.0) >= 88e6)
+        .collect();
+    assert!(
+        !full.is_empty(),
+        "no test near the path's rate:\n{trail_text}"
+    );
+    for r in &full {
+        assert_eq!(r["limit"], "path_capacity", "{r}");
+    }
     // `tune --rollback` restores the values before the search, exactly.
     let rb = tcptune(&["tune", "--rollback", "--netns", &ns, "--snapshot", &snap]);
     assert!(

@@ -51,6 +51,9 @@ struct Tester {
     port: u16,
     netns: Option<String>,
     params: Params,
+    /// The path's rate when told (`--rate`): each test's diagnosis then calls a flow at the
+    /// path's capacity so, and the search tries no congestion control on a full path.
+    path_rate: Option<tcptune_model::Rate>,
     interrupted: &'static AtomicBool,
 }
 
@@ -69,7 +72,7 @@ impl Tester {
                 params: params.clone(),
                 interval: None,
                 sample_every: Duration::from_millis(50),
-                path_rate: None,
+                path_rate: self.path_rate,
                 connect_timeout: Duration::from_secs(5),
                 interrupt: Some(self.interrupted),
                 // Read in the thread that runs the test: inside the namespace when one is named.
@@ -285,6 +288,7 @@ pub fn run(
             parallel: s.parallel.max(1),
             ..Params::default()
         },
+        path_rate: args.path.rate,
         interrupted: tcptune_os::signal::catch(&[
             tcptune_os::process::Signal::Int,
             tcptune_os::process::Signal::Term,
