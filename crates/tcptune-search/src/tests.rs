@@ -563,6 +563,42 @@ fn a_send_buffer_that_holds_a_steady_flow_back_unseen_by_its_chronograph_is_not_
 }
 
 #[test]
+fn shrinks_stay_within_the_tolerance_of_the_unshrunk_result_not_of_the_last_shrink() {
+    // Each halving of the receive buffer below 6 MiB costs 2% (no noise), the window holding
+    // the flow back 30% of the time at any size (neither at its edge nor quiet). Judged
+    // against the last shrink kept, 3.6% then 1.8% more would pass one by one and slide past
+    // the 5% the shrink may give up.
+    let start = 6u64 << 20;
+    let rate = |rmem: u64| 100e6 * (1.0 - 0.02 * (start as f64 / rmem as f64).log2().max(0.0));
+    let test = |s: &Settings| {
+        let r = rate(buffer_max(&s[RMEM]).unwrap());
+        Observation {
+            rate_bps: r,
+            srtt_s: Some(0.020),
+            min_rtt_s: Some(0.020),
+            memory_bytes: None,
+            limit: Limit::Network,
+            knobs: vec![],
+            verdict: format!("{:.1} Mbit/s", r / 1e6),
+            rwnd_limited: Some(0.3),
+            sndbuf_limited: Some(0.0),
+        }
+    };
+    let (report, host) = drive_with(Config::new(Role::Receiver, TEST_S), settings(start), test);
+    assert!(
+        count(&report, Phase::Shrink, Outcome::Kept) >= 1,
+        "a shrink within 5% was kept\n{report}"
+    );
+    let kept = buffer_max(&host[RMEM]).unwrap();
+    assert!(
+        rate(kept) >= 0.95 * rate(start),
+        "{kept} B gives {:.1} Mbit/s of {:.1}\n{report}",
+        rate(kept) / 1e6,
+        rate(start) / 1e6
+    );
+}
+
+#[test]
 fn a_path_already_well_tuned_keeps_no_change_in_10_of_10_noisy_runs() {
     for seed in 0..10 {
         // 100 Mbit/s × 20 ms with a buffer 1.2× the smallest sufficient, jitter and a competing
