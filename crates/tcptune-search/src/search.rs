@@ -135,8 +135,9 @@ pub struct Search {
     baseline_bps: Option<f64>,
     best_bps: f64,
     /// Every test run with the settings kept now (the baseline or the kept change's B tests,
-    /// and the A tests since): what a shrink must stay within the tolerance of. Their mean, not
-    /// the best arm's: the largest of several noisy means is biased up.
+    /// and the A tests since): until a shrink is kept, what a shrink must stay within the
+    /// tolerance of (then `unshrunk_rates`). Their mean, not the best arm's: the largest of
+    /// several noisy means is biased up.
     kept_rates: Vec<f64>,
     /// The tests of the setting the shrinking started from, frozen when the first shrink is
     /// kept: every shrink stays within the tolerance of that best, not of the last shrink
@@ -411,8 +412,8 @@ impl Search {
     }
 
     /// A shrink's verdict, on its one pair: kept when the smaller buffer held the result within
-    /// the tolerance of the unshrunk setting's mean (see `unshrunk_rates`) without holding the flow back for more than
-    /// [`AT_EDGE`] of the time at a loaded RTT near the path's ([`EDGE_QUEUE`]), or when it
+    /// the tolerance of the unshrunk setting's mean (see `unshrunk_rates`) without holding the
+    /// flow back for more than [`AT_EDGE`] of the time at a loaded RTT near the path's ([`EDGE_QUEUE`]), or when it
     /// did not hold the result but the sender's chronographs show the smaller buffer held the
     /// flow back for at most [`NOT_BINDING`] of the time (for a send buffer, in a loss-limited
     /// test: its chronograph misses a buffer that holds a steady flow back). On a lossy
