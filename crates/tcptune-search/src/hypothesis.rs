@@ -419,6 +419,15 @@ pub fn hypotheses(
     }
     let cc_matters =
         matches!(obs.limit, Limit::Loss | Limit::Network) || wants(Knob::CongestionControl);
+    // A sender held back by loss or its cwnd tries the congestion control before a send buffer
+    // the diagnosis did not name (only the told rate's BDP asks for it): that is what the
+    // evidence points to, and a bigger buffer under a loss-based sender mostly buys a deeper
+    // slow-start overshoot. On the long fat path (1 Gbit/s × 100 ms, a 1000-packet queue)
+    // CUBIC's 4 s tests with a 25 MB send buffer collapsed in 4 of 5 (142–165 against
+    // 156–194 Mbit/s with 4 MiB) and the buffer was rolled back, leaving no budget for BBR.
+    let buffer_named = obs.limit == Limit::SendBuffer || wants(Knob::TcpWmemMax);
+    let cc_first = cfg.role == Role::Sender && cc_matters && !buffer_named;
+    let buffers_tried = out.0.len();
     if cfg.role == Role::Sender && cc_matters {
         let available = now.get(CC_AVAILABLE).map(String::as_str).unwrap_or("");
         let current = now.get(CC).map(String::as_str).unwrap_or("");
@@ -440,6 +449,9 @@ pub fn hypotheses(
                 });
             }
         }
+    }
+    if cc_first {
+        out.0.rotate_left(buffers_tried);
     }
     for (knob, key) in [
         (Knob::Sack, SACK),

@@ -1,11 +1,15 @@
 //! The A/B comparison: each arm's mean with its 95% confidence interval, and two tests of B
-//! against A, each at half the level: Welch's t test (unequal variances: a change may make the
-//! path steadier or noisier) and the rank-sum test. A lossy path's tests under CUBIC are
-//! mostly steady with the odd collapse (41, 26, 9, 24, 23 Mbit/s against BBR's 45–46): the
-//! one collapse leaves Welch's test four degrees of freedom and no verdict on an 83% gain,
-//! where the ranks (every B above every A) are significant. Either test calling a difference
-//! calls it; at half the level each, an A/A trial is still called different at most at the
-//! level asked (Bonferroni over the two).
+//! against A, each at half the level: Yuen's trimmed t test (unequal variances: a change may
+//! make the path steadier or noisier) and the rank-sum test. Yuen's test is Welch's on the
+//! 20%-trimmed means: below five tests an arm trims nothing and it is Welch's; at five it
+//! leaves out each arm's highest and lowest. A path's tests under CUBIC are mostly steady
+//! with the odd collapse: on the lossy path 41, 26, 9, 24, 23 Mbit/s against BBR's 45–46; on
+//! the long fat path 135, 263, 270, 278, 285 with a 25 MB send buffer against the old 4 MiB's
+//! slower tests. One collapse leaves Welch's test four degrees of freedom and a spread that
+//! hides an 83% gain, and the rank-sum test, which needs every B above every A at five pairs,
+//! nothing once one B falls below; the trimmed means see past it. Either test calling a
+//! difference calls it; at half the level each, an A/A trial is still called different at most
+//! at the level asked (Bonferroni over the two).
 //!
 //! The search looks at a trial more than once (after the minimum number of pairs, then after
 //! each further pair), so each look tests at a stricter level: the overall chance of calling
@@ -13,7 +17,7 @@
 
 use schemars::JsonSchema;
 use serde::Serialize;
-use tcptune_report::stats::{rank_sum_greater, summarize, t_quantile};
+use tcptune_report::stats::{rank_sum_greater, summarize, t_quantile, trimmed_location, Location};
 
 /// One arm's results: mean and 95% CI, bits per second.
 #[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
@@ -54,6 +58,9 @@ pub enum Verdict {
     NoDifference,
 }
 
+/// How much of each end of an arm Yuen's test leaves out.
+pub const TRIM: f64 = 0.2;
+
 /// Welch's t test of `b` against `a` at two-sided level `alpha`. With no spread in either arm
 /// (a deterministic path) any difference of the means counts.
 pub fn welch(a: &[f64], b: &[f64], alpha: f64) -> Verdict {
@@ -66,15 +73,29 @@ pub fn welch(a: &[f64], b: &[f64], alpha: f64) -> Verdict {
 /// then needs both a fluke past the CI and one past the margin to be kept. Worse stays
 /// "significantly below A" (a rollback needs no margin).
 pub fn welch_margin(a: &[f64], b: &[f64], alpha: f64, margin: f64) -> Verdict {
-    let (na, nb) = (a.len() as f64, b.len() as f64);
-    if a.len() < 2 || b.len() < 2 {
-        return Verdict::NoDifference;
+    located(a, b, 0.0, alpha, margin)
+}
+
+/// Yuen's test: Welch's on the [`TRIM`]-trimmed means with their winsorized errors, with the
+/// same margin.
+pub fn yuen_margin(a: &[f64], b: &[f64], alpha: f64, margin: f64) -> Verdict {
+    located(a, b, TRIM, alpha, margin)
+}
+
+/// The t test of the `trim`-trimmed locations of `b` against `a` (Welch's when `trim` is 0).
+fn located(a: &[f64], b: &[f64], trim: f64, alpha: f64, margin: f64) -> Verdict {
+    match (trimmed_location(a, trim), trimmed_location(b, trim)) {
+        (Some(la), Some(lb)) => t_margin(la, lb, alpha, margin),
+        _ => Verdict::NoDifference,
     }
-    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
-    let var =
-        |v: &[f64], m: f64| v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (v.len() - 1) as f64;
-    let (ma, mb) = (mean(a), mean(b));
-    let (va, vb) = (var(a, ma) / na, var(b, mb) / nb);
+}
+
+/// B's location against A's: better when the difference less `margin` of A's estimate is
+/// beyond the t quantile at the Welch–Satterthwaite degrees of freedom, worse when the
+/// difference is below minus that.
+fn t_margin(la: Location, lb: Location, alpha: f64, margin: f64) -> Verdict {
+    let (ma, mb) = (la.estimate, lb.estimate);
+    let (va, vb) = (la.se2, lb.se2);
     let se = (va + vb).sqrt();
     let diff = mb - ma;
     let gain = diff - margin * ma.abs();
@@ -82,8 +103,7 @@ pub fn welch_margin(a: &[f64], b: &[f64], alpha: f64, margin: f64) -> Verdict {
         if se <= f64::EPSILON * ma.abs().max(mb.abs()).max(1.0) {
             d > f64::EPSILON * ma.abs().max(1.0)
         } else {
-            // Welch–Satterthwaite degrees of freedom.
-            let df = (va + vb).powi(2) / (va.powi(2) / (na - 1.0) + vb.powi(2) / (nb - 1.0));
+            let df = (va + vb).powi(2) / (va.powi(2) / la.df + vb.powi(2) / lb.df);
             d / se > t_quantile(1.0 - alpha / 2.0, df.max(1.0))
         }
     };
@@ -111,11 +131,11 @@ pub fn rank_sum_margin(a: &[f64], b: &[f64], alpha: f64, margin: f64) -> Verdict
     }
 }
 
-/// The search's comparison: Welch's test and the rank-sum test, each at `alpha / 2`, so the
-/// two together call an A/A trial different at most at `alpha`. Welch's verdict first (the
+/// The search's comparison: Yuen's test and the rank-sum test, each at `alpha / 2`, so the
+/// two together call an A/A trial different at most at `alpha`. Yuen's verdict first (the
 /// two cannot disagree in direction on the same data but for a pathological spread).
 pub fn compare(a: &[f64], b: &[f64], alpha: f64, margin: f64) -> Verdict {
-    match welch_margin(a, b, alpha / 2.0, margin) {
+    match yuen_margin(a, b, alpha / 2.0, margin) {
         Verdict::NoDifference => rank_sum_margin(a, b, alpha / 2.0, margin),
         v => v,
     }
@@ -172,6 +192,88 @@ mod tests {
             rank_sum_margin(&a[..4], &b[..4], alpha / 2.0, 0.02),
             Verdict::NoDifference
         );
+    }
+
+    #[test]
+    fn trimmed_means_call_a_gain_that_one_collapse_in_b_hides_from_welch_and_the_ranks() {
+        // The long fat path's sender (Mbit/s): the old 4 MiB send buffer against a 25 MB one
+        // whose third test fell into CUBIC's slow-start collapse, at the last of three looks.
+        let a = [188.0, 192.0, 181.0, 196.0, 185.0];
+        let b = [263.0, 285.0, 135.0, 278.0, 270.0];
+        let alpha = 0.05 / 3.0;
+        assert_eq!(
+            welch_margin(&a, &b, alpha / 2.0, 0.02),
+            Verdict::NoDifference
+        );
+        assert_eq!(
+            rank_sum_margin(&a, &b, alpha / 2.0, 0.02),
+            Verdict::NoDifference
+        );
+        assert_eq!(yuen_margin(&a, &b, alpha / 2.0, 0.02), Verdict::Better);
+        assert_eq!(compare(&a, &b, alpha, 0.02), Verdict::Better);
+        // Two collapses of five are not an outlier: the trimmed means keep one and the gain
+        // is not shown.
+        let b2 = [263.0, 285.0, 135.0, 278.0, 140.0];
+        assert_eq!(compare(&a, &b2, alpha, 0.02), Verdict::NoDifference);
+        // Below five tests an arm trims nothing: Yuen's test is Welch's.
+        for n in 2..5 {
+            assert_eq!(
+                yuen_margin(&a[..n], &b[..n], alpha, 0.02),
+                welch_margin(&a[..n], &b[..n], alpha, 0.02)
+            );
+        }
+    }
+
+    /// Draws `n` tests of an arm with no difference between arms: normal noise of `sd` around
+    /// 100, each test collapsing to 30–70 with chance `collapse`.
+    fn draws(rng: &mut tcptune_emu::Rng, n: usize, sd: f64, collapse: f64) -> Vec<f64> {
+        (0..n)
+            .map(|_| {
+                if rng.chance(collapse) {
+                    30.0 + 40.0 * rng.uniform()
+                } else {
+                    100.0 * (1.0 + sd * rng.normal())
+                }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn an_aa_trial_is_called_different_at_most_at_the_level_asked() {
+        // 4,000 A/A trials of each noise (steady, noisy, and with the odd collapse in either
+        // arm), judged as the search does (after 3, 4 and 5 pairs, each look at 5% over
+        // three) and in one look at five pairs at 5%, where both arms are trimmed.
+        let mut rng = tcptune_emu::Rng::new(2026);
+        for (sd, collapse) in [(0.02, 0.0), (0.15, 0.0), (0.03, 0.15), (0.10, 0.3)] {
+            let trials = 4_000;
+            let (mut looks, mut once) = (0, 0);
+            for _ in 0..trials {
+                let (a, b) = (
+                    draws(&mut rng, 5, sd, collapse),
+                    draws(&mut rng, 5, sd, collapse),
+                );
+                let differs = |n: usize, alpha: f64| {
+                    compare(&a[..n], &b[..n], alpha, 0.02) != Verdict::NoDifference
+                };
+                looks += usize::from((3..=5).any(|n| differs(n, 0.05 / 3.0)));
+                once += usize::from(differs(5, 0.05));
+            }
+            let share = |c: usize| c as f64 / trials as f64;
+            eprintln!(
+                "sd {sd}, collapse {collapse}: {:.2}% called over the looks, {:.2}% in one",
+                share(looks) * 100.0,
+                share(once) * 100.0
+            );
+            assert!(
+                share(looks) <= 0.05,
+                "sd {sd}, collapse {collapse}: over the looks"
+            );
+            // 5% and the sampling error of 4,000 trials (0.35 points).
+            assert!(
+                share(once) <= 0.057,
+                "sd {sd}, collapse {collapse}: in one look"
+            );
+        }
     }
 
     #[test]

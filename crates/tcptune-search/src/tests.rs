@@ -682,3 +682,41 @@ fn a_shrink_is_judged_on_throughput_not_on_the_rtt_guardrail() {
     assert_eq!(first.outcome, Outcome::Kept, "{report}");
     assert!(buffer_max(&host[RMEM]).unwrap() < 4 << 20, "{report}");
 }
+
+#[test]
+fn a_loss_limited_sender_tries_the_congestion_control_before_a_buffer_only_the_rate_asks_for() {
+    // The long fat path's sender: 1 Gbit/s × 100 ms told, CUBIC at 159 Mbit/s held back by
+    // its cwnd after slow-start losses, the 4 MiB send buffer below the told rate's need.
+    let mut cfg = Config::new(Role::Sender, TEST_S);
+    cfg.path_rate_bps = Some(1e9);
+    let mut s = settings(6 << 20);
+    s.insert(WMEM.into(), "4096 16384 4194304".into());
+    s.insert(CC.into(), "cubic".into());
+    s.insert(CC_AVAILABLE.into(), "reno cubic bbr".into());
+    let mut obs = FakePath::new(3).test(&s);
+    obs.rate_bps = 159e6;
+    obs.min_rtt_s = Some(0.1);
+    obs.srtt_s = Some(0.102);
+    obs.limit = Limit::Network;
+    obs.knobs = vec![];
+    let kinds = |obs: &Observation, s: &Settings| -> Vec<Kind> {
+        hypotheses(obs, s, &cfg).0.iter().map(|h| h.kind).collect()
+    };
+    assert_eq!(
+        kinds(&obs, &s),
+        [Kind::CongestionControl, Kind::SendBuffer],
+        "the evidence names the cwnd, not the buffer"
+    );
+    obs.limit = Limit::Loss;
+    assert_eq!(kinds(&obs, &s), [Kind::CongestionControl, Kind::SendBuffer]);
+    // The buffer first where the diagnosis names it: its class, or its knob.
+    obs.limit = Limit::SendBuffer;
+    assert_eq!(kinds(&obs, &s), [Kind::SendBuffer]);
+    obs.limit = Limit::Loss;
+    obs.knobs = vec![Knob::TcpWmemMax];
+    assert_eq!(kinds(&obs, &s), [Kind::SendBuffer, Kind::CongestionControl]);
+    // Already on BBR: the buffer alone.
+    obs.knobs = vec![];
+    s.insert(CC.into(), "bbr".into());
+    assert_eq!(kinds(&obs, &s), [Kind::SendBuffer]);
+}
