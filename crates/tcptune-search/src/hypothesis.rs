@@ -223,6 +223,8 @@ pub enum Kind {
     SendBuffer,
     /// The congestion control.
     CongestionControl,
+    /// BBR and the send buffer it needs, together.
+    CongestionControlWithSendBuffer,
     /// An on/off option (SACK, timestamps, window scaling).
     Option,
 }
@@ -391,6 +393,36 @@ fn buffer_hypothesis(
     });
 }
 
+/// The congestion control change `cc` together with the send buffer its sender needs (sized
+/// with that congestion control in effect), when that buffer is larger than the one in effect.
+fn with_send_buffer(
+    cc: &Hypothesis,
+    obs: &Observation,
+    now: &Settings,
+    cfg: &Config,
+) -> Option<Hypothesis> {
+    let mut after = now.clone();
+    after.extend(cc.changes.iter().cloned());
+    let mut sized = (Vec::new(), Vec::new());
+    buffer_hypothesis(WMEM, obs, &after, cfg, &mut sized);
+    let buffer = sized.0.pop()?;
+    let mut changes = cc.changes.clone();
+    changes.extend(buffer.changes);
+    Some(Hypothesis {
+        kind: Kind::CongestionControlWithSendBuffer,
+        changes,
+        why: format!(
+            "{}, with the send buffer it needs ({})",
+            cc.why,
+            buffer
+                .why
+                .split_once(": ")
+                .map_or(buffer.why.as_str(), |(_, b)| b)
+        ),
+        memory_bytes: buffer.memory_bytes,
+    })
+}
+
 /// The changes to try next, from the latest observation and the settings in effect, and the
 /// ones the search will not try (with why).
 pub fn hypotheses(
@@ -420,11 +452,12 @@ pub fn hypotheses(
     let cc_matters =
         matches!(obs.limit, Limit::Loss | Limit::Network) || wants(Knob::CongestionControl);
     // A sender held back by loss or its cwnd tries the congestion control before a send buffer
-    // the diagnosis did not name (only the told rate's BDP asks for it): that is what the
-    // evidence points to, and a bigger buffer under a loss-based sender mostly buys a deeper
-    // slow-start overshoot. On the long fat path (1 Gbit/s × 100 ms, a 1000-packet queue)
-    // CUBIC's 4 s tests with a 25 MB send buffer collapsed in 4 of 5 (142–165 against
-    // 156–194 Mbit/s with 4 MiB) and the buffer was rolled back, leaving no budget for BBR.
+    // the diagnosis did not name (only the BDP asks for it): that is what the evidence points
+    // to, and a bigger buffer under a loss-based sender mostly buys a deeper slow-start
+    // overshoot. Where both are wanted it first tries them together: each alone can show
+    // nothing. On the long fat path (1 Gbit/s × 100 ms, a 1000-packet queue) CUBIC's 5 s
+    // tests with a 25 MB send buffer collapsed in 4 of 5 (142–165 against 156–194 Mbit/s with
+    // 4 MiB), and BBR held to the 4 MiB buffer ran at 193–197 against CUBIC's 152–199.
     let buffer_named = obs.limit == Limit::SendBuffer || wants(Knob::TcpWmemMax);
     let cc_first = cfg.role == Role::Sender && cc_matters && !buffer_named;
     let buffers_tried = out.0.len();
@@ -450,8 +483,11 @@ pub fn hypotheses(
             }
         }
     }
-    if cc_first {
+    if cc_first && buffers_tried > 0 && out.0.len() > buffers_tried {
         out.0.rotate_left(buffers_tried);
+        if let Some(joint) = with_send_buffer(&out.0[0], obs, now, cfg) {
+            out.0.insert(0, joint);
+        }
     }
     for (knob, key) in [
         (Knob::Sack, SACK),

@@ -7,8 +7,8 @@ use tcptune_diagnose::engine::Limit;
 use tcptune_emu::Rng;
 
 use crate::hypothesis::{
-    buffer_max, hypotheses, Config, Kind, Observation, Role, Settings, CC, CC_AVAILABLE, RMEM,
-    SACK, WMEM,
+    buffer_max, buffer_need, hypotheses, Config, Kind, Observation, Role, Settings, CC,
+    CC_AVAILABLE, RMEM, SACK, WMEM,
 };
 use crate::outcome::{Outcome, Phase, Report};
 use crate::search::{Action, Event, Search};
@@ -684,7 +684,7 @@ fn a_shrink_is_judged_on_throughput_not_on_the_rtt_guardrail() {
 }
 
 #[test]
-fn a_loss_limited_sender_tries_the_congestion_control_before_a_buffer_only_the_rate_asks_for() {
+fn a_loss_limited_sender_tries_bbr_with_the_buffer_it_needs_before_either_alone() {
     // The long fat path's sender: 1 Gbit/s × 100 ms told, CUBIC at 159 Mbit/s held back by
     // its cwnd after slow-start losses, the 4 MiB send buffer below the told rate's need.
     let mut cfg = Config::new(Role::Sender, TEST_S);
@@ -702,21 +702,39 @@ fn a_loss_limited_sender_tries_the_congestion_control_before_a_buffer_only_the_r
     let kinds = |obs: &Observation, s: &Settings| -> Vec<Kind> {
         hypotheses(obs, s, &cfg).0.iter().map(|h| h.kind).collect()
     };
+    let both = [
+        Kind::CongestionControlWithSendBuffer,
+        Kind::CongestionControl,
+        Kind::SendBuffer,
+    ];
+    assert_eq!(kinds(&obs, &s), both, "the evidence names the cwnd");
+    let (h, _) = hypotheses(&obs, &s, &cfg);
+    // BBR, and the send buffer sized for BBR at the told rate, as one change.
+    let alone = buffer_max(&h[2].changes[0].1).unwrap();
+    assert_eq!(h[0].changes[0], (CC.to_string(), "bbr".to_string()));
+    assert_eq!(h[0].changes[1].0, WMEM);
+    let mut with_bbr = s.clone();
+    with_bbr.insert(CC.into(), "bbr".into());
+    let need = buffer_need(WMEM, 1e9, 0.1, true, &with_bbr, &cfg).unwrap();
     assert_eq!(
-        kinds(&obs, &s),
-        [Kind::CongestionControl, Kind::SendBuffer],
-        "the evidence names the cwnd, not the buffer"
+        buffer_max(&h[0].changes[1].1),
+        Some(need.div_ceil(4096) * 4096)
     );
+    assert!(alone >= 12_500_000, "{alone}");
+    assert!(h[0].why.contains("BBR") && h[0].why.contains("send buffer max 4194304"));
     obs.limit = Limit::Loss;
-    assert_eq!(kinds(&obs, &s), [Kind::CongestionControl, Kind::SendBuffer]);
-    // The buffer first where the diagnosis names it: its class, or its knob.
+    assert_eq!(kinds(&obs, &s), both);
+    // The buffer first, alone, where the diagnosis names it: its class, or its knob.
     obs.limit = Limit::SendBuffer;
     assert_eq!(kinds(&obs, &s), [Kind::SendBuffer]);
     obs.limit = Limit::Loss;
     obs.knobs = vec![Knob::TcpWmemMax];
     assert_eq!(kinds(&obs, &s), [Kind::SendBuffer, Kind::CongestionControl]);
-    // Already on BBR: the buffer alone.
+    // Already on BBR: the buffer alone; a buffer that meets the need: BBR alone.
     obs.knobs = vec![];
-    s.insert(CC.into(), "bbr".into());
-    assert_eq!(kinds(&obs, &s), [Kind::SendBuffer]);
+    let mut on_bbr = obs.clone();
+    on_bbr.limit = Limit::Loss;
+    assert_eq!(kinds(&on_bbr, &with_bbr), [Kind::SendBuffer]);
+    s.insert(WMEM.into(), "4096 16384 67108864".into());
+    assert_eq!(kinds(&obs, &s), [Kind::CongestionControl]);
 }

@@ -309,7 +309,7 @@ pub fn run(
     if s.dry_run {
         let baseline = tester.run(&TestShape::asked(s.test_time))?;
         let trial = format!(
-            "A B A B … ({}–{} pairs of {} s tests), judged by Welch's t at 95%, within a budget of {} tests and {:.0} s; then {}'s maximum shrunk while the result holds within {:.0}% of the best",
+            "A B A B … ({}–{} pairs of {} s tests), judged at 95% by Yuen's trimmed t and the rank-sum test, within a budget of {} tests and {:.0} s; then {}'s maximum shrunk while the result holds within {:.0}% of the best",
             cfg.min_pairs,
             cfg.max_pairs,
             s.test_time,
