@@ -738,3 +738,56 @@ fn a_loss_limited_sender_tries_bbr_with_the_buffer_it_needs_before_either_alone(
     s.insert(WMEM.into(), "4096 16384 67108864".into());
     assert_eq!(kinds(&obs, &s), [Kind::CongestionControl]);
 }
+
+#[test]
+fn a_search_that_would_end_on_one_lucky_test_confirms_it_with_a_second() {
+    // 1 Gbit/s × 16 ms told, the sender's 4 MiB meeting CUBIC's need: the first test lands
+    // at the path's capacity (878.8 Mbit/s), the setting's others at 780, cwnd-limited.
+    let mut cfg = Config::new(Role::Sender, TEST_S);
+    cfg.path_rate_bps = Some(1e9);
+    let mut start = settings(6 << 20);
+    start.insert(CC_AVAILABLE.into(), "reno cubic bbr".into());
+    let run = |cfg: Config, lucky_tests: usize| {
+        let mut n = 0;
+        drive_with(cfg, start.clone(), |host| {
+            n += 1;
+            let bbr = host[CC] == "bbr";
+            let at_capacity = bbr || n <= lucky_tests;
+            Observation {
+                rate_bps: if bbr {
+                    930e6
+                } else if at_capacity {
+                    878.8e6
+                } else {
+                    780e6 + 1e6 * (n % 3) as f64
+                },
+                srtt_s: Some(0.017),
+                min_rtt_s: Some(0.016),
+                memory_bytes: Some(4 << 20),
+                limit: if at_capacity {
+                    Limit::PathCapacity
+                } else {
+                    Limit::Network
+                },
+                knobs: vec![],
+                verdict: String::new(),
+                rwnd_limited: Some(0.0),
+                sndbuf_limited: Some(0.0),
+            }
+        })
+        .0
+    };
+    let report = run(cfg.clone(), 1);
+    assert!(
+        (report.baseline_bps.unwrap() - 830.4e6).abs() < 1e3,
+        "{report}"
+    );
+    assert_eq!(
+        report.steps[0].changes,
+        vec![(CC.to_string(), "bbr".to_string())]
+    );
+    assert_eq!(report.steps[0].outcome, Outcome::Kept, "{report}");
+    // At capacity twice: two tests, nothing tried.
+    let report = run(cfg, 2);
+    assert_eq!((report.tests_used, report.steps.len()), (2, 0), "{report}");
+}
