@@ -4,8 +4,8 @@
 //! 20%-trimmed means: below five tests an arm trims nothing and it is Welch's; at five it
 //! leaves out each arm's highest and lowest. A path's tests under CUBIC are mostly steady
 //! with the odd collapse: on the lossy path 41, 26, 9, 24, 23 Mbit/s against BBR's 45–46; on
-//! the long fat path 135, 263, 270, 278, 285 with a 25 MB send buffer against the old 4 MiB's
-//! slower tests. One collapse leaves Welch's test four degrees of freedom and a spread that
+//! the long fat path one of five tests with a 25 MB send buffer at 135 against the others'
+//! 263–285, the old 4 MiB's tests slower still. One collapse leaves Welch's test four degrees of freedom and a spread that
 //! hides an 83% gain, and the rank-sum test, which needs every B above every A at five pairs,
 //! nothing once one B falls below; the trimmed means see past it. Either test calling a
 //! difference calls it; at half the level each, an A/A trial is still called different at most
@@ -196,8 +196,9 @@ mod tests {
 
     #[test]
     fn trimmed_means_call_a_gain_that_one_collapse_in_b_hides_from_welch_and_the_ranks() {
-        // The long fat path's sender (Mbit/s): the old 4 MiB send buffer against a 25 MB one
-        // whose third test fell into CUBIC's slow-start collapse, at the last of three looks.
+        // Shaped as the long fat path's sender (Mbit/s): a 25 MB send buffer's tests at 263–285
+        // with one in CUBIC's slow-start collapse at 135, against steadier, slower tests of the
+        // old 4 MiB (values made up within those ranges), at the last of three looks.
         let a = [188.0, 192.0, 181.0, 196.0, 185.0];
         let b = [263.0, 285.0, 135.0, 278.0, 270.0];
         let alpha = 0.05 / 3.0;
