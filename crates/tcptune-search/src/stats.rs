@@ -61,21 +61,6 @@ pub enum Verdict {
 /// How much of each end of an arm Yuen's test leaves out.
 pub const TRIM: f64 = 0.2;
 
-/// Welch's t test of `b` against `a` at two-sided level `alpha`. With no spread in either arm
-/// (a deterministic path) any difference of the means counts.
-pub fn welch(a: &[f64], b: &[f64], alpha: f64) -> Verdict {
-    welch_margin(a, b, alpha, 0.0)
-}
-
-/// Welch's t test where B is better only when it beats A by more than `margin` (a share of A's
-/// mean) with confidence, not merely by more than nothing: the lower end of the difference's
-/// confidence interval must clear the smallest gain worth keeping. A change that does nothing
-/// then needs both a fluke past the CI and one past the margin to be kept. Worse stays
-/// "significantly below A" (a rollback needs no margin).
-pub fn welch_margin(a: &[f64], b: &[f64], alpha: f64, margin: f64) -> Verdict {
-    located(a, b, 0.0, alpha, margin)
-}
-
 /// Yuen's test: Welch's on the [`TRIM`]-trimmed means with their winsorized errors, with the
 /// same margin.
 pub fn yuen_margin(a: &[f64], b: &[f64], alpha: f64, margin: f64) -> Verdict {
@@ -152,6 +137,22 @@ pub fn mean(v: &[f64]) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Welch's t test of `b` against `a` at two-sided level `alpha` (Yuen's with nothing
+    /// trimmed; the search itself calls Yuen's through `compare`). With no spread in either
+    /// arm (a deterministic path) any difference of the means counts.
+    fn welch(a: &[f64], b: &[f64], alpha: f64) -> Verdict {
+        welch_margin(a, b, alpha, 0.0)
+    }
+
+    /// Welch's t test where B is better only when it beats A by more than `margin` (a share of A's
+    /// mean) with confidence, not merely by more than nothing: the lower end of the difference's
+    /// confidence interval must clear the smallest gain worth keeping. A change that does nothing
+    /// then needs both a fluke past the CI and one past the margin to be kept. Worse stays
+    /// "significantly below A" (a rollback needs no margin).
+    fn welch_margin(a: &[f64], b: &[f64], alpha: f64, margin: f64) -> Verdict {
+        located(a, b, 0.0, alpha, margin)
+    }
 
     #[test]
     fn welch_separates_clear_differences_and_not_overlapping_noise() {
