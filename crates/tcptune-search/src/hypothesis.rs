@@ -181,7 +181,10 @@ pub struct Config {
     pub max_time_s: f64,
     /// Each test's length, seconds (to stop before the budget runs out mid-test).
     pub test_time_s: f64,
-    /// A smaller buffer is kept while it holds the result within this share of the best.
+    /// A smaller buffer is kept while it holds the result within this share of the best. Half
+    /// of the 5% a tuned pair of hosts may lose to smaller buffers: each end's search shrinks its
+    /// own buffer against its own best, and the two losses multiply (on 20 Mbit/s × 60 ms at 1%
+    /// loss the sender's shrink held 95.4% and the receiver's 97.0%: 92.5% together).
     pub shrink_tolerance: f64,
     /// Pairs a shrink trial runs (judged on the means: it keeps a result, it does not find one).
     pub shrink_pairs: usize,
@@ -206,7 +209,7 @@ impl Config {
             max_tests: 25,
             max_time_s: 300.0,
             test_time_s,
-            shrink_tolerance: 0.05,
+            shrink_tolerance: 0.025,
             shrink_pairs: 1,
             aa_trial: false,
         }

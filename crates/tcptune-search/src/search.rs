@@ -8,16 +8,19 @@
 //! reason; new hypotheses from the latest diagnosis until none is left; then shrink each kept
 //! buffer while the result stays within `shrink_tolerance` of the best.
 
-use tcptune_diagnose::engine::Limit;
 use tcptune_model::kernel::CongestionControl;
 
 use crate::duration::{shape, TestShape};
 use crate::hypothesis::{
-    buffer_max, buffer_need, hypotheses, with_buffer_max, Config, Hypothesis, Kind, NotTried,
-    Observation, Role, Settings, CC, RMEM, WMEM,
+    buffer_max, hypotheses, Config, Hypothesis, Kind, NotTried, Observation, Role, Settings, CC,
+    RMEM, WMEM,
 };
 use crate::outcome::{Outcome, Phase, Report, Step};
 use crate::stats::{compare, mean, Arm, Verdict};
+
+mod shrink;
+use shrink::{Shrink, Undo};
+pub use shrink::{AT_EDGE, BRACKET, CONFIRM_WITHIN, EDGE_QUEUE, FLOOR, NOT_BINDING, SHORT_OF_PATH};
 
 /// What the driver reports.
 #[derive(Debug, Clone)]
@@ -82,46 +85,6 @@ struct Trial {
     evidence: String,
 }
 
-/// Shrinking one buffer: the model's need for the best rate measured first (an oversized start
-/// usually holds at it: one trial), then a bisection in ratio between the largest maximum known
-/// not to hold the result and the smallest known to, ended when they are within
-/// [`BRACKET`] of each other (the 5% line is then bracketed that closely). From 6 MiB to a
-/// 64 KiB need that is the need and at most four more trials.
-#[derive(Debug, Clone, Copy)]
-struct Shrink {
-    key: &'static str,
-    /// The smallest maximum known to hold the result.
-    good: u64,
-    /// The largest maximum known not to, or the need (below which nothing is tried).
-    bad: u64,
-    /// The first candidate is the model's need for the best rate measured.
-    first: bool,
-}
-
-/// A shrink ends when the kept maximum is within this ratio of one that lost more than the
-/// tolerance (so it is at most this much above the smallest sufficient one).
-pub const BRACKET: f64 = 1.5;
-/// A shrink that lost more than the tolerance is still kept when the smaller buffer held the
-/// flow back for at most this share of the time (the loss was the path's noise).
-pub const NOT_BINDING: f64 = 0.05;
-/// A shrink whose buffer held the flow back for more than this share of its test is rolled
-/// back even when the rate held, with the loaded RTT below [`EDGE_QUEUE`] × the path's: it
-/// sits at its edge. On a 1 Gbit/s × 1.5 ms lab path a receive maximum at the model's need
-/// (the BDP's window at half the buffer) gave 924 Mbit/s in its one test, window-limited 98%
-/// of it, and 570–590 in half of the tests after: the kernel's window share of a buffer moves
-/// between about a half and four-fifths with the received packets' layout, and the loaded RTT
-/// was 2 ms, not 1.5.
-pub const AT_EDGE: f64 = 0.5;
-/// The loaded RTT, as a multiple of the path's, below which a window that held the flow back
-/// holds little more than the BDP (see [`AT_EDGE`]). A LAN's flow is held back by the window all the time at any buffer (the window
-/// many BDPs deep, the excess queued), with a loaded RTT many times the path's.
-pub const EDGE_QUEUE: f64 = 1.5;
-/// A flow below this share of the path's told rate may yet be changed by its sender (see
-/// `Search::shrink_floor`).
-pub const SHORT_OF_PATH: f64 = 0.8;
-/// No buffer maximum below this is tried (the kernel's default receive buffer is 128 KiB).
-pub const FLOOR: u64 = 65536;
-
 /// The search's state.
 pub struct Search {
     cfg: Config,
@@ -153,6 +116,10 @@ pub struct Search {
     not_tried: Vec<NotTried>,
     shrink_queue: Vec<&'static str>,
     shrink: Option<Shrink>,
+    /// The shrinks of this buffer kept so far, the last on top.
+    undo: Vec<Undo>,
+    /// Whether a test of the last kept shrink since fell short while its buffer bound.
+    slid: bool,
     shape: TestShape,
     stopped: Option<String>,
     done: bool,
@@ -184,6 +151,8 @@ impl Search {
             not_tried: Vec::new(),
             shrink_queue: Vec::new(),
             shrink: None,
+            undo: Vec::new(),
+            slid: false,
             stopped: None,
             done: false,
         }
@@ -323,9 +292,12 @@ impl Search {
             t.a.push(obs.rate_bps);
             self.kept_rates.push(obs.rate_bps);
             t.a_rtt.extend(obs.srtt_s);
-            t.last_a = Some(obs);
-            self.b_in_effect = true;
             let values = t.hyp.changes.clone();
+            self.note_kept_test(&obs);
+            if let Some(t) = self.trial.as_mut() {
+                t.last_a = Some(obs);
+            }
+            self.b_in_effect = true;
             self.write(values, Next::Run(ArmKind::B))
         }
     }
@@ -407,7 +379,11 @@ impl Search {
         }
         let last = pairs >= cfg.max_pairs;
         if t.phase == Phase::Shrink {
-            return Some(self.judge_shrink(t, mb));
+            let (outcome, why) = self.judge_shrink(t, mb);
+            if outcome == Outcome::Kept && pairs == cfg.shrink_pairs && self.near_its_end(t) {
+                return None;
+            }
+            return Some((outcome, why));
         }
         // Each look tests at 5% over the number of looks a trial may take.
         let looks = (cfg.max_pairs - cfg.min_pairs + 1) as f64;
@@ -441,87 +417,6 @@ impl Search {
         }
     }
 
-    /// A shrink's verdict, on its one pair: kept when the smaller buffer held the result within
-    /// the tolerance of the unshrunk setting's mean (see `unshrunk_rates`) without holding the
-    /// flow back for more than [`AT_EDGE`] of the time at a loaded RTT near the path's ([`EDGE_QUEUE`]), or when it
-    /// did not hold the result but the sender's chronographs show the smaller buffer held the
-    /// flow back for at most [`NOT_BINDING`] of the time (for a send buffer, in a loss-limited
-    /// test: its chronograph misses a buffer that holds a steady flow back). On a lossy
-    /// path one test under CUBIC can carry a third of the next (9 against 28 Mbit/s at 0.1%
-    /// loss, both limited by the loss): the buffer did not cost that, so it is not the
-    /// buffer's to pay for.
-    fn judge_shrink(&self, t: &Trial, mb: f64) -> (Outcome, String) {
-        let cfg = &self.cfg;
-        let reference_rates = self.unshrunk_rates.as_ref().unwrap_or(&self.kept_rates);
-        let reference = mean(reference_rates);
-        let share = mb / reference * 100.0;
-        let key = t.hyp.changes.first().map_or(RMEM, |(k, _)| k.as_str());
-        let what = if key == RMEM {
-            "the receiver's window"
-        } else {
-            "the send buffer"
-        };
-        let held_back = t.last_b.as_ref().and_then(|o| o.held_back_by(key));
-        if mb >= (1.0 - cfg.shrink_tolerance) * reference {
-            // Held back with the loaded RTT near the path's: the window hardly exceeds the
-            // BDP. With a queue behind it (a LAN's window many BDPs deep) it is not the edge.
-            let shallow = t
-                .last_b
-                .as_ref()
-                .and_then(|o| Some(o.srtt_s? < EDGE_QUEUE * o.min_rtt_s?))
-                .unwrap_or(true);
-            if let Some(held) = held_back.filter(|h| *h > AT_EDGE && shallow) {
-                return (
-                    Outcome::RolledBack,
-                    format!(
-                        "{share:.1}% of the unshrunk setting's {:.1} Mbit/s, but {what} held the flow back {:.0}% of the time (over {:.0}%): a buffer at its edge, which a little more RTT or a smaller window share of the buffer costs the rate",
-                        reference / 1e6,
-                        held * 100.0,
-                        AT_EDGE * 100.0
-                    ),
-                );
-            }
-            return (
-                Outcome::Kept,
-                format!(
-                    "{share:.1}% of the unshrunk setting's {:.1} Mbit/s (mean of {} tests), within {:.0}%",
-                    reference / 1e6,
-                    reference_rates.len(),
-                    cfg.shrink_tolerance * 100.0
-                ),
-            );
-        }
-        // The send buffer's chronograph can stay quiet while the buffer holds a steady flow
-        // back (BBR at 20 Mbit/s × 60 ms, 1% loss: 16.8 against 18.0–18.3 Mbit/s with a
-        // 400 KiB send buffer, the queue 12 ms shorter, `sndbuf_limited` 0.5%), so for a send
-        // buffer only a loss-limited test is taken for the path's noise. The receiver's
-        // `rwnd_limited` counts every stall at the window.
-        let trusted = key == RMEM || t.last_b.as_ref().is_some_and(|o| o.limit == Limit::Loss);
-        match held_back {
-            Some(held) if held <= NOT_BINDING && trusted => (
-                Outcome::Kept,
-                format!(
-                    "{share:.1}% of the unshrunk setting's {:.1} Mbit/s, but {what} held the flow back {:.1}% of the time (at most {:.0}%): the difference is the path's, not the buffer's",
-                    reference / 1e6,
-                    held * 100.0,
-                    NOT_BINDING * 100.0
-                ),
-            ),
-            held => (
-                Outcome::RolledBack,
-                format!(
-                    "{share:.1}% of the unshrunk setting's {:.1} Mbit/s: more than {:.0}% lost{}",
-                    reference / 1e6,
-                    cfg.shrink_tolerance * 100.0,
-                    held.map_or(String::new(), |h| format!(
-                        ", {what} holding the flow back {:.1}% of the time",
-                        h * 100.0
-                    ))
-                ),
-            ),
-        }
-    }
-
     fn record(&mut self, t: &Trial, outcome: Outcome, why: String) {
         let rtt = |v: &[f64]| (!v.is_empty()).then(|| mean(v) * 1e3);
         self.kinds.push(t.hyp.kind);
@@ -551,10 +446,14 @@ impl Search {
                 self.current.insert(k.clone(), v.clone());
             }
             self.best_bps = self.best_bps.max(mean(&t.b));
+            let before = self.kept_rates.clone();
             if t.phase == Phase::Shrink && self.unshrunk_rates.is_none() {
                 self.unshrunk_rates = Some(std::mem::take(&mut self.kept_rates));
             }
             self.kept_rates = t.b.clone();
+            if t.phase == Phase::Shrink {
+                self.on_shrink_kept(&t, before);
+            }
             self.last_obs = t.last_b.clone();
             if let Some(sh) = self.shrink.as_mut() {
                 sh.good = buffer_max(&self.current[sh.key]).unwrap_or(sh.good);
@@ -649,98 +548,6 @@ impl Search {
             }
         }
         self.next_shrink()
-    }
-
-    /// The smallest maximum of `key` worth trying: the model's need for the best rate measured
-    /// over the path's RTT, at least [`FLOOR`]. With the path's rate told and the flow below
-    /// [`SHORT_OF_PATH`] of it, neither buffer is shrunk below what the path's rate needs (a
-    /// receive buffer with the 2× headroom: the window a BBR sender keeps in flight): the other
-    /// end may still lift what limits the flow. A receiver sized for a loss-limited CUBIC held
-    /// BBR to 40 of 46 Mbit/s at 50 ms and 0.1% loss where the headroom carries it; a sender's
-    /// buffer shrunk while the receiver's window held the flow at 345 Mbit/s on 1 Gbit/s ×
-    /// 100 ms (100% of the time) became the limit once that window grew. A flow already at the
-    /// path's rate needs no more buffer than it uses.
-    fn shrink_floor(&self, key: &str) -> u64 {
-        self.last_obs
-            .as_ref()
-            .and_then(|o| {
-                let rtt = o.min_rtt_s.or(o.srtt_s)?;
-                let rate = mean(&self.kept_rates).max(self.best_bps);
-                let measured = buffer_need(key, rate, rtt, false, &self.current, &self.cfg);
-                let told = self
-                    .cfg
-                    .path_rate_bps
-                    .filter(|p| rate < SHORT_OF_PATH * p)
-                    .and_then(|p| buffer_need(key, p, rtt, true, &self.current, &self.cfg));
-                measured.max(told)
-            })
-            .map_or(FLOOR, |n| n.div_ceil(4096) * 4096)
-            .max(FLOOR)
-    }
-
-    /// The next shrink trial: the model's need first, then the geometric middle of what held
-    /// and what did not (or the need), until they are within [`BRACKET`].
-    fn next_shrink(&mut self) -> Action {
-        loop {
-            if self.shrink.is_none() {
-                let Some(key) = self.shrink_queue.pop() else {
-                    return self.finish_now();
-                };
-                let good = buffer_max(&self.current[key]).unwrap_or(0);
-                // A kept buffer need not go below the original, which did not suffice.
-                let kept = self.current.get(key) != self.original.get(key);
-                let bad = match self.original.get(key).and_then(|v| buffer_max(v)) {
-                    Some(o) if kept => o,
-                    _ => 0,
-                };
-                self.shrink = Some(Shrink {
-                    key,
-                    good,
-                    bad,
-                    first: true,
-                });
-            }
-            let Some(sh) = self.shrink else {
-                return self.finish_now();
-            };
-            let floor = self.shrink_floor(sh.key);
-            let lo = sh.bad.max(floor);
-            let candidate = if sh.first && floor > sh.bad && floor < sh.good {
-                floor
-            } else {
-                ((sh.good as f64 * lo as f64).sqrt() as u64).div_ceil(4096) * 4096
-            };
-            let worth = sh.good as f64 > BRACKET * lo as f64 && candidate < sh.good;
-            let value = with_buffer_max(&self.current[sh.key], candidate);
-            match value {
-                Some(v)
-                    if worth && !self.tried.contains(&vec![(sh.key.to_string(), v.clone())]) =>
-                {
-                    let kind = if sh.key == RMEM {
-                        Kind::ReceiveBuffer
-                    } else {
-                        Kind::SendBuffer
-                    };
-                    let hyp = Hypothesis {
-                        kind,
-                        changes: vec![(sh.key.to_string(), v)],
-                        why: format!(
-                            "shrink {} max {} → {candidate} B ({})",
-                            sh.key,
-                            sh.good,
-                            if candidate == floor {
-                                "the model's need for the best rate"
-                            } else {
-                                "between what held and what did not"
-                            }
-                        ),
-                        memory_bytes: Some(candidate * u64::from(self.cfg.flows.max(1))),
-                    };
-                    return self.begin(Phase::Shrink, hyp);
-                }
-                _ => self.shrink = None,
-            }
-        }
     }
 
     /// The test shape for the path the baseline measured.

@@ -39,6 +39,9 @@ struct FakePath {
     /// Below this buffer max (bytes) the loaded RTT reads 2× (noise a shrink must not be
     /// judged on: a smaller buffer cannot queue more).
     slow_rtt_below: Option<u64>,
+    /// Below this buffer max (bytes) half the tests lose 15%: a buffer at its edge on a LAN,
+    /// where the window share of the buffer moves with the received packets' layout.
+    flaky_below: Option<u64>,
     rng: Rng,
 }
 
@@ -56,6 +59,7 @@ impl FakePath {
             window_share: 0.5,
             binds_below: 0.95,
             slow_rtt_below: None,
+            flaky_below: None,
             rng: Rng::new(seed),
         }
     }
@@ -82,6 +86,9 @@ impl FakePath {
         let mut rate = self.rate(rmem) * (1.0 + self.noise * self.rng.normal());
         if self.rng.chance(self.competing) {
             rate *= 0.7;
+        }
+        if matches!(self.flaky_below, Some(b) if rmem < b) && self.rng.chance(0.5) {
+            rate *= 0.85;
         }
         let collapsed = self.rng.chance(self.collapse);
         if collapsed {
@@ -426,8 +433,10 @@ fn a_shrink_that_holds_the_rate_at_its_edge_is_rolled_back() {
     for seed in 320..324 {
         // The window holds the flow back below 1.3× the BDP while the rate holds down to the
         // BDP: the model's need (exactly the BDP's window) holds the rate, window-limited.
+        // Noise of 1%: at 2% one seed's test at the need lost 4% and was rolled back for that
+        // before the edge rule could be what rolls it back.
         let mut path = FakePath::new(seed);
-        path.noise = 0.02;
+        path.noise = 0.01;
         path.binds_below = 1.3;
         let mut cfg = Config::new(Role::Receiver, TEST_S);
         cfg.path_rate_bps = Some(path.capacity_bps);
@@ -446,6 +455,38 @@ fn a_shrink_that_holds_the_rate_at_its_edge_is_rolled_back() {
             "seed {seed}\n{report}"
         );
     }
+}
+
+#[test]
+fn a_shrink_near_its_end_is_kept_only_when_a_second_pair_confirms_it() {
+    // A LAN whose buffers below 256 KiB lose 15% in half the tests: one good test keeps such a
+    // buffer half the time, and the bisection offers two of them (128 KiB, then about
+    // 210 KiB). Judged on one pair, 31 of these 40 searches end at one; with keeps near the
+    // end confirmed on a second pair and a kept shrink put back when later tests of it slide,
+    // 19 (two good pairs in a row still keep one a quarter of the time).
+    let (mut flaky, mut put_back, seeds) = (0, 0, 400u64..440);
+    for seed in seeds.clone() {
+        let mut path = FakePath::new(seed);
+        path.noise = 0.005;
+        path.rtt_s = 0.0002;
+        path.binds_below = 1e6;
+        path.flaky_below = Some(256 << 10);
+        let mut cfg = Config::new(Role::Receiver, TEST_S);
+        cfg.path_rate_bps = Some(path.capacity_bps);
+        let (report, host) = drive(cfg, &mut path, settings(6 << 20));
+        if buffer_max(&host[RMEM]).unwrap() < 256 << 10 {
+            flaky += 1;
+        }
+        if report.steps.iter().any(|s| s.why.contains("put back")) {
+            put_back += 1;
+        }
+    }
+    let share = f64::from(flaky) / (seeds.end - seeds.start) as f64;
+    assert!(
+        share <= 0.55 && put_back > 0,
+        "{flaky} of {} searches ended at a flaky buffer ({put_back} put one back)",
+        seeds.end - seeds.start
+    );
 }
 
 #[test]

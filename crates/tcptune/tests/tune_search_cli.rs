@@ -1,7 +1,10 @@
 //! `tune --search` refusals and failures, without a network or privileges: each ends with one
 //! sentence naming the input and a non-zero exit, never a panic or a change to the host.
 
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+use tcptune_testkit::{line_channel, wait_for_line, Kill};
 
 fn tcptune(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_tcptune"))
@@ -58,5 +61,70 @@ fn a_server_that_is_not_there_fails_the_dry_run_before_any_change() {
             "1",
         ],
         &["127.0.0.1:1"],
+    );
+}
+
+/// `tcptune serve` on a free loopback port, with its log lines.
+fn serve() -> (Kill, u16, std::sync::mpsc::Receiver<String>) {
+    for _ in 0..5 {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let mut child = Kill(
+            Command::new(env!("CARGO_BIN_EXE_tcptune"))
+                .args(["serve", "-p", &port.to_string(), "-B", "127.0.0.1"])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap(),
+        );
+        let rx = line_channel(child.0.stdout.take().unwrap());
+        if let Ok(seen) = wait_for_line(&rx, Duration::from_secs(10), |_| true) {
+            if seen[0].starts_with("listening on") {
+                return (child, port, rx);
+            }
+        }
+    }
+    panic!("tcptune serve did not start on a free port in five attempts");
+}
+
+#[test]
+fn a_server_still_busy_with_another_test_is_asked_again() {
+    // Another client's 2 s test holds the server (one test at a time, as iperf3's): the
+    // search's first test is refused, and asked again until the server is free.
+    let (_srv, port, log) = serve();
+    let port = port.to_string();
+    let mut other = Kill(
+        Command::new(env!("CARGO_BIN_EXE_tcptune"))
+            .args(["test", "127.0.0.1", "-p", &port, "-t", "2", "-i", "0.2"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let other_out = line_channel(other.0.stdout.take().unwrap());
+    // Its first interval line: the other test is running.
+    wait_for_line(&other_out, Duration::from_secs(10), |l| {
+        l.contains("0.00-0.20")
+    })
+    .expect("the other client's test started");
+    let to = format!("127.0.0.1:{port}");
+    let o = tcptune(&[
+        "tune",
+        "--search",
+        "--to",
+        &to,
+        "--dry-run",
+        "--test-time",
+        "1",
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "the dry run failed: {err}");
+    let refused = log.try_iter().any(|l| l.contains("refused (busy"));
+    assert!(
+        refused,
+        "the server never refused the search's test: the retry went untested"
     );
 }
