@@ -15,8 +15,8 @@ use crate::stats::mean;
 /// Shrinking one buffer: the model's need for the best rate measured first (an oversized start
 /// usually holds at it: one trial), then a bisection in ratio between the largest maximum known
 /// not to hold the result and the smallest known to, ended when they are within
-/// [`BRACKET`] of each other (the 5% line is then bracketed that closely). From 6 MiB to a
-/// 64 KiB need that is the need and at most four more trials.
+/// [`BRACKET`] of each other (the tolerance's line is then bracketed that closely). From 6 MiB
+/// to a 128 KiB need that is the need and at most four more trials.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Shrink {
     pub(super) key: &'static str,
