@@ -13,6 +13,7 @@ pub mod duration;
 pub mod hypothesis;
 pub mod outcome;
 pub mod search;
+pub mod shrink;
 pub mod stats;
 
 #[cfg(test)]

@@ -20,6 +20,14 @@ use std::time::Duration;
 use serde_json::Value;
 use tcptune_testkit::{line_channel, privileged, wait_for_line, Kill, TempDir};
 
+mod common;
+use common::serving::serve_draining;
+
+/// `tcptune serve -1` on a free loopback port, once it says it listens.
+fn serve() -> (Kill, u16) {
+    serve_draining(&["-1", "--allow", "127.0.0.0/8"])
+}
+
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
@@ -442,32 +450,6 @@ fn captures(c: &mut Checked) {
         &[1],
     );
     c.run("analyze-join", &["analyze", "--json", &a, &b], &[0, 1]);
-}
-
-/// `tcptune serve -1` on a free loopback port, once it says it listens.
-fn serve() -> (Kill, u16) {
-    for _ in 0..5 {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let p = port.to_string();
-        let mut child = Kill(
-            tcptune(&["serve", "-1", "-p", &p, "--allow", "127.0.0.0/8"])
-                .stdout(Stdio::piped())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap(),
-        );
-        let rx = line_channel(child.0.stdout.take().unwrap());
-        if let Ok(seen) = wait_for_line(&rx, Duration::from_secs(10), |_| true) {
-            if seen[0].starts_with("listening on") {
-                return (child, port);
-            }
-        }
-    }
-    panic!("tcptune serve did not start on a free port in five attempts");
 }
 
 fn loopback_test(c: &mut Checked) {

@@ -7,45 +7,19 @@ use std::time::Duration;
 use serde_json::Value;
 use tcptune_testkit::{line_channel, signal, wait_for_line, Kill, Signal};
 
+mod common;
+use common::serving::serve_draining;
+
+/// `tcptune serve -1` on a free loopback port, once it says it listens.
+fn serve() -> (Kill, u16) {
+    serve_draining(&["-1", "--allow", "127.0.0.0/8"])
+}
+
 fn tcptune(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_tcptune"))
         .args(args)
         .output()
         .unwrap()
-}
-
-/// `tcptune serve -1` on a free loopback port, once it says it listens.
-fn serve() -> (Kill, u16) {
-    for _ in 0..5 {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let mut child = Kill(
-            Command::new(env!("CARGO_BIN_EXE_tcptune"))
-                .args([
-                    "serve",
-                    "-1",
-                    "-p",
-                    &port.to_string(),
-                    "--allow",
-                    "127.0.0.0/8",
-                ])
-                .stdout(Stdio::piped())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap(),
-        );
-        let rx = line_channel(child.0.stdout.take().unwrap());
-        // A closed pipe (the port was taken meanwhile) ends the wait early: try another.
-        if let Ok(seen) = wait_for_line(&rx, Duration::from_secs(10), |_| true) {
-            if seen[0].starts_with("listening on") {
-                return (child, port);
-            }
-        }
-    }
-    panic!("tcptune serve did not start on a free port in five attempts");
 }
 
 #[test]

@@ -6,43 +6,25 @@
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-use tcptune_testkit::{line_channel, wait_for_line, Kill};
+use tcptune_testkit::Kill;
+
+mod common;
+use common::serving::serve_draining;
+
+/// `tcptune serve` on a free loopback port, once it says it listens.
+fn serve() -> (Kill, SocketAddr) {
+    let (child, port) = serve_draining(&["-B", "127.0.0.1"]);
+    (child, SocketAddr::from(([127, 0, 0, 1], port)))
+}
 
 /// The server's peak resident memory after every attack. A test's threads, buffers and
 /// samples take some MiB (13 MiB measured); a results message parsed whole (a 64 MiB claim once cost 1.17 GB)
 /// or any unbounded buffer would blow it.
 const MEMORY_BOUND_KIB: u64 = 32 * 1024;
 const MEMORY_BOUND: &str = "32 MiB";
-
-fn serve() -> (Kill, SocketAddr) {
-    for _ in 0..5 {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let mut child = Kill(
-            Command::new(env!("CARGO_BIN_EXE_tcptune"))
-                .args(["serve", "-p", &port.to_string(), "-B", "127.0.0.1"])
-                .stdout(Stdio::piped())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap(),
-        );
-        let rx = line_channel(child.0.stdout.take().unwrap());
-        if let Ok(seen) = wait_for_line(&rx, Duration::from_secs(10), |_| true) {
-            if seen[0].starts_with("listening on") {
-                // Keep draining the log so the server never blocks on a full pipe.
-                std::thread::spawn(move || while rx.recv().is_ok() {});
-                return (child, SocketAddr::from(([127, 0, 0, 1], port)));
-            }
-        }
-    }
-    panic!("tcptune serve did not start on a free port in five attempts");
-}
 
 fn vm_hwm_kib(pid: u32) -> u64 {
     let st = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();

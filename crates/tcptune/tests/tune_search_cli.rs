@@ -6,6 +6,9 @@ use std::time::Duration;
 
 use tcptune_testkit::{line_channel, wait_for_line, Kill};
 
+mod common;
+use common::serving::serve_on_loopback;
+
 fn tcptune(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_tcptune"))
         .args(args)
@@ -64,37 +67,11 @@ fn a_server_that_is_not_there_fails_the_dry_run_before_any_change() {
     );
 }
 
-/// `tcptune serve` on a free loopback port, with its log lines.
-fn serve() -> (Kill, u16, std::sync::mpsc::Receiver<String>) {
-    for _ in 0..5 {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let mut child = Kill(
-            Command::new(env!("CARGO_BIN_EXE_tcptune"))
-                .args(["serve", "-p", &port.to_string(), "-B", "127.0.0.1"])
-                .stdout(Stdio::piped())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap(),
-        );
-        let rx = line_channel(child.0.stdout.take().unwrap());
-        if let Ok(seen) = wait_for_line(&rx, Duration::from_secs(10), |_| true) {
-            if seen[0].starts_with("listening on") {
-                return (child, port, rx);
-            }
-        }
-    }
-    panic!("tcptune serve did not start on a free port in five attempts");
-}
-
 #[test]
 fn a_server_still_busy_with_another_test_is_asked_again() {
     // Another client's 2 s test holds the server (one test at a time, as iperf3's): the
     // search's first test is refused, and asked again until the server is free.
-    let (_srv, port, log) = serve();
+    let (_srv, port, log) = serve_on_loopback(&["-B", "127.0.0.1"]);
     let port = port.to_string();
     let mut other = Kill(
         Command::new(env!("CARGO_BIN_EXE_tcptune"))

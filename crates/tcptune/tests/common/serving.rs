@@ -1,5 +1,6 @@
-//! A serving tcptune command (`watch --web`, `view`, `exporter`) started for a test: its
-//! address read from the first line it prints (`… http://ADDR/…` or `https://ADDR/…`).
+//! A serving tcptune command started for a test: `watch --web`, `view` and `exporter` with
+//! their address read from the first line they print (`… http://ADDR/…` or `https://ADDR/…`),
+//! and `tcptune serve` on a free loopback port.
 
 #![allow(dead_code)] // each test file uses the part it needs
 
@@ -7,8 +8,11 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::process::{Command, Stdio};
 
+use std::sync::mpsc::Receiver;
+use std::time::Duration;
+
 use serde_json::Value;
-use tcptune_testkit::Kill;
+use tcptune_testkit::{line_channel, wait_for_line, Kill};
 
 /// Starts `tcptune ARGS` (standard error inherited); returns it and the address its first
 /// line prints.
@@ -24,6 +28,44 @@ pub fn serving(args: &[&str]) -> (Kill, SocketAddr) {
         .read_line(&mut line)
         .unwrap();
     (Kill(child), address(&line))
+}
+
+/// `tcptune serve -p PORT ARGS` on a free loopback port, once it says it listens: the server,
+/// its port and its log, a line at a time (read by a thread, so the server never blocks on a
+/// full pipe).
+pub fn serve_on_loopback(args: &[&str]) -> (Kill, u16, Receiver<String>) {
+    for _ in 0..5 {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let p = port.to_string();
+        let mut child = Kill(
+            Command::new(env!("CARGO_BIN_EXE_tcptune"))
+                .args(["serve", "-p", &p])
+                .args(args)
+                .stdout(Stdio::piped())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap(),
+        );
+        let rx = line_channel(child.0.stdout.take().unwrap());
+        // A closed pipe (the port was taken meanwhile) ends the wait early: try another.
+        if let Ok(seen) = wait_for_line(&rx, Duration::from_secs(10), |_| true) {
+            if seen[0].starts_with("listening on") {
+                return (child, port, rx);
+            }
+        }
+    }
+    panic!("tcptune serve did not start on a free port in five attempts");
+}
+
+/// [`serve_on_loopback`] with its log read and dropped.
+pub fn serve_draining(args: &[&str]) -> (Kill, u16) {
+    let (child, port, log) = serve_on_loopback(args);
+    std::thread::spawn(move || while log.recv().is_ok() {});
+    (child, port)
 }
 
 /// The address in a serving command's first line.
