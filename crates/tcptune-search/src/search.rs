@@ -16,7 +16,7 @@ use crate::hypothesis::{
     Settings, CC, RMEM, WMEM,
 };
 use crate::outcome::{Outcome, Phase, Report, Step};
-use crate::stats::{compare, mean, Arm, Verdict};
+use crate::stats::{compare_at, mean, Arm, Verdict};
 
 use crate::shrink::{self, Shrink, Undo, BRACKET};
 
@@ -385,11 +385,11 @@ impl Search {
             }
             return Some((outcome, why));
         }
-        // Each look tests at 5% over the number of looks a trial may take.
-        let looks = (cfg.max_pairs - cfg.min_pairs + 1) as f64;
+        // 5% over the looks a trial may take (`compare_at`); kept only when the gain clears the
+        // smallest gain worth keeping at 95%.
         let gain = mb / ma - 1.0;
-        // Kept only when the gain clears the smallest gain worth keeping at 95%.
-        match compare(&t.a, &t.b, 0.05 / looks, cfg.min_gain) {
+        let looks = cfg.min_pairs..=cfg.max_pairs;
+        match compare_at(&t.a, &t.b, 0.05, looks, cfg.min_gain) {
             Verdict::Better => Some((
                 Outcome::Kept,
                 format!(
