@@ -51,6 +51,11 @@ pub fn writable_keys() -> impl Iterator<Item = &'static str> {
 /// Without the path's rate, a buffer step sizes for this many times the measured rate.
 pub const GROWTH: f64 = 4.0;
 
+/// The share of what the path carries a tuned flow should reach: the search's goal is within 5%
+/// of the best. The diagnosis calls a flow "at the path's capacity" from 90% of its payload
+/// rate up (what limits it: nothing of the hosts'), which leaves up to twice that goal's room.
+pub const GOAL_SHARE: f64 = 0.95;
+
 /// Sysctl values by key, exactly as the kernel prints them.
 pub type Settings = BTreeMap<String, String>;
 
@@ -88,6 +93,10 @@ pub struct Observation {
     /// The same for the sender's send buffer (`sndbuf_limited`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sndbuf_limited: Option<f64>,
+    /// The payload the path carries (its told rate less the headers), bits per second, when
+    /// the path's rate was told.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path_payload_bps: Option<f64>,
 }
 
 impl Observation {
@@ -140,7 +149,14 @@ impl Observation {
                 .filter_map(|s| s.evidence.shares.as_ref().map(f))
                 .reduce(f64::max)
         };
+        let payloads: Vec<f64> = d
+            .streams
+            .iter()
+            .filter_map(|s| s.evidence.path_goodput_bps.map(Rate::bps))
+            .collect();
         Observation {
+            // Each stream's figure is its even share of the path.
+            path_payload_bps: (!payloads.is_empty()).then(|| payloads.iter().sum()),
             rwnd_limited: share(|s| s.rwnd),
             sndbuf_limited: share(|s| s.sndbuf),
             rate_bps: d.achieved_bps.bps(),
@@ -324,7 +340,7 @@ pub fn window_could_limit(key: &str, obs: &Observation, now: &Settings, cfg: &Co
     };
     match cfg.path_rate_bps {
         Some(path) => {
-            obs.rate_bps < 0.95 * path
+            obs.rate_bps < GOAL_SHARE * path
                 && buffer_need(key, path, rtt, false, now, cfg).is_some_and(|n| n > cur)
         }
         None => buffer_need(key, obs.rate_bps, rtt, false, now, cfg)
@@ -426,6 +442,23 @@ fn with_send_buffer(
     })
 }
 
+/// Why a flow the diagnosis calls at the path's capacity may still gain: it carries less than
+/// [`GOAL_SHARE`] of the path's payload (1 Gbit/s × 16 ms under CUBIC: 877–895 of 941.5 Mbit/s,
+/// "at capacity", where BBR carried 910–918). `None` when it carries more, or the path's rate
+/// was not told.
+fn short_of_the_path(obs: &Observation) -> Option<String> {
+    let payload = obs.path_payload_bps?;
+    (obs.limit == Limit::PathCapacity && obs.rate_bps < GOAL_SHARE * payload).then(|| {
+        format!(
+            "at the path's capacity, but {:.1} Mbit/s is {:.1}% of the {:.1} Mbit/s of payload \
+             it carries",
+            obs.rate_bps / 1e6,
+            100.0 * obs.rate_bps / payload,
+            payload / 1e6
+        )
+    })
+}
+
 /// The changes to try next, from the latest observation and the settings in effect, and the
 /// ones the search will not try (with why).
 pub fn hypotheses(
@@ -452,8 +485,10 @@ pub fn hypotheses(
         }
         _ => {}
     }
-    let cc_matters =
-        matches!(obs.limit, Limit::Loss | Limit::Network) || wants(Knob::CongestionControl);
+    let short = short_of_the_path(obs);
+    let cc_matters = matches!(obs.limit, Limit::Loss | Limit::Network)
+        || wants(Knob::CongestionControl)
+        || short.is_some();
     // A sender held back by loss or its cwnd tries the congestion control before a send buffer
     // the diagnosis did not name (only the BDP asks for it): that is what the evidence points
     // to, and a bigger buffer under a loss-based sender mostly buys a deeper slow-start
@@ -472,10 +507,16 @@ pub fn hypotheses(
                 out.0.push(Hypothesis {
                     kind: Kind::CongestionControl,
                     changes: vec![(CC.to_string(), "bbr".to_string())],
-                    why: format!(
-                        "{}: BBR does not take loss for congestion",
-                        obs.limit.label()
-                    ),
+                    why: match &short {
+                        Some(short) => format!(
+                            "{short}: a loss-based sender backs off at each of the queue's \
+                             overflows, and BBR does not take loss for congestion"
+                        ),
+                        None => format!(
+                            "{}: BBR does not take loss for congestion",
+                            obs.limit.label()
+                        ),
+                    },
                     memory_bytes: None,
                 });
             } else {

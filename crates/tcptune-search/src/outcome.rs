@@ -42,6 +42,8 @@ pub struct Step {
     pub was: Vec<(String, String)>,
     /// The diagnosis the change was tried on.
     pub evidence: String,
+    /// Why the change was expected to help: the rule that proposed it.
+    pub hypothesis: String,
     /// Throughput with the old values (A) and the new (B), bits per second.
     pub a: Option<Arm>,
     /// Throughput with the new values (B), bits per second.

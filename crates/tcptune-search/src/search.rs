@@ -305,9 +305,11 @@ impl Search {
     /// say) runs a second and goes on from that one, the baseline being their mean: one short
     /// test can land well above its setting's mean (1 Gbit/s × 16 ms: 878.8 Mbit/s, "at the
     /// path's capacity", from buffers whose 4 s tests average 782 in the sweep).
-    fn on_baseline(&mut self, obs: Observation) -> Action {
+    fn on_baseline(&mut self, mut obs: Observation) -> Action {
         self.kept_rates.push(obs.rate_bps);
         let m = mean(&self.kept_rates);
+        // The hypotheses see the baseline's mean, for the reason a second test runs.
+        obs.rate_bps = m;
         self.baseline_bps = Some(m);
         self.best_bps = m;
         let first = self.kept_rates.len() == 1;
@@ -425,6 +427,7 @@ impl Search {
             changes: t.hyp.changes.clone(),
             was: t.was.clone(),
             evidence: t.evidence.clone(),
+            hypothesis: t.hyp.why.clone(),
             a: Arm::of(&t.a),
             b: Arm::of(&t.b),
             a_rtt_ms: rtt(&t.a_rtt),

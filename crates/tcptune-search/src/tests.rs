@@ -125,6 +125,7 @@ impl FakePath {
             verdict: format!("{:.1} Mbit/s", rate / 1e6),
             rwnd_limited: Some(if limited { 1.0 } else { 0.0 }),
             sndbuf_limited: Some(0.0),
+            path_payload_bps: None,
         }
     }
 }
@@ -553,6 +554,7 @@ fn a_sender_held_back_by_the_receivers_window_keeps_the_buffer_the_path_needs() 
             verdict: format!("{:.1} Mbit/s", rate / 1e6),
             rwnd_limited: Some(if rwnd { 1.0 } else { 0.0 }),
             sndbuf_limited: Some(if rwnd { 0.0 } else { 1.0 }),
+            path_payload_bps: None,
         }
     };
     let mut cfg = Config::new(Role::Sender, TEST_S);
@@ -587,6 +589,7 @@ fn a_send_buffer_that_holds_a_steady_flow_back_unseen_by_its_chronograph_is_not_
             verdict: format!("{:.1} Mbit/s", rate / 1e6),
             rwnd_limited: Some(0.0),
             sndbuf_limited: Some(0.005),
+            path_payload_bps: None,
         }
     };
     let mut cfg = Config::new(Role::Sender, TEST_S);
@@ -623,6 +626,7 @@ fn shrinks_stay_within_the_tolerance_of_the_unshrunk_result_not_of_the_last_shri
             verdict: format!("{:.1} Mbit/s", r / 1e6),
             rwnd_limited: Some(0.3),
             sndbuf_limited: Some(0.0),
+            path_payload_bps: None,
         }
     };
     let (report, host) = drive_with(Config::new(Role::Receiver, TEST_S), settings(start), test);
@@ -814,6 +818,7 @@ fn a_search_that_would_end_on_one_lucky_test_confirms_it_with_a_second() {
                 verdict: String::new(),
                 rwnd_limited: Some(0.0),
                 sndbuf_limited: Some(0.0),
+                path_payload_bps: None,
             }
         })
         .0
@@ -831,4 +836,64 @@ fn a_search_that_would_end_on_one_lucky_test_confirms_it_with_a_second() {
     // At capacity twice: two tests, nothing tried.
     let report = run(cfg, 2);
     assert_eq!((report.tests_used, report.steps.len()), (2, 0), "{report}");
+}
+
+#[test]
+fn a_loss_based_sender_at_capacity_but_short_of_the_paths_payload_tries_bbr() {
+    // 1 Gbit/s × 16 ms told (941.5 Mbit/s of payload): CUBIC's 4 s tests carry 727–897 (as
+    // measured), which the diagnosis calls the path's capacity from 847 up; BBR carries 912.
+    // Below 95% of the payload (the mean of the baseline's tests) the search tries BBR and
+    // keeps it; a CUBIC flow above 95% tries nothing.
+    let payload = 941.5e6;
+    let mut cfg = Config::new(Role::Sender, TEST_S);
+    cfg.path_rate_bps = Some(1e9);
+    let mut start = settings(6 << 20);
+    start.insert(CC_AVAILABLE.into(), "reno cubic bbr".into());
+    let run = |cubic: &[f64]| {
+        let mut n = 0;
+        let mut rng = Rng::new(5);
+        drive_with(cfg.clone(), start.clone(), |host| {
+            let rate = if host[CC] == "bbr" {
+                912e6 * (1.0 + 0.005 * rng.normal())
+            } else {
+                n += 1;
+                cubic[(n - 1) % cubic.len()]
+            };
+            Observation {
+                rate_bps: rate,
+                srtt_s: Some(0.017),
+                min_rtt_s: Some(0.016),
+                memory_bytes: Some(10 << 20),
+                limit: Limit::PathCapacity,
+                knobs: vec![],
+                verdict: String::new(),
+                rwnd_limited: Some(0.01),
+                sndbuf_limited: Some(0.0),
+                path_payload_bps: Some(payload),
+            }
+        })
+    };
+    // The first test alone is above 95% (897 of 941.5); the two together are not.
+    let (report, host) = run(&[897e6, 877e6, 852e6, 779e6, 884e6, 741e6, 866e6, 812e6]);
+    assert_eq!(report.steps[0].phase, Phase::Change, "{report}");
+    assert_eq!(
+        report.steps[0].changes,
+        vec![(CC.to_string(), "bbr".to_string())]
+    );
+    assert!(
+        report.steps[0]
+            .hypothesis
+            .contains("887.0 Mbit/s is 94.2% of the 941.5 Mbit/s"),
+        "{}",
+        report.steps[0].hypothesis
+    );
+    assert_eq!(report.steps[0].outcome, Outcome::Kept, "{report}");
+    assert_eq!(host[CC], "bbr");
+    // At 96% of the payload: nothing to try.
+    let (report, host) = run(&[905e6, 903e6]);
+    assert!(
+        report.steps.iter().all(|s| s.phase == Phase::Shrink),
+        "{report}"
+    );
+    assert_eq!(host[CC], "cubic");
 }
