@@ -16,7 +16,7 @@ use crate::hypothesis::{
     Settings, CC, RMEM, WMEM,
 };
 use crate::outcome::{Outcome, Phase, Report, Step};
-use crate::stats::{compare_at, mean, Arm, Verdict};
+use crate::stats::{compare_at, mean, shift, Arm, Verdict};
 
 use crate::shrink::{self, Shrink, Undo, BRACKET};
 
@@ -412,6 +412,17 @@ impl Search {
                 format!(
                     "no gain above +{:.0}% shown after {pairs} pairs ({:+.1}%)",
                     cfg.min_gain * 100.0,
+                    gain * 100.0
+                ),
+            )),
+            // Futility: B ranks at or below A (its shift is no gain), so more pairs would
+            // rarely show one, and their tests are better spent on the next hypothesis. Stopping
+            // for futility only ever calls no difference: the level is not spent.
+            Verdict::NoDifference if shift(&t.a, &t.b) <= 0.0 => Some((
+                Outcome::RolledBack,
+                format!(
+                    "no gain after {pairs} pairs ({:+.1}%, B's tests at or below A's): stopped \
+                     early",
                     gain * 100.0
                 ),
             )),

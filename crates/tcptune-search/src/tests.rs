@@ -897,3 +897,58 @@ fn a_loss_based_sender_at_capacity_but_short_of_the_paths_payload_tries_bbr() {
     );
     assert_eq!(host[CC], "cubic");
 }
+
+#[test]
+fn a_trial_whose_b_ranks_below_a_stops_early_and_leaves_the_budget_to_the_next() {
+    // 1 Gbit/s × 100 ms told, the sender's 4 MiB named by the diagnosis: a larger send buffer
+    // alone under CUBIC collapses in slow start (180 Mbit/s against 200), BBR with it carries
+    // 340. The buffer is tried first (the diagnosis named it), then BBR with it, when a later
+    // test reads "network". With 14 tests the buffer alone stops after three pairs, so BBR with the buffer gets
+    // the pairs it needs and is kept.
+    let mut cfg = Config::new(Role::Sender, TEST_S);
+    cfg.path_rate_bps = Some(1e9);
+    cfg.max_tests = 14;
+    let mut start = settings(6 << 20);
+    start.insert(CC_AVAILABLE.into(), "reno cubic bbr".into());
+    let mut rng = Rng::new(3);
+    let mut n = 0;
+    let (report, host) = drive_with(cfg, start, |host| {
+        n += 1;
+        let wmem = buffer_max(&host[WMEM]).unwrap();
+        let bbr = host[CC] == "bbr";
+        // As measured: the first test at 4 MiB reads "send buffer", the later ones "network".
+        let (base, limit) = match (bbr, wmem > 4 << 20) {
+            (true, true) => (340e6, Limit::ReceiverWindow),
+            (false, true) => (180e6, Limit::Network),
+            (_, false) if n == 1 => (200e6, Limit::SendBuffer),
+            (_, false) => (200e6, Limit::Network),
+        };
+        let rate = base * (1.0 + 0.03 * rng.normal());
+        Observation {
+            rate_bps: rate,
+            srtt_s: Some(0.101),
+            min_rtt_s: Some(0.100),
+            memory_bytes: Some(wmem),
+            limit,
+            knobs: if limit == Limit::SendBuffer {
+                vec![Knob::TcpWmemMax]
+            } else {
+                vec![]
+            },
+            verdict: String::new(),
+            rwnd_limited: Some(0.0),
+            sndbuf_limited: Some(if limit == Limit::SendBuffer { 1.0 } else { 0.0 }),
+            path_payload_bps: Some(941.5e6),
+        }
+    });
+    let first = &report.steps[0];
+    assert_eq!(first.changes[0].0, WMEM, "{report}");
+    assert_eq!(
+        (first.tests, first.outcome),
+        (6, Outcome::RolledBack),
+        "{report}"
+    );
+    assert!(first.why.contains("stopped early"), "{report}");
+    assert_eq!(host[CC], "bbr", "{report}");
+    assert!(buffer_max(&host[WMEM]).unwrap() > 4 << 20, "{report}");
+}
