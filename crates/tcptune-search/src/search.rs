@@ -421,9 +421,10 @@ impl Search {
             Verdict::NoDifference if shift(&t.a, &t.b) <= 0.0 => Some((
                 Outcome::RolledBack,
                 format!(
-                    "no gain after {pairs} pairs ({:+.1}%, B's tests at or below A's): stopped \
-                     early",
-                    gain * 100.0
+                    "no gain after {pairs} pairs ({:+.1}%; B over A {:+.1}% at the median \
+                     pair): stopped early",
+                    gain * 100.0,
+                    shift(&t.a, &t.b) * 100.0
                 ),
             )),
             Verdict::NoDifference => None,
