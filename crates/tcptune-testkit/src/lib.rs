@@ -23,6 +23,15 @@ pub use tempdir::TempDir;
 
 pub use tcptune_os::process::Signal;
 
+/// Takes this test binary's one turn for tests that measure time or throughput: on a two-core
+/// machine, two transfers (or two labs' emulators) at once starve each other and blur what
+/// each test measures. A test that panicked while holding the turn does not block the others.
+pub fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    TURN.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// True when the process can create network namespaces (root with CAP_SYS_ADMIN).
 /// Prints why not, so a skipped test says so in the test log.
 ///

@@ -22,10 +22,6 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use tcptune_testkit::privileged;
 
-/// One lab at a time: the delay measurement must not share the two CPUs with another lab's
-/// stream, and the counts are easier to read alone.
-static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
 fn tcptune(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_tcptune"))
         .args(args)
@@ -314,7 +310,7 @@ fn join_counts_equal_the_emulators_for_loss_and_reordering() {
     if !privileged("join_counts_equal_the_emulators_for_loss_and_reordering") {
         return;
     }
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = tcptune_testkit::one_at_a_time();
     let name = format!("t-jl{}", std::process::id() % 100_000);
     let mut lab = Lab::up(
         &name,
@@ -369,7 +365,7 @@ fn join_counts_duplicates_as_the_emulator_does() {
     if !privileged("join_counts_duplicates_as_the_emulator_does") {
         return;
     }
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = tcptune_testkit::one_at_a_time();
     let name = format!("t-jd{}", std::process::id() % 100_000);
     let mut lab = Lab::up(
         &name,
@@ -423,7 +419,7 @@ fn join_measures_the_configured_delay_distribution() {
     if !privileged("join_measures_the_configured_delay_distribution") {
         return;
     }
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = tcptune_testkit::one_at_a_time();
     tcptune_testkit::steal::retry_when_starved("join_delay", || {
         let name = format!("t-jj{}", std::process::id() % 100_000);
         // A fixed 5 ms each way, then 5 ms ± 1 ms uniform on the way up (each packet its own

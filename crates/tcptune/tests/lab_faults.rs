@@ -12,14 +12,11 @@
 
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
-use std::sync::Mutex;
 use std::time::Duration;
 
 use serde_json::Value;
 use tcptune_testkit::TempDir;
 use tcptune_testkit::{is_root, privileged, signal, wait_for, Signal};
-
-static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 fn tcptune(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_tcptune"))
@@ -229,7 +226,7 @@ fn kills_at_every_stage_leave_nothing_behind_and_resume_gives_the_same_results()
     if !privileged("kills_at_every_stage_leave_nothing_behind") {
         return;
     }
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = tcptune_testkit::one_at_a_time();
     // `lab run --name N` gives each trial its own lab, N-0001, N-0002, … (counted per run).
     let _labs = Labs(&[
         "t-fault",
@@ -451,7 +448,7 @@ fn a_cpu_hog_exits_when_its_emulator_dies() {
     if !privileged("a_cpu_hog_exits_when_its_emulator_dies") {
         return;
     }
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = tcptune_testkit::one_at_a_time();
     let lab = "t-hogdie";
     let _labs = Labs(&["t-hogdie"]);
     ok(&[
@@ -480,7 +477,7 @@ fn down_all_removes_leftovers_only_and_force_needs_all() {
     if !privileged("down_all_removes_leftovers_only") {
         return;
     }
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = tcptune_testkit::one_at_a_time();
     let _labs = Labs(&["t-keep", "t-left"]);
     ok(&["lab", "up", "--backend", "emu", "--name", "t-keep"]);
     ok(&["lab", "up", "--backend", "emu", "--name", "t-left"]);

@@ -16,14 +16,8 @@ use serde_json::Value;
 use tcptune_testkit::sock::{self, listen};
 use tcptune_testkit::{privileged, veth_pair, Netns};
 
-/// The tests that judge timing (limit shares, verdicts) take turns: on a two-core machine,
-/// several transfers at once starve each other's writers and blur what each test measures.
-static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn turn() -> std::sync::MutexGuard<'static, ()> {
-    TURN.lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
+/// The tests that judge timing (limit shares, verdicts) take turns.
+use tcptune_testkit::one_at_a_time as turn;
 
 fn tcptune() -> Command {
     Command::new(env!("CARGO_BIN_EXE_tcptune"))

@@ -6,18 +6,11 @@
 
 mod common;
 
-use std::sync::Mutex;
-
 use common::lab::Lab;
 use serde_json::Value;
 use tcptune_model::buffers::{buffers, BufferQuery, FlowSharing};
 use tcptune_model::kernel::{CongestionControl, KernelSource};
 use tcptune_model::{Dur, Rate};
-
-/// Held by each test for its whole run: both assert throughput against a model's bound, and
-/// on a 2-core machine two labs' emulators and flows at once take each other's CPU (the
-/// receiver then reads late and its window, not the path, sets the rate).
-static ONE_LAB_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 fn diagnosis(r: &Value) -> &Value {
     &r["tcptune"]["diagnosis"]
@@ -48,7 +41,7 @@ fn lab_diagnoses_windows_buffers_and_loss() {
     if !tcptune_testkit::privileged("lab_diagnoses_windows_buffers_and_loss") {
         return;
     }
-    let _serial = ONE_LAB_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = tcptune_testkit::one_at_a_time();
     let lab = Lab::up("ttperf", &["--rate", "100mbit", "--rtt", "20ms"]);
     // A download from a stock iperf3 server into a client with a 64 KiB receive buffer: only
     // our receiving end is sampled, and its own window evidence names the limit.
@@ -146,7 +139,7 @@ fn lab_seed_001_untuned_and_tuned_receiver() {
     if !tcptune_testkit::privileged("lab_seed_001_untuned_and_tuned_receiver") {
         return;
     }
-    let _serial = ONE_LAB_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = tcptune_testkit::one_at_a_time();
     let lab = Lab::up(
         "ttseed1",
         &["--rate", "100mbit", "--rtt", "20ms", "--loss", "0.03%"],

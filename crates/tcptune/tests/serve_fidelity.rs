@@ -12,7 +12,6 @@
 mod common;
 
 use std::process::{Command, Stdio};
-use std::sync::Mutex;
 use std::time::Duration;
 
 use common::lab::Lab;
@@ -29,9 +28,6 @@ const SECS: &str = "3";
 const TOLERANCE: f64 = 0.10;
 /// The servers' port inside the lab's server namespace.
 const PORT: &str = "5201";
-
-/// One lab at a time: two labs' emulators and flows at once take each other's CPU.
-static ONE_LAB_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 /// One test against `server` (a one-off server on PORT) across `lab`: the receiver's rate the
 /// client reports, bits per second.
@@ -101,7 +97,7 @@ fn compare(name: &'static str, lab_args: &[&str], expect: impl Fn(f64) -> bool) 
     if !tcptune_testkit::privileged(name) {
         return;
     }
-    let _one = ONE_LAB_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = tcptune_testkit::one_at_a_time();
     let lab = Lab::up(name, lab_args);
     let mut rounds = Vec::new();
     for r in 0..ROUNDS {

@@ -5,15 +5,11 @@
 //! killed, leaves every value it may touch as it was.
 
 use std::process::{Command, Output, Stdio};
-use std::sync::Mutex;
 use std::time::Duration;
 
 use serde_json::Value;
 use tcptune_os::process::Signal;
 use tcptune_testkit::{line_channel, wait_for_line, Kill, TempDir};
-
-/// Both tests measure throughput on a 2-core machine: one lab at a time.
-static ONE_LAB_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 const KEYS: [&str; 6] = [
     "net.ipv4.tcp_rmem",
@@ -142,7 +138,7 @@ fn lab_search_keeps_the_larger_receive_buffer_and_rollback_restores_it() {
     ) {
         return;
     }
-    let _one = ONE_LAB_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = tcptune_testkit::one_at_a_time();
     let lab = Lab::up("tth7keep");
     let _srv = lab.serve();
     let before = lab.values();
@@ -260,7 +256,7 @@ fn lab_search_stopped_mid_trial_leaves_every_value_as_it_was() {
     if !tcptune_testkit::privileged("lab_search_stopped_mid_trial_leaves_every_value_as_it_was") {
         return;
     }
-    let _one = ONE_LAB_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = tcptune_testkit::one_at_a_time();
     let lab = Lab::up("tth7stop");
     let srv = lab.serve();
     interrupted(&lab, "tune-search-term", |pid| {

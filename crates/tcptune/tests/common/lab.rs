@@ -45,6 +45,18 @@ impl Lab {
     pub fn ns(&self, host: &str) -> String {
         format!("tcptune-{}-{host}", self.0)
     }
+    /// Waits until the emulator holds no packet in either direction: a test's sockets keep
+    /// sending what their buffers held after the test ends, and a deep queue takes a while to
+    /// drain, so the next test would otherwise start behind the last one's leftovers.
+    pub fn wait_idle(&self) {
+        let empty = |d: &Value| d["queue_packets"] == 0 && d["held_packets"] == 0;
+        tcptune_testkit::wait_for("the lab's link to drain", Duration::from_secs(30), || {
+            let o = tcptune(&["lab", "status", "--name", self.0, "--json"]);
+            let v: Value = serde_json::from_slice(&o.stdout).unwrap_or(Value::Null);
+            let emu = &v["result"]["labs"][0]["emulator"];
+            empty(&emu["up"]) && empty(&emu["down"])
+        });
+    }
     /// `tcptune serve -1` on the server, once it says it listens (a pipe read with a deadline),
     /// then `tcptune test 198.18.0.2 --json ARGS` on the client: exit code and JSON result.
     pub fn test(&self, args: &[&str]) -> (i32, Value) {
@@ -53,6 +65,7 @@ impl Lab {
     }
     /// As `test`, against another server command that prints `ready` once it listens.
     pub fn test_against(&self, server: &[&str], ready: &str, args: &[&str]) -> (i32, Value) {
+        self.wait_idle();
         let ns_server = self.ns("server");
         let mut argv = vec!["netns", "exec", ns_server.as_str()];
         argv.extend_from_slice(server);
