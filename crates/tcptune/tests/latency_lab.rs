@@ -129,7 +129,7 @@ fn probes_do_not_disturb_a_stock_iperf3_server() {
     }
     // Alone, and each test on an empty queue (`Lab::test_against` waits for it): run beside
     // the other test and each right after the last, the probe rounds came out 1-2% low in
-    // every run, as neither is once both are kept apart.
+    // every run, and not once both were kept apart.
     let _one = tcptune_testkit::one_at_a_time();
     // The path where probes matter most: a deep queue that the load keeps full, so a probe's
     // handshake waits behind it. Rounds alternate with and without probes so drift on the
