@@ -315,7 +315,8 @@ fn mask(line: &str, adaptive: bool) -> String {
         out.push(c);
         i += 1;
     }
-    // Sizes (Transfer, Cwnd) are always in adaptive units; rates are unless -f fixed them.
+    // Sizes (Transfer, Cwnd, `-F`'s "Sent N MByte / N MByte") are always in adaptive units;
+    // rates are unless -f fixed them.
     let mut words: Vec<String> = out.split(' ').map(str::to_string).collect();
     for i in 1..words.len() {
         if words[i - 1] != "N" {
@@ -324,7 +325,10 @@ fn mask(line: &str, adaptive: bool) -> String {
         let bare = words[i]
             .trim_start_matches(['K', 'M', 'G', 'T'])
             .to_string();
-        if bare == "Bytes" || (adaptive && (bare == "bits/sec" || bare == "Bytes/sec")) {
+        if bare == "Bytes"
+            || bare == "Byte"
+            || (adaptive && (bare == "bits/sec" || bare == "Bytes/sec"))
+        {
             words[i] = bare;
         }
     }
@@ -546,6 +550,17 @@ fn the_normaliser_masks_numbers_addresses_and_adaptive_units() {
         "[ N] N-N sec N Bytes N bits/sec N N Bytes       "
     );
     assert_ne!(mask(a, false), mask(b, false));
+    // `-F`'s line, whose sizes take the unit of how much one second carried.
+    assert_eq!(
+        mask(
+            "        Sent 1.02 GByte / 1.02 GByte (100%) of /tmp/f",
+            false
+        ),
+        mask(
+            "        Sent  986 MByte /  986 MByte (100%) of /tmp/f",
+            false
+        )
+    );
     // With -f the rate's unit is fixed (compared); sizes stay adaptive (masked).
     assert_eq!(
         mask(
