@@ -26,6 +26,18 @@ impl<'fd> PollFd<'fd> {
         }
     }
 
+    /// Waits for `fd` to take more output (POLLOUT; hang-up and errors also wake it).
+    pub fn writable(fd: BorrowedFd<'fd>) -> PollFd<'fd> {
+        PollFd {
+            raw: libc::pollfd {
+                fd: fd.as_raw_fd(),
+                events: libc::POLLOUT,
+                revents: 0,
+            },
+            _fd: PhantomData,
+        }
+    }
+
     /// Whether the last [`poll`] reported anything for this descriptor.
     pub fn ready(&self) -> bool {
         self.raw.revents != 0

@@ -20,7 +20,10 @@ use tcptune_diagnose::Sample;
 use tcptune_iperf3::{Results, StreamResult};
 use tcptune_model::Dur;
 
+pub use crate::send::SendPlan;
+use crate::send::{self, Sender};
 use crate::sock::{self, ZeroCopySource};
+use crate::stream::{is_timeout, now, Marker, POLL};
 
 /// Samples kept across all streams of a test (each is about 1.5 KiB in memory).
 pub const MAX_SAMPLES: usize = 65_536;
@@ -32,27 +35,6 @@ pub fn thin_half(v: &mut Vec<Sample>) {
         k += 1;
         (k - 1) % 2 == 0
     });
-}
-
-/// How often blocking socket calls return to check for a stop request.
-const POLL: Duration = Duration::from_millis(100);
-
-/// How the sending streams send.
-#[derive(Debug, Clone)]
-pub struct SendPlan {
-    /// Bytes per write (iperf3's `-l`).
-    pub block: u32,
-    /// Per-stream rate cap, bits per second (iperf3's `-b`).
-    pub rate_bps: Option<u64>,
-    /// Total bytes all sending streams together send (iperf3's `-n`); none = until stopped.
-    pub bytes_total: Option<u64>,
-    /// `sendfile` from a memory file instead of `write` (iperf3's `-Z`).
-    pub zerocopy: bool,
-    /// The payload is "0123456789" repeated (iperf3's `--repeating-payload`).
-    pub repeating: bool,
-    /// iperf3's `-F`: sending streams send this file's bytes (the stream ends at its end),
-    /// receiving streams write what they read to it (each stream opens it itself, as iperf3).
-    pub file: Option<std::path::PathBuf>,
 }
 
 /// One data connection and its role.
@@ -115,10 +97,6 @@ pub struct DataPhase {
     sampler: Option<JoinHandle<()>>,
 }
 
-fn now(clock: Instant) -> Dur {
-    Dur::from_nanos(clock.elapsed().as_nanos().min(u64::MAX as u128) as u64)
-}
-
 fn sample(clock: Instant, sock: &TcpStream) -> Option<Sample> {
     let info = tcptune_kernel::sys::tcp_info_of(sock.as_fd()).ok()?;
     Some(Sample {
@@ -126,13 +104,6 @@ fn sample(clock: Instant, sock: &TcpStream) -> Option<Sample> {
         info,
         skmem: sock::meminfo(sock.as_fd()),
     })
-}
-
-fn is_timeout(e: &io::Error) -> bool {
-    matches!(
-        e.kind(),
-        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
-    )
 }
 
 /// Fills a send buffer: "0123456789" repeated (`repeating`, iperf3's `--repeating-payload`),
@@ -171,6 +142,9 @@ impl DataPhase {
         let mark = Arc::new(AtomicU64::new(u64::MAX));
         let mut slots = Vec::new();
         let mut workers = Vec::new();
+        // Memory (or `-Z`) senders go to `send`'s groups; `-F`'s senders and every receiver
+        // have a thread each.
+        let mut senders: Vec<Sender> = Vec::new();
         for s in streams {
             s.sock.set_read_timeout(Some(POLL))?;
             s.sock.set_write_timeout(Some(POLL))?;
@@ -195,6 +169,15 @@ impl DataPhase {
                 None => None,
             };
             let handle = match (file, slot.sends) {
+                (None, true) => {
+                    senders.push(Sender {
+                        sock,
+                        bytes,
+                        marker,
+                    });
+                    slots.push(slot);
+                    continue;
+                }
                 (Some(file), true) => {
                     let (stop, ended) = (stop_send.clone(), file_ended.clone());
                     let (total, plan) = (sent_total.clone(), plan.clone());
@@ -207,27 +190,6 @@ impl DataPhase {
                                 marker: &marker,
                             };
                             send_file(&sock, file, &plan, &stop, &c, &ended)
-                        })?
-                }
-                (_, true) => {
-                    let stop = stop_send.clone();
-                    let total = sent_total.clone();
-                    let block = block.clone();
-                    let zc = zc.clone();
-                    let plan = plan.clone();
-                    std::thread::Builder::new()
-                        .name(format!("send-{}", slot.id))
-                        .spawn(move || {
-                            send_loop(
-                                &sock,
-                                (*block).as_ref(),
-                                zc.as_deref(),
-                                &plan,
-                                &stop,
-                                &bytes,
-                                &total,
-                                &marker,
-                            )
                         })?
                 }
                 (file, false) => {
@@ -246,6 +208,22 @@ impl DataPhase {
             };
             workers.push(handle);
             slots.push(slot);
+        }
+        let threads = send::threads_for(senders.len());
+        for (k, group) in send::groups(senders, threads).into_iter().enumerate() {
+            let stop = stop_send.clone();
+            let total = sent_total.clone();
+            let block = block.clone();
+            let zc = zc.clone();
+            let plan = plan.clone();
+            workers.push(
+                std::thread::Builder::new()
+                    .name(format!("send-{k}"))
+                    .spawn(move || {
+                        let block = (*block).as_ref();
+                        send::send_group(&group, block, zc.as_deref(), &plan, &stop, &total)
+                    })?,
+            );
         }
         let samples = Arc::new(Mutex::new(vec![Vec::new(); slots.len()]));
         let (tx, rx) = mpsc::channel::<()>();
@@ -496,82 +474,16 @@ impl AsMut<[u8]> for Aligned {
     }
 }
 
-/// A stream thread's view of the mark: notes its byte count once the clock passes it.
-struct Marker {
-    clock: Instant,
-    mark: Arc<AtomicU64>,
-    at_mark: Arc<AtomicU64>,
-}
-
-impl Marker {
-    fn check(&self, bytes: u64) {
-        let mark = self.mark.load(Ordering::Relaxed);
-        if mark != u64::MAX
-            && self.at_mark.load(Ordering::Relaxed) == u64::MAX
-            && now(self.clock).nanos() >= mark
-        {
-            self.at_mark.store(bytes, Ordering::Relaxed);
-        }
-    }
-}
-
-#[allow(clippy::too_many_arguments)]
-fn send_loop(
-    sock: &TcpStream,
-    block: &[u8],
-    zc: Option<&ZeroCopySource>,
-    plan: &SendPlan,
-    stop: &AtomicBool,
-    bytes: &AtomicU64,
-    total: &AtomicU64,
-    marker: &Marker,
-) {
-    let start = Instant::now();
-    let mut mine: u64 = 0;
-    let mut w = sock;
-    while !stop.load(Ordering::Relaxed) {
-        marker.check(mine);
-        let mut len = block.len();
-        if let Some(limit) = plan.bytes_total {
-            let so_far = total.load(Ordering::Relaxed);
-            if so_far >= limit {
-                return;
-            }
-            len = len.min((limit - so_far) as usize);
-        }
-        if pace(plan, mine, start) {
-            continue;
-        }
-        let r = match zc {
-            Some(z) if len == block.len() => z.send(sock),
-            _ => w.write(&block[..len]),
-        };
-        match r {
-            Ok(0) => return,
-            Ok(n) => {
-                mine += n as u64;
-                bytes.fetch_add(n as u64, Ordering::Relaxed);
-                total.fetch_add(n as u64, Ordering::Relaxed);
-            }
-            Err(e) if is_timeout(&e) => {}
-            Err(_) => return,
-        }
-    }
-}
-
 /// `-b`'s pacing: waits (at most 100 ms) when the rate does not yet allow the bytes sent so
 /// far; true when it waited.
 fn pace(plan: &SendPlan, mine: u64, start: Instant) -> bool {
-    let Some(rate) = plan.rate_bps else {
-        return false;
-    };
-    let due = mine as f64 * 8.0 / rate as f64;
-    let el = start.elapsed().as_secs_f64();
-    if due > el {
-        std::thread::sleep(Duration::from_secs_f64((due - el).min(0.1)));
-        return true;
+    match send::pacing_wait(plan, mine, start) {
+        Some(wait) => {
+            std::thread::sleep(wait.min(POLL));
+            true
+        }
+        None => false,
     }
-    false
 }
 
 /// iperf3's `-F` file, opened as iperf3 opens it: to read (a sending stream), or to write,

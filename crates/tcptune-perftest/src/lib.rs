@@ -16,11 +16,13 @@ pub mod iperf3_verbose;
 pub mod peer;
 pub mod probe;
 pub mod replay;
+mod send;
 pub mod server;
 pub mod server_conn;
 pub mod server_json;
 pub mod server_text;
 pub mod sock;
+mod stream;
 pub mod test_report;
 pub mod udp;
 
