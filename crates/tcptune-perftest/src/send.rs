@@ -76,10 +76,12 @@ pub(crate) fn pacing_wait(plan: &SendPlan, mine: u64, start: Instant) -> Option<
 enum Pass {
     /// Some stream took bytes.
     Wrote,
-    /// None did: the soonest a paced stream may send again, and whether a socket was full.
+    /// None did: the soonest a paced stream may send again, and the streams whose socket was
+    /// full (only those are waited on: a paced stream's socket is writable, and polling it
+    /// would return at once and spin until its turn).
     Idle {
         wait: Option<Duration>,
-        blocked: bool,
+        blocked: Vec<usize>,
     },
 }
 
@@ -108,14 +110,12 @@ pub(crate) fn send_group(
             // Every open stream is ahead of its `-b` rate: a rate limiter's wait.
             Pass::Idle {
                 wait: Some(wait),
-                blocked: false,
-            } => std::thread::sleep(wait.min(POLL)),
-            Pass::Idle { wait, .. } => {
-                let mut fds: Vec<PollFd<'_>> = group
+                blocked,
+            } if blocked.is_empty() => std::thread::sleep(wait.min(POLL)),
+            Pass::Idle { wait, blocked } => {
+                let mut fds: Vec<PollFd<'_>> = blocked
                     .iter()
-                    .zip(&done)
-                    .filter(|(_, d)| !**d)
-                    .map(|(s, _)| PollFd::writable(s.sock.as_fd()))
+                    .map(|&i| PollFd::writable(group[i].sock.as_fd()))
                     .collect();
                 let _ = poll(&mut fds, Some(wait.map_or(POLL, |w| w.min(POLL))));
             }
@@ -135,7 +135,7 @@ fn one_pass(
 ) -> Option<Pass> {
     let mut wrote = false;
     let mut soonest: Option<Duration> = None;
-    let mut blocked = false;
+    let mut blocked = Vec::new();
     for (i, s) in group.iter().enumerate() {
         if done[i] {
             continue;
@@ -165,7 +165,7 @@ fn one_pass(
                 s.bytes.fetch_add(n as u64, Ordering::Relaxed);
                 total.fetch_add(n as u64, Ordering::Relaxed);
             }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => blocked = true,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => blocked.push(i),
             Err(e) if is_timeout(&e) => {}
             Err(_) => done[i] = true,
         }
