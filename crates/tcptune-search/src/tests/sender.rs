@@ -1,0 +1,327 @@
+//! The sender's search: the congestion control and the send buffer, on models of the lab paths
+//! where the two interact (a loss-based sender's window fills the queue; BBR's does not).
+
+use super::*;
+
+#[test]
+fn a_loss_limited_sender_tries_bbr_with_the_buffer_it_needs_before_either_alone() {
+    // The long fat path's sender: 1 Gbit/s × 100 ms told, CUBIC at 159 Mbit/s held back by
+    // its cwnd after slow-start losses, the 4 MiB send buffer below the told rate's need.
+    let mut cfg = Config::new(Role::Sender, TEST_S);
+    cfg.path_rate_bps = Some(1e9);
+    let mut s = settings(6 << 20);
+    s.insert(WMEM.into(), "4096 16384 4194304".into());
+    s.insert(CC.into(), "cubic".into());
+    s.insert(CC_AVAILABLE.into(), "reno cubic bbr".into());
+    let mut obs = FakePath::new(3).test(&s);
+    obs.rate_bps = 159e6;
+    obs.min_rtt_s = Some(0.1);
+    obs.srtt_s = Some(0.102);
+    obs.limit = Limit::Network;
+    obs.knobs = vec![];
+    let kinds = |obs: &Observation, s: &Settings| -> Vec<Kind> {
+        hypotheses(obs, s, &cfg).0.iter().map(|h| h.kind).collect()
+    };
+    let both = [
+        Kind::CongestionControlWithSendBuffer,
+        Kind::CongestionControl,
+        Kind::SendBuffer,
+    ];
+    assert_eq!(kinds(&obs, &s), both, "the evidence names the cwnd");
+    let (h, _) = hypotheses(&obs, &s, &cfg);
+    // BBR, and the send buffer sized for BBR at the told rate, as one change.
+    let alone = buffer_max(&h[2].changes[0].1).unwrap();
+    assert_eq!(h[0].changes[0], (CC.to_string(), "bbr".to_string()));
+    assert_eq!(h[0].changes[1].0, WMEM);
+    let mut with_bbr = s.clone();
+    with_bbr.insert(CC.into(), "bbr".into());
+    let need = buffer_need(WMEM, 1e9, 0.1, true, &with_bbr, &cfg).unwrap();
+    assert_eq!(
+        buffer_max(&h[0].changes[1].1),
+        Some(need.div_ceil(4096) * 4096)
+    );
+    assert!(alone >= 12_500_000, "{alone}");
+    assert!(h[0].why.contains("BBR") && h[0].why.contains("send buffer max 4194304"));
+    obs.limit = Limit::Loss;
+    assert_eq!(kinds(&obs, &s), both);
+    // The buffer first, alone, where the diagnosis names it: its class, or its knob.
+    obs.limit = Limit::SendBuffer;
+    assert_eq!(kinds(&obs, &s), [Kind::SendBuffer]);
+    obs.limit = Limit::Loss;
+    obs.knobs = vec![Knob::TcpWmemMax];
+    assert_eq!(kinds(&obs, &s), [Kind::SendBuffer, Kind::CongestionControl]);
+    // Already on BBR: the buffer alone; a buffer that meets the need: BBR alone.
+    obs.knobs = vec![];
+    let mut on_bbr = obs.clone();
+    on_bbr.limit = Limit::Loss;
+    assert_eq!(kinds(&on_bbr, &with_bbr), [Kind::SendBuffer]);
+    s.insert(WMEM.into(), "4096 16384 67108864".into());
+    assert_eq!(kinds(&obs, &s), [Kind::CongestionControl]);
+}
+
+#[test]
+fn a_search_that_would_end_on_one_lucky_test_confirms_it_with_a_second() {
+    // 1 Gbit/s × 16 ms told, the sender's 5 MiB meeting CUBIC's need at the loaded RTT: the
+    // first test lands at the path's capacity (878.8 Mbit/s), the setting's others at 780,
+    // cwnd-limited.
+    let mut cfg = Config::new(Role::Sender, TEST_S);
+    cfg.path_rate_bps = Some(1e9);
+    let mut start = settings(6 << 20);
+    start.insert(WMEM.into(), "4096 16384 5242880".into());
+    start.insert(CC_AVAILABLE.into(), "reno cubic bbr".into());
+    let run = |cfg: Config, lucky_tests: usize| {
+        let mut n = 0;
+        drive_with(cfg, start.clone(), |host| {
+            n += 1;
+            let bbr = host[CC] == "bbr";
+            let at_capacity = bbr || n <= lucky_tests;
+            Observation {
+                rate_bps: if bbr {
+                    930e6
+                } else if at_capacity {
+                    878.8e6
+                } else {
+                    780e6 + 1e6 * (n % 3) as f64
+                },
+                srtt_s: Some(0.017),
+                min_rtt_s: Some(0.016),
+                memory_bytes: Some(4 << 20),
+                limit: if at_capacity {
+                    Limit::PathCapacity
+                } else {
+                    Limit::Network
+                },
+                knobs: vec![],
+                verdict: String::new(),
+                rwnd_limited: Some(0.0),
+                sndbuf_limited: Some(0.0),
+                path_payload_bps: None,
+            }
+        })
+        .0
+    };
+    let report = run(cfg.clone(), 1);
+    assert!(
+        (report.baseline_bps.unwrap() - 830.4e6).abs() < 1e3,
+        "{report}"
+    );
+    assert_eq!(
+        report.steps[0].changes,
+        vec![(CC.to_string(), "bbr".to_string())]
+    );
+    assert_eq!(report.steps[0].outcome, Outcome::Kept, "{report}");
+    // At capacity twice: two tests, nothing tried.
+    let report = run(cfg, 2);
+    assert_eq!((report.tests_used, report.steps.len()), (2, 0), "{report}");
+}
+
+#[test]
+fn a_loss_based_sender_at_capacity_but_short_of_the_paths_payload_tries_bbr() {
+    // 1 Gbit/s × 16 ms told (941.5 Mbit/s of payload): CUBIC's 4 s tests carry 727–897 (as
+    // measured), which the diagnosis calls the path's capacity from 847 up; BBR carries 912.
+    // Below 95% of the payload (the mean of the baseline's tests) the search tries BBR and
+    // keeps it; a CUBIC flow above 95% tries nothing. The send buffer (5 MiB) holds the
+    // loaded window.
+    let payload = 941.5e6;
+    let mut cfg = Config::new(Role::Sender, TEST_S);
+    cfg.path_rate_bps = Some(1e9);
+    let mut start = settings(6 << 20);
+    start.insert(WMEM.into(), "4096 16384 5242880".into());
+    start.insert(CC_AVAILABLE.into(), "reno cubic bbr".into());
+    let run = |cubic: &[f64]| {
+        let mut n = 0;
+        let mut rng = Rng::new(5);
+        drive_with(cfg.clone(), start.clone(), |host| {
+            let rate = if host[CC] == "bbr" {
+                912e6 * (1.0 + 0.005 * rng.normal())
+            } else {
+                n += 1;
+                cubic[(n - 1) % cubic.len()]
+            };
+            Observation {
+                rate_bps: rate,
+                srtt_s: Some(0.017),
+                min_rtt_s: Some(0.016),
+                memory_bytes: Some(10 << 20),
+                limit: Limit::PathCapacity,
+                knobs: vec![],
+                verdict: String::new(),
+                rwnd_limited: Some(0.01),
+                sndbuf_limited: Some(0.0),
+                path_payload_bps: Some(payload),
+            }
+        })
+    };
+    // The first test alone is above 95% (897 of 941.5); the two together are not.
+    let (report, host) = run(&[897e6, 877e6, 852e6, 779e6, 884e6, 741e6, 866e6, 812e6]);
+    assert_eq!(report.steps[0].phase, Phase::Change, "{report}");
+    assert_eq!(
+        report.steps[0].changes,
+        vec![(CC.to_string(), "bbr".to_string())]
+    );
+    assert!(
+        report.steps[0]
+            .hypothesis
+            .contains("887.0 Mbit/s is 94.2% of the 941.5 Mbit/s"),
+        "{}",
+        report.steps[0].hypothesis
+    );
+    assert_eq!(report.steps[0].outcome, Outcome::Kept, "{report}");
+    assert_eq!(host[CC], "bbr");
+    // At 96% of the payload: nothing to try.
+    let (report, host) = run(&[905e6, 903e6]);
+    assert!(
+        report.steps.iter().all(|s| s.phase == Phase::Shrink),
+        "{report}"
+    );
+    assert_eq!(host[CC], "cubic");
+}
+
+#[test]
+fn a_trial_whose_b_ranks_below_a_stops_early_and_leaves_the_budget_to_the_next() {
+    // 1 Gbit/s × 100 ms told, the sender's 4 MiB named by the diagnosis: a larger send buffer
+    // alone under CUBIC collapses in slow start (180 Mbit/s against 200), BBR with it carries
+    // 340. The buffer is tried first (the diagnosis named it), then BBR with it, when a later
+    // test reads "network". With 14 tests the buffer alone stops after three pairs, so BBR with the buffer gets
+    // the pairs it needs and is kept.
+    let mut cfg = Config::new(Role::Sender, TEST_S);
+    cfg.path_rate_bps = Some(1e9);
+    cfg.max_tests = 14;
+    let mut start = settings(6 << 20);
+    start.insert(CC_AVAILABLE.into(), "reno cubic bbr".into());
+    let mut rng = Rng::new(3);
+    let mut n = 0;
+    let (report, host) = drive_with(cfg, start, |host| {
+        n += 1;
+        let wmem = buffer_max(&host[WMEM]).unwrap();
+        let bbr = host[CC] == "bbr";
+        // As measured: the first test at 4 MiB reads "send buffer", the later ones "network".
+        let (base, limit) = match (bbr, wmem > 4 << 20) {
+            (true, true) => (340e6, Limit::ReceiverWindow),
+            (false, true) => (180e6, Limit::Network),
+            (_, false) if n == 1 => (200e6, Limit::SendBuffer),
+            (_, false) => (200e6, Limit::Network),
+        };
+        let rate = base * (1.0 + 0.03 * rng.normal());
+        Observation {
+            rate_bps: rate,
+            srtt_s: Some(0.101),
+            min_rtt_s: Some(0.100),
+            memory_bytes: Some(wmem),
+            limit,
+            knobs: if limit == Limit::SendBuffer {
+                vec![Knob::TcpWmemMax]
+            } else {
+                vec![]
+            },
+            verdict: String::new(),
+            rwnd_limited: Some(0.0),
+            sndbuf_limited: Some(if limit == Limit::SendBuffer { 1.0 } else { 0.0 }),
+            path_payload_bps: Some(941.5e6),
+        }
+    });
+    let first = &report.steps[0];
+    assert_eq!(first.changes[0].0, WMEM, "{report}");
+    assert_eq!(
+        (first.tests, first.outcome),
+        (6, Outcome::RolledBack),
+        "{report}"
+    );
+    assert!(first.why.contains("stopped early"), "{report}");
+    assert_eq!(host[CC], "bbr", "{report}");
+    assert!(buffer_max(&host[WMEM]).unwrap() > 4 << 20, "{report}");
+}
+
+#[test]
+fn a_cubic_sender_short_of_the_path_tries_the_send_buffer_its_loaded_window_needs_first() {
+    // 1 Gbit/s × 16 ms told, as measured (4 s tests, receive buffer 6 MiB): CUBIC with the
+    // model's 4 MiB send buffer (2 × the BDP) carries 752–885 Mbit/s at a loaded RTT of
+    // 17–20 ms, with 6–16 MiB 898–918; BBR with 4 MiB 882–899. The first test reads "at the
+    // path's capacity" at 94% of the payload: the search tries the send buffer alone, keeps it,
+    // and, no longer short of the path, does not try BBR.
+    let mut cfg = Config::new(Role::Sender, TEST_S);
+    cfg.path_rate_bps = Some(1e9);
+    cfg.max_tests = 14;
+    let mut start = settings(6 << 20);
+    start.insert(CC_AVAILABLE.into(), "reno cubic bbr".into());
+    let small = [
+        881.1, 793.6, 817.1, 885.1, 752.0, 795.2, 882.1, 770.5, 840.2, 795.8,
+    ];
+    let large = [
+        908.0, 909.4, 905.9, 886.5, 903.2, 911.0, 906.3, 918.0, 903.4,
+    ];
+    let (mut n_small, mut n_large) = (0, 0);
+    let mut rng = Rng::new(8);
+    let (report, host) = drive_with(cfg.clone(), start.clone(), |host| {
+        let wmem = buffer_max(&host[WMEM]).unwrap();
+        let (rate, srtt) = if host[CC] == "bbr" {
+            (890e6 * (1.0 + 0.007 * rng.normal()), 0.0165)
+        } else if wmem >= 5 << 20 {
+            n_large += 1;
+            (large[(n_large - 1) % large.len()] * 1e6, 0.021)
+        } else {
+            n_small += 1;
+            (small[(n_small - 1) % small.len()] * 1e6, 0.0185)
+        };
+        Observation {
+            rate_bps: rate,
+            srtt_s: Some(srtt),
+            min_rtt_s: Some(0.016),
+            memory_bytes: Some(wmem + (6 << 20)),
+            limit: if rate >= 847e6 {
+                Limit::PathCapacity
+            } else {
+                Limit::Network
+            },
+            knobs: vec![],
+            verdict: String::new(),
+            rwnd_limited: Some(0.0),
+            sndbuf_limited: Some(0.0),
+            path_payload_bps: Some(941.5e6),
+        }
+    });
+    let first = &report.steps[0];
+    assert_eq!(first.changes[0].0, WMEM, "{report}");
+    assert_eq!(buffer_max(&first.changes[0].1), Some(8 << 20), "{report}");
+    assert!(first.hypothesis.contains("the loaded RTT"), "{report}");
+    assert_eq!(first.outcome, Outcome::Kept, "{report}");
+    assert!(
+        report.steps.iter().all(|s| s.changes[0].0 != CC),
+        "{report}"
+    );
+    assert_eq!(host[CC], "cubic");
+    assert!(buffer_max(&host[WMEM]).unwrap() >= 5 << 20, "{report}");
+    assert!(report.tests_used <= 14, "{report}");
+
+    // Held back by its cwnd instead (a collapsed first test), BBR with the buffer it needs
+    // goes first; a loaded RTT the buffer holds asks for nothing.
+    let mut obs = Observation {
+        rate_bps: 793.6e6,
+        srtt_s: Some(0.0185),
+        min_rtt_s: Some(0.016),
+        memory_bytes: None,
+        limit: Limit::Network,
+        knobs: vec![],
+        verdict: String::new(),
+        rwnd_limited: Some(0.0),
+        sndbuf_limited: Some(0.0),
+        path_payload_bps: Some(941.5e6),
+    };
+    let kinds = |obs: &Observation| -> Vec<Kind> {
+        hypotheses(obs, &start, &cfg)
+            .0
+            .iter()
+            .map(|h| h.kind)
+            .collect()
+    };
+    assert_eq!(
+        kinds(&obs),
+        [
+            Kind::CongestionControlWithSendBuffer,
+            Kind::CongestionControl,
+            Kind::SendBuffer
+        ]
+    );
+    obs.srtt_s = Some(0.0162);
+    assert_eq!(kinds(&obs), [Kind::CongestionControl]);
+}
