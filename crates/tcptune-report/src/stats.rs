@@ -204,6 +204,32 @@ pub fn rank_sum_greater(a: &[f64], b: &[f64]) -> Option<f64> {
 /// Largest sample the rank-sum test counts exactly.
 const EXACT_MAX: usize = 30;
 
+/// The largest p-value at most `level` that [`rank_sum_greater`] can give for samples of `m`
+/// and `n` distinct values (0 when none can): what a test at `level` spends of it. The exact
+/// test's p-values are steps (with 5 against 5: 1/252, 2/252, 4/252, …), so a test at 1.25%
+/// rejects at 2/252 = 0.79% and leaves the rest of its level unspent, for a later look.
+/// Beyond the exact counts, `level` itself.
+pub fn rank_sum_attainable(m: usize, n: usize, level: f64) -> f64 {
+    if m == 0 || n == 0 || level <= 0.0 {
+        return 0.0;
+    }
+    if m > EXACT_MAX || n > EXACT_MAX {
+        return level;
+    }
+    let counts = u_counts(m, n);
+    let total: f64 = counts.iter().sum();
+    let mut tail = 0.0;
+    let mut attained = 0.0;
+    for c in counts.iter().rev() {
+        tail += c;
+        if tail / total > level {
+            break;
+        }
+        attained = tail / total;
+    }
+    attained
+}
+
 /// How many rankings of `m` values against `n` give each U (index), by the recurrence of the
 /// largest value: it belongs to the second sample (adding `m` to U) or to the first.
 fn u_counts(m: usize, n: usize) -> Vec<f64> {
@@ -381,6 +407,25 @@ mod tests {
         let c = u_counts(4, 6);
         assert_eq!(c.iter().sum::<f64>(), 210.0);
         assert_eq!(c.len(), 25);
+    }
+
+    #[test]
+    fn the_attainable_level_is_the_largest_step_of_the_exact_test_within_it() {
+        // 5 against 5 at 1.25%: U of 25 or 24 (2 of 252 rankings); U of 23 adds 2 more.
+        let p = rank_sum_attainable(5, 5, 0.0125);
+        assert!((p - 2.0 / 252.0).abs() < 1e-12, "{p}");
+        // 7 against 7 at what that leaves: U ≥ 45 of 49 (12 of 3432 rankings; 1 1 2 3 5
+        // with 0–4 pairs inverted); U ≥ 44 would be 19 of 3432, 0.55%.
+        let p = rank_sum_attainable(7, 7, 0.0125 - 2.0 / 252.0);
+        assert!((p - 12.0 / 3432.0).abs() < 1e-12, "{p}");
+        // Below the smallest step nothing is spent, and the test it bounds can reject
+        // exactly there.
+        assert_eq!(rank_sum_attainable(3, 3, 0.04), 0.0);
+        let b = [8.0, 9.0, 10.0, 11.0, 12.0, 13.0, 7.5];
+        let a = [1.0, 2.0, 3.0, 4.0, 7.6, 7.7, 7.8];
+        let p = rank_sum_greater(&a, &b).unwrap();
+        assert!(p <= rank_sum_attainable(7, 7, 0.0046), "3 inverted: {p}");
+        assert_eq!(rank_sum_attainable(40, 40, 0.01), 0.01);
     }
 
     #[test]

@@ -189,8 +189,12 @@ pub struct Config {
     pub min_gain: f64,
     /// Pairs (A, B) before a trial is first judged, and the most a trial runs.
     pub min_pairs: usize,
-    /// The most pairs a trial runs.
+    /// The most pairs a trial runs, but for a second chance.
     pub max_pairs: usize,
+    /// Pairs a trial still promising after `max_pairs` (undecided, its shift above
+    /// `min_gain`) may run more, when the budget has room: the rank-sum test looks once more
+    /// there, with the level its earlier looks left unspent (`stats::compare_at`).
+    pub extra_pairs: usize,
     /// The budget: tests in all, and seconds in all.
     pub max_tests: usize,
     /// The budget in seconds.
@@ -222,6 +226,7 @@ impl Config {
             min_gain: 0.02,
             min_pairs: 3,
             max_pairs: 5,
+            extra_pairs: 2,
             max_tests: 25,
             max_time_s: 300.0,
             test_time_s,

@@ -54,7 +54,8 @@ pub struct Step {
     /// Mean loaded RTT of B, milliseconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub b_rtt_ms: Option<f64>,
-    /// Tests this trial used.
+    /// Tests this trial used (a first trial of a change starts from the baseline's last test
+    /// when the trials' tests are as long: it is not counted twice in `Report::tests_used`).
     pub tests: usize,
     /// Kept or rolled back.
     pub outcome: Outcome,

@@ -729,3 +729,59 @@ fn a_shrink_is_judged_on_throughput_not_on_the_rtt_guardrail() {
     assert_eq!(first.outcome, Outcome::Kept, "{report}");
     assert!(buffer_max(&host[RMEM]).unwrap() < 4 << 20, "{report}");
 }
+
+#[test]
+fn the_first_trial_starts_from_the_baseline_test_when_its_tests_are_as_long() {
+    // The baseline is a test of the settings in effect, run just before the first trial: the
+    // trial's first A test. Then B, and A B after.
+    let mut path = FakePath::new(4);
+    let cfg = Config::new(Role::Receiver, 4.0);
+    let mut search = Search::new(cfg, settings(65536));
+    let mut host = settings(65536);
+    let mut arms = Vec::new();
+    let mut event = Event::Start;
+    for _ in 0..12 {
+        match search.step(0.0, event) {
+            Action::Write { values } => {
+                host.extend(values);
+                event = Event::Written;
+            }
+            Action::RunTest { arm } => {
+                arms.push(arm);
+                event = Event::Test(Box::new(path.test(&host)));
+            }
+            Action::Done => break,
+        }
+    }
+    use crate::search::ArmKind::{Baseline, A, B};
+    assert_eq!(search.test_shape().total_s(), 4.0);
+    assert_eq!(arms[..4], [Baseline, B, A, B], "{arms:?}");
+    // On a long fat path the trials' tests are longer than the baseline's: a fresh A.
+    let mut lfn = FakePath::new(4);
+    lfn.capacity_bps = 1e9;
+    lfn.rtt_s = 0.1;
+    let mut cfg = Config::new(Role::Receiver, 4.0);
+    cfg.path_rate_bps = Some(lfn.capacity_bps);
+    let mut search = Search::new(cfg, settings(65536));
+    let mut host = settings(65536);
+    let (mut arms, mut event) = (Vec::new(), Event::Start);
+    for _ in 0..6 {
+        match search.step(0.0, event) {
+            Action::Write { values } => {
+                host.extend(values);
+                event = Event::Written;
+            }
+            Action::RunTest { arm } => {
+                arms.push(arm);
+                event = Event::Test(Box::new(lfn.test(&host)));
+            }
+            Action::Done => break,
+        }
+    }
+    assert!(
+        search.test_shape().total_s() > 4.0,
+        "{:?}",
+        search.test_shape()
+    );
+    assert_eq!(arms[..2], [Baseline, A], "{arms:?}");
+}
