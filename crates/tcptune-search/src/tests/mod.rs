@@ -11,7 +11,8 @@ use crate::hypothesis::{
     CC_AVAILABLE, RMEM, SACK, WMEM,
 };
 use crate::outcome::{Outcome, Phase, Report};
-use crate::search::{Action, Event, Search};
+use crate::search::{Action, ArmKind, Event, Search};
+use ArmKind::{Baseline, A, B};
 
 mod sender;
 
@@ -730,17 +731,16 @@ fn a_shrink_is_judged_on_throughput_not_on_the_rtt_guardrail() {
     assert!(buffer_max(&host[RMEM]).unwrap() < 4 << 20, "{report}");
 }
 
-#[test]
-fn the_first_trial_starts_from_the_baseline_test_when_its_tests_are_as_long() {
-    // The baseline is a test of the settings in effect, run just before the first trial: the
-    // trial's first A test. Then B, and A B after.
-    let mut path = FakePath::new(4);
-    let cfg = Config::new(Role::Receiver, 4.0);
-    let mut search = Search::new(cfg, settings(65536));
-    let mut host = settings(65536);
-    let mut arms = Vec::new();
-    let mut event = Event::Start;
-    for _ in 0..12 {
+/// The arms of the first `n` tests a search asks for on `path`.
+fn first_arms(
+    cfg: Config,
+    path: &mut FakePath,
+    start: Settings,
+    n: usize,
+) -> (Vec<ArmKind>, Search) {
+    let mut search = Search::new(cfg, start.clone());
+    let (mut host, mut arms, mut event) = (start, Vec::new(), Event::Start);
+    while arms.len() < n {
         match search.step(0.0, event) {
             Action::Write { values } => {
                 host.extend(values);
@@ -753,35 +753,32 @@ fn the_first_trial_starts_from_the_baseline_test_when_its_tests_are_as_long() {
             Action::Done => break,
         }
     }
-    use crate::search::ArmKind::{Baseline, A, B};
+    (arms, search)
+}
+
+#[test]
+fn the_first_trial_starts_from_the_baseline_test_when_its_tests_are_as_long() {
+    // The baseline is a test of the settings in effect, run just before the first trial: the
+    // trial's first A test. Then B, and A B after.
+    let (arms, search) = first_arms(
+        Config::new(Role::Receiver, 4.0),
+        &mut FakePath::new(4),
+        settings(65536),
+        4,
+    );
     assert_eq!(search.test_shape().total_s(), 4.0);
-    assert_eq!(arms[..4], [Baseline, B, A, B], "{arms:?}");
+    assert_eq!(arms, [Baseline, B, A, B]);
     // On a long fat path the trials' tests are longer than the baseline's: a fresh A.
     let mut lfn = FakePath::new(4);
     lfn.capacity_bps = 1e9;
     lfn.rtt_s = 0.1;
     let mut cfg = Config::new(Role::Receiver, 4.0);
     cfg.path_rate_bps = Some(lfn.capacity_bps);
-    let mut search = Search::new(cfg, settings(65536));
-    let mut host = settings(65536);
-    let (mut arms, mut event) = (Vec::new(), Event::Start);
-    for _ in 0..6 {
-        match search.step(0.0, event) {
-            Action::Write { values } => {
-                host.extend(values);
-                event = Event::Written;
-            }
-            Action::RunTest { arm } => {
-                arms.push(arm);
-                event = Event::Test(Box::new(lfn.test(&host)));
-            }
-            Action::Done => break,
-        }
-    }
+    let (arms, search) = first_arms(cfg, &mut lfn, settings(65536), 2);
     assert!(
         search.test_shape().total_s() > 4.0,
         "{:?}",
         search.test_shape()
     );
-    assert_eq!(arms[..2], [Baseline, A], "{arms:?}");
+    assert_eq!(arms, [Baseline, A]);
 }

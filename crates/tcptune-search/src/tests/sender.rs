@@ -264,20 +264,8 @@ fn a_cubic_sender_short_of_the_path_tries_the_send_buffer_its_loaded_window_need
             (small[(n_small - 1) % small.len()] * 1e6, 0.0185)
         };
         Observation {
-            rate_bps: rate,
-            srtt_s: Some(srtt),
-            min_rtt_s: Some(0.016),
             memory_bytes: Some(wmem + (6 << 20)),
-            limit: if rate >= 847e6 {
-                Limit::PathCapacity
-            } else {
-                Limit::Network
-            },
-            knobs: vec![],
-            verdict: String::new(),
-            rwnd_limited: Some(0.0),
-            sndbuf_limited: Some(0.0),
-            path_payload_bps: Some(941.5e6),
+            ..dc_10g(rate, srtt)
         }
     });
     let first = &report.steps[0];
@@ -295,18 +283,7 @@ fn a_cubic_sender_short_of_the_path_tries_the_send_buffer_its_loaded_window_need
 
     // Held back by its cwnd instead (a collapsed first test), BBR with the buffer it needs
     // goes first; a loaded RTT the buffer holds asks for nothing.
-    let mut obs = Observation {
-        rate_bps: 793.6e6,
-        srtt_s: Some(0.0185),
-        min_rtt_s: Some(0.016),
-        memory_bytes: None,
-        limit: Limit::Network,
-        knobs: vec![],
-        verdict: String::new(),
-        rwnd_limited: Some(0.0),
-        sndbuf_limited: Some(0.0),
-        path_payload_bps: Some(941.5e6),
-    };
+    let mut obs = dc_10g(793.6e6, 0.0185);
     let kinds = |obs: &Observation| -> Vec<Kind> {
         hypotheses(obs, &start, &cfg)
             .0
@@ -324,4 +301,25 @@ fn a_cubic_sender_short_of_the_path_tries_the_send_buffer_its_loaded_window_need
     );
     obs.srtt_s = Some(0.0162);
     assert_eq!(kinds(&obs), [Kind::CongestionControl]);
+}
+
+/// A sender's test on 1 Gbit/s × 16 ms (941.5 Mbit/s of payload) as the diagnosis reads it:
+/// the path's capacity from 90% of the payload, the cwnd below.
+fn dc_10g(rate_bps: f64, srtt_s: f64) -> Observation {
+    Observation {
+        rate_bps,
+        srtt_s: Some(srtt_s),
+        min_rtt_s: Some(0.016),
+        memory_bytes: None,
+        limit: if rate_bps >= 847e6 {
+            Limit::PathCapacity
+        } else {
+            Limit::Network
+        },
+        knobs: vec![],
+        verdict: String::new(),
+        rwnd_limited: Some(0.0),
+        sndbuf_limited: Some(0.0),
+        path_payload_bps: Some(941.5e6),
+    }
 }
