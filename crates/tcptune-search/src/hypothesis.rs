@@ -541,10 +541,10 @@ pub fn hypotheses(
     // the buffer goes first, alone (1 Gbit/s × 16 ms: CUBIC with 4 MiB 752–885 Mbit/s, with
     // 8 MiB 903–918, BBR with 4 MiB 882–899; with the buffer kept the flow is no longer short
     // and BBR is not tried).
-    let buffer_named = obs.limit == Limit::SendBuffer
+    let buffer_first = obs.limit == Limit::SendBuffer
         || wants(Knob::TcpWmemMax)
         || obs.limit == Limit::PathCapacity;
-    let cc_first = cfg.role == Role::Sender && cc_matters && !buffer_named;
+    let cc_first = cfg.role == Role::Sender && cc_matters && !buffer_first;
     let buffers_tried = out.0.len();
     if cfg.role == Role::Sender && cc_matters {
         let available = now.get(CC_AVAILABLE).map(String::as_str).unwrap_or("");
