@@ -416,9 +416,8 @@ impl Search {
             Verdict::BetterByEstimate => Some((
                 Outcome::Kept,
                 format!(
-                    "{:+.1}% throughput: better at 95%, the gain estimated at {:+.1}% (B over A at the median pair), above +{:.0}%",
+                    "{:+.1}% throughput: better at 95% (B ranks above A), and the means' gain is above +{:.0}%",
                     gain * 100.0,
-                    s * 100.0,
                     cfg.min_gain * 100.0
                 ),
             )),
@@ -431,7 +430,8 @@ impl Search {
             )),
             Verdict::NoDifference if pairs >= cfg.max_pairs => {
                 let end = looks.extended.unwrap_or(cfg.max_pairs);
-                let promising = s >= cfg.min_gain;
+                // Promising: the means' gain is one worth keeping, were the ranks to agree.
+                let promising = gain >= cfg.min_gain;
                 if pairs < end && promising && self.affords(2 * (end - pairs)) {
                     return None;
                 }

@@ -5,7 +5,9 @@
 
 use tcptune_diagnose::engine::Limit;
 
-use crate::hypothesis::{buffer_need, Config, Hypothesis, Kind, Observation, Settings, RMEM};
+use crate::hypothesis::{
+    buffer_need, Config, Hypothesis, Kind, Observation, Settings, GOAL_SHARE, RMEM,
+};
 use crate::outcome::Outcome;
 use crate::stats::mean;
 
@@ -45,6 +47,15 @@ pub const NOT_BINDING: f64 = 0.05;
 /// between about a half and four-fifths with the received packets' layout, and the loaded RTT
 /// was 2 ms, not 1.5.
 pub const AT_EDGE: f64 = 0.5;
+/// A shrink whose buffer held the flow back for more than this share of its test, while the
+/// flow carried less than [`GOAL_SHARE`] of the path's told payload, is rolled back even when
+/// the rate held: the smaller buffer became a limit on a flow with room left, and a reference
+/// lowered by the path's own collapses let it pass. On 1 Gbit/s × 16 ms under CUBIC a receive
+/// maximum of 4.5 MiB held the flow back 17–31% of its tests and passed against 6 MiB tests of
+/// 740–888 Mbit/s (mean 815); ten tests of each, interleaved, then read 703–853 (median 842)
+/// against 772–880 (median 878) with 6 MiB, which held it back 1–2%. Unshrunk buffers on the
+/// bench's paths held their flows back at most 6%.
+pub const BINDS_SHORT: f64 = 0.15;
 /// The loaded RTT, as a multiple of the path's, below which a window that held the flow back
 /// holds little more than the BDP (see [`AT_EDGE`]). A LAN's flow is held back by the window all the time at any buffer (the window
 /// many BDPs deep, the excess queued), with a loaded RTT many times the path's.
@@ -93,7 +104,8 @@ pub(crate) fn what(key: &str) -> &'static str {
 /// A shrink's verdict on B's mean `mb` and its last test `last_b` against the unshrunk
 /// setting's tests (`reference_rates`): kept when the smaller buffer held the result within
 /// the tolerance without holding the flow back for more than [`AT_EDGE`] of the time at a
-/// loaded RTT near the path's ([`EDGE_QUEUE`]), or when it did not hold the result but the
+/// loaded RTT near the path's ([`EDGE_QUEUE`]) nor for more than [`BINDS_SHORT`] of it on a
+/// flow short of the path's told payload, or when it did not hold the result but the
 /// sender's chronographs show the smaller buffer held the flow back for at most
 /// [`NOT_BINDING`] of the time (for a send buffer, in a loss-limited test: its chronograph
 /// misses a buffer that holds a steady flow back). On a lossy path one test under CUBIC can
@@ -124,6 +136,18 @@ pub(crate) fn judge(
                     reference / 1e6,
                     held * 100.0,
                     AT_EDGE * 100.0
+                ),
+            );
+        }
+        if let Some((held, carried)) = binds_short(key, last_b) {
+            return (
+                Outcome::RolledBack,
+                format!(
+                    "{share:.1}% of the unshrunk setting's {:.1} Mbit/s, but {what} held the flow back {:.0}% of the time (over {:.0}%) while it carried {:.0}% of the path's payload: the smaller buffer became a limit on a flow with room left",
+                    reference / 1e6,
+                    held * 100.0,
+                    BINDS_SHORT * 100.0,
+                    carried * 100.0
                 ),
             );
         }
@@ -161,6 +185,16 @@ pub(crate) fn judge(
             ),
         ),
     }
+}
+
+/// The share of the time buffer `key` held the flow of test `b` back and the share of the
+/// path's told payload it carried, when the first is over [`BINDS_SHORT`] and the second under
+/// [`GOAL_SHARE`] (see [`BINDS_SHORT`]).
+fn binds_short(key: &str, b: Option<&Observation>) -> Option<(f64, f64)> {
+    let b = b?;
+    let held = b.held_back_by(key)?;
+    let carried = b.rate_bps / b.path_payload_bps?;
+    (held > BINDS_SHORT && carried < GOAL_SHARE).then_some((held, carried))
 }
 
 /// The smallest maximum of `key` worth trying: the model's need for the best rate measured

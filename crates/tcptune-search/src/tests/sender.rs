@@ -1,6 +1,7 @@
 //! The sender's search: the congestion control and the send buffer, on models of the lab paths
 //! where the two interact (a loss-based sender's window fills the queue; BBR's does not).
 
+use super::measured::{BBR_6M, CUBIC_4M, CUBIC_8M};
 use super::*;
 
 #[test]
@@ -233,56 +234,60 @@ fn a_trial_whose_b_ranks_below_a_stops_early_and_leaves_the_budget_to_the_next()
 }
 
 #[test]
-fn a_cubic_sender_short_of_the_path_tries_the_send_buffer_its_loaded_window_needs_first() {
-    // 1 Gbit/s × 16 ms told, as measured (4 s tests, receive buffer 6 MiB): CUBIC with the
-    // model's 4 MiB send buffer (2 × the BDP) carries 752–885 Mbit/s at a loaded RTT of
-    // 17–20 ms, with 6–16 MiB 898–918; BBR with 4 MiB 882–899. The first test reads "at the
-    // path's capacity" at 94% of the payload: the search tries the send buffer alone, keeps it,
-    // and, no longer short of the path, does not try BBR.
+fn a_cubic_sender_short_of_the_path_tries_bbr_with_the_buffer_it_needs_first() {
+    // Whether the first test reads "at the path's capacity" at 94% of the payload or "cwnd
+    // limited" after a collapse, the search tries BBR with its send buffer first: CUBIC's
+    // tests are bimodal at 4 MiB and at 8 MiB, BBR's are not. Tests drawn at random from the
+    // measured ones (`measured`); BBR is kept in half the searches, within the sender's
+    // 14 tests.
     let mut cfg = Config::new(Role::Sender, TEST_S);
     cfg.path_rate_bps = Some(1e9);
     cfg.max_tests = 14;
     let mut start = settings(6 << 20);
     start.insert(CC_AVAILABLE.into(), "reno cubic bbr".into());
-    let small = [
-        881.1, 793.6, 817.1, 885.1, 752.0, 795.2, 882.1, 770.5, 840.2, 795.8,
-    ];
-    let large = [
-        908.0, 909.4, 905.9, 886.5, 903.2, 911.0, 906.3, 918.0, 903.4,
-    ];
-    let (mut n_small, mut n_large) = (0, 0);
-    let mut rng = Rng::new(8);
-    let (report, host) = drive_with(cfg.clone(), start.clone(), |host| {
-        let wmem = buffer_max(&host[WMEM]).unwrap();
-        let (rate, srtt) = if host[CC] == "bbr" {
-            (890e6 * (1.0 + 0.007 * rng.normal()), 0.0165)
-        } else if wmem >= 5 << 20 {
-            n_large += 1;
-            (large[(n_large - 1) % large.len()] * 1e6, 0.021)
-        } else {
-            n_small += 1;
-            (small[(n_small - 1) % small.len()] * 1e6, 0.0185)
-        };
-        Observation {
-            memory_bytes: Some(wmem + (6 << 20)),
-            ..dc_10g(rate, srtt)
+    let (mut bbr, seeds) = (0, 0..40u64);
+    for seed in seeds.clone() {
+        let mut rng = Rng::new(900 + seed);
+        let mut first = true;
+        let (report, host) = drive_with(cfg.clone(), start.clone(), |host| {
+            let wmem = buffer_max(&host[WMEM]).unwrap();
+            let pick = |a: &[f64], r: &mut Rng| a[r.below(a.len() as u64) as usize];
+            let (rate, srtt) = if host[CC] == "bbr" {
+                (pick(&BBR_6M, &mut rng), 0.0165)
+            } else if first {
+                // The first test at capacity, so the order is not the collapsed one's.
+                (881.1, 0.0185)
+            } else if wmem >= 5 << 20 {
+                (pick(&CUBIC_8M, &mut rng), 0.021)
+            } else {
+                (pick(&CUBIC_4M, &mut rng), 0.0185)
+            };
+            first = false;
+            Observation {
+                memory_bytes: Some(wmem + (6 << 20)),
+                ..dc_10g(rate * 1e6, srtt)
+            }
+        });
+        let step = &report.steps[0];
+        assert_eq!(
+            step.changes,
+            [
+                (CC.to_string(), "bbr".to_string()),
+                (WMEM.to_string(), "4096 16384 6000640".to_string())
+            ],
+            "seed {seed}: {report}"
+        );
+        assert!(report.tests_used <= 14, "{report}");
+        if host[CC] == "bbr" {
+            bbr += 1;
         }
-    });
-    let first = &report.steps[0];
-    assert_eq!(first.changes[0].0, WMEM, "{report}");
-    assert_eq!(buffer_max(&first.changes[0].1), Some(8 << 20), "{report}");
-    assert!(first.hypothesis.contains("the loaded RTT"), "{report}");
-    assert_eq!(first.outcome, Outcome::Kept, "{report}");
-    assert!(
-        report.steps.iter().all(|s| s.changes[0].0 != CC),
-        "{report}"
-    );
-    assert_eq!(host[CC], "cubic");
-    assert!(buffer_max(&host[WMEM]).unwrap() >= 5 << 20, "{report}");
-    assert!(report.tests_used <= 14, "{report}");
+    }
+    // 20 of 40: the rest undecided at five or seven pairs (BBR's 872–902 Mbit/s overlap
+    // CUBIC's good tests, so the ranks need many pairs) or stopped early.
+    assert!(bbr >= 16, "BBR kept in {bbr} of {} searches", seeds.end);
 
-    // Held back by its cwnd instead (a collapsed first test), BBR with the buffer it needs
-    // goes first; a loaded RTT the buffer holds asks for nothing.
+    // At capacity or held back by its cwnd (a collapsed first test), BBR with the buffer it
+    // needs goes first; a loaded RTT the buffer holds asks for nothing.
     let mut obs = dc_10g(793.6e6, 0.0185);
     let kinds = |obs: &Observation| -> Vec<Kind> {
         hypotheses(obs, &start, &cfg)
@@ -299,6 +304,9 @@ fn a_cubic_sender_short_of_the_path_tries_the_send_buffer_its_loaded_window_need
             Kind::SendBuffer
         ]
     );
+    let at_capacity = dc_10g(881.1e6, 0.0185);
+    assert_eq!(at_capacity.limit, Limit::PathCapacity);
+    assert_eq!(kinds(&at_capacity), kinds(&obs));
     obs.srtt_s = Some(0.0162);
     assert_eq!(kinds(&obs), [Kind::CongestionControl]);
 }
