@@ -282,7 +282,10 @@ fn configured_rtt_matches_ping_and_tcp_min_rtt() {
                 "ping min {ping} ms for a 10 ms RTT"
             );
             // Paced below any bottleneck, so no queue inflates the RTT samples iperf3 reports.
-            let j = iperf(&lab, 5301, &["-t", "1", "-b", "20M"]);
+            // Its min_rtt is the smallest of the srtt samples it takes once a stats interval: a
+            // tenth of a second gives ten, where one (the default second) read 13 ms once in CI
+            // after ping's 10.
+            let j = iperf(&lab, 5301, &["-t", "1", "-b", "20M", "-i", "0.1"]);
             let min_rtt_us = j["end"]["streams"][0]["sender"]["min_rtt"]
                 .as_f64()
                 .unwrap();
