@@ -52,9 +52,9 @@ pub const AT_EDGE: f64 = 0.5;
 /// the rate held: the smaller buffer became a limit on a flow with room left, and a reference
 /// lowered by the path's own collapses let it pass. On 1 Gbit/s × 16 ms under CUBIC a receive
 /// maximum of 4.5 MiB held the flow back 17–31% of its tests and passed against 6 MiB tests of
-/// 740–888 Mbit/s (mean 815); ten tests of each, interleaved, then read 703–853 (median 842)
-/// against 772–880 (median 878) with 6 MiB, which held it back 1–2%. Unshrunk buffers on the
-/// bench's paths held their flows back at most 6%.
+/// 740–888 Mbit/s (mean 815); in a side run ten tests of it read 703–853 (median 842), and
+/// eight with 6 MiB 772–880 (median 878), the search's tests of 6 MiB held back 0–2%. Unshrunk
+/// buffers on the bench's paths held their flows back at most 6%.
 pub const BINDS_SHORT: f64 = 0.15;
 /// The loaded RTT, as a multiple of the path's, below which a window that held the flow back
 /// holds little more than the BDP (see [`AT_EDGE`]). A LAN's flow is held back by the window all the time at any buffer (the window
