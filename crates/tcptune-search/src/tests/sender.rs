@@ -74,29 +74,18 @@ fn a_search_that_would_end_on_one_lucky_test_confirms_it_with_a_second() {
         let mut n = 0;
         drive_with(cfg, start.clone(), |host| {
             n += 1;
-            let bbr = host[CC] == "bbr";
-            let at_capacity = bbr || n <= lucky_tests;
+            let rate = if host[CC] == "bbr" {
+                930e6
+            } else if n <= lucky_tests {
+                878.8e6
+            } else {
+                780e6 + 1e6 * (n % 3) as f64
+            };
+            // Not told the payload: 878.8 is then simply the path's capacity.
             Observation {
-                rate_bps: if bbr {
-                    930e6
-                } else if at_capacity {
-                    878.8e6
-                } else {
-                    780e6 + 1e6 * (n % 3) as f64
-                },
-                srtt_s: Some(0.017),
-                min_rtt_s: Some(0.016),
                 memory_bytes: Some(4 << 20),
-                limit: if at_capacity {
-                    Limit::PathCapacity
-                } else {
-                    Limit::Network
-                },
-                knobs: vec![],
-                verdict: String::new(),
-                rwnd_limited: Some(0.0),
-                sndbuf_limited: Some(0.0),
                 path_payload_bps: None,
+                ..dc_10g(rate, 0.017)
             }
         })
         .0
