@@ -673,7 +673,8 @@ impl Search {
                 return self.finish_now();
             };
             let floor = self.shrink_floor(sh.key);
-            let trial = shrink::next_candidate(&sh, floor).and_then(|c| {
+            let room = self.affords(shrink::need_first_tests(&self.cfg));
+            let trial = shrink::next_candidate(&sh, floor, room).and_then(|c| {
                 let v = with_buffer_max(&self.current[sh.key], c)?;
                 let untried = !self.tried.contains(&vec![(sh.key.to_string(), v.clone())]);
                 untried.then(|| shrink::hypothesis(&sh, c, floor, v, self.cfg.flows))
