@@ -10,6 +10,7 @@
 #![deny(missing_docs)]
 
 pub mod duration;
+mod guardrail;
 pub mod hypothesis;
 pub mod outcome;
 pub mod search;

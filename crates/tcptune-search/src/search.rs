@@ -4,7 +4,8 @@
 //!
 //! Order: a baseline test; then for each hypothesis an interleaved trial (A B A B …, so drift
 //! on the path hits both arms) judged after `min_pairs` pairs and each pair after, up to
-//! `max_pairs`; guardrails on every B test (loaded RTT, memory); keep or roll back with a
+//! `max_pairs`; guardrails on every B test (memory) and at every look (loaded RTT, as
+//! throughput is judged: `guardrail.rs`); keep or roll back with a
 //! reason; new hypotheses from the latest diagnosis until none is left; then shrink each kept
 //! buffer while the result stays within `shrink_tolerance` of the best.
 
@@ -18,6 +19,7 @@ use crate::hypothesis::{
 use crate::outcome::{Outcome, Phase, Report, Step};
 use crate::stats::{compare_at, mean, shift, Arm, Looks, Verdict};
 
+use crate::guardrail;
 use crate::shrink::{self, Shrink, Undo, BRACKET};
 
 /// What the driver reports.
@@ -352,23 +354,6 @@ impl Search {
         let t = self.trial.as_ref()?;
         let cfg = &self.cfg;
         let (ma, mb) = (mean(&t.a), mean(&t.b));
-        // A smaller buffer cannot queue more: on a shrink the RTT guardrail would only catch the
-        // noise of sub-millisecond RTTs (seen on the LAN path under load).
-        if t.phase == Phase::Change && !t.a_rtt.is_empty() && !t.b_rtt.is_empty() {
-            let (ra, rb) = (mean(&t.a_rtt), mean(&t.b_rtt));
-            if rb > ra * (1.0 + cfg.max_rtt_growth) {
-                return Some((
-                    Outcome::RolledBack,
-                    format!(
-                        "guardrail: loaded RTT grew from {:.2} ms to {:.2} ms, past the +{:.0}% limit (throughput {:+.1}%)",
-                        ra * 1e3,
-                        rb * 1e3,
-                        cfg.max_rtt_growth * 100.0,
-                        (mb / ma - 1.0) * 100.0
-                    ),
-                ));
-            }
-        }
         if let Some(m) = t.b_mem.filter(|m| *m > cfg.max_memory_bytes) {
             return Some((
                 Outcome::RolledBack,
@@ -403,8 +388,18 @@ impl Search {
             last: cfg.max_pairs,
             extended: (cfg.extra_pairs > 0).then_some(cfg.max_pairs + cfg.extra_pairs),
         };
+        // The loaded-RTT guardrail judges change trials only: a smaller buffer cannot queue
+        // more, so on a shrink it would only catch the noise of sub-millisecond RTTs (seen on
+        // the LAN path under load).
+        let verdict = compare_at(&t.a, &t.b, 0.05, looks, cfg.min_gain);
+        let keeping = matches!(verdict, Verdict::Better | Verdict::BetterByEstimate);
+        if let Some(why) =
+            guardrail::rtt_past_the_limit(cfg, &t.a_rtt, &t.b_rtt, looks, keeping, gain)
+        {
+            return Some((Outcome::RolledBack, why));
+        }
         let s = shift(&t.a, &t.b);
-        match compare_at(&t.a, &t.b, 0.05, looks, cfg.min_gain) {
+        match verdict {
             Verdict::Better => Some((
                 Outcome::Kept,
                 format!(
