@@ -675,7 +675,19 @@ impl Search {
                 untried.then(|| shrink::hypothesis(&sh, c, floor, v, self.cfg.flows))
             });
             match trial {
-                Some(hyp) => return self.begin(Phase::Shrink, hyp),
+                Some(hyp) => {
+                    let tests = shrink::near_end_tests(&self.cfg);
+                    let c = hyp.changes.first().and_then(|(_, v)| buffer_max(v));
+                    if c.is_some_and(|c| shrink::near_its_end(&sh, c, floor))
+                        && !self.affords(tests)
+                    {
+                        return self.stop(format!(
+                            "the budget has no room for the {tests} tests a shrink near its end \
+                             takes (a keep there is confirmed on a second pair)"
+                        ));
+                    }
+                    return self.begin(Phase::Shrink, hyp);
+                }
                 None => {
                     self.shrink = None;
                     self.undo.clear();

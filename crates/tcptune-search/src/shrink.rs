@@ -80,7 +80,14 @@ pub const FLOOR: u64 = 128 << 10;
 /// at the model's 850 KiB need held in one pair and lost 3% over two (44.7 and 43.3 against
 /// 45.6 and 45.5 Mbit/s) in two runs of three, which left the 4 MiB maximum in effect.
 pub(crate) fn need_first_tests(cfg: &Config) -> usize {
-    2 * (cfg.shrink_pairs + 1) + 2 * cfg.shrink_pairs
+    near_end_tests(cfg) + 2 * cfg.shrink_pairs
+}
+
+/// The tests a shrink trial near its bisection's end takes to a keep ([`CONFIRM_WITHIN`]): one
+/// more pair than the others. With room for fewer, such a trial can only roll back or go
+/// undecided, changing nothing, so it is not begun.
+pub(crate) fn near_end_tests(cfg: &Config) -> usize {
+    2 * (cfg.shrink_pairs + 1)
 }
 
 /// A shrink kept, and what putting it back needs.

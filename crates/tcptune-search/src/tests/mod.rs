@@ -891,3 +891,21 @@ fn with_room_for_one_shrink_trial_the_bracket_s_middle_goes_first_not_the_need()
         "{report}"
     );
 }
+
+#[test]
+fn a_shrink_near_its_end_is_not_begun_without_room_for_its_confirming_pair() {
+    // The receiver of the test above with five tests: the baseline, the bracket's middle kept
+    // on one pair, then a candidate near its end with two tests left, which could only roll
+    // back or go undecided.
+    let mut path = FakePath::new(721);
+    path.noise = 0.01;
+    let mut cfg = Config::new(Role::Receiver, TEST_S);
+    cfg.path_rate_bps = Some(path.capacity_bps);
+    cfg.max_tests = 5;
+    let (report, host) = drive(cfg, &mut path, settings(6 << 20));
+    assert_eq!(count(&report, Phase::Shrink, Outcome::Kept), 1, "{report}");
+    assert_eq!(report.steps.len(), 1, "{report}");
+    assert_eq!(report.tests_used, 3, "{report}");
+    assert!(report.stopped.contains("no room"), "{}", report.stopped);
+    assert!(buffer_max(&host[RMEM]).unwrap() < 6 << 20);
+}
