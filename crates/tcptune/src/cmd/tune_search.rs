@@ -330,12 +330,13 @@ pub fn run(
     if s.dry_run {
         let baseline = tester.run(&TestShape::asked(s.test_time))?;
         let trial = format!(
-            "A B A B … ({}–{} pairs of {} s tests, {} for a trial still promising at {}), judged at 95% by Yuen's trimmed t and the rank-sum test, within a budget of {} tests and {:.0} s; then {}'s maximum shrunk while the result holds within {:.1}% of the best",
+            "A B A B … ({}–{} pairs of {} s tests, {} for a trial still promising at {}), judged at 95% by Yuen's trimmed t and the rank-sum test (the loaded RTT held within +{:.0}% of A's the same way, and on the means before a keep), within a budget of {} tests and {:.0} s; then {}'s maximum shrunk while the result holds within {:.1}% of the best",
             cfg.min_pairs,
             cfg.max_pairs,
             s.test_time,
             cfg.max_pairs + cfg.extra_pairs,
             cfg.max_pairs,
+            cfg.max_rtt_growth * 100.0,
             cfg.max_tests,
             cfg.max_time_s,
             match role {
