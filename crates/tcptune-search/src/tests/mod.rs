@@ -150,6 +150,13 @@ fn settings(rmem_max: u64) -> Settings {
     .collect()
 }
 
+/// The receiver's configuration with `path`'s rate told (`--rate`).
+fn told_receiver(path: &FakePath) -> Config {
+    let mut cfg = Config::new(Role::Receiver, TEST_S);
+    cfg.path_rate_bps = Some(path.capacity_bps);
+    cfg
+}
+
 /// Runs the search to its end; returns the report and the settings in effect at the end.
 fn drive(cfg: Config, path: &mut FakePath, start: Settings) -> (Report, Settings) {
     drive_with(cfg, start, |host| path.test(host))
@@ -311,8 +318,7 @@ fn with_the_path_rate_given_a_buffer_that_meets_it_is_left_alone() {
     let path = FakePath::new(1);
     let mut obs = FakePath::new(1).test(&settings(65536));
     obs.limit = Limit::ReceiverWindow;
-    let mut cfg = Config::new(Role::Receiver, TEST_S);
-    cfg.path_rate_bps = Some(path.capacity_bps);
+    let cfg = told_receiver(&path);
     let (h, _) = hypotheses(&obs, &settings(65536), &cfg);
     let grown = buffer_max(&h[0].changes[0].1).unwrap();
     assert!(
@@ -357,8 +363,7 @@ fn an_oversized_start_shrinks_in_at_most_four_trials_to_within_the_bracket() {
         path.window_share = window_share;
         // A lab link's spread (the 5% default is a noisy host's).
         path.noise = 0.02;
-        let mut cfg = Config::new(Role::Receiver, TEST_S);
-        cfg.path_rate_bps = Some(path.capacity_bps);
+        let cfg = told_receiver(&path);
         let (report, host) = drive(cfg, &mut path, settings(6 << 20));
         let shrinks = report
             .steps
@@ -395,8 +400,7 @@ fn a_lossy_paths_collapses_do_not_stop_the_shrink_where_the_window_did_not_bind(
         let mut path = FakePath::new(seed);
         path.noise = 0.03;
         path.collapse = 0.35;
-        let mut cfg = Config::new(Role::Receiver, TEST_S);
-        cfg.path_rate_bps = Some(path.capacity_bps);
+        let cfg = told_receiver(&path);
         let (report, host) = drive(cfg, &mut path, settings(6 << 20));
         let max = buffer_max(&host[RMEM]).unwrap() as f64;
         let smallest = 0.95 * path.bdp_bytes() / path.window_share;
@@ -427,8 +431,7 @@ fn a_shrink_that_holds_the_rate_at_its_edge_is_rolled_back() {
         let mut path = FakePath::new(seed);
         path.noise = 0.01;
         path.binds_below = 1.3;
-        let mut cfg = Config::new(Role::Receiver, TEST_S);
-        cfg.path_rate_bps = Some(path.capacity_bps);
+        let cfg = told_receiver(&path);
         let (report, host) = drive(cfg, &mut path, settings(6 << 20));
         let window = buffer_max(&host[RMEM]).unwrap() as f64 * path.window_share;
         assert!(
@@ -460,8 +463,7 @@ fn a_shrink_near_its_end_is_kept_only_when_a_second_pair_confirms_it() {
         path.rtt_s = 0.0002;
         path.binds_below = 1e6;
         path.flaky_below = Some(256 << 10);
-        let mut cfg = Config::new(Role::Receiver, TEST_S);
-        cfg.path_rate_bps = Some(path.capacity_bps);
+        let cfg = told_receiver(&path);
         let (report, host) = drive(cfg, &mut path, settings(6 << 20));
         if buffer_max(&host[RMEM]).unwrap() < 256 << 10 {
             flaky += 1;
@@ -487,8 +489,7 @@ fn a_window_held_back_behind_a_deep_queue_is_not_at_its_edge() {
     path.rtt_s = 0.0002;
     path.binds_below = 1e6;
     path.slow_rtt_below = None;
-    let mut cfg = Config::new(Role::Receiver, TEST_S);
-    cfg.path_rate_bps = Some(path.capacity_bps);
+    let cfg = told_receiver(&path);
     let (report, host) = drive(cfg, &mut path, settings(6 << 20));
     let max = buffer_max(&host[RMEM]).unwrap();
     assert!(max <= 256 << 10, "{max} B\n{report}");
@@ -504,8 +505,7 @@ fn a_receiver_below_the_told_path_rate_keeps_the_window_a_bbr_sender_would_need(
     // stops at the path rate's need with the 2× headroom, not at today's third.
     let mut path = FakePath::new(310);
     path.collapse = 1.0;
-    let mut cfg = Config::new(Role::Receiver, TEST_S);
-    cfg.path_rate_bps = Some(path.capacity_bps);
+    let cfg = told_receiver(&path);
     let (report, host) = drive(cfg, &mut path, settings(6 << 20));
     let max = buffer_max(&host[RMEM]).unwrap() as f64;
     let headroom = 2.0 * path.bdp_bytes() / path.window_share;
@@ -703,8 +703,7 @@ fn a_shrink_is_judged_on_throughput_not_on_the_rtt_guardrail() {
     let mut path = FakePath::new(600);
     path.noise = 0.02;
     path.slow_rtt_below = Some(4 << 20);
-    let mut cfg = Config::new(Role::Receiver, TEST_S);
-    cfg.path_rate_bps = Some(path.capacity_bps);
+    let cfg = told_receiver(&path);
     let (report, host) = drive(cfg, &mut path, settings(6 << 20));
     let first = &report.steps[0];
     assert_eq!(first.phase, Phase::Shrink, "{report}");
@@ -853,8 +852,7 @@ fn with_room_for_one_shrink_trial_the_bracket_s_middle_goes_first_not_the_need()
     for seed in seeds.clone() {
         let mut path = FakePath::new(seed);
         path.noise = 0.01;
-        let mut cfg = Config::new(Role::Receiver, TEST_S);
-        cfg.path_rate_bps = Some(path.capacity_bps);
+        let mut cfg = told_receiver(&path);
         cfg.max_tests = 5;
         path.flaky_below = Some(need(&path, &cfg) * 6 / 5);
         let (report, host) = drive(cfg.clone(), &mut path, settings(6 << 20));
@@ -882,8 +880,7 @@ fn with_room_for_one_shrink_trial_the_bracket_s_middle_goes_first_not_the_need()
     assert!(shrunk >= 18, "{shrunk} of 20 searches shrank the buffer");
     // With room for a miss and the bisection after it, the need still goes first.
     let mut path = FakePath::new(720);
-    let mut cfg = Config::new(Role::Receiver, TEST_S);
-    cfg.path_rate_bps = Some(path.capacity_bps);
+    let cfg = told_receiver(&path);
     let (report, _) = drive(cfg, &mut path, settings(6 << 20));
     let first = report.steps.iter().find(|s| s.phase == Phase::Shrink);
     assert!(
@@ -899,8 +896,7 @@ fn a_shrink_near_its_end_is_not_begun_without_room_for_its_confirming_pair() {
     // back or go undecided.
     let mut path = FakePath::new(721);
     path.noise = 0.01;
-    let mut cfg = Config::new(Role::Receiver, TEST_S);
-    cfg.path_rate_bps = Some(path.capacity_bps);
+    let mut cfg = told_receiver(&path);
     cfg.max_tests = 5;
     let (report, host) = drive(cfg, &mut path, settings(6 << 20));
     assert_eq!(count(&report, Phase::Shrink, Outcome::Kept), 1, "{report}");
