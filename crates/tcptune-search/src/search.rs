@@ -672,15 +672,12 @@ impl Search {
             let trial = shrink::next_candidate(&sh, floor, room).and_then(|c| {
                 let v = with_buffer_max(&self.current[sh.key], c)?;
                 let untried = !self.tried.contains(&vec![(sh.key.to_string(), v.clone())]);
-                untried.then(|| shrink::hypothesis(&sh, c, floor, v, self.cfg.flows))
+                untried.then(|| (c, shrink::hypothesis(&sh, c, floor, v, self.cfg.flows)))
             });
             match trial {
-                Some(hyp) => {
+                Some((c, hyp)) => {
                     let tests = shrink::near_end_tests(&self.cfg);
-                    let c = hyp.changes.first().and_then(|(_, v)| buffer_max(v));
-                    if c.is_some_and(|c| shrink::near_its_end(&sh, c, floor))
-                        && !self.affords(tests)
-                    {
+                    if shrink::near_its_end(&sh, c, floor) && !self.affords(tests) {
                         return self.stop(format!(
                             "the budget has no room for the {tests} tests a shrink near its end \
                              takes (a keep there is confirmed on a second pair)"
