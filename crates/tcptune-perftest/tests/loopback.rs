@@ -145,7 +145,12 @@ fn rate_cap_zero_copy_congestion_control_and_window() {
 /// writing on one connection and nobody reading). Several runs with four streams each way.
 #[test]
 fn bidirectional_roles_survive_racing_classification() {
-    let (addr, stop, h, _) = start_server(ServerConfig::default());
+    // Two slots: the client has its results while the server still ends the last test, so the
+    // next test may arrive before that test's slot is free (a refusal seen in CI).
+    let (addr, stop, h, _) = start_server(ServerConfig {
+        max_tests: 2,
+        ..ServerConfig::default()
+    });
     for _ in 0..4 {
         let params = Params {
             direction: Direction::Bidirectional,
@@ -167,7 +172,12 @@ fn bidirectional_roles_survive_racing_classification() {
 
 #[test]
 fn udp_against_our_server_counts_datagrams_loss_and_jitter() {
-    let (addr, stop, h, _) = start_server(ServerConfig::default());
+    // Two slots: the client has its results while the server still ends the last test, so the
+    // next test may arrive before that test's slot is free (a refusal seen in CI).
+    let (addr, stop, h, _) = start_server(ServerConfig {
+        max_tests: 2,
+        ..ServerConfig::default()
+    });
     for direction in [
         Direction::Forward,
         Direction::Reverse,
