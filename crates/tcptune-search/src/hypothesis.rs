@@ -97,6 +97,10 @@ pub struct Observation {
     /// the path's rate was told.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path_payload_bps: Option<f64>,
+    /// The sending socket's congestion control as that end reported it (this host's in the
+    /// sender's role, the server's result in the receiver's), when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sender_cc: Option<CongestionControl>,
 }
 
 impl Observation {
@@ -166,6 +170,10 @@ impl Observation {
             limit: d.limit,
             knobs,
             verdict: d.verdict.clone(),
+            sender_cc: d
+                .streams
+                .iter()
+                .find_map(|s| s.in_effect.congestion.as_deref()?.parse().ok()),
         }
     }
 }

@@ -620,12 +620,24 @@ impl Search {
     /// kept setting, not the mean: one collapse in a lossy path's two confirming tests must not
     /// read as a flow short of the path.
     fn shrink_floor(&self, key: &str) -> u64 {
-        let rate = self
-            .kept_rates
+        let rate = self.best_kept_rate();
+        shrink::floor(key, self.last_obs.as_ref(), rate, &self.current, &self.cfg)
+    }
+
+    /// The best test at the kept setting (or the best mean): what a shrink sizes for.
+    fn best_kept_rate(&self) -> f64 {
+        self.kept_rates
             .iter()
             .copied()
-            .fold(self.best_bps, f64::max);
-        shrink::floor(key, self.last_obs.as_ref(), rate, &self.current, &self.cfg)
+            .fold(self.best_bps, f64::max)
+    }
+
+    /// The first maximum of `key` worth trying (`shrink::first_candidate`), from the rate
+    /// [`Search::shrink_floor`] sizes for.
+    fn first_candidate(&self, key: &str, floor: u64) -> u64 {
+        let rate = self.best_kept_rate();
+        let obs = self.last_obs.as_ref();
+        shrink::first_candidate(key, obs, rate, &self.current, &self.cfg, floor)
     }
 
     /// Whether this shrink trial's keep would be near its bisection's end
@@ -668,11 +680,13 @@ impl Search {
                 return self.finish_now();
             };
             let floor = self.shrink_floor(sh.key);
+            let first = self.first_candidate(sh.key, floor);
             let room = self.affords(shrink::need_first_tests(&self.cfg));
-            let trial = shrink::next_candidate(&sh, floor, room).and_then(|c| {
+            let trial = shrink::next_candidate(&sh, floor, first, room).and_then(|c| {
                 let v = with_buffer_max(&self.current[sh.key], c)?;
                 let untried = !self.tried.contains(&vec![(sh.key.to_string(), v.clone())]);
-                untried.then(|| (c, shrink::hypothesis(&sh, c, floor, v, self.cfg.flows)))
+                let hyp = shrink::hypothesis(&sh, c, (floor, first), v, self.cfg.flows);
+                untried.then_some((c, hyp))
             });
             match trial {
                 Some((c, hyp)) => {

@@ -5,6 +5,7 @@
 use tcptune_diagnose::advice::Knob;
 use tcptune_diagnose::engine::Limit;
 use tcptune_emu::Rng;
+use tcptune_model::kernel::CongestionControl;
 
 use crate::hypothesis::{
     buffer_max, buffer_need, hypotheses, Config, Kind, Observation, Role, Settings, CC,
@@ -16,6 +17,7 @@ use ArmKind::{Baseline, A, B};
 
 mod guardrail;
 pub(crate) mod measured;
+mod receiver;
 mod sender;
 
 const TEST_S: f64 = 2.0;
@@ -48,6 +50,11 @@ struct FakePath {
     /// a buffer at its edge on a LAN, where the window share of the buffer moves with the
     /// received packets' layout.
     flaky_below: Option<u64>,
+    /// The window the sender keeps in flight, in BDPs: the receive window must hold it to
+    /// fill the path (a BBR sender's is about two; 1.8 held on the lossy lab path).
+    inflight_bdps: f64,
+    /// The sender's congestion control, as its end reports it.
+    sender_cc: Option<CongestionControl>,
     rng: Rng,
 }
 
@@ -66,6 +73,8 @@ impl FakePath {
             binds_below: 0.95,
             slow_rtt_below: None,
             flaky_below: None,
+            inflight_bdps: 1.0,
+            sender_cc: None,
             rng: Rng::new(seed),
         }
     }
@@ -80,7 +89,7 @@ impl FakePath {
             return self.capacity_bps * 0.4;
         }
         let window = rmem_max as f64 * self.window_share;
-        let r = (window * 8.0 / self.rtt_s).min(self.capacity_bps);
+        let r = (window * 8.0 / (self.rtt_s * self.inflight_bdps)).min(self.capacity_bps);
         match self.bloat_above {
             Some(b) if rmem_max > b => r * 1.3,
             _ => r,
@@ -111,7 +120,9 @@ impl FakePath {
             srtt *= 2.0;
         }
         let limited = !collapsed
-            && (flaky || !self.buffer_matters || window < self.bdp_bytes() * self.binds_below);
+            && (flaky
+                || !self.buffer_matters
+                || window < self.bdp_bytes() * self.binds_below * self.inflight_bdps);
         Observation {
             rate_bps: rate,
             srtt_s: Some(srtt),
@@ -133,6 +144,7 @@ impl FakePath {
             rwnd_limited: Some(if limited { 1.0 } else { 0.0 }),
             sndbuf_limited: Some(0.0),
             path_payload_bps: None,
+            sender_cc: self.sender_cc,
         }
     }
 }
@@ -543,6 +555,7 @@ fn a_sender_held_back_by_the_receivers_window_keeps_the_buffer_the_path_needs() 
             rwnd_limited: Some(if rwnd { 1.0 } else { 0.0 }),
             sndbuf_limited: Some(if rwnd { 0.0 } else { 1.0 }),
             path_payload_bps: None,
+            sender_cc: None,
         }
     };
     let mut cfg = Config::new(Role::Sender, TEST_S);
@@ -578,6 +591,7 @@ fn a_send_buffer_that_holds_a_steady_flow_back_unseen_by_its_chronograph_is_not_
             rwnd_limited: Some(0.0),
             sndbuf_limited: Some(0.005),
             path_payload_bps: None,
+            sender_cc: None,
         }
     };
     let mut cfg = Config::new(Role::Sender, TEST_S);
@@ -615,6 +629,7 @@ fn shrinks_stay_within_the_tolerance_of_the_unshrunk_result_not_of_the_last_shri
             rwnd_limited: Some(0.3),
             sndbuf_limited: Some(0.0),
             path_payload_bps: None,
+            sender_cc: None,
         }
     };
     let (report, host) = drive_with(Config::new(Role::Receiver, TEST_S), settings(start), test);
@@ -798,6 +813,7 @@ fn dc_10g_receiver(unshrunk: &[f64], held: [f64; 2]) -> (u64, Report) {
             rwnd_limited: Some(rwnd),
             sndbuf_limited: Some(0.0),
             path_payload_bps: Some(941.5e6),
+            sender_cc: None,
         }
     };
     let start = [

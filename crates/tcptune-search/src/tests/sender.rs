@@ -85,6 +85,7 @@ fn a_search_that_would_end_on_one_lucky_test_confirms_it_with_a_second() {
             Observation {
                 memory_bytes: Some(4 << 20),
                 path_payload_bps: None,
+                sender_cc: None,
                 ..dc_10g(rate, 0.017)
             }
         })
@@ -139,6 +140,7 @@ fn a_loss_based_sender_at_capacity_but_short_of_the_paths_payload_tries_bbr() {
                 rwnd_limited: Some(0.01),
                 sndbuf_limited: Some(0.0),
                 path_payload_bps: Some(payload),
+                sender_cc: None,
             }
         })
     };
@@ -208,6 +210,7 @@ fn a_trial_whose_b_ranks_below_a_stops_early_and_leaves_the_budget_to_the_next()
             rwnd_limited: Some(0.0),
             sndbuf_limited: Some(if limit == Limit::SendBuffer { 1.0 } else { 0.0 }),
             path_payload_bps: Some(941.5e6),
+            sender_cc: None,
         }
     });
     let first = &report.steps[0];
@@ -318,5 +321,6 @@ fn dc_10g(rate_bps: f64, srtt_s: f64) -> Observation {
         rwnd_limited: Some(0.0),
         sndbuf_limited: Some(0.0),
         path_payload_bps: Some(941.5e6),
+        sender_cc: None,
     }
 }
