@@ -8,6 +8,7 @@ use tcptune_model::kernel::CongestionControl;
 
 use crate::hypothesis::{
     buffer_need, Config, Hypothesis, Kind, Observation, Role, Settings, GOAL_SHARE, RMEM,
+    SHORT_OF_PATH,
 };
 use crate::outcome::Outcome;
 use crate::stats::mean;
@@ -62,9 +63,6 @@ pub const BINDS_SHORT: f64 = 0.15;
 /// holds little more than the BDP (see [`AT_EDGE`]). A LAN's flow is held back by the window all the time at any buffer (the window
 /// many BDPs deep, the excess queued), with a loaded RTT many times the path's.
 pub const EDGE_QUEUE: f64 = 1.5;
-/// A flow below this share of the path's told rate may yet be changed by its sender (see
-/// `Search::shrink_floor`).
-pub const SHORT_OF_PATH: f64 = 0.8;
 /// No buffer maximum below this is tried: two of the 64 KiB packets the stack builds (TSO on
 /// the sender, GRO on the receiver), and the kernel's default receive buffer. A buffer that
 /// holds one such packet stalls the flow whenever one waits: on 1 Gbit/s × 0.2 ms a 72 KiB

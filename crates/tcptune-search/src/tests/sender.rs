@@ -61,6 +61,58 @@ fn a_loss_limited_sender_tries_bbr_with_the_buffer_it_needs_before_either_alone(
 }
 
 #[test]
+fn a_send_buffer_that_meets_cubic_s_need_but_not_bbr_s_goes_with_bbr() {
+    // 200 Mbit/s × 80 ms told at 0.01% loss: the first CUBIC test collapsed (59 Mbit/s) and
+    // saw no queue, so the 4 MiB send buffer meets CUBIC's need (2 windows) but not BBR's (3).
+    let mut cfg = Config::new(Role::Sender, TEST_S);
+    cfg.path_rate_bps = Some(200e6);
+    let mut s = settings(6 << 20);
+    s.insert(WMEM.into(), "4096 16384 4194304".into());
+    s.insert(CC_AVAILABLE.into(), "reno cubic bbr".into());
+    let mut obs = FakePath::new(4).test(&s);
+    obs.rate_bps = 59e6;
+    obs.path_payload_bps = Some(190e6);
+    obs.min_rtt_s = Some(0.08);
+    obs.srtt_s = Some(0.0801);
+    obs.limit = Limit::Network;
+    obs.knobs = vec![];
+    let (h, _) = hypotheses(&obs, &s, &cfg);
+    let kinds: Vec<Kind> = h.iter().map(|h| h.kind).collect();
+    assert_eq!(
+        kinds,
+        [
+            Kind::CongestionControlWithSendBuffer,
+            Kind::CongestionControl
+        ]
+    );
+    let mut with_bbr = s.clone();
+    with_bbr.insert(CC.into(), "bbr".into());
+    let need = buffer_need(WMEM, 200e6, 0.08, true, &with_bbr, &cfg).unwrap();
+    assert_eq!(h[0].changes[1].0, WMEM);
+    assert_eq!(
+        buffer_max(&h[0].changes[1].1),
+        Some(need.div_ceil(4096) * 4096)
+    );
+    // A flow near the path's payload: BBR alone, as with the path's rate not told (the
+    // buffer's size would rest on this one test).
+    obs.rate_bps = 160e6;
+    let kinds: Vec<Kind> = hypotheses(&obs, &s, &cfg)
+        .0
+        .iter()
+        .map(|h| h.kind)
+        .collect();
+    assert_eq!(kinds, [Kind::CongestionControl]);
+    obs.rate_bps = 59e6;
+    cfg.path_rate_bps = None;
+    let kinds: Vec<Kind> = hypotheses(&obs, &s, &cfg)
+        .0
+        .iter()
+        .map(|h| h.kind)
+        .collect();
+    assert_eq!(kinds, [Kind::CongestionControl]);
+}
+
+#[test]
 fn a_search_that_would_end_on_one_lucky_test_confirms_it_with_a_second() {
     // 1 Gbit/s × 16 ms told, the sender's 5 MiB meeting CUBIC's need at the loaded RTT: the
     // first test lands at the path's capacity (878.8 Mbit/s), the setting's others at 780,
