@@ -3,6 +3,7 @@
 
 use super::measured::{BBR_6M, CUBIC_4M, CUBIC_8M};
 use super::*;
+use crate::hypothesis::window_could_limit;
 
 #[test]
 fn a_loss_limited_sender_tries_bbr_with_the_buffer_it_needs_before_either_alone() {
@@ -93,6 +94,16 @@ fn a_send_buffer_that_meets_cubic_s_need_but_not_bbr_s_goes_with_bbr() {
         buffer_max(&h[0].changes[1].1),
         Some(need.div_ceil(4096) * 4096)
     );
+    // Once BBR runs with that buffer, a later test's RTT a little longer asks for no sliver
+    // more (without the slack: 6008832 → 6012928 B, a trial of four tests).
+    let mut after = with_bbr.clone();
+    after.insert(WMEM.into(), h[0].changes[1].1.clone());
+    let mut later = obs.clone();
+    later.min_rtt_s = Some(0.08006);
+    later.srtt_s = Some(0.095);
+    later.rate_bps = 150e6;
+    assert!(window_could_limit(WMEM, &later, &after, &cfg));
+    assert_eq!(hypotheses(&later, &after, &cfg).0, []);
     // A flow near the path's payload: BBR alone, as with the path's rate not told (the
     // buffer's size would rest on this one test).
     obs.rate_bps = 160e6;
