@@ -5,22 +5,34 @@ use super::measured::{BBR_6M, CUBIC_4M, CUBIC_8M};
 use super::*;
 use crate::hypothesis::window_could_limit;
 
-#[test]
-fn a_loss_limited_sender_tries_bbr_with_the_buffer_it_needs_before_either_alone() {
-    // The long fat path's sender: 1 Gbit/s × 100 ms told, CUBIC at 159 Mbit/s held back by
-    // its cwnd after slow-start losses, the 4 MiB send buffer below the told rate's need.
+/// A sender told the path's rate (`path_bps`), CUBIC with a 4 MiB send buffer and BBR
+/// available, and a test its cwnd held back at `rate_bps` with these RTTs.
+fn cwnd_limited_cubic(
+    path_bps: f64,
+    rate_bps: f64,
+    min_rtt_s: f64,
+    srtt_s: f64,
+) -> (Config, Settings, Observation) {
     let mut cfg = Config::new(Role::Sender, TEST_S);
-    cfg.path_rate_bps = Some(1e9);
+    cfg.path_rate_bps = Some(path_bps);
     let mut s = settings(6 << 20);
     s.insert(WMEM.into(), "4096 16384 4194304".into());
     s.insert(CC.into(), "cubic".into());
     s.insert(CC_AVAILABLE.into(), "reno cubic bbr".into());
     let mut obs = FakePath::new(3).test(&s);
-    obs.rate_bps = 159e6;
-    obs.min_rtt_s = Some(0.1);
-    obs.srtt_s = Some(0.102);
+    obs.rate_bps = rate_bps;
+    obs.min_rtt_s = Some(min_rtt_s);
+    obs.srtt_s = Some(srtt_s);
     obs.limit = Limit::Network;
     obs.knobs = vec![];
+    (cfg, s, obs)
+}
+
+#[test]
+fn a_loss_limited_sender_tries_bbr_with_the_buffer_it_needs_before_either_alone() {
+    // The long fat path's sender: 1 Gbit/s × 100 ms told, CUBIC at 159 Mbit/s held back by
+    // its cwnd after slow-start losses, the 4 MiB send buffer below the told rate's need.
+    let (cfg, mut s, mut obs) = cwnd_limited_cubic(1e9, 159e6, 0.1, 0.102);
     let kinds = |obs: &Observation, s: &Settings| -> Vec<Kind> {
         hypotheses(obs, s, &cfg).0.iter().map(|h| h.kind).collect()
     };
@@ -65,18 +77,8 @@ fn a_loss_limited_sender_tries_bbr_with_the_buffer_it_needs_before_either_alone(
 fn a_send_buffer_that_meets_cubic_s_need_but_not_bbr_s_goes_with_bbr() {
     // 200 Mbit/s × 80 ms told at 0.01% loss: the first CUBIC test collapsed (59 Mbit/s) and
     // saw no queue, so the 4 MiB send buffer meets CUBIC's need (2 windows) but not BBR's (3).
-    let mut cfg = Config::new(Role::Sender, TEST_S);
-    cfg.path_rate_bps = Some(200e6);
-    let mut s = settings(6 << 20);
-    s.insert(WMEM.into(), "4096 16384 4194304".into());
-    s.insert(CC_AVAILABLE.into(), "reno cubic bbr".into());
-    let mut obs = FakePath::new(4).test(&s);
-    obs.rate_bps = 59e6;
+    let (mut cfg, s, mut obs) = cwnd_limited_cubic(200e6, 59e6, 0.08, 0.0801);
     obs.path_payload_bps = Some(190e6);
-    obs.min_rtt_s = Some(0.08);
-    obs.srtt_s = Some(0.0801);
-    obs.limit = Limit::Network;
-    obs.knobs = vec![];
     let (h, _) = hypotheses(&obs, &s, &cfg);
     let kinds: Vec<Kind> = h.iter().map(|h| h.kind).collect();
     assert_eq!(
