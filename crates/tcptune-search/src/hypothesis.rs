@@ -309,7 +309,7 @@ pub fn with_buffer_max(v: &str, max: u64) -> Option<String> {
 }
 
 /// Rounds up to a multiple of 4 KiB (pages: how the values are usually written).
-fn page_round(n: u64) -> u64 {
+pub(crate) fn page_round(n: u64) -> u64 {
     n.div_ceil(4096) * 4096
 }
 

@@ -7,8 +7,8 @@ use tcptune_diagnose::engine::Limit;
 use tcptune_model::kernel::CongestionControl;
 
 use crate::hypothesis::{
-    buffer_need, Config, Hypothesis, Kind, Observation, Role, Settings, GOAL_SHARE, RMEM,
-    SHORT_OF_PATH,
+    buffer_need, page_round, Config, Hypothesis, Kind, Observation, Role, Settings, GOAL_SHARE,
+    RMEM, SHORT_OF_PATH,
 };
 use crate::outcome::Outcome;
 use crate::stats::mean;
@@ -241,7 +241,7 @@ pub(crate) fn floor(
                 .and_then(|p| buffer_need(key, p, rtt, true, current, cfg));
             measured.max(told)
         })
-        .map_or(FLOOR, |n| n.div_ceil(4096) * 4096)
+        .map_or(FLOOR, page_round)
         .max(FLOOR)
 }
 
@@ -270,7 +270,7 @@ pub(crate) fn first_candidate(
             let rtt = o.min_rtt_s.or(o.srtt_s)?;
             buffer_need(key, rate, rtt, true, current, cfg)
         })
-        .map_or(floor, |n| n.div_ceil(4096) * 4096)
+        .map_or(floor, page_round)
         .max(floor)
 }
 
@@ -283,7 +283,7 @@ pub(crate) fn next_candidate(sh: &Shrink, floor: u64, first: u64, room: bool) ->
     let candidate = if sh.first && room && first > sh.bad && first < sh.good {
         first
     } else {
-        ((sh.good as f64 * lo as f64).sqrt() as u64).div_ceil(4096) * 4096
+        page_round((sh.good as f64 * lo as f64).sqrt() as u64)
     };
     (sh.good as f64 > BRACKET * lo as f64 && candidate < sh.good).then_some(candidate)
 }
